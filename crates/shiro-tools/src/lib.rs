@@ -1,0 +1,41 @@
+//! shiro-tools: the `Mutator` seam and the tools of the shiro coding agent.
+//!
+//! Every file access a tool makes goes through a [`Mutator`]: [`FsMutator`] for the real disk,
+//! [`MemMutator`] for tests and dry runs. Paths are jailed to the workspace by
+//! [`WorkspacePath`]. The file-changing tools are `write_file`, `edit_file`, `multi_edit` and
+//! `apply_patch` (Codex's patch format).
+//!
+//! Invariants:
+//! - shiro-tools never records undo state; it only calls its `Mutator`, which a recorder may wrap;
+//! - a tool call changes every file it names or none of them;
+//! - it never prints, reads the environment or exits the process.
+//!
+//! ```
+//! use shiro_tools::{MemMutator, Mutator, WorkspacePath, tools};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let ws = MemMutator::new();
+//! let write = tools::write_file();
+//! let out = write
+//!     .call(&ws, serde_json::json!({"path": "src/hello.txt", "content": "hi\n"}))
+//!     .await
+//!     .unwrap();
+//! assert_eq!(out.changes[0].to_string(), "A src/hello.txt");
+//! let path = WorkspacePath::from_relative("src/hello.txt").unwrap();
+//! assert_eq!(ws.read(&path).await.unwrap(), b"hi\n");
+//! # });
+//! ```
+
+mod mutator;
+pub mod patch;
+mod path;
+pub mod text;
+mod tool;
+pub mod tools;
+
+pub use mutator::{
+    DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DirEntry, FsMutator, MemMutator, Mutator, MutatorError,
+    Stat, create_parent_dirs,
+};
+pub use path::{PathError, WorkspacePath};
+pub use tool::{Change, Tool, ToolError, ToolOutput, parse_args, schema_of};

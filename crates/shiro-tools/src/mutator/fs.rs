@@ -1,0 +1,310 @@
+//! The real disk under a workspace root.
+
+use std::fs;
+use std::io::{self, ErrorKind, Write};
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::{DEFAULT_FILE_MODE, DirEntry, Mutator, MutatorError, Stat};
+use crate::path::{PathError, WorkspacePath};
+
+/// A [`Mutator`] over the real file system under a root directory.
+///
+/// Writes go to a temporary file in the same directory, are flushed to disk, then renamed
+/// over the target, so a crash leaves either the old or the new bytes.
+#[derive(Debug, Clone)]
+pub struct FsMutator {
+    inner: Arc<Roots>,
+}
+
+#[derive(Debug)]
+struct Roots {
+    /// The root as given, for resolving absolute paths a model sends.
+    root: PathBuf,
+    /// The canonical root, for checking where symbolic links lead.
+    canonical: PathBuf,
+}
+
+impl FsMutator {
+    /// A mutator for the directory `root`, which must exist.
+    pub fn new(root: impl Into<PathBuf>) -> io::Result<Self> {
+        let root = root.into();
+        let canonical = root.canonicalize()?;
+        if !canonical.is_dir() {
+            return Err(io::Error::new(ErrorKind::NotADirectory, "workspace root is not a directory"));
+        }
+        Ok(Self { inner: Arc::new(Roots { root, canonical }) })
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        op: impl FnOnce(&Roots) -> Result<T, MutatorError> + Send + 'static,
+    ) -> Result<T, MutatorError> {
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || op(&inner))
+            .await
+            .unwrap_or_else(|join| Err(MutatorError::Interrupted(join.to_string())))
+    }
+}
+
+impl Roots {
+    /// The on-disk path, after checking that no symbolic link on a parent leads outside.
+    fn checked(&self, path: &WorkspacePath) -> Result<PathBuf, MutatorError> {
+        for ancestor in path.ancestors() {
+            self.check_link(path, &ancestor)?;
+        }
+        Ok(path.to_fs_path(&self.canonical))
+    }
+
+    /// Like [`Roots::checked`], and also for a link in the last component (for reads).
+    fn checked_following(&self, path: &WorkspacePath) -> Result<PathBuf, MutatorError> {
+        let full = self.checked(path)?;
+        self.check_link(path, path)?;
+        Ok(full)
+    }
+
+    /// A mutation target: jailed and not protected.
+    fn writable(&self, path: &WorkspacePath) -> Result<PathBuf, MutatorError> {
+        if path.is_protected() {
+            return Err(PathError::Protected(path.to_string()).into());
+        }
+        self.checked(path)
+    }
+
+    fn check_link(&self, path: &WorkspacePath, at: &WorkspacePath) -> Result<(), MutatorError> {
+        let full = at.to_fs_path(&self.canonical);
+        let Ok(meta) = fs::symlink_metadata(&full) else {
+            return Ok(());
+        };
+        if !meta.file_type().is_symlink() {
+            return Ok(());
+        }
+        match full.canonicalize() {
+            Ok(target) if target.starts_with(&self.canonical) => Ok(()),
+            // A dangling link leads nowhere; the operation itself reports what is missing.
+            Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
+            _ => Err(PathError::SymlinkEscape { path: path.to_string(), link: at.to_string() }.into()),
+        }
+    }
+}
+
+fn io_error(op: &'static str, path: &WorkspacePath, err: io::Error) -> MutatorError {
+    match err.kind() {
+        ErrorKind::NotFound => MutatorError::NotFound(path.clone()),
+        ErrorKind::AlreadyExists => MutatorError::AlreadyExists(path.clone()),
+        ErrorKind::IsADirectory => MutatorError::IsDirectory(path.clone()),
+        ErrorKind::NotADirectory => MutatorError::NotDirectory(path.clone()),
+        ErrorKind::DirectoryNotEmpty => MutatorError::DirectoryNotEmpty(path.clone()),
+        _ => MutatorError::Io { op, path: path.clone(), source: err },
+    }
+}
+
+fn stat_of(full: &Path, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+    let meta = match fs::symlink_metadata(full) {
+        Ok(meta) => meta,
+        Err(err) if matches!(err.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            return Ok(Stat::Absent);
+        }
+        Err(err) => return Err(io_error("stat", path, err)),
+    };
+    let file_type = meta.file_type();
+    let mode = meta.permissions().mode() & 0o7777;
+    if file_type.is_symlink() {
+        let target = fs::read_link(full).map_err(|err| io_error("readlink", path, err))?;
+        Ok(Stat::Symlink { target: target.to_string_lossy().into_owned() })
+    } else if file_type.is_dir() {
+        Ok(Stat::Dir { mode })
+    } else {
+        Ok(Stat::File { mode, len: meta.len() })
+    }
+}
+
+/// The parent must exist and be a directory, as on the in-memory tree.
+fn require_parent(roots: &Roots, path: &WorkspacePath) -> Result<(), MutatorError> {
+    if let Some(parent) = path.parent() {
+        match stat_of(&roots.checked(&parent)?, &parent)? {
+            Stat::Dir { .. } => {}
+            Stat::Absent => return Err(MutatorError::NotFound(parent)),
+            Stat::Symlink { .. } => {
+                // A link to a directory inside the workspace is followed, as parents are.
+                let followed = parent.to_fs_path(&roots.canonical);
+                if !followed.is_dir() {
+                    return Err(MutatorError::NotDirectory(parent));
+                }
+            }
+            Stat::File { .. } => return Err(MutatorError::NotDirectory(parent)),
+        }
+    }
+    Ok(())
+}
+
+fn write_atomic(
+    roots: &Roots,
+    path: &WorkspacePath,
+    bytes: &[u8],
+    mode: Option<u32>,
+) -> Result<(), MutatorError> {
+    let full = roots.writable(path)?;
+    require_parent(roots, path)?;
+    let mode = match (mode, stat_of(&full, path)?) {
+        (_, Stat::Dir { .. }) => return Err(MutatorError::IsDirectory(path.clone())),
+        (Some(mode), _) => mode,
+        (None, Stat::File { mode, .. }) => mode,
+        (None, Stat::Absent | Stat::Symlink { .. }) => DEFAULT_FILE_MODE,
+    };
+    let dir = full.parent().unwrap_or(&roots.canonical);
+    let mut temp = tempfile::Builder::new()
+        .prefix(".shiro-tmp-")
+        .tempfile_in(dir)
+        .map_err(|err| io_error("create temporary file for", path, err))?;
+    temp.write_all(bytes).map_err(|err| io_error("write", path, err))?;
+    temp.as_file()
+        .set_permissions(fs::Permissions::from_mode(mode))
+        .map_err(|err| io_error("chmod", path, err))?;
+    temp.as_file().sync_data().map_err(|err| io_error("sync", path, err))?;
+    temp.persist(&full).map_err(|err| io_error("rename into place", path, err.error))?;
+    Ok(())
+}
+
+#[async_trait]
+impl Mutator for FsMutator {
+    fn root(&self) -> &Path {
+        &self.inner.root
+    }
+
+    async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+        let path = path.clone();
+        self.blocking(move |roots| stat_of(&roots.checked(&path)?, &path)).await
+    }
+
+    async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
+        let path = path.clone();
+        self.blocking(move |roots| {
+            let full = roots.checked_following(&path)?;
+            fs::read(&full).map_err(|err| io_error("read", &path, err))
+        })
+        .await
+    }
+
+    async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
+        let path = path.clone();
+        self.blocking(move |roots| {
+            let full = roots.checked_following(&path)?;
+            let mut entries = Vec::new();
+            for entry in fs::read_dir(&full).map_err(|err| io_error("list", &path, err))? {
+                let entry = entry.map_err(|err| io_error("list", &path, err))?;
+                let name = entry.file_name();
+                let Some(name) = name.to_str() else { continue };
+                let child = path.join(name)?;
+                let stat = stat_of(&entry.path(), &child)?;
+                entries.push(DirEntry { path: child, stat });
+            }
+            entries.sort_by(|a, b| a.path.cmp(&b.path));
+            Ok(entries)
+        })
+        .await
+    }
+
+    async fn write(
+        &self,
+        path: &WorkspacePath,
+        bytes: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), MutatorError> {
+        let path = path.clone();
+        let bytes = bytes.to_vec();
+        self.blocking(move |roots| write_atomic(roots, &path, &bytes, mode)).await
+    }
+
+    async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
+        let path = path.clone();
+        self.blocking(move |roots| {
+            let full = roots.writable(&path)?;
+            match stat_of(&full, &path)? {
+                Stat::Absent => Err(MutatorError::NotFound(path)),
+                // Changing a link's mode would change its target's; links have no mode of their own.
+                Stat::Symlink { .. } => Err(MutatorError::Io {
+                    op: "chmod",
+                    path,
+                    source: io::Error::other("symbolic links have no mode"),
+                }),
+                Stat::File { .. } | Stat::Dir { .. } => fs::set_permissions(&full, fs::Permissions::from_mode(mode))
+                    .map_err(|err| io_error("chmod", &path, err)),
+            }
+        })
+        .await
+    }
+
+    async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        let path = path.clone();
+        self.blocking(move |roots| {
+            let full = roots.writable(&path)?;
+            require_parent(roots, &path)?;
+            fs::create_dir(&full).map_err(|err| io_error("create directory", &path, err))?;
+            fs::set_permissions(&full, fs::Permissions::from_mode(super::DEFAULT_DIR_MODE))
+                .map_err(|err| io_error("chmod", &path, err))
+        })
+        .await
+    }
+
+    async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
+        let path = path.clone();
+        let target = target.to_owned();
+        self.blocking(move |roots| {
+            let full = roots.writable(&path)?;
+            require_parent(roots, &path)?;
+            symlink(&target, &full).map_err(|err| io_error("create symlink", &path, err))
+        })
+        .await
+    }
+
+    async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        let path = path.clone();
+        self.blocking(move |roots| {
+            let full = roots.writable(&path)?;
+            match stat_of(&full, &path)? {
+                Stat::Absent => Err(MutatorError::NotFound(path)),
+                Stat::Dir { .. } => Err(MutatorError::IsDirectory(path)),
+                Stat::File { .. } | Stat::Symlink { .. } => {
+                    fs::remove_file(&full).map_err(|err| io_error("remove", &path, err))
+                }
+            }
+        })
+        .await
+    }
+
+    async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        let path = path.clone();
+        self.blocking(move |roots| {
+            let full = roots.writable(&path)?;
+            match stat_of(&full, &path)? {
+                Stat::Absent => Err(MutatorError::NotFound(path)),
+                Stat::Dir { .. } => fs::remove_dir(&full).map_err(|err| io_error("remove directory", &path, err)),
+                Stat::File { .. } | Stat::Symlink { .. } => Err(MutatorError::NotDirectory(path)),
+            }
+        })
+        .await
+    }
+
+    async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
+        let (from, to) = (from.clone(), to.clone());
+        self.blocking(move |roots| {
+            let source = roots.writable(&from)?;
+            let dest = roots.writable(&to)?;
+            match stat_of(&source, &from)? {
+                Stat::Absent => return Err(MutatorError::NotFound(from)),
+                Stat::Dir { .. } => return Err(MutatorError::IsDirectory(from)),
+                Stat::File { .. } | Stat::Symlink { .. } => {}
+            }
+            if let Stat::Dir { .. } = stat_of(&dest, &to)? {
+                return Err(MutatorError::IsDirectory(to));
+            }
+            require_parent(roots, &to)?;
+            fs::rename(&source, &dest).map_err(|err| io_error("rename", &from, err))
+        })
+        .await
+    }
+}

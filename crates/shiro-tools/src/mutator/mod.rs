@@ -1,0 +1,179 @@
+//! The `Mutator` seam: every file access a tool makes goes through it.
+//!
+//! Two implementations behave the same way, which one conformance suite checks:
+//! [`FsMutator`] works on the real disk under a root, [`MemMutator`] on an in-memory tree.
+//! shiro-undo wraps any `Mutator` in a recorder, so tools never know undo exists.
+
+mod fs;
+mod mem;
+
+use std::path::Path;
+
+use async_trait::async_trait;
+
+pub use fs::FsMutator;
+pub use mem::MemMutator;
+
+use crate::path::{PathError, WorkspacePath};
+
+/// The mode a file gets when it is created without one.
+pub const DEFAULT_FILE_MODE: u32 = 0o644;
+/// The mode a directory gets when it is created.
+pub const DEFAULT_DIR_MODE: u32 = 0o755;
+
+/// What a path names, without following a symbolic link in the last component.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Stat {
+    /// Nothing is there.
+    Absent,
+    /// A regular file with its permission bits (`0o7777` mask) and length.
+    File {
+        /// Unix permission bits.
+        mode: u32,
+        /// Length in bytes.
+        len: u64,
+    },
+    /// A directory with its permission bits.
+    Dir {
+        /// Unix permission bits.
+        mode: u32,
+    },
+    /// A symbolic link and its target, as stored in the link.
+    Symlink {
+        /// The link's target text.
+        target: String,
+    },
+}
+
+impl Stat {
+    /// Whether something is at the path.
+    pub fn exists(&self) -> bool {
+        !matches!(self, Stat::Absent)
+    }
+
+    /// A word for the kind of entry, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Stat::Absent => "absent",
+            Stat::File { .. } => "file",
+            Stat::Dir { .. } => "directory",
+            Stat::Symlink { .. } => "symlink",
+        }
+    }
+}
+
+/// An entry of a directory listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirEntry {
+    /// The entry's workspace path.
+    pub path: WorkspacePath,
+    /// What it is.
+    pub stat: Stat,
+}
+
+/// Why a file operation failed. Every variant names the path concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum MutatorError {
+    /// The path was refused by the workspace jail.
+    #[error(transparent)]
+    Path(#[from] PathError),
+    /// Nothing exists at the path (or its parent directory is missing).
+    #[error("{0} does not exist")]
+    NotFound(WorkspacePath),
+    /// A directory was found where a file or symlink was expected.
+    #[error("{0} is a directory")]
+    IsDirectory(WorkspacePath),
+    /// A file or symlink was found where a directory was expected (also on a parent).
+    #[error("{0} is not a directory")]
+    NotDirectory(WorkspacePath),
+    /// The directory to remove still has entries.
+    #[error("directory {0} is not empty")]
+    DirectoryNotEmpty(WorkspacePath),
+    /// Something already exists where a new entry was to be created.
+    #[error("{0} already exists")]
+    AlreadyExists(WorkspacePath),
+    /// The operation was cut short before it finished (its worker task was cancelled).
+    #[error("file operation interrupted: {0}")]
+    Interrupted(String),
+    /// Any other I/O failure.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// The operation that failed.
+        op: &'static str,
+        /// The path concerned.
+        path: WorkspacePath,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Every file access a tool makes. Implementations must be safe to share between tasks.
+///
+/// All operations act on the entry named by the path itself: a symbolic link in the last
+/// component is not followed (except by [`Mutator::read`]), while links on parent directories
+/// are followed only when they stay inside the workspace. Every mutation of a protected path
+/// (see [`WorkspacePath::is_protected`]) is refused.
+#[async_trait]
+pub trait Mutator: Send + Sync {
+    /// The workspace root, used to resolve absolute paths the model gives.
+    fn root(&self) -> &Path;
+
+    /// What the path names.
+    async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError>;
+
+    /// The bytes of a regular file (a symlink is followed when it stays in the workspace).
+    async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError>;
+
+    /// The entries of a directory, sorted by path.
+    async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError>;
+
+    /// Replaces the file (or symlink) at `path` with `bytes` atomically: readers see the old
+    /// bytes or the new, never a mix. With `mode` `None`, an existing regular file keeps its
+    /// mode and a new one gets [`DEFAULT_FILE_MODE`]. The parent directory must exist.
+    async fn write(
+        &self,
+        path: &WorkspacePath,
+        bytes: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), MutatorError>;
+
+    /// Changes the permission bits of a file or directory.
+    async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError>;
+
+    /// Creates one directory; its parent must exist and the path must be free.
+    async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError>;
+
+    /// Creates a symbolic link at `path` pointing at `target`; the path must be free.
+    async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError>;
+
+    /// Removes a file or a symbolic link.
+    async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError>;
+
+    /// Removes an empty directory.
+    async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError>;
+
+    /// Moves a file or symlink to `to`, replacing a file or symlink there. The parent of `to`
+    /// must exist. Directories are not moved.
+    async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError>;
+}
+
+/// Creates every missing ancestor directory of `path`, outermost first, one
+/// [`Mutator::create_dir`] call each (so a recorder sees each directory a turn creates).
+pub async fn create_parent_dirs(
+    mutator: &dyn Mutator,
+    path: &WorkspacePath,
+) -> Result<(), MutatorError> {
+    for dir in path.ancestors() {
+        match mutator.stat(&dir).await? {
+            Stat::Dir { .. } => {}
+            Stat::Absent => mutator.create_dir(&dir).await?,
+            // A link to a directory inside the workspace is followed, as the disk does.
+            Stat::Symlink { .. } if mutator.read_dir(&dir).await.is_ok() => {}
+            Stat::File { .. } | Stat::Symlink { .. } => {
+                return Err(MutatorError::NotDirectory(dir));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,224 @@
+//! The workspace jail: paths that can only name an entry inside the workspace root.
+
+use std::fmt;
+use std::path::{Component, Path};
+
+/// Why a path was refused before any file was touched.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    /// The path was empty, or named the workspace root itself.
+    #[error("empty path: name a file inside the workspace")]
+    Empty,
+    /// The path contained a NUL byte.
+    #[error("path {0:?} contains a NUL byte")]
+    Nul(String),
+    /// The path used `..`, which could leave the workspace.
+    #[error("path {0:?} uses `..`; give the path relative to the workspace root without `..`")]
+    ParentDir(String),
+    /// An absolute path that does not lie under the workspace root.
+    #[error("path {0:?} is outside the workspace")]
+    Outside(String),
+    /// A symbolic link on the path resolves outside the workspace.
+    #[error("path {path:?} goes through the symbolic link {link:?}, which leads outside the workspace")]
+    SymlinkEscape {
+        /// The path as given.
+        path: String,
+        /// The link on that path, relative to the root.
+        link: String,
+    },
+    /// The path is inside a directory that tools may never write (`.git/`, `.shiro/undo/`).
+    #[error("path {0:?} is inside a protected directory (.git/ or .shiro/undo/); tools never write there")]
+    Protected(String),
+}
+
+/// A path inside the workspace, relative to its root, normalised to `/`-separated components.
+///
+/// It can only be built for a path that stays inside the root lexically; symbolic links are
+/// checked by each [`Mutator`](crate::Mutator) when the path is used, because links can change
+/// between building the path and using it.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WorkspacePath {
+    rel: String,
+}
+
+impl WorkspacePath {
+    /// Resolves `input` (relative to `root`, or absolute under `root`) to a workspace path.
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use shiro_tools::WorkspacePath;
+    ///
+    /// let root = Path::new("/work/repo");
+    /// assert_eq!(WorkspacePath::resolve(root, "./src//lib.rs").unwrap().as_str(), "src/lib.rs");
+    /// assert_eq!(WorkspacePath::resolve(root, "/work/repo/a.txt").unwrap().as_str(), "a.txt");
+    /// assert!(WorkspacePath::resolve(root, "../escape").is_err());
+    /// assert!(WorkspacePath::resolve(root, "/etc/passwd").is_err());
+    /// ```
+    pub fn resolve(root: &Path, input: &str) -> Result<Self, PathError> {
+        if input.contains('\0') {
+            return Err(PathError::Nul(input.to_owned()));
+        }
+        let path = Path::new(input);
+        let relative = if path.is_absolute() {
+            path.strip_prefix(root)
+                .map_err(|_| PathError::Outside(input.to_owned()))?
+        } else {
+            path
+        };
+        let mut parts: Vec<&str> = Vec::new();
+        for component in relative.components() {
+            match component {
+                Component::Normal(part) => {
+                    let part = part.to_str().ok_or_else(|| PathError::Outside(input.to_owned()))?;
+                    parts.push(part);
+                }
+                Component::CurDir => {}
+                Component::ParentDir => return Err(PathError::ParentDir(input.to_owned())),
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(PathError::Outside(input.to_owned()));
+                }
+            }
+        }
+        if parts.is_empty() {
+            return Err(PathError::Empty);
+        }
+        Ok(Self { rel: parts.join("/") })
+    }
+
+    /// Builds a workspace path from a path already relative to the root (such as one read
+    /// back from the undo log). The same rules as [`WorkspacePath::resolve`] apply.
+    pub fn from_relative(rel: &str) -> Result<Self, PathError> {
+        if Path::new(rel).is_absolute() {
+            return Err(PathError::Outside(rel.to_owned()));
+        }
+        Self::resolve(Path::new(""), rel)
+    }
+
+    /// The path relative to the root, `/`-separated.
+    pub fn as_str(&self) -> &str {
+        &self.rel
+    }
+
+    /// The path's components.
+    pub fn components(&self) -> impl Iterator<Item = &str> {
+        self.rel.split('/')
+    }
+
+    /// The parent directory, or `None` when the parent is the workspace root.
+    pub fn parent(&self) -> Option<WorkspacePath> {
+        self.rel.rsplit_once('/').map(|(parent, _)| Self { rel: parent.to_owned() })
+    }
+
+    /// Every proper ancestor, outermost first (`a`, `a/b` for `a/b/c`).
+    pub fn ancestors(&self) -> Vec<WorkspacePath> {
+        let mut out = Vec::new();
+        let mut end = 0;
+        while let Some(offset) = self.rel[end..].find('/') {
+            end += offset;
+            out.push(Self { rel: self.rel[..end].to_owned() });
+            end += 1;
+        }
+        out
+    }
+
+    /// The last component.
+    pub fn file_name(&self) -> &str {
+        self.rel.rsplit('/').next().unwrap_or(&self.rel)
+    }
+
+    /// Appends one or more components.
+    pub fn join(&self, rest: &str) -> Result<WorkspacePath, PathError> {
+        Self::from_relative(&format!("{}/{rest}", self.rel))
+    }
+
+    /// How many components deep the path is (`a` is 1).
+    pub fn depth(&self) -> usize {
+        self.components().count()
+    }
+
+    /// Whether this path is `other` or lies inside it.
+    pub fn starts_with(&self, other: &WorkspacePath) -> bool {
+        self.rel == other.rel
+            || (self.rel.starts_with(&other.rel) && self.rel.as_bytes().get(other.rel.len()) == Some(&b'/'))
+    }
+
+    /// Whether tools are forbidden to write here: `.git/` and `.shiro/undo/`, and those
+    /// directories themselves.
+    pub fn is_protected(&self) -> bool {
+        let mut parts = self.components();
+        match parts.next() {
+            Some(".git") => true,
+            Some(".shiro") => parts.next() == Some("undo"),
+            _ => false,
+        }
+    }
+
+    /// The path on disk under `root`.
+    pub fn to_fs_path(&self, root: &Path) -> std::path::PathBuf {
+        root.join(&self.rel)
+    }
+}
+
+impl fmt::Display for WorkspacePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.rel)
+    }
+}
+
+impl fmt::Debug for WorkspacePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.rel, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(input: &str) -> Result<String, PathError> {
+        WorkspacePath::resolve(Path::new("/ws"), input).map(|p| p.as_str().to_owned())
+    }
+
+    #[test]
+    fn normalises_relative_and_absolute_paths() {
+        assert_eq!(resolve("a/b.txt").unwrap(), "a/b.txt");
+        assert_eq!(resolve("./a//b/./c").unwrap(), "a/b/c");
+        assert_eq!(resolve("/ws/a").unwrap(), "a");
+        assert_eq!(resolve("a/").unwrap(), "a");
+    }
+
+    #[test]
+    fn refuses_escapes() {
+        assert_eq!(resolve(""), Err(PathError::Empty));
+        assert_eq!(resolve("."), Err(PathError::Empty));
+        assert_eq!(resolve("/ws"), Err(PathError::Empty));
+        assert!(matches!(resolve("../x"), Err(PathError::ParentDir(_))));
+        assert!(matches!(resolve("a/../../b"), Err(PathError::ParentDir(_))));
+        assert!(matches!(resolve("/etc/passwd"), Err(PathError::Outside(_))));
+        assert!(matches!(resolve("/wsx/a"), Err(PathError::Outside(_))));
+        assert!(matches!(resolve("a\0b"), Err(PathError::Nul(_))));
+    }
+
+    #[test]
+    fn knows_protected_directories() {
+        let p = |s| WorkspacePath::from_relative(s).unwrap();
+        assert!(p(".git").is_protected());
+        assert!(p(".git/config").is_protected());
+        assert!(p(".shiro/undo/log").is_protected());
+        assert!(!p(".shiro/commands.md").is_protected());
+        assert!(!p(".github/workflows/ci.yml").is_protected());
+        assert!(!p("src/.git_keep").is_protected());
+    }
+
+    #[test]
+    fn ancestors_and_parent() {
+        let p = WorkspacePath::from_relative("a/b/c").unwrap();
+        let ancestors: Vec<_> = p.ancestors().iter().map(|a| a.as_str().to_owned()).collect();
+        assert_eq!(ancestors, ["a", "a/b"]);
+        assert_eq!(p.parent().unwrap().as_str(), "a/b");
+        assert_eq!(p.file_name(), "c");
+        assert!(WorkspacePath::from_relative("a").unwrap().parent().is_none());
+        assert!(p.starts_with(&WorkspacePath::from_relative("a/b").unwrap()));
+        assert!(!p.starts_with(&WorkspacePath::from_relative("a/bc").unwrap()));
+    }
+}

@@ -1,0 +1,141 @@
+//! What every tool shares: its description for a model, its output, its errors.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use crate::mutator::{Mutator, MutatorError};
+use crate::path::{PathError, WorkspacePath};
+
+/// One change a tool made to the workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Change {
+    /// A file was created.
+    Added {
+        /// The new file.
+        path: WorkspacePath,
+    },
+    /// A file's bytes (or mode) changed.
+    Modified {
+        /// The changed file.
+        path: WorkspacePath,
+    },
+    /// A file was deleted.
+    Deleted {
+        /// The deleted file.
+        path: WorkspacePath,
+    },
+    /// A file was moved (and possibly changed).
+    Moved {
+        /// Where it was.
+        from: WorkspacePath,
+        /// Where it is now.
+        to: WorkspacePath,
+    },
+}
+
+impl fmt::Display for Change {
+    /// The one-line summary: `A path`, `M path`, `D path`, `R old -> new`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Change::Added { path } => write!(f, "A {path}"),
+            Change::Modified { path } => write!(f, "M {path}"),
+            Change::Deleted { path } => write!(f, "D {path}"),
+            Change::Moved { from, to } => write!(f, "R {from} -> {to}"),
+        }
+    }
+}
+
+impl serde::Serialize for WorkspacePath {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// What a tool returns on success.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct ToolOutput {
+    /// The text the model reads.
+    pub text: String,
+    /// What changed on disk, in the order it happened; empty for read-only tools.
+    pub changes: Vec<Change>,
+}
+
+/// Why a tool call failed. The message tells the model what to do next and whether anything
+/// was written.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// The arguments did not match the tool's schema.
+    #[error("invalid arguments for {tool}: {message}; nothing was changed")]
+    InvalidArguments {
+        /// The tool's name.
+        tool: &'static str,
+        /// What serde said.
+        message: String,
+    },
+    /// A path was refused by the jail.
+    #[error("{0}; nothing was changed")]
+    Path(#[from] PathError),
+    /// The request cannot be carried out as asked (a missing match, an ambiguous edit …).
+    #[error("{0}")]
+    Refused(String),
+    /// A file operation failed.
+    #[error("{0}; nothing was changed")]
+    Mutator(#[from] MutatorError),
+}
+
+impl ToolError {
+    /// A refusal whose message the tool wrote for the model.
+    pub fn refused(message: impl Into<String>) -> Self {
+        ToolError::Refused(message.into())
+    }
+}
+
+/// A tool a model can call.
+#[async_trait]
+pub trait Tool: Send + Sync {
+    /// The name the model calls it by, e.g. `edit_file`.
+    fn name(&self) -> &'static str;
+
+    /// What the tool does, written for a model.
+    fn description(&self) -> &'static str;
+
+    /// The JSON Schema of the arguments, derived from the serde types.
+    fn schema(&self) -> serde_json::Value;
+
+    /// Whether the tool can change files (and so must be approved and recorded).
+    fn is_mutating(&self) -> bool;
+
+    /// The workspace paths the call will touch, known before anything is written, so that a
+    /// recorder or an approval prompt can see them first. Read-only tools return nothing.
+    async fn touched_paths(
+        &self,
+        mutator: &dyn Mutator,
+        args: &serde_json::Value,
+    ) -> Result<Vec<WorkspacePath>, ToolError>;
+
+    /// Runs the tool against the workspace seen through `mutator`.
+    async fn call(
+        &self,
+        mutator: &dyn Mutator,
+        args: serde_json::Value,
+    ) -> Result<ToolOutput, ToolError>;
+}
+
+/// Decodes a tool's arguments, naming the tool in the error.
+pub fn parse_args<T: serde::de::DeserializeOwned>(
+    tool: &'static str,
+    args: serde_json::Value,
+) -> Result<T, ToolError> {
+    serde_json::from_value(args).map_err(|err| ToolError::InvalidArguments {
+        tool,
+        message: err.to_string(),
+    })
+}
+
+/// The JSON Schema of a tool's argument type, as a plain JSON value.
+pub fn schema_of<T: schemars::JsonSchema>() -> serde_json::Value {
+    serde_json::to_value(schemars::schema_for!(T)).unwrap_or(serde_json::Value::Null)
+}

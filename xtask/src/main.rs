@@ -1,0 +1,107 @@
+//! Project automation for shiro, run as `cargo xtask <task>`.
+//!
+//! - `test`: the whole test suite; insta in check mode, at least 256 proptest cases.
+//! - `ci`: formatting, clippy with warnings denied, the test suite, and the docs.
+//! - `soak`: the property and crash tests with many more cases.
+//! - `bench`: the benchmarks (see `docs/performance.md`).
+//!
+//! Invariant: xtask only orchestrates `cargo` and the built binaries; it holds no product logic
+//! and never prints a figure it did not measure.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::env;
+use std::process::{Command, ExitCode};
+
+/// Proptest cases for `cargo xtask test` unless the caller set `PROPTEST_CASES`.
+const TEST_CASES: &str = "256";
+/// Proptest cases for `cargo xtask soak`.
+const SOAK_CASES: &str = "20000";
+/// Crash trials (SIGKILL at random points) for `cargo xtask soak`.
+const SOAK_CRASH_TRIALS: &str = "200";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = env::args().skip(1).collect();
+    let task = args.first().map(String::as_str);
+    let rest = args.get(1..).unwrap_or_default();
+    let result = match task {
+        Some("test") => test(rest),
+        Some("ci") => ci(),
+        Some("soak") => soak(rest),
+        Some("bench") => bench(rest),
+        _ => {
+            eprintln!("usage: cargo xtask <test|ci|soak|bench> [args passed to cargo test]");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the whole suite: unit, property, snapshot and end-to-end tests.
+fn test(extra: &[String]) -> Result<(), String> {
+    let cases = env::var("PROPTEST_CASES").unwrap_or_else(|_| TEST_CASES.to_owned());
+    run_tests(&cases, None, extra)
+}
+
+fn soak(extra: &[String]) -> Result<(), String> {
+    run_tests(SOAK_CASES, Some(SOAK_CRASH_TRIALS), extra)
+}
+
+fn run_tests(cases: &str, crash_trials: Option<&str>, extra: &[String]) -> Result<(), String> {
+    let mut cmd = cargo();
+    cmd.args(["test", "--workspace", "--all-targets"])
+        .args(extra)
+        .env("PROPTEST_CASES", cases)
+        // Check mode: a new or changed snapshot fails the run and is never written over.
+        .env("INSTA_UPDATE", "no")
+        .env("INSTA_FORCE_PASS", "0");
+    if let Some(trials) = crash_trials {
+        cmd.env("SHIRO_CRASH_TRIALS", trials);
+    }
+    run(cmd)?;
+    // Doc tests are not part of `--all-targets`; the crate examples must run too.
+    let mut doc = cargo();
+    doc.args(["test", "--workspace", "--doc"])
+        .env("INSTA_UPDATE", "no");
+    run(doc)
+}
+
+fn ci() -> Result<(), String> {
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--check"]);
+    run(fmt)?;
+    let mut clippy = cargo();
+    clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
+    run(clippy)?;
+    test(&[])?;
+    let mut doc = cargo();
+    doc.args(["doc", "--workspace", "--no-deps"])
+        .env("RUSTDOCFLAGS", "-D warnings");
+    run(doc)
+}
+
+fn bench(_extra: &[String]) -> Result<(), String> {
+    Err("benchmarks are not there yet (issue: benchmarks); nothing was measured".to_owned())
+}
+
+fn cargo() -> Command {
+    Command::new(env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+}
+
+fn run(mut cmd: Command) -> Result<(), String> {
+    let shown = format!("{cmd:?}");
+    eprintln!("xtask: running {shown}");
+    let status = cmd
+        .status()
+        .map_err(|err| format!("could not start {shown}: {err}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{shown} failed with {status}"))
+    }
+}
