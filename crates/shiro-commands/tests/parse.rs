@@ -1,0 +1,141 @@
+//! Parsing and diagnostics over the fixture corpus, plus a no-panic property.
+
+// Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used)]
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+use shiro_commands::{Origin, Parsed, parse_command_file, parse_commands_md};
+
+/// Renders a parse result the way a reviewer wants to read it.
+fn render(parsed: &Parsed) -> String {
+    let mut out = String::new();
+    for c in &parsed.commands {
+        writeln!(out, "/{} (line {}, {})", c.name, c.line, c.origin).unwrap();
+        if let Some(d) = &c.description {
+            writeln!(out, "  description: {d}").unwrap();
+        }
+        if let Some(h) = &c.argument_hint {
+            writeln!(out, "  argument-hint: {h}").unwrap();
+        }
+        for line in c.body.lines() {
+            writeln!(out, "  | {line}").unwrap();
+        }
+    }
+    if parsed.commands.is_empty() {
+        writeln!(out, "(no commands)").unwrap();
+    }
+    writeln!(out, "--- diagnostics").unwrap();
+    for d in &parsed.diagnostics {
+        writeln!(out, "{d}").unwrap();
+    }
+    out
+}
+
+fn fixtures(dir: &str) -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(dir);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn commands_md_corpus() {
+    let files = fixtures("commands");
+    assert!(files.len() >= 25, "the corpus has {} files", files.len());
+    for path in files {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let stem = path.file_stem().unwrap().to_str().unwrap().to_owned();
+        let parsed = parse_commands_md(Path::new("commands.md"), &text, Origin::Project);
+        insta::assert_snapshot!(format!("commands_md__{stem}"), render(&parsed));
+    }
+}
+
+#[test]
+fn command_files_corpus() {
+    for path in fixtures("command-files") {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let stem = path.file_stem().unwrap().to_str().unwrap().to_owned();
+        let label = Path::new("commands").join(path.file_name().unwrap());
+        let parsed = parse_command_file(&label, &stem, &text, Origin::User);
+        insta::assert_snapshot!(format!("command_file__{stem}"), render(&parsed));
+    }
+}
+
+#[test]
+fn directory_source_names_and_cross_file_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path();
+    std::fs::create_dir_all(base.join("commands/git/deep")).unwrap();
+    std::fs::write(base.join("commands.md"), "## review\nFrom commands.md.\n").unwrap();
+    std::fs::write(base.join("commands/review.md"), "From the directory.\n").unwrap();
+    std::fs::write(base.join("commands/git/commit.md"), "Commit.\n").unwrap();
+    std::fs::write(base.join("commands/git/deep/x.md"), "Deep.\n").unwrap();
+    std::fs::write(base.join("commands/notes.txt"), "Not markdown.\n").unwrap();
+    std::fs::write(base.join("commands/.hidden.md"), "Hidden.\n").unwrap();
+
+    let parsed = shiro_commands::load_source(base, Origin::Project);
+    let names: Vec<&str> = parsed.commands.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["review", "git:commit", "git:deep:x"]);
+    assert_eq!(parsed.commands[0].body, "From commands.md.");
+    let rendered = render(&parsed).replace(&base.display().to_string(), "<dir>");
+    insta::assert_snapshot!(rendered, @r"
+    /review (line 1, project)
+      | From commands.md.
+    /git:commit (line 1, project)
+      | Commit.
+    /git:deep:x (line 1, project)
+      | Deep.
+    --- diagnostics
+    <dir>/commands/review.md:1:1: error: duplicate command /review: already defined at <dir>/commands.md:1, this one is ignored
+    ");
+}
+
+#[test]
+fn missing_source_directory_is_empty_and_silent() {
+    let dir = tempfile::tempdir().unwrap();
+    let parsed = shiro_commands::load_source(&dir.path().join("nope"), Origin::User);
+    assert_eq!(parsed, Parsed::default());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn parsing_arbitrary_text_never_panics(text in any::<String>()) {
+        let parsed = parse_commands_md(Path::new("x.md"), &text, Origin::Project);
+        for c in &parsed.commands {
+            prop_assert!(!c.name.is_empty());
+            prop_assert_eq!(c.body.trim_end(), c.body.as_str());
+        }
+        let _ = parse_command_file(Path::new("x.md"), "x", &text, Origin::User);
+    }
+
+    #[test]
+    fn parsing_markdownish_text_never_panics(
+        lines in proptest::collection::vec(
+            prop_oneof![
+                Just("## a".to_owned()), Just("##".to_owned()), Just("```".to_owned()),
+                Just("~~~".to_owned()), Just("> s".to_owned()), Just("---".to_owned()),
+                Just(String::new()), Just("description: d".to_owned()), "[#>`~ a-é:\t]{0,8}",
+            ],
+            0..40,
+        )
+    ) {
+        let text = lines.join("\n");
+        let parsed = parse_commands_md(Path::new("x.md"), &text, Origin::Project);
+        let mut names: Vec<&str> = parsed.commands.iter().map(|c| c.name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        prop_assert_eq!(names.len(), parsed.commands.len(), "names are unique");
+        let _ = parse_command_file(Path::new("x.md"), "x", &text, Origin::User);
+    }
+}
