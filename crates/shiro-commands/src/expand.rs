@@ -23,8 +23,8 @@ pub enum ShellOutcome {
     },
     /// The command ran past the runner's timeout and was killed.
     TimedOut {
-        /// The timeout, in seconds.
-        seconds: u64,
+        /// The timeout that ran out.
+        after: std::time::Duration,
     },
     /// The command could not be started.
     SpawnFailed {
@@ -150,8 +150,13 @@ async fn expand_shell(
                     ShellOutcome::Failed { code: None } => {
                         format!("{literal} [!shell killed by a signal: {cmd}]")
                     }
-                    ShellOutcome::TimedOut { seconds } => {
-                        format!("{literal} [!shell timed out after {seconds} s: {cmd}]")
+                    ShellOutcome::TimedOut { after } => {
+                        let after = if after.subsec_millis() == 0 {
+                            format!("{} s", after.as_secs())
+                        } else {
+                            format!("{} ms", after.as_millis())
+                        };
+                        format!("{literal} [!shell timed out after {after}: {cmd}]")
                     }
                     ShellOutcome::SpawnFailed { reason } => {
                         format!("{literal} [!shell could not start: {reason}]")

@@ -109,7 +109,7 @@ impl ShellRunner for ShRunner {
             Err(_elapsed) => {
                 kill_group(pid);
                 ShellOutcome::TimedOut {
-                    seconds: self.timeout.as_secs(),
+                    after: self.timeout,
                 }
             }
             Ok((_, _, Err(e))) => ShellOutcome::SpawnFailed {

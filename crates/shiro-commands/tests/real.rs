@@ -1,0 +1,152 @@
+//! The real `ShRunner` and `FsReader` against a temporary workspace.
+
+// Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use shiro_commands::{FileOutcome, FileReader, FsReader, ShRunner, ShellOutcome, ShellRunner};
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+#[test]
+fn sh_runs_in_the_workspace_root_with_stdin_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let runner = ShRunner::new(&root);
+    let out = block_on(runner.run("pwd; cat; echo done"));
+    assert_eq!(
+        out,
+        ShellOutcome::Success {
+            stdout: format!("{}\ndone\n", root.display()),
+            truncated: false
+        }
+    );
+}
+
+#[test]
+fn sh_reports_the_exit_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = block_on(ShRunner::new(dir.path()).run("echo partial; exit 3"));
+    assert_eq!(out, ShellOutcome::Failed { code: Some(3) });
+}
+
+#[test]
+fn sh_caps_stdout_and_still_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let runner = ShRunner::new(dir.path()).with_stdout_cap(1000);
+    let out = block_on(runner.run("head -c 300000 /dev/zero | tr '\\0' x"));
+    let ShellOutcome::Success { stdout, truncated } = out else {
+        panic!("unexpected {out:?}");
+    };
+    assert!(truncated);
+    assert_eq!(stdout, "x".repeat(1000));
+}
+
+/// Whether a process is gone (or a zombie nobody has reaped yet, which is dead too).
+fn is_dead(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[test]
+fn sh_timeout_kills_the_whole_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("bg.pid");
+    let runner = ShRunner::new(dir.path()).with_timeout(Duration::from_millis(500));
+    let start = Instant::now();
+    let out = block_on(runner.run("sleep 30 & echo $! > bg.pid; sleep 30"));
+    assert_eq!(
+        out,
+        ShellOutcome::TimedOut {
+            after: Duration::from_millis(500)
+        }
+    );
+    assert!(start.elapsed() < Duration::from_secs(5));
+    let pid = std::fs::read_to_string(pid_file).unwrap();
+    let pid = pid.trim();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !is_dead(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(is_dead(pid), "background child {pid} survived the timeout");
+}
+
+#[test]
+fn fs_reader_reads_and_refuses() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "SECRET").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir(root.join("src")).unwrap();
+    std::fs::write(root.join("src/a.rs"), "fn a() {}\n").unwrap();
+    std::fs::write(root.join("bin.dat"), b"abc\0def").unwrap();
+    std::fs::write(root.join("big.txt"), "é".repeat(100)).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret.txt"), root.join("link.txt")).unwrap();
+    std::os::unix::fs::symlink(root.join("src/a.rs"), root.join("inside-link.rs")).unwrap();
+
+    let reader = FsReader::new(root).unwrap();
+    let read = |p: &str| block_on(reader.read(p));
+    let text = |t: &str| FileOutcome::Contents {
+        text: t.to_owned(),
+        truncated: false,
+    };
+    let refused = |p: &str| match read(p) {
+        FileOutcome::Refused { reason } => reason,
+        other => panic!("{p} was not refused: {other:?}"),
+    };
+
+    assert_eq!(read("src/a.rs"), text("fn a() {}\n"));
+    assert_eq!(read("inside-link.rs"), text("fn a() {}\n"));
+    let absolute_inside = root.canonicalize().unwrap().join("src/a.rs");
+    assert_eq!(read(absolute_inside.to_str().unwrap()), text("fn a() {}\n"));
+    assert_eq!(read("nope.txt"), FileOutcome::Missing);
+
+    let secret = outside.path().join("secret.txt");
+    let reasons = [
+        refused("../x"),
+        refused("src/../src/a.rs"),
+        refused(secret.to_str().unwrap()).replace(secret.to_str().unwrap(), "<outside>/secret.txt"),
+        refused("link.txt"),
+        refused("bin.dat"),
+        refused("src"),
+    ];
+    insta::assert_debug_snapshot!(reasons, @r#"
+    [
+        "../x uses `..`",
+        "src/../src/a.rs uses `..`",
+        "<outside>/secret.txt is outside the workspace",
+        "link.txt is outside the workspace",
+        "bin.dat is a binary file",
+        "src is a directory",
+    ]
+    "#);
+
+    // The cut falls inside a two-byte character, which is dropped rather than mangled.
+    let capped = FsReader::new(root).unwrap().with_cap(11);
+    assert_eq!(
+        block_on(capped.read("big.txt")),
+        FileOutcome::Contents {
+            text: "é".repeat(5),
+            truncated: true
+        }
+    );
+    assert_eq!(
+        block_on(capped.read("src/a.rs")),
+        FileOutcome::Contents {
+            text: "fn a() {}\n".to_owned(),
+            truncated: false
+        }
+    );
+}
