@@ -128,11 +128,13 @@ impl Registry {
 
     /// Re-reads every source and swaps the result in atomically.
     pub fn reload(&self) {
+        // Read the files without holding the lock, so readers never wait on disk I/O.
+        let mut next = build(&self.sources, 0);
         let mut guard = self
             .snapshot
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let next = build(&self.sources, guard.generation + 1);
+        next.generation = guard.generation + 1;
         *guard = Arc::new(next);
     }
 

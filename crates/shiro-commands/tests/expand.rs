@@ -356,3 +356,25 @@ fn file_reference_built_from_an_argument_is_not_read() {
     assert_eq!(out, "Look at @src/main.rs");
     assert!(files.calls.lock().unwrap().is_empty());
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+
+    /// Expansion never panics, and whatever the arguments say, they never reach the shell or
+    /// the file reader.
+    #[test]
+    fn expansion_never_panics_and_arguments_never_run(
+        body in "[a-z!`@$ARGUMENTS0-9 .,()\"'\n]{0,60}",
+        args in proptest::prelude::any::<String>(),
+    ) {
+        let shell = FakeShell::default();
+        let files = FakeFiles::default();
+        let _ = run(&body, "", &shell, &files);
+        let calls_without_args = (shell.calls.lock().unwrap().len(), files.calls.lock().unwrap().len());
+        let shell = FakeShell::default();
+        let files = FakeFiles::default();
+        let _ = run(&body, &args, &shell, &files);
+        let calls_with_args = (shell.calls.lock().unwrap().len(), files.calls.lock().unwrap().len());
+        proptest::prop_assert_eq!(calls_without_args, calls_with_args);
+    }
+}
