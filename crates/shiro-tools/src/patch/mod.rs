@@ -2,7 +2,7 @@
 //!
 //! This module is pure: it never touches a file. [`parse`] turns patch text into a [`Patch`]
 //! (every error names the patch line), and [`apply_hunks`] applies the hunks of one
-//! `*** Update File` section to a decoded [`TextFile`]. The `apply_patch` tool reads and writes
+//! `*** Update File` section to a decoded [`TextFile`](crate::text::TextFile). The `apply_patch` tool reads and writes
 //! the files through a `Mutator`.
 //!
 //! ```

@@ -345,6 +345,12 @@ impl<'b> Parser<'_, 'b> {
             if marker(raw).is_some() {
                 break;
             }
+            if raw.starts_with("***") {
+                return Err(PatchError::InvalidHeader {
+                    line: at,
+                    found: raw.to_owned(),
+                });
+            }
             if let Some(text) = raw.strip_prefix('+') {
                 contents.extend(std::iter::repeat_n('\n', blanks));
                 blanks = 0;
@@ -414,6 +420,13 @@ impl<'b> Parser<'_, 'b> {
                 }
                 after_end_of_file = false;
                 continue;
+            }
+            // An unknown `***` line is far more likely a mistyped header than a hunk line.
+            if raw.starts_with("***") {
+                return Err(PatchError::InvalidHeader {
+                    line: at,
+                    found: raw.to_owned(),
+                });
             }
             let hunk_line = if let Some(text) = raw.strip_prefix(' ') {
                 HunkLine::Context(text.to_owned())

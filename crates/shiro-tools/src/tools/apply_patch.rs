@@ -249,7 +249,7 @@ async fn plan(mutator: &dyn Mutator, patch: &patch::Patch) -> Result<Vec<Step>, 
                 } else {
                     let text = TextFile::decode(&old).map_err(|err| {
                         ToolError::refused(format!(
-                            "cannot update {path} (patch line {line}): the file {err}; nothing was changed"
+                            "cannot update {path} (patch line {line}): it {err}; nothing was changed"
                         ))
                     })?;
                     let edited = patch::apply_hunks(&text, hunks).map_err(|err| {
@@ -337,16 +337,20 @@ async fn load(
     path: &WorkspacePath,
     line: usize,
 ) -> Result<(Vec<u8>, u32), ToolError> {
-    let problem = match mutator.stat(path).await? {
+    let (problem, advice) = match mutator.stat(path).await? {
         Stat::File { mode, .. } => return Ok((mutator.read(path).await?, mode)),
-        Stat::Absent => "it does not exist; use `*** Add File:` to create a file".to_owned(),
-        Stat::Dir { .. } => "it is a directory".to_owned(),
-        Stat::Symlink { target } => {
-            format!("it is a symbolic link to {target}; update the file it points to")
-        }
+        Stat::Absent => (
+            "it does not exist".to_owned(),
+            " (use `*** Add File:` to create a file)",
+        ),
+        Stat::Dir { .. } => ("it is a directory".to_owned(), ""),
+        Stat::Symlink { target } => (
+            format!("it is a symbolic link to {target}"),
+            " (update the file it points to)",
+        ),
     };
     Err(ToolError::refused(format!(
-        "cannot update {path} (patch line {line}): {problem}; nothing was changed"
+        "cannot update {path} (patch line {line}): {problem}; nothing was changed{advice}"
     )))
 }
 
@@ -404,6 +408,11 @@ async fn commit(mutator: &dyn Mutator, steps: &[Step]) -> Result<(), ToolError> 
             stuck.push(describe_stuck(change, &undo_err));
         }
     }
+    let others = if stuck.len() < done.len() {
+        "\nevery other change was put back"
+    } else {
+        ""
+    };
     if stuck.is_empty() {
         let put_back = if done.is_empty() {
             String::new()
@@ -416,7 +425,7 @@ async fn commit(mutator: &dyn Mutator, steps: &[Step]) -> Result<(), ToolError> 
     }
     Err(ToolError::refused(format!(
         "could not apply the patch: {err}; putting back the changes already made failed too, so \
-         the workspace is partly patched:\n{}\nevery other change was put back",
+         the workspace is partly patched:\n{}{others}",
         stuck.join("\n")
     )))
 }
