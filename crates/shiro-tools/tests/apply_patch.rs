@@ -151,7 +151,62 @@ async fn check(case: &str) {
             );
         }
     }
+    // The in-memory workspace must behave exactly as the disk does.
+    let mem = MemMutator::new();
+    seed_mem(&mem, &dir.join("input"), None).await;
+    let patch = fs::read_to_string(dir.join("patch")).unwrap();
+    let mem_result = tools::apply_patch()
+        .call(&mem, json!({ "patch": patch }))
+        .await;
+    assert_eq!(
+        outcome(&mem_result),
+        outcome(&result),
+        "{case}: MemMutator and FsMutator differ"
+    );
+    assert_eq!(
+        show(&mem_files(&mem)),
+        show(&expected),
+        "{case}: in memory, the workspace differs from expected/"
+    );
+
     insta::assert_snapshot!(case, outcome(&result));
+}
+
+/// Copies the tree under `from` into the in-memory workspace, under `at`.
+async fn seed_mem(mem: &MemMutator, from: &Path, at: Option<WorkspacePath>) {
+    let Ok(entries) = fs::read_dir(from) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_str().unwrap().to_owned();
+        let dest = match &at {
+            Some(dir) => dir.join(&name).unwrap(),
+            None => p(&name),
+        };
+        if path.is_dir() {
+            mem.create_dir(&dest).await.unwrap();
+            Box::pin(seed_mem(mem, &path, Some(dest))).await;
+        } else {
+            let mode = fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            mem.write(&dest, &fs::read(&path).unwrap(), Some(mode))
+                .await
+                .unwrap();
+        }
+    }
+}
+
+/// The files of an in-memory workspace, in the shape of [`tree`] without directories.
+fn mem_files(mem: &MemMutator) -> BTreeMap<String, Option<(Vec<u8>, bool)>> {
+    mem.snapshot()
+        .into_iter()
+        .filter_map(|(path, (stat, bytes))| match stat {
+            Stat::File { mode, .. } => {
+                Some((path, Some((bytes.unwrap_or_default(), mode & 0o111 != 0))))
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 macro_rules! fixtures {
