@@ -1,0 +1,136 @@
+//! The `list_dir` tool: the entries of one directory, ignore files honoured.
+
+use std::fmt::Write as _;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::mutator::Mutator;
+use crate::path::WorkspacePath;
+use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
+use crate::tools::walk::{self, Kind};
+
+/// At most this many entries are shown; a note counts the rest.
+pub const LIST_MAX_ENTRIES: usize = 500;
+
+/// Lists one directory of the workspace on disk.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListDir;
+
+/// The `list_dir` tool.
+pub fn list_dir() -> ListDir {
+    ListDir
+}
+
+/// The arguments of `list_dir`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListDirArgs {
+    /// The directory, relative to the workspace root (default: the root).
+    pub path: Option<String>,
+}
+
+const NAME: &str = "list_dir";
+
+#[async_trait]
+impl Tool for ListDir {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn description(&self) -> &'static str {
+        "Lists the entries of one directory in the workspace (default: the root), one path per \
+         line relative to the workspace root, sorted; directories end with `/`, symbolic links \
+         show their target. Entries matched by .gitignore or .ignore are left out (a note counts \
+         them), and so is `.git/`. Shows up to 500 entries. Use glob to find files at any depth."
+    }
+
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<ListDirArgs>()
+    }
+
+    fn is_mutating(&self) -> bool {
+        false
+    }
+
+    async fn touched_paths(
+        &self,
+        _mutator: &dyn Mutator,
+        _args: &serde_json::Value,
+    ) -> Result<Vec<WorkspacePath>, ToolError> {
+        Ok(Vec::new())
+    }
+
+    async fn call(
+        &self,
+        mutator: &dyn Mutator,
+        args: serde_json::Value,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: ListDirArgs = parse_args(NAME, args)?;
+        let root = mutator.root().to_path_buf();
+        let text = walk::blocking(move |cancel| {
+            let start = walk::open(NAME, &root, args.path.as_deref())?;
+            if !start.is_dir {
+                return Err(ToolError::refused(format!(
+                    "{} is a file, not a directory; use read_file to read it",
+                    start.describe()
+                )));
+            }
+            let mut lines = Vec::new();
+            let mut shown = 0usize;
+            walk::walk(&start, Some(1), cancel, |found| {
+                shown += 1;
+                if lines.len() < LIST_MAX_ENTRIES {
+                    lines.push(match found.kind {
+                        Kind::Dir => format!("{}/", found.rel),
+                        Kind::Symlink => match std::fs::read_link(found.full) {
+                            Ok(target) => format!("{} -> {}", found.rel, target.display()),
+                            Err(_) => format!("{} -> ?", found.rel),
+                        },
+                        Kind::File | Kind::Other => found.rel,
+                    });
+                }
+            });
+            let ignored =
+                walk::count_direct_entries(start.root(), &start.full).saturating_sub(shown);
+            Ok(render(&start.describe(), &lines, shown, ignored))
+        })
+        .await?;
+        Ok(ToolOutput {
+            text,
+            changes: Vec::new(),
+        })
+    }
+}
+
+fn render(dir: &str, lines: &[String], shown: usize, ignored: usize) -> String {
+    let mut out = String::new();
+    if lines.is_empty() {
+        let _ = write!(out, "{dir} is empty");
+        if ignored > 0 {
+            out.push_str(" apart from ignored entries");
+        }
+        out.push('\n');
+    }
+    for line in lines {
+        out.push_str(line);
+        out.push('\n');
+    }
+    if shown > lines.len() {
+        let _ = writeln!(
+            out,
+            "({} more entries not shown; list a subdirectory, or use glob with a narrower pattern)",
+            shown - lines.len()
+        );
+    }
+    if ignored > 0 {
+        let _ = writeln!(
+            out,
+            "({ignored} {} not shown: ignored by .gitignore, .ignore or .git/info/exclude)",
+            if ignored == 1 { "entry" } else { "entries" }
+        );
+    }
+    out.pop();
+    out
+}
