@@ -1,0 +1,195 @@
+//! The bash tool: outputs and errors as reviewed snapshots, and that no process it started
+//! outlives a timeout, the command's end, or the cancelled turn.
+
+// Helpers outside `#[test]` functions unwrap too: a failed setup should fail the test.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use shiro_tools::{FsMutator, MemMutator, Tool, tools};
+use tempfile::TempDir;
+
+async fn run_in(dir: &Path, args: Value) -> String {
+    let m = FsMutator::new(dir).unwrap();
+    let text = match tools::bash().call(&m, args).await {
+        Ok(output) => {
+            assert!(output.changes.is_empty(), "bash never reports changes");
+            output.text
+        }
+        Err(err) => format!("error: {err}"),
+    };
+    let canonical = dir.canonicalize().unwrap();
+    text.replace(&canonical.display().to_string(), "[ROOT]")
+}
+
+async fn run(args: Value) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    run_in(dir.path(), args).await
+}
+
+/// Whether the process is gone (or a zombie waiting for its reaper, which is as dead).
+fn is_dead(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // The state follows the command name, which is in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+    }
+}
+
+/// Waits (generously) for a killed process to die: SIGKILL is delivered asynchronously.
+async fn assert_dies(pid: u32) {
+    for _ in 0..200 {
+        if is_dead(pid) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("process {pid} is still alive");
+}
+
+/// The pid a command wrote into `file`, once it has been written.
+async fn read_pid(file: &Path) -> u32 {
+    for _ in 0..400 {
+        if let Some(pid) = std::fs::read_to_string(file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            return pid;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("no pid in {}", file.display());
+}
+
+#[tokio::test]
+async fn reports_output_and_exit_code() {
+    insta::assert_snapshot!(
+        run(json!({"command": "echo out; echo err >&2; echo out again"})).await
+    );
+    insta::assert_snapshot!(run(json!({"command": "echo failing >&2; exit 3"})).await);
+    insta::assert_snapshot!(run(json!({"command": "true"})).await);
+    insta::assert_snapshot!(run(json!({"command": "printf 'no newline'"})).await);
+    insta::assert_snapshot!(run(json!({"command": "kill -TERM $$"})).await);
+}
+
+#[tokio::test]
+async fn runs_in_the_workspace_root_with_bash_and_empty_stdin() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("here.txt"), "present\n").unwrap();
+    let out = run_in(
+        dir.path(),
+        json!({"command": "pwd; cat here.txt; echo \"${BASH_VERSION:+bash}\"; cat; echo stdin done"}),
+    )
+    .await;
+    insta::assert_snapshot!(out);
+}
+
+#[tokio::test]
+async fn caps_output_keeping_head_and_tail() {
+    let out = run(json!({"command": "seq 1 30000"})).await;
+    assert!(
+        out.len() < shiro_tools::tools::BASH_MAX_OUTPUT_BYTES + 300,
+        "{} bytes",
+        out.len()
+    );
+    assert!(out.starts_with("1\n2\n3\n"), "{}", &out[..20]);
+    let note: Vec<&str> = out.lines().filter(|line| line.starts_with("[…")).collect();
+    let lines: Vec<&str> = out.lines().collect();
+    let end = &lines[lines.len() - 3..];
+    insta::assert_snapshot!(format!("{}\n---\n{}", note.join("\n"), end.join("\n")));
+    // Every line shown is whole: the head ends and the tail starts on a line break.
+    let numbers: Vec<u32> = out.lines().filter_map(|l| l.parse().ok()).collect();
+    let gap = numbers.windows(2).filter(|w| w[1] != w[0] + 1).count();
+    assert_eq!(gap, 1, "one gap where the middle was left out");
+}
+
+#[tokio::test]
+async fn timeout_kills_the_whole_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_in(
+        dir.path(),
+        json!({"command": "echo started; sleep 30 & echo $! > bg.pid; sleep 30", "timeout_secs": 1}),
+    )
+    .await;
+    insta::assert_snapshot!(out);
+    assert_dies(read_pid(&dir.path().join("bg.pid")).await).await;
+}
+
+#[tokio::test]
+async fn background_processes_do_not_outlive_the_command() {
+    let dir = tempfile::tempdir().unwrap();
+    // The background sleep holds the output pipe open; the call must still return.
+    let out = run_in(
+        dir.path(),
+        json!({"command": "sleep 30 & echo $! > bg.pid; echo done"}),
+    )
+    .await;
+    insta::assert_snapshot!(out);
+    assert_dies(read_pid(&dir.path().join("bg.pid")).await).await;
+}
+
+#[tokio::test]
+async fn dropping_the_call_kills_the_whole_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = FsMutator::new(dir.path()).unwrap();
+    let bash = tools::bash();
+    let pid_file = dir.path().join("bg.pid");
+    let call = bash.call(&m, json!({"command": "sleep 30 & echo $! > bg.pid; wait"}));
+    // Drive the call until the grandchild exists, then drop it, as Ctrl-C drops a turn.
+    let pid = tokio::select! {
+        result = call => panic!("the command finished early: {result:?}"),
+        pid = read_pid(&pid_file) => pid,
+    };
+    assert_dies(pid).await;
+}
+
+#[tokio::test]
+async fn accepts_camel_case_and_refuses_bad_arguments() {
+    insta::assert_snapshot!(run(json!({"command": "echo ok", "timeoutSecs": 5})).await);
+    let cases = [
+        json!({"command": "echo", "timeout_secs": 0}),
+        json!({"command": "echo", "timeout_secs": 601}),
+        json!({"command": "  "}),
+        json!({"command": "echo", "cwd": "/"}),
+        json!({"cmd": "echo"}),
+        json!({"command": "echo", "timeout_secs": "5"}),
+    ];
+    let mut out = Vec::new();
+    for args in cases {
+        out.push(format!("{args}\n  {}", run(args.clone()).await));
+    }
+    insta::assert_snapshot!(out.join("\n"));
+}
+
+#[tokio::test]
+async fn needs_a_workspace_on_disk() {
+    let err = tools::bash()
+        .call(&MemMutator::new(), json!({"command": "echo"}))
+        .await
+        .unwrap_err();
+    insta::assert_snapshot!(err.to_string());
+}
+
+#[tokio::test]
+async fn is_approved_but_not_recorded() {
+    let bash = tools::bash();
+    assert_eq!(bash.name(), "bash");
+    assert!(bash.is_mutating(), "bash must be approved");
+    let dir: TempDir = tempfile::tempdir().unwrap();
+    let m = FsMutator::new(dir.path()).unwrap();
+    let touched = bash
+        .touched_paths(&m, &json!({"command": "rm -rf src"}))
+        .await
+        .unwrap();
+    assert!(
+        touched.is_empty(),
+        "bash's effects are not known before it runs"
+    );
+    insta::assert_json_snapshot!(
+        json!({"description": bash.description(), "schema": bash.schema()})
+    );
+}
