@@ -1,11 +1,62 @@
 //! shiro-undo: the undo log and restore engine of shiro.
 //!
-//! It plugs into the tools as a [`shiro_tools::Mutator`] decorator that captures the exact
-//! pre-image of every path before the first mutation of that path in a turn, and restores
-//! turns through an injected `Mutator`.
+//! It plugs into the tools as a [`shiro_tools::Mutator`] decorator, [`Recording`], that
+//! captures the exact pre-image of every path before the first mutation of that path in a
+//! turn, and restores turns through an injected `Mutator`. The log lives in the workspace's
+//! `.shiro/undo/` directory ([`UndoStore`]); its format is described in `docs/formats.md`.
 //!
 //! Invariants:
 //! - a pre-image is durable on disk before the mutation it protects happens;
 //! - a restore never overwrites a change made after the turn unless the caller forces it;
-//! - it never prints, reads the environment or exits the process;
+//! - the cost of recording and of restoring grows with what a turn changed, never with the
+//!   size of the workspace: nothing here walks the workspace;
+//! - a crash at any point loses nothing: an interrupted turn is recovered as an undoable turn
+//!   and an interrupted restore is completed, both on the next open;
+//! - it never prints, reads the environment or exits the process (notices are returned);
 //! - it depends on shiro-tools only, and only for the `Mutator` seam.
+//!
+//! ```
+//! use shiro_tools::{MemMutator, Mutator, WorkspacePath};
+//! use shiro_undo::{StoreOptions, TurnStart, UndoOptions, UndoStore};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let state = tempfile::tempdir().unwrap(); // where `.shiro/undo/` goes
+//! let workspace = MemMutator::new();
+//! let path = WorkspacePath::from_relative("notes.txt").unwrap();
+//! workspace.write(&path, b"before\n", None).await.unwrap();
+//!
+//! let store = UndoStore::open_with(state.path(), &workspace, StoreOptions::default()).await.unwrap();
+//! let recording = store.recorder(workspace.clone());
+//! recording.begin_turn(TurnStart { summary: "rewrite notes".into(), history_marker: 4, session: None }).await.unwrap();
+//! recording.write(&path, b"after\n", None).await.unwrap(); // what a tool would do
+//! recording.finish_turn().await.unwrap();
+//!
+//! let outcome = store.undo(&workspace, UndoOptions::default()).await.unwrap();
+//! assert_eq!(outcome.turn.history_marker, 4);
+//! assert_eq!(workspace.read(&path).await.unwrap(), b"before\n");
+//!
+//! store.redo(&workspace, UndoOptions::default()).await.unwrap();
+//! assert_eq!(workspace.read(&path).await.unwrap(), b"after\n");
+//! # });
+//! ```
+
+mod blob;
+mod codec;
+mod error;
+mod format;
+mod image;
+mod lock;
+mod recorder;
+mod report;
+mod restore;
+mod store;
+
+pub use error::UndoError;
+pub use format::FORMAT_VERSION;
+pub use image::{ContentHash, Image};
+pub use recorder::{Recording, TurnStart};
+pub use report::{
+    Action, Conflict, ConflictKind, ConflictReport, Direction, Notice, PathOutcome, TurnId,
+    TurnSummary, UndoOutcome,
+};
+pub use store::{STORE_DIR, StoreOptions, UndoOptions, UndoStore};

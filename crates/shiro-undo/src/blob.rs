@@ -1,0 +1,126 @@
+//! Content-addressed, compressed, deduplicated blobs: the bytes of pre-images.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use flate2::Compression;
+use flate2::read::ZlibDecoder;
+use flate2::write::ZlibEncoder;
+
+use crate::codec::sync_dir;
+use crate::image::ContentHash;
+
+/// The `blobs/` directory of a store. Each blob is named by the hex blake3 hash of its raw
+/// bytes and holds them zlib-compressed.
+#[derive(Debug)]
+pub(crate) struct Blobs {
+    dir: PathBuf,
+}
+
+impl Blobs {
+    pub(crate) fn new(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn path(&self, hash: &ContentHash) -> PathBuf {
+        self.dir.join(hash.to_hex())
+    }
+
+    /// Stores `bytes` under `hash` unless a blob of that hash is already there, and returns
+    /// only once the blob and its directory entry are on disk.
+    ///
+    /// A blob is written to a temporary file and renamed into place, so a blob that exists is
+    /// always complete: existence is enough for deduplication.
+    pub(crate) fn put(&self, hash: &ContentHash, bytes: &[u8]) -> io::Result<()> {
+        let path = self.path(hash);
+        if path.exists() {
+            return Ok(());
+        }
+        let mut temp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempfile_in(&self.dir)?;
+        {
+            // Fast compression: capture sits on the path of every mutating tool call.
+            let mut encoder = ZlibEncoder::new(temp.as_file_mut(), Compression::fast());
+            encoder.write_all(bytes)?;
+            encoder.finish()?;
+        }
+        temp.as_file().sync_all()?;
+        temp.persist(&path).map_err(|err| err.error)?;
+        sync_dir(&self.dir)
+    }
+
+    /// Whether the blob is stored.
+    pub(crate) fn contains(&self, hash: &ContentHash) -> bool {
+        self.path(hash).exists()
+    }
+
+    /// The raw bytes of a blob, checked against its hash. `Ok(None)` when it is missing;
+    /// an error names a blob that is damaged.
+    pub(crate) fn get(&self, hash: &ContentHash) -> io::Result<Option<Vec<u8>>> {
+        let file = match fs::File::open(self.path(hash)) {
+            Ok(file) => file,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let mut bytes = Vec::new();
+        ZlibDecoder::new(file).read_to_end(&mut bytes)?;
+        if ContentHash::of(&bytes) != *hash {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "blob content does not match its hash",
+            ));
+        }
+        Ok(Some(bytes))
+    }
+
+    /// Every blob with its size on disk. Files that are not blobs (temporary files left by a
+    /// crash) are listed under `None`.
+    pub(crate) fn list(&self) -> io::Result<(BTreeMap<ContentHash, u64>, Vec<PathBuf>)> {
+        let mut blobs = BTreeMap::new();
+        let mut strays = Vec::new();
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok((blobs, strays)),
+            Err(err) => return Err(err),
+        };
+        for entry in entries {
+            let entry = entry?;
+            let name = entry.file_name();
+            match name.to_str().and_then(ContentHash::from_hex) {
+                Some(hash) => {
+                    blobs.insert(hash, entry.metadata()?.len());
+                }
+                None => strays.push(entry.path()),
+            }
+        }
+        Ok((blobs, strays))
+    }
+
+    /// Removes every blob not in `keep`, and any stray file. Returns how many were removed.
+    pub(crate) fn collect(&self, keep: &BTreeSet<ContentHash>) -> io::Result<usize> {
+        let (blobs, strays) = self.list()?;
+        let mut removed = 0;
+        for hash in blobs.keys().filter(|hash| !keep.contains(hash)) {
+            fs::remove_file(self.path(hash))?;
+            removed += 1;
+        }
+        for stray in strays {
+            // Only files: a directory here is not ours to remove.
+            if stray.is_file() {
+                fs::remove_file(stray)?;
+                removed += 1;
+            }
+        }
+        if removed > 0 {
+            sync_dir(&self.dir)?;
+        }
+        Ok(removed)
+    }
+}

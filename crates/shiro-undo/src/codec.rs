@@ -1,0 +1,140 @@
+//! Checksummed JSON lines: every record of the log, the in-flight turn and the journal.
+//!
+//! A line is `<blake3 hex of the JSON> <JSON>\n`. A line whose checksum does not match, that
+//! does not parse, or that lacks its newline (a write cut short) is reported and never used;
+//! the lines around it stay usable.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::Path;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// One checksummed line, newline included.
+pub(crate) fn encode<T: Serialize>(value: &T) -> io::Result<String> {
+    let json = serde_json::to_string(value).map_err(io::Error::other)?;
+    let sum = blake3::hash(json.as_bytes()).to_hex();
+    Ok(format!("{sum} {json}\n"))
+}
+
+/// A line that could not be used: its 1-based number and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BadLine {
+    pub line: usize,
+    pub reason: String,
+}
+
+/// Decodes every line of `bytes`, in order, keeping the good and reporting the bad.
+pub(crate) fn decode_all<T: DeserializeOwned>(bytes: &[u8]) -> (Vec<(usize, T)>, Vec<BadLine>) {
+    let mut good = Vec::new();
+    let mut bad = Vec::new();
+    let mut rest = bytes;
+    let mut number = 0;
+    while !rest.is_empty() {
+        number += 1;
+        let (line, complete) = match rest.iter().position(|&b| b == b'\n') {
+            Some(end) => {
+                let line = &rest[..end];
+                rest = &rest[end + 1..];
+                (line, true)
+            }
+            None => {
+                let line = rest;
+                rest = &[];
+                (line, false)
+            }
+        };
+        if !complete {
+            bad.push(BadLine {
+                line: number,
+                reason: "truncated record (no final newline)".to_owned(),
+            });
+            continue;
+        }
+        match decode_line(line) {
+            Ok(value) => good.push((number, value)),
+            Err(reason) => bad.push(BadLine {
+                line: number,
+                reason,
+            }),
+        }
+    }
+    (good, bad)
+}
+
+fn decode_line<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
+    let text = std::str::from_utf8(line).map_err(|_| "record is not UTF-8".to_owned())?;
+    let Some((sum, json)) = text.split_once(' ') else {
+        return Err("record has no checksum".to_owned());
+    };
+    if blake3::hash(json.as_bytes()).to_hex().as_str() != sum {
+        return Err("checksum mismatch".to_owned());
+    }
+    serde_json::from_str(json).map_err(|err| format!("unreadable record: {err}"))
+}
+
+/// Reads a whole file; a missing file reads as `None`.
+pub(crate) fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+/// Replaces `path` with `contents` atomically and durably: a temporary file beside it is
+/// written and flushed, renamed over the target, and the directory is flushed so the rename
+/// itself survives a crash.
+pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut temp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    temp.write_all(contents)?;
+    temp.as_file().sync_all()?;
+    temp.persist(path).map_err(|err| err.error)?;
+    sync_dir(dir)
+}
+
+/// Flushes a directory's entries (a created, renamed or removed file) to disk.
+pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Removes a file if it is there, and makes the removal durable.
+pub(crate) fn remove_durably(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => sync_dir(path.parent().unwrap_or(Path::new("."))),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(err),
+    }
+}
+
+/// Opens a file for appending records, creating it (durably) when missing.
+pub(crate) fn open_append(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new().create(true).append(true).open(path)?;
+    sync_dir(path.parent().unwrap_or(Path::new(".")))?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_reports_bad_lines() {
+        let mut bytes = Vec::new();
+        bytes.extend(encode(&1u32).unwrap().into_bytes());
+        let mut flipped = encode(&2u32).unwrap().into_bytes();
+        let last = flipped.len() - 2;
+        flipped[last] = b'7';
+        bytes.extend(flipped);
+        bytes.extend(encode(&3u32).unwrap().into_bytes());
+        let mut cut = encode(&4u32).unwrap().into_bytes();
+        cut.truncate(cut.len() - 3);
+        bytes.extend(cut);
+        let (good, bad) = decode_all::<u32>(&bytes);
+        assert_eq!(good, vec![(1, 1), (3, 3)]);
+        assert_eq!(bad.iter().map(|b| b.line).collect::<Vec<_>>(), vec![2, 4]);
+        assert_eq!(bad[0].reason, "checksum mismatch");
+    }
+}

@@ -1,0 +1,221 @@
+//! The records of the on-disk format (version 1), as described in `docs/formats.md`.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use shiro_tools::{Change, WorkspacePath};
+
+use crate::image::{ContentHash, Image};
+use crate::report::{Direction, TurnId, TurnSummary};
+
+/// The format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+/// The `format` field of the log's header line.
+pub(crate) const LOG_FORMAT: &str = "shiro-undo-log";
+
+/// File names inside the store directory.
+pub(crate) const LOG_FILE: &str = "log.jsonl";
+pub(crate) const INFLIGHT_FILE: &str = "inflight.jsonl";
+pub(crate) const JOURNAL_FILE: &str = "journal.jsonl";
+pub(crate) const LOCK_FILE: &str = "lock";
+pub(crate) const BLOBS_DIR: &str = "blobs";
+/// Where a damaged log is copied before it is rewritten without its bad records.
+pub(crate) const DAMAGED_LOG_FILE: &str = "log.damaged.jsonl";
+
+/// What is known of a turn from its start.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TurnMeta {
+    pub id: TurnId,
+    pub time: u64,
+    pub summary: String,
+    pub history_marker: u64,
+    pub session: Option<String>,
+}
+
+/// A tool-reported change, with plain string paths so that reading it back is checked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub(crate) enum ChangeRecord {
+    Added { path: String },
+    Modified { path: String },
+    Deleted { path: String },
+    Moved { from: String, to: String },
+}
+
+impl From<&Change> for ChangeRecord {
+    fn from(change: &Change) -> Self {
+        match change {
+            Change::Added { path } => ChangeRecord::Added {
+                path: path.to_string(),
+            },
+            Change::Modified { path } => ChangeRecord::Modified {
+                path: path.to_string(),
+            },
+            Change::Deleted { path } => ChangeRecord::Deleted {
+                path: path.to_string(),
+            },
+            Change::Moved { from, to } => ChangeRecord::Moved {
+                from: from.to_string(),
+                to: to.to_string(),
+            },
+        }
+    }
+}
+
+impl ChangeRecord {
+    fn to_change(&self) -> Option<Change> {
+        let p = |s: &str| WorkspacePath::from_relative(s).ok();
+        Some(match self {
+            ChangeRecord::Added { path } => Change::Added { path: p(path)? },
+            ChangeRecord::Modified { path } => Change::Modified { path: p(path)? },
+            ChangeRecord::Deleted { path } => Change::Deleted { path: p(path)? },
+            ChangeRecord::Moved { from, to } => Change::Moved {
+                from: p(from)?,
+                to: p(to)?,
+            },
+        })
+    }
+}
+
+/// One path a turn touched: its image before the turn and after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct PathRecord {
+    pub path: String,
+    pub before: Image,
+    pub after: Image,
+}
+
+/// A finished turn as the log keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TurnRecord {
+    pub meta: TurnMeta,
+    pub tools: Vec<String>,
+    pub changes: Vec<ChangeRecord>,
+    pub ran_bash: bool,
+    pub recovered: bool,
+    /// Sorted by path, each path once.
+    pub paths: Vec<PathRecord>,
+}
+
+impl TurnRecord {
+    /// Checks what a checksum cannot: every path is a valid workspace path, once.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        let mut seen = BTreeSet::new();
+        for record in &self.paths {
+            WorkspacePath::from_relative(&record.path)
+                .map_err(|err| format!("invalid path in turn {}: {err}", self.meta.id))?;
+            if !seen.insert(record.path.as_str()) {
+                return Err(format!(
+                    "path {} listed twice in turn {}",
+                    record.path, self.meta.id
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The paths as workspace paths. Records are validated when read, so none is dropped.
+    pub(crate) fn workspace_paths(&self) -> Vec<(WorkspacePath, &PathRecord)> {
+        self.paths
+            .iter()
+            .filter_map(|record| {
+                WorkspacePath::from_relative(&record.path)
+                    .ok()
+                    .map(|p| (p, record))
+            })
+            .collect()
+    }
+
+    /// Every blob hash the turn refers to.
+    pub(crate) fn hashes(&self) -> impl Iterator<Item = ContentHash> + '_ {
+        self.paths
+            .iter()
+            .flat_map(|r| [r.before.hash(), r.after.hash()])
+            .flatten()
+    }
+
+    pub(crate) fn summary(&self) -> TurnSummary {
+        let mut changes: Vec<Change> = self
+            .changes
+            .iter()
+            .filter_map(ChangeRecord::to_change)
+            .collect();
+        if changes.is_empty() {
+            changes = self.paths.iter().filter_map(derived_change).collect();
+        }
+        TurnSummary {
+            id: self.meta.id,
+            time: self.meta.time,
+            summary: self.meta.summary.clone(),
+            session: self.meta.session.clone(),
+            history_marker: self.meta.history_marker,
+            tools: self.tools.clone(),
+            changes,
+            ran_bash: self.ran_bash,
+            recovered: self.recovered,
+        }
+    }
+}
+
+/// The change a path record shows, for turns whose tools reported none. Directories are left
+/// out, as tools leave them out.
+fn derived_change(record: &PathRecord) -> Option<Change> {
+    let path = WorkspacePath::from_relative(&record.path).ok()?;
+    let is_entry = |image: &Image| matches!(image, Image::File { .. } | Image::Symlink { .. });
+    match (is_entry(&record.before), is_entry(&record.after)) {
+        (false, true) => Some(Change::Added { path }),
+        (true, false) => Some(Change::Deleted { path }),
+        (true, true) => Some(Change::Modified { path }),
+        (false, false) => None,
+    }
+}
+
+/// Which stack of the log a turn is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Stack {
+    Undo,
+    Redo,
+}
+
+/// A line of `log.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case")]
+pub(crate) enum LogLine {
+    Header {
+        format: String,
+        version: u32,
+        next_id: u64,
+    },
+    Turn {
+        stack: Stack,
+        turn: TurnRecord,
+    },
+}
+
+/// A line of `inflight.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case")]
+pub(crate) enum InflightLine {
+    Start {
+        version: u32,
+        turn: TurnMeta,
+    },
+    Path {
+        path: String,
+        before: Image,
+    },
+    Tool {
+        name: String,
+        changes: Vec<ChangeRecord>,
+    },
+    Bash,
+}
+
+/// The one line of `journal.jsonl`: the restore under way, with the images it restores.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Journal {
+    pub version: u32,
+    pub direction: Direction,
+    pub turn: TurnRecord,
+}

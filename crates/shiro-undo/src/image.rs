@@ -1,0 +1,172 @@
+//! What a path held at one moment: the unit the log records, compares and restores.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use shiro_tools::{Mutator, MutatorError, Stat, WorkspacePath};
+
+/// The blake3 hash of a file's raw bytes; also the name of its blob in the store.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ContentHash([u8; 32]);
+
+impl ContentHash {
+    /// The hash of `bytes`.
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(*blake3::hash(bytes).as_bytes())
+    }
+
+    /// The 64 lowercase hex digits of the hash.
+    pub fn to_hex(&self) -> String {
+        blake3::Hash::from_bytes(self.0).to_hex().to_string()
+    }
+
+    /// Parses 64 hex digits; `None` for anything else.
+    pub fn from_hex(hex: &str) -> Option<Self> {
+        blake3::Hash::from_hex(hex)
+            .ok()
+            .map(|hash| Self(*hash.as_bytes()))
+    }
+
+    /// The first 12 hex digits, enough to tell hashes apart in a report.
+    pub fn short(&self) -> String {
+        let mut hex = self.to_hex();
+        hex.truncate(12);
+        hex
+    }
+}
+
+impl fmt::Display for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for ContentHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ContentHash({})", self.short())
+    }
+}
+
+impl Serialize for ContentHash {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for ContentHash {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let hex = String::deserialize(deserializer)?;
+        Self::from_hex(&hex).ok_or_else(|| serde::de::Error::custom("invalid content hash"))
+    }
+}
+
+/// The exact state of one path: what kind of entry it is and everything needed to put it back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Image {
+    /// Nothing was there.
+    Absent,
+    /// A regular file; its bytes are the blob named by `hash` (when the store holds them).
+    File {
+        /// Unix permission bits.
+        mode: u32,
+        /// Length in bytes.
+        len: u64,
+        /// The blake3 hash of the bytes.
+        hash: ContentHash,
+    },
+    /// A directory with its permission bits (its entries are images of their own).
+    Dir {
+        /// Unix permission bits.
+        mode: u32,
+    },
+    /// A symbolic link and its target text.
+    Symlink {
+        /// The link's target, as stored in the link.
+        target: String,
+    },
+}
+
+impl Image {
+    /// Whether something is at the path.
+    pub fn exists(&self) -> bool {
+        !matches!(self, Image::Absent)
+    }
+
+    /// Whether it is a directory.
+    pub fn is_dir(&self) -> bool {
+        matches!(self, Image::Dir { .. })
+    }
+
+    /// The hash of the file's bytes, for a file.
+    pub fn hash(&self) -> Option<ContentHash> {
+        match self {
+            Image::File { hash, .. } => Some(*hash),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Image {
+    /// `absent`, `file 644 (12 bytes, 1a2b3c4d5e6f)`, `directory 755`, `symlink -> target`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Image::Absent => f.write_str("absent"),
+            Image::File { mode, len, hash } => {
+                let unit = if *len == 1 { "byte" } else { "bytes" };
+                write!(f, "file {mode:o} ({len} {unit}, {})", hash.short())
+            }
+            Image::Dir { mode } => write!(f, "directory {mode:o}"),
+            Image::Symlink { target } => write!(f, "symlink -> {target}"),
+        }
+    }
+}
+
+/// The current image of `path`, with the file's bytes when it is a file.
+///
+/// One `stat` and, for a file, one read: the cost is that of the path alone.
+pub(crate) async fn read_image(
+    mutator: &dyn Mutator,
+    path: &WorkspacePath,
+) -> Result<(Image, Option<Vec<u8>>), MutatorError> {
+    Ok(match mutator.stat(path).await? {
+        Stat::Absent => (Image::Absent, None),
+        Stat::Dir { mode } => (Image::Dir { mode }, None),
+        Stat::Symlink { target } => (Image::Symlink { target }, None),
+        Stat::File { mode, .. } => {
+            let bytes = mutator.read(path).await?;
+            let image = Image::File {
+                mode,
+                len: bytes.len() as u64,
+                hash: ContentHash::of(&bytes),
+            };
+            (image, Some(bytes))
+        }
+    })
+}
+
+/// What is at `path` itself: like [`Mutator::stat`], but a path with an ancestor that is not a
+/// real directory (a file, a symbolic link, or nothing) is absent. What a link on the way
+/// reaches is another path's entry, never this one's, so a restore never acts through a link.
+pub(crate) async fn real_stat(
+    mutator: &dyn Mutator,
+    path: &WorkspacePath,
+) -> Result<Stat, MutatorError> {
+    for ancestor in path.ancestors() {
+        if !matches!(mutator.stat(&ancestor).await?, Stat::Dir { .. }) {
+            return Ok(Stat::Absent);
+        }
+    }
+    mutator.stat(path).await
+}
+
+/// The image of the entry at `path` itself (see [`real_stat`]), with a file's bytes.
+pub(crate) async fn real_image(
+    mutator: &dyn Mutator,
+    path: &WorkspacePath,
+) -> Result<(Image, Option<Vec<u8>>), MutatorError> {
+    match real_stat(mutator, path).await? {
+        Stat::Absent => Ok((Image::Absent, None)),
+        _ => read_image(mutator, path).await,
+    }
+}

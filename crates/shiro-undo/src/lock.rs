@@ -1,0 +1,48 @@
+//! The store's lock: one process at a time reads and writes the log.
+
+use std::fs::{File, OpenOptions};
+use std::path::Path;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fs4::fs_std::FileExt;
+
+use crate::error::UndoError;
+
+/// How often a waiting process tries the lock again.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Holds the store's lock until dropped (closing the file releases it, also when the process
+/// dies, so a crash never leaves the store locked).
+#[derive(Debug)]
+pub(crate) struct LockGuard {
+    _file: File,
+}
+
+/// Takes the lock on `path`, polling until `timeout` has passed.
+pub(crate) fn acquire(path: &Path, timeout: Duration) -> Result<LockGuard, UndoError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|source| UndoError::io("open the lock file", path, source))?;
+    let start = Instant::now();
+    loop {
+        // Called through the trait: std's own `File::try_lock` has a different signature.
+        match FileExt::try_lock_exclusive(&file) {
+            Ok(true) => return Ok(LockGuard { _file: file }),
+            Ok(false) => {}
+            Err(source) => return Err(UndoError::io("lock", path, source)),
+        }
+        let waited = start.elapsed();
+        if waited >= timeout {
+            return Err(UndoError::Locked {
+                lock: path.to_path_buf(),
+                waited: timeout,
+            });
+        }
+        thread::sleep(POLL.min(timeout - waited));
+    }
+}

@@ -1,0 +1,295 @@
+//! The recording decorator: a `Mutator` that captures pre-images, then delegates.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use shiro_tools::{Change, DirEntry, Mutator, MutatorError, Stat, WorkspacePath};
+use tokio::sync::Mutex;
+
+use crate::codec::remove_durably;
+use crate::error::UndoError;
+use crate::format::{ChangeRecord, FORMAT_VERSION, INFLIGHT_FILE, InflightLine, TurnMeta};
+use crate::image::{Image, read_image};
+use crate::lock::LockGuard;
+use crate::report::TurnId;
+use crate::store::{Flight, UndoStore, append_line, open_append};
+
+/// How a turn begins.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TurnStart {
+    /// What the turn is about, for `shiro log` (usually the user's prompt).
+    pub summary: String,
+    /// An opaque marker the caller rewinds to when the turn is undone (e.g. the length of the
+    /// message history at the start of the turn).
+    pub history_marker: u64,
+    /// The session making the turn; `None` for a headless command.
+    pub session: Option<String>,
+}
+
+/// A [`Mutator`] that records every mutation of the in-flight turn, then performs it
+/// through the `Mutator` it wraps. Tools use it like any other `Mutator`.
+///
+/// Before the first mutation of a path within a turn it stores the path's exact pre-image
+/// (bytes, mode, link target, or absence) durably; later mutations of that path in the same
+/// turn capture nothing. Reads pass straight through. Mutations outside a turn are passed
+/// through unrecorded (the caller is expected to wrap every tool call in a turn). Mutations
+/// are serialised while a turn is recorded, so a capture and its mutation are never split by
+/// another one.
+pub struct Recording<M> {
+    inner: M,
+    store: UndoStore,
+    turn: Arc<Mutex<Option<InFlight>>>,
+}
+
+/// The turn being recorded: it holds the store's lock until it finishes.
+struct InFlight {
+    _lock: LockGuard,
+    file: File,
+    flight: Flight,
+}
+
+impl<M> std::fmt::Debug for Recording<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recording")
+            .field("store", &self.store.dir())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<M: Mutator> Recording<M> {
+    pub(crate) fn new(store: UndoStore, inner: M) -> Self {
+        Self {
+            inner,
+            store,
+            turn: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// The wrapped mutator (whose changes are not recorded).
+    pub fn inner(&self) -> &M {
+        &self.inner
+    }
+
+    /// The store turns are recorded in.
+    pub fn store(&self) -> &UndoStore {
+        &self.store
+    }
+
+    /// Whether a turn is being recorded.
+    pub async fn in_turn(&self) -> bool {
+        self.turn.lock().await.is_some()
+    }
+
+    /// Begins a turn: takes the store's lock (waiting up to the lock timeout), finishes what
+    /// an earlier crash left, and starts the durable in-flight record.
+    pub async fn begin_turn(&self, start: TurnStart) -> Result<TurnId, UndoError> {
+        let mut slot = self.turn.lock().await;
+        if slot.is_some() {
+            return Err(UndoError::TurnInProgress);
+        }
+        let lock = self.store.lock()?;
+        let state = self.store.recover(&self.inner).await?;
+        let time = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let meta = TurnMeta {
+            id: TurnId(state.next_id),
+            time,
+            summary: start.summary,
+            history_marker: start.history_marker,
+            session: start.session,
+        };
+        let path = self.store.path(INFLIGHT_FILE);
+        // Recovery removed any earlier in-flight file, so this one starts empty.
+        let mut file = open_append(&path).map_err(|err| UndoError::io("create", &path, err))?;
+        append_line(
+            &mut file,
+            &InflightLine::Start {
+                version: FORMAT_VERSION,
+                turn: meta.clone(),
+            },
+            true,
+        )
+        .map_err(|err| UndoError::io("write", &path, err))?;
+        let id = meta.id;
+        *slot = Some(InFlight {
+            _lock: lock,
+            file,
+            flight: Flight::new(meta),
+        });
+        Ok(id)
+    }
+
+    /// Notes that a tool ran in this turn and the changes it reported (for `shiro log`).
+    /// Ignored outside a turn.
+    pub async fn note_tool(&self, name: &str, changes: &[Change]) {
+        let mut slot = self.turn.lock().await;
+        if let Some(turn) = slot.as_mut() {
+            let line = InflightLine::Tool {
+                name: name.to_owned(),
+                changes: changes.iter().map(ChangeRecord::from).collect(),
+            };
+            // Notes are not worth a flush of their own; the next capture flushes them. If the
+            // write fails, the turn's summary is poorer but its undo is intact.
+            let _ = append_line(&mut turn.file, &line, false);
+            turn.flight.apply(line);
+        }
+    }
+
+    /// Notes that `bash` ran in this turn: its effects are not captured, and undo says so.
+    /// Ignored outside a turn.
+    pub async fn note_bash(&self) {
+        let mut slot = self.turn.lock().await;
+        if let Some(turn) = slot.as_mut() {
+            let _ = append_line(&mut turn.file, &InflightLine::Bash, false);
+            turn.flight.apply(InflightLine::Bash);
+        }
+    }
+
+    /// Finishes the turn. A turn that changed at least one path is pushed onto the log (which
+    /// clears the redo stack) and its id returned; otherwise nothing is recorded and `None`
+    /// is returned. Call it also when the turn failed or was interrupted: what it changed is
+    /// then still undoable. Releases the store's lock.
+    ///
+    /// Should this fail, the in-flight record stays on disk and the turn is recovered by the
+    /// next operation on the store.
+    pub async fn finish_turn(&self) -> Result<Option<TurnId>, UndoError> {
+        let Some(InFlight {
+            _lock,
+            file,
+            flight,
+        }) = self.turn.lock().await.take()
+        else {
+            return Ok(None);
+        };
+        drop(file);
+        let id = flight.meta.id;
+        let record = flight.finish(&self.inner, false).await?;
+        let committed = match record {
+            Some(record) => {
+                // Not `recover`: the in-flight file is this turn's own, and it is finishing.
+                let mut state = self.store.load_state()?;
+                self.store.commit_turn(&mut state, record)?;
+                Some(id)
+            }
+            None => None,
+        };
+        // Only now: until the log holds the turn, the in-flight file is its only record.
+        let path = self.store.path(INFLIGHT_FILE);
+        remove_durably(&path).map_err(|err| UndoError::io("remove", &path, err))?;
+        drop(_lock);
+        Ok(committed)
+    }
+
+    /// Captures the pre-image of each path not yet captured in the in-flight turn, durably.
+    async fn capture(
+        &self,
+        slot: &mut Option<InFlight>,
+        paths: &[&WorkspacePath],
+    ) -> Result<(), MutatorError> {
+        let Some(turn) = slot.as_mut() else {
+            return Ok(());
+        };
+        for &path in paths {
+            // Protected paths are refused by every mutator; there is nothing to protect.
+            if path.is_protected() || turn.flight.before.contains_key(path) {
+                continue;
+            }
+            let (image, bytes) = read_image(&self.inner, path).await?;
+            let failed = |source: std::io::Error| MutatorError::Io {
+                op: "record the undo pre-image of",
+                path: path.clone(),
+                source,
+            };
+            if let (Image::File { hash, .. }, Some(bytes)) = (&image, &bytes) {
+                self.store.blobs().put(hash, bytes).map_err(failed)?;
+            }
+            let line = InflightLine::Path {
+                path: path.to_string(),
+                before: image,
+            };
+            append_line(&mut turn.file, &line, true).map_err(failed)?;
+            turn.flight.apply(line);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<M: Mutator> Mutator for Recording<M> {
+    fn root(&self) -> &Path {
+        self.inner.root()
+    }
+
+    async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+        self.inner.stat(path).await
+    }
+
+    async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
+        self.inner.read(path).await
+    }
+
+    async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
+        self.inner.read_dir(path).await
+    }
+
+    async fn write(
+        &self,
+        path: &WorkspacePath,
+        bytes: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), MutatorError> {
+        let mut slot = self.turn.lock().await;
+        self.capture(&mut slot, &[path]).await?;
+        self.inner.write(path, bytes, mode).await
+    }
+
+    async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
+        let mut slot = self.turn.lock().await;
+        self.capture(&mut slot, &[path]).await?;
+        self.inner.set_mode(path, mode).await
+    }
+
+    async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        let mut slot = self.turn.lock().await;
+        self.capture(&mut slot, &[path]).await?;
+        self.inner.create_dir(path).await
+    }
+
+    async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
+        let mut slot = self.turn.lock().await;
+        self.capture(&mut slot, &[path]).await?;
+        self.inner.symlink(target, path).await
+    }
+
+    async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        let mut slot = self.turn.lock().await;
+        self.capture(&mut slot, &[path]).await?;
+        self.inner.remove_file(path).await
+    }
+
+    async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        let mut slot = self.turn.lock().await;
+        self.capture(&mut slot, &[path]).await?;
+        self.inner.remove_dir(path).await
+    }
+
+    async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
+        let mut slot = self.turn.lock().await;
+        self.capture(&mut slot, &[from, to]).await?;
+        self.inner.rename(from, to).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn recorder_and_store_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<super::Recording<shiro_tools::MemMutator>>();
+        check::<super::UndoStore>();
+    }
+}

@@ -1,0 +1,411 @@
+//! What the store tells its caller: turn summaries, outcomes, conflicts and notices. Every
+//! type meant for people has a `Display` that the CLI prints as is.
+
+use std::fmt;
+
+use shiro_tools::{Change, WorkspacePath};
+
+use crate::image::Image;
+
+/// A turn's number in this workspace's log; numbers only grow.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(transparent)]
+pub struct TurnId(pub u64);
+
+impl fmt::Display for TurnId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// Which way a restore goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Back to the state before the turn.
+    Undo,
+    /// Forward again to the state the turn left.
+    Redo,
+}
+
+impl Direction {
+    fn verb(self) -> &'static str {
+        match self {
+            Direction::Undo => "undo",
+            Direction::Redo => "redo",
+        }
+    }
+}
+
+/// One recorded turn, as `shiro log` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TurnSummary {
+    /// The turn's number.
+    pub id: TurnId,
+    /// When it began, in seconds since the Unix epoch.
+    pub time: u64,
+    /// The text given when it began (usually the user's prompt).
+    pub summary: String,
+    /// The session that made it; `None` for a headless command.
+    pub session: Option<String>,
+    /// The caller's history marker at the start of the turn (e.g. the message count).
+    pub history_marker: u64,
+    /// The tools it used, in first-use order.
+    pub tools: Vec<String>,
+    /// What it changed: the changes its tools reported, or, when none were reported (a
+    /// turn recovered after a crash), the changes read from its recorded paths.
+    pub changes: Vec<Change>,
+    /// Whether it ran `bash`, whose effects undo does not cover.
+    pub ran_bash: bool,
+    /// Whether it was recovered after its process stopped mid-turn.
+    pub recovered: bool,
+}
+
+impl fmt::Display for TurnSummary {
+    /// `#3 "fix the parser" (session s1): M src/a.rs, A src/b.rs`, plus the bash note.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {:?}", self.id, self.summary)?;
+        if let Some(session) = &self.session {
+            write!(f, " (session {session})")?;
+        }
+        if self.recovered {
+            f.write_str(" [recovered after a crash]")?;
+        }
+        let changes: Vec<String> = self.changes.iter().map(ToString::to_string).collect();
+        write!(f, ": {}", changes.join(", "))?;
+        if self.ran_bash {
+            f.write_str(" (ran bash: its effects are not recorded)")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a restore does, or would do, to one path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Already as it should become.
+    Unchanged,
+    /// A file's bytes or mode are put back.
+    Restore,
+    /// Something absent is created again (a file, link or directory).
+    Recreate,
+    /// Something is removed (a file, link or an empty directory).
+    Remove,
+    /// One kind of entry is replaced by another (a file by a directory, or the reverse).
+    Replace,
+    /// Only the mode changes.
+    SetMode,
+    /// A directory the turn created was kept because it holds entries the turn did not make.
+    KeptNotEmpty,
+    /// Left as it is: a forced restore found a directory with others' entries in the way.
+    Skipped,
+}
+
+impl Action {
+    /// The verb for reports (past tense when done).
+    pub fn describe(self, done: bool) -> &'static str {
+        match (self, done) {
+            (Action::Unchanged, _) => "unchanged",
+            (Action::Restore, true) => "restored",
+            (Action::Restore, false) => "restore",
+            (Action::Recreate, true) => "recreated",
+            (Action::Recreate, false) => "recreate",
+            (Action::Remove, true) => "removed",
+            (Action::Remove, false) => "remove",
+            (Action::Replace, true) => "replaced",
+            (Action::Replace, false) => "replace",
+            (Action::SetMode, true) => "mode set",
+            (Action::SetMode, false) => "set mode",
+            (Action::KeptNotEmpty, _) => "kept (not empty)",
+            (Action::Skipped, _) => "skipped",
+        }
+    }
+
+    /// The action that turns `now` into `becomes`.
+    pub(crate) fn between(now: &Image, becomes: &Image) -> Action {
+        match (now, becomes) {
+            (now, becomes) if now == becomes => Action::Unchanged,
+            (_, Image::Absent) => Action::Remove,
+            (Image::Absent, _) => Action::Recreate,
+            (
+                Image::File { len, hash, .. },
+                Image::File {
+                    len: l2, hash: h2, ..
+                },
+            ) if len == l2 && hash == h2 => Action::SetMode,
+            (Image::Dir { .. }, Image::Dir { .. }) => Action::SetMode,
+            (Image::File { .. }, Image::File { .. }) => Action::Restore,
+            (Image::Symlink { .. }, Image::Symlink { .. }) => Action::Restore,
+            _ => Action::Replace,
+        }
+    }
+}
+
+/// One path of a restore or of its plan.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PathOutcome {
+    /// The path.
+    pub path: WorkspacePath,
+    /// What it was before the restore (now, for a dry run).
+    pub now: Image,
+    /// What the restore makes it. A file's bytes are in the store:
+    /// [`UndoStore::blob`](crate::UndoStore::blob) with its hash.
+    pub becomes: Image,
+    /// What was done (or would be).
+    pub action: Action,
+}
+
+/// The result of an undo or a redo, or the plan of a dry run.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct UndoOutcome {
+    /// The turn concerned.
+    pub turn: TurnSummary,
+    /// Undo or redo.
+    pub direction: Direction,
+    /// Whether this is only a plan: nothing was changed.
+    pub dry_run: bool,
+    /// Changes made after the turn that a forced restore overwrote (or, in a dry run,
+    /// that stand in the way).
+    pub conflicts: Vec<Conflict>,
+    /// Every path the turn touched, sorted.
+    pub paths: Vec<PathOutcome>,
+}
+
+impl fmt::Display for UndoOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let verb = match (self.direction, self.dry_run) {
+            (Direction::Undo, false) => "undid",
+            (Direction::Redo, false) => "redid",
+            (Direction::Undo, true) => "would undo",
+            (Direction::Redo, true) => "would redo",
+        };
+        write!(f, "{verb} turn {} {:?}", self.turn.id, self.turn.summary)?;
+        if let Some(session) = &self.turn.session {
+            write!(f, " of session {session}")?;
+        }
+        writeln!(f)?;
+        let width = self
+            .paths
+            .iter()
+            .map(|p| p.action.describe(!self.dry_run).len())
+            .max()
+            .unwrap_or(0);
+        for path in &self.paths {
+            let verb = path.action.describe(!self.dry_run);
+            writeln!(f, "  {verb:<width$}  {}", path.path)?;
+        }
+        if !self.conflicts.is_empty() {
+            let what = if self.dry_run {
+                "would overwrite"
+            } else {
+                "overwrote"
+            };
+            writeln!(f, "{what} changes made after the turn (forced):")?;
+            for conflict in &self.conflicts {
+                writeln!(f, "  {conflict}")?;
+            }
+        }
+        if self.turn.ran_bash {
+            writeln!(
+                f,
+                "note: this turn ran bash; effects of its commands are not undone or redone"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// A path that changed since the turn (or since its undo, for a redo).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Conflict {
+    /// The path.
+    pub path: WorkspacePath,
+    /// What is wrong.
+    pub kind: ConflictKind,
+}
+
+/// How a path differs from what the restore expects.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ConflictKind {
+    /// Its kind, mode or content is not what the turn left.
+    Changed {
+        /// What the turn (or the undo) left there.
+        expected: Image,
+        /// What is there now.
+        found: Image,
+    },
+    /// A directory that must give way to a file or link holds entries the turn did not make.
+    NotEmpty {
+        /// Some of those entries.
+        entries: Vec<WorkspacePath>,
+    },
+}
+
+impl fmt::Display for Conflict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            ConflictKind::Changed { expected, found } => {
+                write!(f, "{}: now {found}, expected {expected}", self.path)
+            }
+            ConflictKind::NotEmpty { entries } => {
+                let entries: Vec<&str> = entries.iter().map(WorkspacePath::as_str).collect();
+                write!(
+                    f,
+                    "{}: directory holds entries the turn did not create: {}",
+                    self.path,
+                    entries.join(", ")
+                )
+            }
+        }
+    }
+}
+
+/// Why a restore was refused: the paths that changed since. Nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ConflictReport {
+    /// The turn that was to be restored.
+    pub turn: TurnId,
+    /// Its summary.
+    pub summary: String,
+    /// Undo or redo.
+    pub direction: Direction,
+    /// The paths, sorted.
+    pub conflicts: Vec<Conflict>,
+}
+
+impl fmt::Display for ConflictReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = self.conflicts.len();
+        let paths = if count == 1 { "path" } else { "paths" };
+        let since = match self.direction {
+            Direction::Undo => "since the turn",
+            Direction::Redo => "since the turn was undone",
+        };
+        writeln!(
+            f,
+            "{} of turn {} {:?} refused: {count} {paths} changed {since}; nothing was changed",
+            self.direction.verb(),
+            self.turn,
+            self.summary
+        )?;
+        for conflict in &self.conflicts {
+            writeln!(f, "  {conflict}")?;
+        }
+        write!(
+            f,
+            "to overwrite these changes, {} with --force; to see what it would do, use --dry-run",
+            self.direction.verb()
+        )
+    }
+}
+
+/// Something the store did on its own that the user should hear about. The library never
+/// prints: the caller takes these with [`UndoStore::take_notices`](crate::UndoStore::take_notices).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Notice {
+    /// A turn whose process stopped mid-turn was recovered as a finished, undoable turn.
+    RecoveredTurn {
+        /// The turn.
+        id: TurnId,
+        /// Its summary.
+        summary: String,
+        /// How many paths it changed.
+        paths: usize,
+    },
+    /// A turn interrupted before it changed anything was discarded.
+    DiscardedEmptyTurn {
+        /// The turn.
+        id: TurnId,
+    },
+    /// An undo or redo interrupted part-way was completed from its journal.
+    CompletedRestore {
+        /// The turn.
+        id: TurnId,
+        /// Which way it went.
+        direction: Direction,
+    },
+    /// A record of a store file failed its checksum or could not be read; it was not used.
+    CorruptRecord {
+        /// The store file, relative to the store directory.
+        file: String,
+        /// The 1-based line number.
+        line: usize,
+        /// What was wrong.
+        reason: String,
+    },
+    /// The oldest turns were dropped to keep the store under its size cap.
+    DroppedForSize {
+        /// The turns dropped, oldest first.
+        dropped: Vec<TurnId>,
+        /// The store's blob bytes afterwards.
+        store_bytes: u64,
+        /// The cap.
+        cap: u64,
+    },
+}
+
+impl fmt::Display for Notice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Notice::RecoveredTurn { id, summary, paths } => write!(
+                f,
+                "recovered turn {id} {summary:?}, interrupted before it finished; it changed {paths} {} and can be undone",
+                if *paths == 1 { "path" } else { "paths" }
+            ),
+            Notice::DiscardedEmptyTurn { id } => {
+                write!(
+                    f,
+                    "turn {id} was interrupted before it changed anything; nothing to recover"
+                )
+            }
+            Notice::CompletedRestore { id, direction } => write!(
+                f,
+                "completed the interrupted {} of turn {id}; the workspace is as it was {}",
+                direction.verb(),
+                match direction {
+                    Direction::Undo => "before the turn",
+                    Direction::Redo => "after the turn",
+                }
+            ),
+            Notice::CorruptRecord { file, line, reason } => write!(
+                f,
+                "ignored a damaged record in the undo store ({file}, line {line}: {reason}); the rest of the log is intact"
+            ),
+            Notice::DroppedForSize {
+                dropped,
+                store_bytes,
+                cap,
+            } => {
+                let ids: Vec<String> = dropped.iter().map(ToString::to_string).collect();
+                let turns = if dropped.len() == 1 { "turn" } else { "turns" };
+                write!(
+                    f,
+                    "dropped the oldest {turns} {} from the undo log to keep its store under {} (now {}); they can no longer be undone",
+                    ids.join(", "),
+                    human_bytes(*cap),
+                    human_bytes(*store_bytes)
+                )
+            }
+        }
+    }
+}
+
+/// `1.0 GiB`, `512 KiB`, `17 bytes`.
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} bytes");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}

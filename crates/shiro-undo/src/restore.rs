@@ -1,0 +1,285 @@
+//! The restore engine: plan, conflict check and the idempotent apply, all through a `Mutator`.
+//!
+//! Apply converges every touched path on its target image, checking what is there before each
+//! step, so running it again after an interruption finishes the job and changes nothing that
+//! is already right. Its order handles a file replaced by a directory and the reverse:
+//! 1. remove what must go, deepest first (files and links, then emptied directories);
+//! 2. create the directories that must exist, shallowest first;
+//! 3. write files (bytes and mode) and create links;
+//! 4. set directory modes last, so a read-only directory is filled before it is closed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use shiro_tools::{Mutator, MutatorError, Stat, WorkspacePath, create_parent_dirs};
+
+use crate::blob::Blobs;
+use crate::error::UndoError;
+use crate::format::TurnRecord;
+use crate::image::{ContentHash, Image, real_image, real_stat};
+use crate::report::{Action, Conflict, ConflictKind, Direction};
+
+/// At most this many foreign entries are named in a "directory not empty" conflict.
+const MAX_NAMED_ENTRIES: usize = 5;
+
+/// One path of a restore: where it is, where it should be, where it goes.
+#[derive(Debug)]
+pub(crate) struct Planned {
+    pub path: WorkspacePath,
+    /// What is there now.
+    pub now: Image,
+    /// The bytes of `now`, when it is a file.
+    pub now_bytes: Option<Vec<u8>>,
+    /// What the log says should be there now.
+    pub expected: Image,
+    /// What the restore makes it.
+    pub becomes: Image,
+}
+
+/// The images a restore in `direction` expects to find and leaves.
+fn sides(record: &crate::format::PathRecord, direction: Direction) -> (&Image, &Image) {
+    match direction {
+        Direction::Undo => (&record.after, &record.before),
+        Direction::Redo => (&record.before, &record.after),
+    }
+}
+
+/// Reads the current image of every path of `turn`.
+pub(crate) async fn plan(
+    mutator: &dyn Mutator,
+    turn: &TurnRecord,
+    direction: Direction,
+) -> Result<Vec<Planned>, UndoError> {
+    let mut planned = Vec::with_capacity(turn.paths.len());
+    for (path, record) in turn.workspace_paths() {
+        let (now, now_bytes) = real_image(mutator, &path).await?;
+        let (expected, becomes) = sides(record, direction);
+        planned.push(Planned {
+            path,
+            now,
+            now_bytes,
+            expected: expected.clone(),
+            becomes: becomes.clone(),
+        });
+    }
+    Ok(planned)
+}
+
+/// The paths that changed since the log's record of them, and directories in the way of a
+/// file that hold entries the turn did not make.
+pub(crate) async fn conflicts(
+    mutator: &dyn Mutator,
+    plan: &[Planned],
+) -> Result<Vec<Conflict>, UndoError> {
+    let going: BTreeSet<&WorkspacePath> = plan
+        .iter()
+        .filter(|p| !p.becomes.exists())
+        .map(|p| &p.path)
+        .collect();
+    let mut conflicts = Vec::new();
+    for item in plan {
+        if !same(&item.now, &item.expected) {
+            conflicts.push(Conflict {
+                path: item.path.clone(),
+                kind: ConflictKind::Changed {
+                    expected: item.expected.clone(),
+                    found: item.now.clone(),
+                },
+            });
+        } else if item.now.is_dir() && item.becomes.exists() && !item.becomes.is_dir() {
+            let entries = foreign_entries(mutator, &item.path, &going).await?;
+            if !entries.is_empty() {
+                conflicts.push(Conflict {
+                    path: item.path.clone(),
+                    kind: ConflictKind::NotEmpty { entries },
+                });
+            }
+        }
+    }
+    Ok(conflicts)
+}
+
+/// Whether two images describe the same state (for a file: kind, mode and content).
+fn same(a: &Image, b: &Image) -> bool {
+    a == b
+}
+
+/// Entries under `dir` that the restore will not remove, up to a few.
+async fn foreign_entries(
+    mutator: &dyn Mutator,
+    dir: &WorkspacePath,
+    going: &BTreeSet<&WorkspacePath>,
+) -> Result<Vec<WorkspacePath>, UndoError> {
+    let mut foreign = Vec::new();
+    let mut pending = vec![dir.clone()];
+    while let Some(next) = pending.pop() {
+        for entry in mutator.read_dir(&next).await? {
+            if !going.contains(&entry.path) {
+                foreign.push(entry.path);
+                if foreign.len() >= MAX_NAMED_ENTRIES {
+                    return Ok(foreign);
+                }
+            } else if matches!(entry.stat, Stat::Dir { .. }) {
+                pending.push(entry.path);
+            }
+        }
+    }
+    foreign.sort();
+    Ok(foreign)
+}
+
+/// Checks that every file the restore writes has its bytes in the store, before anything is
+/// changed.
+pub(crate) fn check_blobs(blobs: &Blobs, plan: &[Planned]) -> Result<(), UndoError> {
+    for item in plan {
+        if let Image::File { hash, .. } = &item.becomes
+            && item.now != item.becomes
+            && !blobs.contains(hash)
+        {
+            return Err(UndoError::Blob {
+                path: item.path.clone(),
+                hash: hash.to_hex(),
+                reason: "missing".to_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Makes every path of `turn` what `direction` says it becomes. Returns the paths whose
+/// action differs from the plain one (kept or skipped directories).
+pub(crate) async fn apply(
+    mutator: &dyn Mutator,
+    blobs: &Blobs,
+    turn: &TurnRecord,
+    direction: Direction,
+) -> Result<BTreeMap<WorkspacePath, Action>, UndoError> {
+    let mut items: Vec<(WorkspacePath, Image)> = turn
+        .workspace_paths()
+        .into_iter()
+        .map(|(path, record)| {
+            let target = sides(record, direction).1.clone();
+            (path, target)
+        })
+        .collect();
+    let mut notes = BTreeMap::new();
+
+    // 1. Removals, deepest first, so a directory is emptied before it is removed.
+    items.sort_by(|(a, _), (b, _)| b.depth().cmp(&a.depth()).then_with(|| b.cmp(a)));
+    for (path, target) in &items {
+        match real_stat(mutator, path).await? {
+            Stat::Absent => {}
+            Stat::File { .. } if matches!(target, Image::File { .. }) => {}
+            Stat::Symlink { target: now }
+                if *target
+                    == (Image::Symlink {
+                        target: now.clone(),
+                    }) => {}
+            Stat::File { .. } | Stat::Symlink { .. } => mutator.remove_file(path).await?,
+            Stat::Dir { .. } if target.is_dir() => {}
+            Stat::Dir { .. } => match mutator.remove_dir(path).await {
+                Ok(()) => {}
+                Err(MutatorError::DirectoryNotEmpty(_)) => {
+                    let note = if target.exists() {
+                        Action::Skipped
+                    } else {
+                        Action::KeptNotEmpty
+                    };
+                    notes.insert(path.clone(), note);
+                }
+                Err(err) => return Err(err.into()),
+            },
+        }
+    }
+
+    // 2. Directories, shallowest first; their modes come last (step 4).
+    items.reverse();
+    for (path, target) in &items {
+        if !target.is_dir() {
+            continue;
+        }
+        match real_stat(mutator, path).await? {
+            Stat::Absent => {
+                create_parent_dirs(mutator, path).await?;
+                mutator.create_dir(path).await?;
+            }
+            Stat::Dir { .. } => {}
+            // Step 1 removed files and links here; one that came back is not ours to remove.
+            Stat::File { .. } | Stat::Symlink { .. } => {
+                notes.insert(path.clone(), Action::Skipped);
+            }
+        }
+    }
+
+    // 3. Files and links.
+    for (path, target) in &items {
+        if notes.contains_key(path) {
+            continue;
+        }
+        match target {
+            Image::File { mode, len, hash } => {
+                match real_stat(mutator, path).await? {
+                    Stat::File {
+                        mode: now_mode,
+                        len: now_len,
+                    } if now_mode == *mode
+                        && now_len == *len
+                        && ContentHash::of(&mutator.read(path).await?) == *hash =>
+                    {
+                        continue;
+                    }
+                    Stat::Dir { .. } => {
+                        notes.insert(path.clone(), Action::Skipped);
+                        continue;
+                    }
+                    _ => {}
+                }
+                let bytes = load_blob(blobs, path, hash)?;
+                create_parent_dirs(mutator, path).await?;
+                mutator.write(path, &bytes, Some(*mode)).await?;
+            }
+            Image::Symlink { target: link } => match real_stat(mutator, path).await? {
+                Stat::Symlink { target: now } if now == *link => {}
+                Stat::Dir { .. } => {
+                    notes.insert(path.clone(), Action::Skipped);
+                }
+                Stat::Absent => {
+                    create_parent_dirs(mutator, path).await?;
+                    mutator.symlink(link, path).await?;
+                }
+                Stat::File { .. } | Stat::Symlink { .. } => {
+                    mutator.remove_file(path).await?;
+                    mutator.symlink(link, path).await?;
+                }
+            },
+            Image::Absent | Image::Dir { .. } => {}
+        }
+    }
+
+    // 4. Directory modes, deepest first.
+    for (path, target) in items.iter().rev() {
+        if let Image::Dir { mode } = target
+            && let Stat::Dir { mode: now } = real_stat(mutator, path).await?
+            && now != *mode
+        {
+            mutator.set_mode(path, *mode).await?;
+        }
+    }
+    Ok(notes)
+}
+
+fn load_blob(
+    blobs: &Blobs,
+    path: &WorkspacePath,
+    hash: &ContentHash,
+) -> Result<Vec<u8>, UndoError> {
+    let blob_error = |reason: String| UndoError::Blob {
+        path: path.clone(),
+        hash: hash.to_hex(),
+        reason,
+    };
+    match blobs.get(hash) {
+        Ok(Some(bytes)) => Ok(bytes),
+        Ok(None) => Err(blob_error("missing".to_owned())),
+        Err(err) => Err(blob_error(format!("damaged ({err})"))),
+    }
+}

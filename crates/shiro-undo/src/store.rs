@@ -1,0 +1,737 @@
+//! The store: the log on disk, its lock, recovery, undo and redo.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use shiro_tools::{FsMutator, Mutator, WorkspacePath};
+
+use crate::blob::Blobs;
+use crate::codec::{self, decode_all, encode, read_optional, remove_durably, write_atomic};
+use crate::error::UndoError;
+use crate::format::{
+    BLOBS_DIR, ChangeRecord, DAMAGED_LOG_FILE, FORMAT_VERSION, INFLIGHT_FILE, InflightLine,
+    JOURNAL_FILE, Journal, LOCK_FILE, LOG_FILE, LOG_FORMAT, LogLine, PathRecord, Stack, TurnMeta,
+    TurnRecord,
+};
+use crate::image::{ContentHash, Image, real_image};
+use crate::lock::{self, LockGuard};
+use crate::recorder::Recording;
+use crate::report::{
+    Action, Conflict, ConflictReport, Direction, Notice, PathOutcome, TurnId, TurnSummary,
+    UndoOutcome,
+};
+use crate::restore;
+
+/// Where the store lives, relative to the workspace root.
+pub const STORE_DIR: &str = ".shiro/undo";
+
+/// How a store behaves; the defaults suit an interactive agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// How many turns can be undone; older turns are dropped when a new one is recorded.
+    /// Default 20.
+    pub depth: usize,
+    /// The most bytes the stored copies (blobs) may take; past it the oldest turns are dropped
+    /// (never the newest) and a [`Notice::DroppedForSize`] says so. Default 1 GiB.
+    pub max_store_bytes: u64,
+    /// How long an operation waits for another process to release the store's lock before it
+    /// fails with [`UndoError::Locked`]. Default 10 seconds.
+    pub lock_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            depth: 20,
+            max_store_bytes: 1 << 30,
+            lock_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// How an undo or a redo runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UndoOptions {
+    /// Overwrite paths that changed since the turn instead of refusing.
+    pub force: bool,
+    /// Change nothing: return the plan, with any conflicts.
+    pub dry_run: bool,
+}
+
+/// The undo log of one workspace, kept in its `.shiro/undo/` directory.
+///
+/// Cheap to clone (clones share one store). Every operation takes the store's lock for its
+/// own duration only, so several processes (sessions, `shiro undo` in another terminal) share
+/// one log safely; recording a turn holds the lock from `begin_turn` to `finish_turn`.
+#[derive(Debug, Clone)]
+pub struct UndoStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    options: StoreOptions,
+    blobs: Blobs,
+    notices: Mutex<Vec<Notice>>,
+}
+
+/// The log as read from disk: the undo stack (oldest first) and the redo stack (the next turn
+/// to redo last).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LogState {
+    pub next_id: u64,
+    pub undo: Vec<TurnRecord>,
+    pub redo: Vec<TurnRecord>,
+}
+
+impl LogState {
+    fn contains(&self, id: TurnId) -> bool {
+        self.undo.iter().chain(&self.redo).any(|t| t.meta.id == id)
+    }
+
+    fn hashes(&self) -> BTreeSet<ContentHash> {
+        self.undo
+            .iter()
+            .chain(&self.redo)
+            .flat_map(TurnRecord::hashes)
+            .collect()
+    }
+}
+
+impl UndoStore {
+    /// Opens (creating when needed) the store of the workspace at `workspace_root`, in its
+    /// `.shiro/undo/` directory, which gets a `.gitignore` of `*`.
+    ///
+    /// Opening finishes what a crash interrupted: a restore in progress is completed from its
+    /// journal, and a turn whose process stopped mid-turn becomes a finished, undoable turn.
+    /// Both leave a [`Notice`].
+    pub async fn open(workspace_root: &Path, options: StoreOptions) -> Result<Self, UndoError> {
+        let workspace = FsMutator::new(workspace_root)
+            .map_err(|err| UndoError::io("open the workspace", workspace_root, err))?;
+        Self::open_with(workspace_root, &workspace, options).await
+    }
+
+    /// Like [`UndoStore::open`], with the store under `workspace_root` on disk but recovery
+    /// going through `workspace` (an in-memory workspace in tests and embeddings).
+    pub async fn open_with(
+        workspace_root: &Path,
+        workspace: &dyn Mutator,
+        options: StoreOptions,
+    ) -> Result<Self, UndoError> {
+        let dir = workspace_root.join(STORE_DIR);
+        let blobs_dir = dir.join(BLOBS_DIR);
+        fs::create_dir_all(&blobs_dir)
+            .map_err(|err| UndoError::io("create the undo store", &blobs_dir, err))?;
+        let gitignore = dir.join(".gitignore");
+        if !gitignore.exists() {
+            write_atomic(&gitignore, b"*\n")
+                .map_err(|err| UndoError::io("write", &gitignore, err))?;
+        }
+        let store = Self {
+            inner: Arc::new(Inner {
+                dir,
+                options,
+                blobs: Blobs::new(blobs_dir),
+                notices: Mutex::new(Vec::new()),
+            }),
+        };
+        let _guard = store.lock()?;
+        let state = store.recover(workspace).await?;
+        store.collect(&state)?;
+        Ok(store)
+    }
+
+    /// The store directory (`<workspace>/.shiro/undo`). Removing it, when no shiro is
+    /// running, forgets every turn and nothing else.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> &StoreOptions {
+        &self.inner.options
+    }
+
+    /// Takes the notices gathered since the last call (recoveries, damaged records, turns
+    /// dropped for size), oldest first.
+    pub fn take_notices(&self) -> Vec<Notice> {
+        std::mem::take(&mut *self.notices())
+    }
+
+    /// Wraps `inner` in a recorder: a [`Mutator`] that records the turns of this store.
+    pub fn recorder<M: Mutator>(&self, inner: M) -> Recording<M> {
+        Recording::new(self.clone(), inner)
+    }
+
+    /// The turns that can be undone, newest (the next to undo) first.
+    pub fn log(&self) -> Result<Vec<TurnSummary>, UndoError> {
+        let state = self.read_state()?;
+        Ok(state.undo.iter().rev().map(TurnRecord::summary).collect())
+    }
+
+    /// The turns that can be redone, the next to redo first.
+    pub fn redo_log(&self) -> Result<Vec<TurnSummary>, UndoError> {
+        let state = self.read_state()?;
+        Ok(state.redo.iter().rev().map(TurnRecord::summary).collect())
+    }
+
+    /// The bytes of a stored file, checked against `hash`; `None` when the store does not hold
+    /// them. Used with [`PathOutcome::becomes`] to show a dry run as a diff.
+    pub fn blob(&self, hash: &ContentHash) -> Result<Option<Vec<u8>>, UndoError> {
+        self.inner.blobs.get(hash).map_err(|err| {
+            UndoError::io(
+                "read blob",
+                &self.inner.blobs.dir().join(hash.to_hex()),
+                err,
+            )
+        })
+    }
+
+    /// The bytes the stored copies take on disk.
+    pub fn store_bytes(&self) -> Result<u64, UndoError> {
+        let (blobs, _) = self
+            .inner
+            .blobs
+            .list()
+            .map_err(|err| UndoError::io("list", self.inner.blobs.dir(), err))?;
+        Ok(blobs.values().sum())
+    }
+
+    /// The conflicts that would stop undoing the newest turn right now; empty when it can be
+    /// undone cleanly.
+    pub async fn check(&self, workspace: &dyn Mutator) -> Result<Vec<Conflict>, UndoError> {
+        let state = self.read_state()?;
+        let turn = state.undo.last().ok_or(UndoError::NothingToUndo)?;
+        let plan = restore::plan(workspace, turn, Direction::Undo).await?;
+        restore::conflicts(workspace, &plan).await
+    }
+
+    /// Undoes the newest turn through `workspace`: every path it touched is put back as it
+    /// was before the turn, and the turn moves to the redo stack. Refuses with
+    /// [`UndoError::Conflict`] (changing nothing) when a path changed since the turn, unless
+    /// forced. The outcome carries the turn's history marker for the caller to rewind to.
+    pub async fn undo(
+        &self,
+        workspace: &dyn Mutator,
+        options: UndoOptions,
+    ) -> Result<UndoOutcome, UndoError> {
+        self.restore(workspace, options, Direction::Undo).await
+    }
+
+    /// Redoes the most recently undone turn, under the same conflict rule as undo.
+    pub async fn redo(
+        &self,
+        workspace: &dyn Mutator,
+        options: UndoOptions,
+    ) -> Result<UndoOutcome, UndoError> {
+        self.restore(workspace, options, Direction::Redo).await
+    }
+
+    async fn restore(
+        &self,
+        workspace: &dyn Mutator,
+        options: UndoOptions,
+        direction: Direction,
+    ) -> Result<UndoOutcome, UndoError> {
+        let _guard = self.lock()?;
+        let mut state = self.recover(workspace).await?;
+        let stack = match direction {
+            Direction::Undo => &state.undo,
+            Direction::Redo => &state.redo,
+        };
+        let Some(turn) = stack.last().cloned() else {
+            return Err(match direction {
+                Direction::Undo => UndoError::NothingToUndo,
+                Direction::Redo => UndoError::NothingToRedo,
+            });
+        };
+        let plan = restore::plan(workspace, &turn, direction).await?;
+        let conflicts = restore::conflicts(workspace, &plan).await?;
+        if !conflicts.is_empty() && !options.force && !options.dry_run {
+            return Err(UndoError::Conflict(ConflictReport {
+                turn: turn.meta.id,
+                summary: turn.meta.summary.clone(),
+                direction,
+                conflicts,
+            }));
+        }
+        restore::check_blobs(&self.inner.blobs, &plan)?;
+        let outcome = |notes: &BTreeMap<WorkspacePath, Action>, dry_run: bool| UndoOutcome {
+            turn: turn.summary(),
+            direction,
+            dry_run,
+            conflicts: conflicts.clone(),
+            paths: plan
+                .iter()
+                .map(|item| PathOutcome {
+                    path: item.path.clone(),
+                    now: item.now.clone(),
+                    becomes: item.becomes.clone(),
+                    action: notes
+                        .get(&item.path)
+                        .copied()
+                        .unwrap_or_else(|| Action::between(&item.now, &item.becomes)),
+                })
+                .collect(),
+        };
+        if options.dry_run {
+            return Ok(outcome(&BTreeMap::new(), true));
+        }
+
+        // Keep the state being replaced, so the opposite operation can bring it back exactly
+        // (after a forced restore, that includes the changes it overwrote).
+        let mut restored = turn.clone();
+        for (record, item) in restored.paths.iter_mut().zip(&plan) {
+            if let (Image::File { hash, .. }, Some(bytes)) = (&item.now, &item.now_bytes) {
+                self.inner
+                    .blobs
+                    .put(hash, bytes)
+                    .map_err(|err| UndoError::io("store a copy in", self.inner.blobs.dir(), err))?;
+            }
+            match direction {
+                Direction::Undo => record.after = item.now.clone(),
+                Direction::Redo => record.before = item.now.clone(),
+            }
+        }
+        let journal = Journal {
+            version: FORMAT_VERSION,
+            direction,
+            turn: restored,
+        };
+        let journal_path = self.path(JOURNAL_FILE);
+        let line = encode(&journal).map_err(|err| UndoError::io("encode", &journal_path, err))?;
+        write_atomic(&journal_path, line.as_bytes())
+            .map_err(|err| UndoError::io("write", &journal_path, err))?;
+
+        let notes = restore::apply(workspace, &self.inner.blobs, &journal.turn, direction)
+            .await
+            .map_err(|err| UndoError::RestoreInterrupted {
+                turn: turn.meta.id,
+                source: Box::new(err),
+            })?;
+        self.finish_restore(&mut state, journal)?;
+        Ok(outcome(&notes, false))
+    }
+
+    /// Moves a restored turn to its new stack and drops the journal: the restore is complete.
+    fn finish_restore(&self, state: &mut LogState, journal: Journal) -> Result<(), UndoError> {
+        let id = journal.turn.meta.id;
+        state.undo.retain(|t| t.meta.id != id);
+        state.redo.retain(|t| t.meta.id != id);
+        match journal.direction {
+            Direction::Undo => state.redo.push(journal.turn),
+            Direction::Redo => state.undo.push(journal.turn),
+        }
+        self.save_state(state)?;
+        let path = self.path(JOURNAL_FILE);
+        remove_durably(&path).map_err(|err| UndoError::io("remove", &path, err))
+    }
+
+    pub(crate) fn lock(&self) -> Result<LockGuard, UndoError> {
+        lock::acquire(&self.path(LOCK_FILE), self.inner.options.lock_timeout)
+    }
+
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
+        self.inner.dir.join(name)
+    }
+
+    pub(crate) fn blobs(&self) -> &Blobs {
+        &self.inner.blobs
+    }
+
+    fn notices(&self) -> MutexGuard<'_, Vec<Notice>> {
+        // A poisoned lock only means a panic elsewhere; the list itself is intact.
+        self.inner
+            .notices
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub(crate) fn notify(&self, notice: Notice) {
+        self.notices().push(notice);
+    }
+
+    /// Reads the log without the lock (it is replaced atomically, so it is always whole).
+    /// Damaged records are skipped and reported.
+    fn read_state(&self) -> Result<LogState, UndoError> {
+        let (state, bad) = self.parse_log()?;
+        for notice in bad {
+            self.notify(notice);
+        }
+        Ok(state)
+    }
+
+    fn parse_log(&self) -> Result<(LogState, Vec<Notice>), UndoError> {
+        let path = self.path(LOG_FILE);
+        let Some(bytes) = read_optional(&path).map_err(|err| UndoError::io("read", &path, err))?
+        else {
+            return Ok((
+                LogState {
+                    next_id: 1,
+                    ..LogState::default()
+                },
+                Vec::new(),
+            ));
+        };
+        let (lines, bad) = decode_all::<LogLine>(&bytes);
+        let mut notices: Vec<Notice> = bad
+            .into_iter()
+            .map(|b| Notice::CorruptRecord {
+                file: LOG_FILE.to_owned(),
+                line: b.line,
+                reason: b.reason,
+            })
+            .collect();
+        let mut state = LogState::default();
+        let mut header_seen = false;
+        for (number, line) in lines {
+            match line {
+                LogLine::Header {
+                    format,
+                    version,
+                    next_id,
+                } => {
+                    if format != LOG_FORMAT || version > FORMAT_VERSION {
+                        return Err(UndoError::UnsupportedVersion {
+                            path,
+                            found: version,
+                            supported: FORMAT_VERSION,
+                        });
+                    }
+                    header_seen = true;
+                    state.next_id = state.next_id.max(next_id);
+                }
+                LogLine::Turn { stack, turn } => {
+                    if let Err(reason) = turn.validate() {
+                        notices.push(Notice::CorruptRecord {
+                            file: LOG_FILE.to_owned(),
+                            line: number,
+                            reason,
+                        });
+                        continue;
+                    }
+                    state.next_id = state.next_id.max(turn.meta.id.0 + 1);
+                    match stack {
+                        Stack::Undo => state.undo.push(turn),
+                        Stack::Redo => state.redo.push(turn),
+                    }
+                }
+            }
+        }
+        if !header_seen && notices.is_empty() && !(state.undo.is_empty() && state.redo.is_empty()) {
+            notices.push(Notice::CorruptRecord {
+                file: LOG_FILE.to_owned(),
+                line: 1,
+                reason: "missing header".to_owned(),
+            });
+        }
+        state.next_id = state.next_id.max(1);
+        Ok((state, notices))
+    }
+
+    /// Reads the log under the lock; a damaged log is copied aside, reported, and rewritten
+    /// with its good records so the damage is reported once.
+    pub(crate) fn load_state(&self) -> Result<LogState, UndoError> {
+        let (state, bad) = self.parse_log()?;
+        if !bad.is_empty() {
+            let path = self.path(LOG_FILE);
+            let damaged = self.path(DAMAGED_LOG_FILE);
+            fs::copy(&path, &damaged)
+                .map_err(|err| UndoError::io("keep a copy of the damaged log at", &damaged, err))?;
+            self.save_state(&state)?;
+            for notice in bad {
+                self.notify(notice);
+            }
+        }
+        Ok(state)
+    }
+
+    pub(crate) fn save_state(&self, state: &LogState) -> Result<(), UndoError> {
+        let path = self.path(LOG_FILE);
+        let mut text = encode(&LogLine::Header {
+            format: LOG_FORMAT.to_owned(),
+            version: FORMAT_VERSION,
+            next_id: state.next_id,
+        })
+        .map_err(|err| UndoError::io("encode", &path, err))?;
+        let lines = state
+            .undo
+            .iter()
+            .map(|t| (Stack::Undo, t))
+            .chain(state.redo.iter().map(|t| (Stack::Redo, t)));
+        for (stack, turn) in lines {
+            let line = encode(&LogLine::Turn {
+                stack,
+                turn: turn.clone(),
+            })
+            .map_err(|err| UndoError::io("encode", &path, err))?;
+            text.push_str(&line);
+        }
+        write_atomic(&path, text.as_bytes()).map_err(|err| UndoError::io("write", &path, err))
+    }
+
+    /// Under the lock: completes an interrupted restore, recovers an interrupted turn, and
+    /// returns the log.
+    pub(crate) async fn recover(&self, workspace: &dyn Mutator) -> Result<LogState, UndoError> {
+        let mut state = self.load_state()?;
+        self.recover_journal(workspace, &mut state).await?;
+        self.recover_inflight(workspace, &mut state).await?;
+        Ok(state)
+    }
+
+    async fn recover_journal(
+        &self,
+        workspace: &dyn Mutator,
+        state: &mut LogState,
+    ) -> Result<(), UndoError> {
+        let path = self.path(JOURNAL_FILE);
+        let Some(bytes) = read_optional(&path).map_err(|err| UndoError::io("read", &path, err))?
+        else {
+            return Ok(());
+        };
+        let (mut good, bad) = decode_all::<Journal>(&bytes);
+        match good.pop() {
+            Some((_, journal)) if bad.is_empty() && journal.turn.validate().is_ok() => {
+                if journal.version > FORMAT_VERSION {
+                    return Err(UndoError::UnsupportedVersion {
+                        path,
+                        found: journal.version,
+                        supported: FORMAT_VERSION,
+                    });
+                }
+                let id = journal.turn.meta.id;
+                let direction = journal.direction;
+                restore::apply(workspace, &self.inner.blobs, &journal.turn, direction)
+                    .await
+                    .map_err(|err| UndoError::RestoreInterrupted {
+                        turn: id,
+                        source: Box::new(err),
+                    })?;
+                self.finish_restore(state, journal)?;
+                self.notify(Notice::CompletedRestore { id, direction });
+            }
+            _ => {
+                // The journal is made durable before a restore changes anything, so a damaged
+                // journal means the restore never began: dropping it loses nothing.
+                for b in bad {
+                    self.notify(Notice::CorruptRecord {
+                        file: JOURNAL_FILE.to_owned(),
+                        line: b.line,
+                        reason: b.reason,
+                    });
+                }
+                remove_durably(&path).map_err(|err| UndoError::io("remove", &path, err))?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn recover_inflight(
+        &self,
+        workspace: &dyn Mutator,
+        state: &mut LogState,
+    ) -> Result<(), UndoError> {
+        let path = self.path(INFLIGHT_FILE);
+        let Some(bytes) = read_optional(&path).map_err(|err| UndoError::io("read", &path, err))?
+        else {
+            return Ok(());
+        };
+        let (lines, bad) = decode_all::<InflightLine>(&bytes);
+        // A torn last line is the write a crash interrupted; the mutation it was to protect
+        // never ran (records are durable before their mutation), so it is not worth a notice.
+        let last_line = bytes
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count();
+        for b in bad
+            .iter()
+            .filter(|b| b.line != last_line || !b.reason.starts_with("truncated"))
+        {
+            self.notify(Notice::CorruptRecord {
+                file: INFLIGHT_FILE.to_owned(),
+                line: b.line,
+                reason: b.reason.clone(),
+            });
+        }
+        let mut lines = lines.into_iter();
+        let meta = match lines.next() {
+            Some((1, InflightLine::Start { version, turn })) if version <= FORMAT_VERSION => {
+                Some(turn)
+            }
+            _ => None,
+        };
+        if let Some(meta) = meta {
+            state.next_id = state.next_id.max(meta.id.0 + 1);
+            if !state.contains(meta.id) {
+                let mut flight = Flight::new(meta);
+                for (_, line) in lines {
+                    flight.apply(line);
+                }
+                let id = flight.meta.id;
+                let summary = flight.meta.summary.clone();
+                match flight.finish(workspace, true).await? {
+                    Some(record) => {
+                        let paths = record.paths.len();
+                        self.commit_turn(state, record)?;
+                        self.notify(Notice::RecoveredTurn { id, summary, paths });
+                    }
+                    None => self.notify(Notice::DiscardedEmptyTurn { id }),
+                }
+            }
+        }
+        remove_durably(&path).map_err(|err| UndoError::io("remove", &path, err))
+    }
+
+    /// Pushes a finished turn: clears the redo stack, keeps `depth` turns, saves the log,
+    /// collects unreferenced blobs and applies the size cap.
+    pub(crate) fn commit_turn(
+        &self,
+        state: &mut LogState,
+        record: TurnRecord,
+    ) -> Result<(), UndoError> {
+        state.next_id = state.next_id.max(record.meta.id.0 + 1);
+        state.redo.clear();
+        state.undo.push(record);
+        let depth = self.inner.options.depth.max(1);
+        if state.undo.len() > depth {
+            let excess = state.undo.len() - depth;
+            state.undo.drain(..excess);
+        }
+        self.save_state(state)?;
+        self.collect(state)?;
+        self.enforce_cap(state)
+    }
+
+    fn collect(&self, state: &LogState) -> Result<(), UndoError> {
+        self.inner
+            .blobs
+            .collect(&state.hashes())
+            .map(drop)
+            .map_err(|err| UndoError::io("collect unused blobs in", self.inner.blobs.dir(), err))
+    }
+
+    fn enforce_cap(&self, state: &mut LogState) -> Result<(), UndoError> {
+        let cap = self.inner.options.max_store_bytes;
+        let (sizes, _) = self
+            .inner
+            .blobs
+            .list()
+            .map_err(|err| UndoError::io("list", self.inner.blobs.dir(), err))?;
+        let used =
+            |state: &LogState| -> u64 { state.hashes().iter().filter_map(|h| sizes.get(h)).sum() };
+        let mut total = used(state);
+        let mut dropped = Vec::new();
+        while total > cap && state.undo.len() > 1 {
+            dropped.push(state.undo.remove(0).meta.id);
+            total = used(state);
+        }
+        if !dropped.is_empty() {
+            self.save_state(state)?;
+            self.collect(state)?;
+            self.notify(Notice::DroppedForSize {
+                dropped,
+                store_bytes: total,
+                cap,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A turn being assembled, from the recorder or from an in-flight file after a crash.
+#[derive(Debug)]
+pub(crate) struct Flight {
+    pub meta: TurnMeta,
+    pub before: BTreeMap<WorkspacePath, Image>,
+    pub tools: Vec<String>,
+    pub changes: Vec<ChangeRecord>,
+    pub ran_bash: bool,
+}
+
+impl Flight {
+    pub(crate) fn new(meta: TurnMeta) -> Self {
+        Self {
+            meta,
+            before: BTreeMap::new(),
+            tools: Vec::new(),
+            changes: Vec::new(),
+            ran_bash: false,
+        }
+    }
+
+    /// Replays one in-flight record; only the first image of a path counts.
+    pub(crate) fn apply(&mut self, line: InflightLine) {
+        match line {
+            InflightLine::Start { .. } => {}
+            InflightLine::Path { path, before } => {
+                if let Ok(path) = WorkspacePath::from_relative(&path) {
+                    self.before.entry(path).or_insert(before);
+                }
+            }
+            InflightLine::Tool { name, changes } => {
+                if !self.tools.contains(&name) {
+                    self.tools.push(name);
+                }
+                self.changes.extend(changes);
+            }
+            InflightLine::Bash => self.ran_bash = true,
+        }
+    }
+
+    /// Reads the after-image of every touched path and keeps the paths that changed;
+    /// `None` when none did.
+    pub(crate) async fn finish(
+        self,
+        workspace: &dyn Mutator,
+        recovered: bool,
+    ) -> Result<Option<TurnRecord>, UndoError> {
+        let mut paths = Vec::new();
+        for (path, before) in self.before {
+            let (after, _) = real_image(workspace, &path).await?;
+            if after != before {
+                paths.push(PathRecord {
+                    path: path.to_string(),
+                    before,
+                    after,
+                });
+            }
+        }
+        if paths.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(TurnRecord {
+            meta: self.meta,
+            tools: self.tools,
+            changes: self.changes,
+            ran_bash: self.ran_bash,
+            recovered,
+            paths,
+        }))
+    }
+}
+
+/// Appends records to the in-flight file.
+pub(crate) fn append_line(
+    file: &mut fs::File,
+    line: &InflightLine,
+    sync: bool,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    let text = encode(line)?;
+    let len = file.metadata()?.len();
+    let written = file
+        .write_all(text.as_bytes())
+        .and_then(|()| if sync { file.sync_data() } else { Ok(()) });
+    if let Err(err) = written {
+        // Never leave half a record for the next one to be glued to.
+        let _ = file.set_len(len);
+        return Err(err);
+    }
+    Ok(())
+}
+
+pub(crate) use codec::open_append;
