@@ -1,0 +1,8 @@
+//! The shiro binary's internals: the model providers, and (as they land) the session, the
+//! agent loop, the REPL and the wiring that `src/main.rs` drives.
+//!
+//! Invariant: only this crate prints, reads the environment, or exits — and within it only
+//! `main.rs` and the modules it names for that do. Modules such as [`provider`] take
+//! everything they need as arguments and report through return values and callbacks.
+
+pub mod provider;

@@ -1,0 +1,235 @@
+//! Model providers behind one async trait.
+//!
+//! A [`Provider`] turns a [`ChatRequest`] (the conversation so far and the tools on offer)
+//! into one assistant [`Completion`], reporting text as it streams in through a sink
+//! callback. Two implementations:
+//!
+//! - [`OpenAiProvider`]: any OpenAI-compatible Chat Completions server (OpenAI, Ollama,
+//!   llama.cpp, vLLM), streaming over server-sent events, with retries and clear errors.
+//! - [`ReplayProvider`]: plays back a JSON script of responses, for offline demos and tests.
+//!
+//! Providers never print and never read the environment: everything comes in through their
+//! constructors, and everything goes out through return values and the sink.
+//!
+//! ```
+//! use shiro_cli::provider::{ChatRequest, Message, Provider, ReplayProvider, StreamEvent};
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let provider = ReplayProvider::from_script(r#"{"responses": [{"text": "hello there"}]}"#)?;
+//! let messages = [Message::user("hi")];
+//! let mut streamed = String::new();
+//! let completion = provider
+//!     .complete(&ChatRequest { messages: &messages, tools: &[] }, &mut |event| {
+//!         if let StreamEvent::TextDelta(text) = event {
+//!             streamed.push_str(&text);
+//!         }
+//!     })
+//!     .await?;
+//! assert_eq!(completion.message.content, "hello there");
+//! assert_eq!(streamed, "hello there");
+//! # Ok::<(), shiro_cli::provider::ProviderError>(())
+//! # }).unwrap();
+//! ```
+
+mod error;
+mod openai;
+mod replay;
+mod sse;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+pub use error::ProviderError;
+pub use openai::{OpenAiConfig, OpenAiProvider};
+pub use replay::ReplayProvider;
+
+/// Who wrote a [`Message`]. Serialized in lowercase (`"system"`, `"user"`, `"assistant"`,
+/// `"tool"`), as in the Chat Completions API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions from shiro itself.
+    System,
+    /// The person at the keyboard (or a user command's expanded prompt).
+    User,
+    /// The model.
+    Assistant,
+    /// The result of a tool call, answering the call named by `tool_call_id`.
+    Tool,
+}
+
+/// One message of a conversation, as the provider sends it and as the session transcript
+/// stores it (one JSON object per line).
+///
+/// The serialized field names are stable: `role`, `content` (always present, may be empty),
+/// `tool_calls` (omitted when empty) and `tool_call_id` (omitted when absent).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who wrote it.
+    pub role: Role,
+    /// Its text; empty for an assistant message that only calls tools.
+    #[serde(default)]
+    pub content: String,
+    /// The tools an assistant message calls, in the order the model sent them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<ToolCall>,
+    /// For a [`Role::Tool`] message, the [`ToolCall::id`] it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+}
+
+impl Message {
+    fn plain(role: Role, content: impl Into<String>) -> Self {
+        Message {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+
+    /// A system message.
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::plain(Role::System, content)
+    }
+
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::plain(Role::User, content)
+    }
+
+    /// An assistant message with text and no tool calls.
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::plain(Role::Assistant, content)
+    }
+
+    /// A tool's result, answering the call with id `tool_call_id`.
+    pub fn tool_result(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        Message {
+            tool_call_id: Some(tool_call_id.into()),
+            ..Self::plain(Role::Tool, content)
+        }
+    }
+}
+
+/// One tool call requested by the model.
+///
+/// Serialized as `{"id": …, "name": …, "arguments": …}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The id the model gave the call (or one shiro made up when the server gave none); the
+    /// tool's result message quotes it.
+    pub id: String,
+    /// The tool's name.
+    pub name: String,
+    /// The arguments exactly as the model sent them: JSON text, not parsed here, because a
+    /// model can send invalid JSON and the tool layer must be able to tell it so.
+    pub arguments: String,
+}
+
+/// A tool offered to the model.
+///
+/// Serialized as `{"name": …, "description": …, "parameters": …}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, written for the model.
+    pub description: String,
+    /// A JSON Schema for its arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// What a provider is asked: the conversation so far and the tools the model may call.
+///
+/// Borrowed, so that asking does not copy the session's history.
+#[derive(Debug, Clone, Copy)]
+pub struct ChatRequest<'a> {
+    /// The conversation, oldest first, usually starting with a system message.
+    pub messages: &'a [Message],
+    /// The tools on offer; empty offers none.
+    pub tools: &'a [ToolSpec],
+}
+
+/// Something that happened while a completion was in flight, for the UI to show at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StreamEvent {
+    /// More assistant text; the deltas of one completion concatenate to its content.
+    TextDelta(String),
+    /// The model started a tool call (its arguments are still streaming).
+    ToolCallStarted {
+        /// The tool's name.
+        name: String,
+    },
+    /// A request failed in a way that is worth retrying; the provider waits `delay`, then
+    /// sends attempt number `attempt` (the first retry is 1) of at most `max_retries`.
+    Retrying {
+        /// Which retry this will be, from 1.
+        attempt: u32,
+        /// How many retries the provider makes at most.
+        max_retries: u32,
+        /// How long it waits first.
+        delay: Duration,
+        /// Why, in a few words (e.g. "rate limited (429)").
+        reason: String,
+    },
+}
+
+/// Why the model stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FinishReason {
+    /// It finished its answer.
+    Stop,
+    /// It wants tools run. Look at [`Message::tool_calls`] rather than at this: some servers
+    /// report `stop` even when they call tools.
+    ToolCalls,
+    /// It hit the output token limit; the answer is cut short.
+    Length,
+    /// A content filter stopped it.
+    ContentFilter,
+    /// Anything else, as the server spelled it.
+    Other(String),
+}
+
+impl FinishReason {
+    fn from_wire(reason: &str) -> Self {
+        match reason {
+            "stop" => FinishReason::Stop,
+            "tool_calls" | "function_call" => FinishReason::ToolCalls,
+            "length" => FinishReason::Length,
+            "content_filter" => FinishReason::ContentFilter,
+            other => FinishReason::Other(other.to_owned()),
+        }
+    }
+}
+
+/// The assembled result of one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion {
+    /// The assistant's message: its whole text and its tool calls, in order.
+    pub message: Message,
+    /// Why the model stopped.
+    pub finish_reason: FinishReason,
+}
+
+/// Where a provider reports [`StreamEvent`]s while it works.
+pub type Sink<'a> = dyn FnMut(StreamEvent) + Send + 'a;
+
+/// A model behind a chat API.
+///
+/// To cancel a request (for example on Ctrl-C), drop the future.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// Asks the model for its next message, streaming what arrives to `sink`.
+    async fn complete(
+        &self,
+        request: &ChatRequest<'_>,
+        sink: &mut Sink<'_>,
+    ) -> Result<Completion, ProviderError>;
+
+    /// The model's name, for the status line and the transcript.
+    fn model(&self) -> &str;
+}
