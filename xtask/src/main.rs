@@ -10,6 +10,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::env;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// Proptest cases for `cargo xtask test` unless the caller set `PROPTEST_CASES`.
@@ -76,7 +77,14 @@ fn ci() -> Result<(), String> {
     fmt.args(["fmt", "--all", "--check"]);
     run(fmt)?;
     let mut clippy = cargo();
-    clippy.args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]);
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ]);
     run(clippy)?;
     test(&[])?;
     let mut doc = cargo();
@@ -85,8 +93,80 @@ fn ci() -> Result<(), String> {
     run(doc)
 }
 
-fn bench(_extra: &[String]) -> Result<(), String> {
-    Err("benchmarks are not there yet (issue: benchmarks); nothing was measured".to_owned())
+/// Builds `shiro` and the benchmark harness in release mode, then runs the harness, which
+/// writes `docs/performance.md`. `--quick` uses smaller inputs (for development).
+fn bench(extra: &[String]) -> Result<(), String> {
+    let mut quick = false;
+    for arg in extra {
+        match arg.as_str() {
+            "--quick" => quick = true,
+            other => {
+                return Err(format!(
+                    "unknown bench option {other:?}; usage: cargo xtask bench [--quick]"
+                ));
+            }
+        }
+    }
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--release",
+        "-p",
+        "shiro-cli",
+        "-p",
+        "shiro-tests",
+        "--bins",
+    ]);
+    run(build)?;
+    let release = target_dir()?.join("release");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("xtask has no parent directory")?;
+    let mut harness = Command::new(release.join("shiro_bench"));
+    harness
+        .arg("--shiro")
+        .arg(release.join("shiro"))
+        .arg("--out")
+        .arg(root.join("docs/performance.md"));
+    if quick {
+        harness.arg("--quick");
+    }
+    run(harness)
+}
+
+/// Where cargo puts build outputs: `CARGO_TARGET_DIR` when set, else what `cargo metadata`
+/// says (which also honours `build.target-dir` in a cargo config).
+fn target_dir() -> Result<PathBuf, String> {
+    if let Some(dir) = env::var_os("CARGO_TARGET_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    let out = cargo()
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .output()
+        .map_err(|err| format!("could not run cargo metadata: {err}"))?;
+    if !out.status.success() {
+        return Err(format!("cargo metadata failed with {}", out.status));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    json_string_field(&text, "target_directory")
+        .map(PathBuf::from)
+        .ok_or_else(|| "cargo metadata has no target_directory".to_owned())
+}
+
+/// The value of the first string field `key` in a JSON text. xtask keeps no dependencies, and
+/// cargo's metadata escapes only quotes and backslashes in a path.
+fn json_string_field(json: &str, key: &str) -> Option<String> {
+    let start = json.find(&format!("\"{key}\":\""))? + key.len() + 4;
+    let mut value = String::new();
+    let mut chars = json[start..].chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some(value),
+            '\\' => value.push(chars.next()?),
+            c => value.push(c),
+        }
+    }
+    None
 }
 
 fn cargo() -> Command {

@@ -1,0 +1,973 @@
+//! `shiro_bench`: the benchmark harness behind `cargo xtask bench`.
+//!
+//! It builds deterministic workspaces in a temporary directory, measures shiro side by side
+//! with its baselines (a plain write, `cp`, and the whole-worktree shadow-git snapshot other
+//! agents take per turn), and writes `docs/performance.md`. Every case runs in a child
+//! process of this binary (`shiro_bench --case JSON`) so that its peak memory is its own.
+//!
+//! Invariant: it never prints a number it did not measure; what it could not measure, the
+//! document says so, with the reason.
+//!
+//! Usage: `shiro_bench --shiro PATH --out FILE [--quick]`.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+#[path = "shiro_bench/cases.rs"]
+mod cases;
+#[path = "shiro_bench/inputs.rs"]
+mod inputs;
+#[path = "shiro_bench/report.rs"]
+mod report;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+use cases::{Case, CaseResult, git_cmd, git_snapshot, run_ok};
+use report::{Cell, Stats, Table, bytes, duration, ratio};
+
+/// How big the inputs are and how often each case repeats.
+struct Plan {
+    name: &'static str,
+    capture_files: Vec<usize>,
+    capture_reps: usize,
+    undo_files: Vec<usize>,
+    undo_reps: usize,
+    undo_reps_big: usize,
+    patch_lines: usize,
+    patch_hunks: usize,
+    patch_files: usize,
+    patch_reps: usize,
+    store_file_bytes: usize,
+    store_turns: usize,
+}
+
+impl Plan {
+    fn full() -> Self {
+        Self {
+            name: "full",
+            capture_files: vec![1_000, 10_000, 100_000],
+            capture_reps: 15,
+            undo_files: vec![1, 100, 10_000],
+            undo_reps: 15,
+            undo_reps_big: 3,
+            patch_lines: 100_000,
+            patch_hunks: 1_000,
+            patch_files: 1_000,
+            patch_reps: 10,
+            store_file_bytes: 10 << 20,
+            store_turns: 20,
+        }
+    }
+
+    /// Smaller inputs for development; the document says it came from this mode.
+    fn quick() -> Self {
+        Self {
+            name: "quick",
+            capture_files: vec![1_000, 3_000, 10_000],
+            capture_reps: 6,
+            undo_files: vec![1, 100, 1_000],
+            undo_reps: 5,
+            undo_reps_big: 3,
+            patch_lines: 10_000,
+            patch_hunks: 100,
+            patch_files: 100,
+            patch_reps: 4,
+            store_file_bytes: 1 << 20,
+            store_turns: 20,
+        }
+    }
+}
+
+/// Runs one case in a child process of this binary.
+struct Runner {
+    exe: PathBuf,
+    home: PathBuf,
+    /// Every case run, for the memory table: (section, label, result).
+    log: Vec<(String, String, Result<CaseResult, String>)>,
+}
+
+impl Runner {
+    fn run(&mut self, section: &str, label: &str, case: &Case) -> Result<CaseResult, String> {
+        eprintln!("shiro_bench: {section}: {label}");
+        let result = self.spawn(case).map_err(|err| format!("{err:#}"));
+        if let Err(why) = &result {
+            eprintln!("shiro_bench:   not measured: {why}");
+        }
+        self.log
+            .push((section.to_owned(), label.to_owned(), result.clone()));
+        result
+    }
+
+    fn spawn(&self, case: &Case) -> Result<CaseResult> {
+        let json = serde_json::to_string(case)?;
+        // The CLI must not pick up the user's configuration or commands.
+        let out = Command::new(&self.exe)
+            .args(["--case", &json])
+            .env("HOME", &self.home)
+            .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            .output()
+            .context("start the case process")?;
+        if !out.status.success() {
+            bail!("{}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        let stdout = String::from_utf8(out.stdout)?;
+        let line = stdout
+            .lines()
+            .last()
+            .context("the case printed no result")?;
+        Ok(serde_json::from_str(line)?)
+    }
+
+    fn cell(&mut self, section: &str, label: &str, case: &Case) -> Cell {
+        series_cell(&self.run(section, label, case), "time")
+    }
+}
+
+fn series_cell(result: &Result<CaseResult, String>, series: &str) -> Cell {
+    let result = result.as_ref().map_err(Clone::clone)?;
+    let samples = result
+        .series
+        .get(series)
+        .ok_or_else(|| format!("no `{series}` series"))?;
+    Stats::of(samples).ok_or_else(|| "no samples".to_owned())
+}
+
+fn main() -> std::process::ExitCode {
+    match real_main() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("shiro_bench: {err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn real_main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag, json] = args.as_slice()
+        && flag == "--case"
+    {
+        let case: Case = serde_json::from_str(json).context("parse --case")?;
+        return cases::run_child(&case);
+    }
+    let mut shiro = None;
+    let mut out = None;
+    let mut plan = Plan::full();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        match arg.as_str() {
+            "--shiro" => shiro = iter.next().map(PathBuf::from),
+            "--out" => out = iter.next().map(PathBuf::from),
+            "--quick" => plan = Plan::quick(),
+            other => bail!(
+                "unknown argument {other:?}; usage: shiro_bench --shiro PATH --out FILE [--quick]"
+            ),
+        }
+    }
+    let (Some(shiro), Some(out)) = (shiro, out) else {
+        bail!("usage: shiro_bench --shiro PATH --out FILE [--quick]");
+    };
+    let shiro = fs::canonicalize(&shiro).with_context(|| format!("find {}", shiro.display()))?;
+    let work = tempfile::Builder::new().prefix("shiro-bench-").tempdir()?;
+    let home = work.path().join("home");
+    fs::create_dir_all(home.join(".config"))?;
+    let mut runner = Runner {
+        exe: std::env::current_exe()?,
+        home,
+        log: Vec::new(),
+    };
+    let started = Instant::now();
+    let doc = bench(&plan, &shiro, work.path(), &mut runner)?;
+    let doc = doc.replace(
+        "{ELAPSED}",
+        &format!("{:.0} s", started.elapsed().as_secs_f64()),
+    );
+    fs::write(&out, doc).with_context(|| format!("write {}", out.display()))?;
+    eprintln!(
+        "shiro_bench: wrote {} in {:.0} s",
+        out.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// Measured verdicts on the budgets of DESIGN.md.
+struct Verdicts {
+    list: Vec<(String, Option<bool>, String)>,
+    /// The median of one small durable write on this machine, to express overheads in.
+    fsync: Option<u64>,
+}
+
+impl Verdicts {
+    fn add(&mut self, budget: &str, met: Option<bool>, detail: String) {
+        self.list.push((budget.to_owned(), met, detail));
+    }
+
+    /// An overhead in units of the machine's fsync, when that was measured.
+    fn in_fsyncs(&self, overhead: u64) -> String {
+        match self.fsync {
+            Some(f) if f > 0 => format!(
+                " That is the time of about {} small `fdatasync`s on this machine ({} each).",
+                ratio(overhead, f),
+                duration(f)
+            ),
+            _ => String::new(),
+        }
+    }
+}
+
+fn bench(plan: &Plan, shiro: &Path, work: &Path, runner: &mut Runner) -> Result<String> {
+    let mut doc = String::new();
+    let fsync = runner.cell(
+        "machine",
+        "4 KiB write + fdatasync",
+        &Case::Fsync {
+            dir: work.to_owned(),
+            reps: 30,
+        },
+    );
+    let mut verdicts = Verdicts {
+        list: Vec::new(),
+        fsync: fsync.as_ref().ok().map(|s| s.median),
+    };
+    header(&mut doc, plan, shiro, &fsync)?;
+    capture(&mut doc, plan, shiro, work, runner, &mut verdicts)?;
+    undo(&mut doc, plan, shiro, work, runner, &mut verdicts)?;
+    patch(&mut doc, plan, shiro, work, runner)?;
+    store(&mut doc, plan, work, runner, &mut verdicts)?;
+    memory(&mut doc, runner);
+    doc.push_str(
+        "\n## Budgets\n\nThe budgets of `DESIGN.md`, checked against the medians above.\n\n",
+    );
+    for (budget, met, detail) in &verdicts.list {
+        let word = match met {
+            Some(true) => "**met**",
+            Some(false) => "**missed**",
+            None => "**not measured**",
+        };
+        let _ = writeln!(doc, "- {budget}: {word}. {detail}");
+    }
+    Ok(doc)
+}
+
+fn command_line(program: &str, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_owned()
+        })
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+fn header(doc: &mut String, plan: &Plan, shiro: &Path, fsync: &Cell) -> Result<()> {
+    let cores = std::thread::available_parallelism().map_or(0, usize::from);
+    let meminfo = fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kib: u64 = meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    let cpu = fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_else(|| "unknown".to_owned());
+    let date = command_line("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
+    let _ = write!(
+        doc,
+        "# Performance\n\n\
+         <!-- Generated by `cargo xtask bench{quick}`; do not edit by hand. -->\n\n\
+         Generated by `cargo xtask bench{quick}` ({mode} mode) on {date}, in {{ELAPSED}}.\n\n\
+         | machine | |\n|---|---|\n\
+         | cores (`nproc`) | {cores} |\n| memory (`MemTotal`) | {mem} |\n| CPU | {cpu} |\n\
+         | kernel | {kernel} |\n\
+         | one 4 KiB write + `fdatasync` in the work dir | {fsync} |\n| git | {git} |\n| rustc | {rustc} |\n| shiro | `{shiro}` |\n\n\
+         How to read this page. Each cell is the median of n repetitions, then the fastest and \
+         the slowest, then (in bold) the ratio of the median to the row's baseline column. Every \
+         repetition does the same work (an edit flips a marker line back and forth; an undo is \
+         redone outside the timed region before the next one). In-process cases call the \
+         libraries directly (`Recording<FsMutator>` around the tool, one turn per call); \
+         whole-process cases time spawning the release `shiro` binary, `git`, or `cp` until it \
+         exits. The machine is shared with other work (compilers), so the spread (min–max) \
+         matters as much as the median. Benchmarks are not assertions: the test suite never \
+         times anything.\n",
+        quick = if plan.name == "quick" { " --quick" } else { "" },
+        mode = plan.name,
+        mem = bytes(mem_kib * 1024),
+        kernel = command_line("uname", &["-r"]),
+        git = command_line("git", &["--version"]),
+        rustc = command_line("rustc", &["--version"]),
+        shiro = command_line(&shiro.to_string_lossy(), &["--version"]),
+        fsync = match fsync {
+            Ok(s) => format!(
+                "{} ({}–{}, n={})",
+                duration(s.median),
+                duration(s.min),
+                duration(s.max),
+                s.n
+            ),
+            Err(why) => format!("not measured: {}", report::one_line(why)),
+        },
+    );
+    Ok(())
+}
+
+/// Section 1: capture overhead of one edit in workspaces of growing size.
+fn capture(
+    doc: &mut String,
+    plan: &Plan,
+    shiro: &Path,
+    work: &Path,
+    runner: &mut Runner,
+    verdicts: &mut Verdicts,
+) -> Result<()> {
+    const FILE: &str = "a000/b05/bench_target.txt";
+    const TARGET_BYTES: usize = 8 << 10;
+    let mut lib = Table {
+        row_header: "workspace".into(),
+        columns: vec![
+            "plain edit (`std::fs` read + write)".into(),
+            "`edit_file`, no undo".into(),
+            "`edit_file` recorded (begin + call + finish turn)".into(),
+        ],
+        baseline: 0,
+        rows: Vec::new(),
+    };
+    let mut procs = Table {
+        row_header: "workspace".into(),
+        columns: vec![
+            "`shiro tool edit_file`".into(),
+            "shadow git snapshot (`git add -A && git write-tree`)".into(),
+        ],
+        baseline: 0,
+        rows: Vec::new(),
+    };
+    let mut setup_notes = String::new();
+    for &count in &plan.capture_files {
+        let ws = work.join(format!("ws-{count}"));
+        let git = work.join(format!("git-{count}"));
+        let started = Instant::now();
+        let total = inputs::workspace(&ws, count, 1, |rng, _| inputs::mixed_size(rng))?;
+        inputs::edit_target(&ws.join(FILE), TARGET_BYTES, 2)?;
+        let generated = started.elapsed();
+        shadow_git_init(&ws, &git)?;
+        let started = Instant::now();
+        // Warm the index: the first snapshot hashes every file; the timed ones only stat.
+        run_ok(git_snapshot(&ws, &git))?;
+        let cold = started.elapsed();
+        let label = format!("{count} files ({})", bytes(total));
+        let _ = writeln!(
+            setup_notes,
+            "- {label}: generated in {}; the first (cold) shadow-git snapshot took {}.",
+            duration(generated.as_nanos() as u64),
+            duration(cold.as_nanos() as u64)
+        );
+        let reps = plan.capture_reps;
+        let file = FILE.to_owned();
+        let sec = "capture";
+        let row = vec![
+            runner.cell(
+                sec,
+                &format!("plain edit, {count} files"),
+                &Case::PlainEdit {
+                    ws: ws.clone(),
+                    file: file.clone(),
+                    reps,
+                },
+            ),
+            runner.cell(
+                sec,
+                &format!("edit_file no undo, {count} files"),
+                &Case::ToolEdit {
+                    ws: ws.clone(),
+                    file: file.clone(),
+                    reps,
+                },
+            ),
+            runner.cell(
+                sec,
+                &format!("edit_file recorded, {count} files"),
+                &Case::RecordedEdit {
+                    ws: ws.clone(),
+                    file: file.clone(),
+                    reps,
+                },
+            ),
+        ];
+        lib.rows.push((label.clone(), row));
+        let row = vec![
+            runner.cell(
+                sec,
+                &format!("shiro tool edit_file, {count} files"),
+                &Case::CliEdit {
+                    ws: ws.clone(),
+                    file: file.clone(),
+                    reps,
+                    shiro: shiro.to_owned(),
+                },
+            ),
+            runner.cell(
+                sec,
+                &format!("shadow git snapshot, {count} files"),
+                &Case::GitSnapshot {
+                    ws: ws.clone(),
+                    git: git.clone(),
+                    file,
+                    reps,
+                },
+            ),
+        ];
+        procs.rows.push((label, row));
+        // The largest workspace takes gigabytes of temporary space; free it before the next.
+        fs::remove_dir_all(&ws)?;
+        fs::remove_dir_all(&git)?;
+    }
+    let _ = write!(
+        doc,
+        "\n## 1. Capture overhead of one edit, by workspace size\n\n\
+         One `edit_file` call that changes one line of an {target} file (`{FILE}`) in generated \
+         workspaces (deterministic: three levels of directories, about 50 files each, sizes \
+         mixed from 64 B to 48 KiB, mostly small). The shadow git directory excludes `.shiro/` \
+         and its index is warm (one snapshot is taken before timing), as it would be from the \
+         second turn of a session on.\n\n{setup_notes}\n\
+         In-process (baseline: the same edit done with `std::fs::read` and `std::fs::write`, \
+         neither atomic nor synced):\n\n{}\n\
+         Whole process (baseline: `shiro tool edit_file`, which opens the store, records the \
+         turn and exits):\n\n{}",
+        lib.render(),
+        procs.render(),
+        target = bytes(TARGET_BYTES as u64),
+    );
+
+    // Budget: overhead under 2 ms plus one read and one write of the touched bytes, flat.
+    let mut worst: Option<(String, u64, u64)> = None;
+    let mut missing = None;
+    for (label, cells) in &lib.rows {
+        match (&cells[0], &cells[1], &cells[2]) {
+            (Ok(plain), Ok(tool), Ok(recorded)) => {
+                let overhead = recorded.median.saturating_sub(tool.median);
+                let allowance = 2_000_000 + plain.median;
+                if worst
+                    .as_ref()
+                    .is_none_or(|w| overhead.saturating_sub(allowance) >= w.1.saturating_sub(w.2))
+                {
+                    worst = Some((label.clone(), overhead, allowance));
+                }
+            }
+            _ => missing = Some(label.clone()),
+        }
+    }
+    match (worst, missing) {
+        (Some((label, overhead, allowance)), None) => verdicts.add(
+            "Capture overhead per mutating tool call under 2 ms plus one read and one write of the touched bytes",
+            Some(overhead <= allowance),
+            format!(
+                "Overhead measured as recorded `edit_file` minus `edit_file` without undo, in process; \
+                 allowance 2 ms + the plain read-and-write of the same file. Worst case {label}: \
+                 overhead {} against an allowance of {}.{}",
+                duration(overhead),
+                duration(allowance),
+                verdicts.in_fsyncs(overhead)
+            ),
+        ),
+        (_, missing) => verdicts.add(
+            "Capture overhead per mutating tool call",
+            None,
+            format!("a case failed ({}); see the table", missing.unwrap_or_default()),
+        ),
+    }
+    flatness(&lib, 2, "in-process recorded `edit_file`", verdicts);
+    flatness(
+        &procs,
+        0,
+        "`shiro tool edit_file` (whole process)",
+        verdicts,
+    );
+    Ok(())
+}
+
+/// Whether a column stays flat from the smallest to the largest workspace: the largest
+/// workspace's median within 1.5x (plus 1 ms for noise) of the smallest's.
+fn flatness(table: &Table, column: usize, what: &str, verdicts: &mut Verdicts) {
+    let budget = format!("Capture cost independent of workspace size ({what})");
+    let (Some(first), Some(last)) = (table.rows.first(), table.rows.last()) else {
+        return verdicts.add(&budget, None, "no rows".into());
+    };
+    match (&first.1[column], &last.1[column]) {
+        (Ok(small), Ok(large)) => verdicts.add(
+            &budget,
+            Some(large.median <= small.median * 3 / 2 + 1_000_000),
+            format!(
+                "{} at {} against {} at {} (×{}); the criterion is at most 1.5x + 1 ms. The shadow-git \
+                 snapshot beside it grows with the workspace (table 1).",
+                duration(large.median),
+                last.0,
+                duration(small.median),
+                first.0,
+                ratio(large.median, small.median.max(1))
+            ),
+        ),
+        _ => verdicts.add(&budget, None, "a case failed; see the table".into()),
+    }
+}
+
+fn shadow_git_init(ws: &Path, git: &Path) -> Result<()> {
+    let mut init = git_cmd(ws, git);
+    init.args(["init", "--quiet"]);
+    run_ok(init)?;
+    fs::create_dir_all(git.join("info"))?;
+    fs::write(git.join("info/exclude"), ".shiro/\n")?;
+    Ok(())
+}
+
+/// Section 2: undo of turns touching 1 to 10,000 files.
+fn undo(
+    doc: &mut String,
+    plan: &Plan,
+    shiro: &Path,
+    work: &Path,
+    runner: &mut Runner,
+    verdicts: &mut Verdicts,
+) -> Result<()> {
+    let max = plan.undo_files.iter().copied().max().unwrap_or(1);
+    let ws = work.join("ws-undo");
+    let git = work.join("git-undo");
+    let total = inputs::workspace(&ws, max, 3, inputs::undo_size)?;
+    shadow_git_init(&ws, &git)?;
+    let tree = run_ok(git_snapshot(&ws, &git))?.trim().to_owned();
+    let mut table = Table {
+        row_header: "turn touched".into(),
+        columns: vec![
+            "`cp -R` of the same files".into(),
+            "`shiro undo`".into(),
+            "undo in process (`UndoStore::undo`)".into(),
+            "shadow git restore (`git checkout TREE -- .`)".into(),
+        ],
+        baseline: 0,
+        rows: Vec::new(),
+    };
+    for &n in &plan.undo_files {
+        let list = work.join(format!("undo-list-{n}"));
+        let files: Vec<String> = (0..n).map(inputs::file_path).collect();
+        fs::write(&list, files.join("\n"))?;
+        let backup = work.join(format!("undo-backup-{n}"));
+        let mut touched = 0;
+        for file in &files {
+            let to = backup.join(file);
+            if let Some(parent) = to.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            touched += fs::copy(ws.join(file), &to)?;
+        }
+        let reps = if n >= 1000 {
+            plan.undo_reps_big
+        } else {
+            plan.undo_reps
+        };
+        let sec = "undo";
+        let row = vec![
+            runner.cell(
+                sec,
+                &format!("cp, {n} files"),
+                &Case::UndoCp {
+                    ws: ws.clone(),
+                    list: list.clone(),
+                    backup: backup.clone(),
+                    reps,
+                },
+            ),
+            runner.cell(
+                sec,
+                &format!("shiro undo, {n} files"),
+                &Case::UndoCli {
+                    ws: ws.clone(),
+                    list: list.clone(),
+                    backup: backup.clone(),
+                    reps,
+                    shiro: shiro.to_owned(),
+                },
+            ),
+            runner.cell(
+                sec,
+                &format!("undo in process, {n} files"),
+                &Case::UndoLib {
+                    ws: ws.clone(),
+                    list: list.clone(),
+                    backup: backup.clone(),
+                    reps,
+                },
+            ),
+            runner.cell(
+                sec,
+                &format!("git restore, {n} files"),
+                &Case::UndoGit {
+                    ws: ws.clone(),
+                    list,
+                    backup: backup.clone(),
+                    git: git.clone(),
+                    tree: tree.clone(),
+                    reps,
+                },
+            ),
+        ];
+        table
+            .rows
+            .push((format!("{n} files ({})", bytes(touched)), row));
+        fs::remove_dir_all(&backup)?;
+    }
+    let _ = write!(
+        doc,
+        "\n## 2. Undo latency, by files touched\n\n\
+         A workspace of {max} generated files ({total}; sizes 1 KiB to 1 MiB, mostly small, the \
+         first file 1 MiB). A turn rewrites the first N files (their first 16 bytes change, \
+         same length); then it is undone. Baselines: `cp -R` of a plain backup of exactly those \
+         files over the workspace, and restoring from a shadow-git snapshot taken before the \
+         turn with `git checkout TREE -- .` (git's cheapest whole-snapshot restore: it stats \
+         every file of the workspace and rewrites the changed ones; tools that restore with \
+         `git read-tree` + `git checkout-index -a -f` rewrite every file and are slower). \
+         `shiro undo` checks each file for later changes, journals the restore and syncs it; \
+         `cp` does neither.\n\n{}",
+        table.render(),
+        total = bytes(total),
+    );
+    for (label, cells) in &table.rows {
+        let budget = format!("`shiro undo` within 2x of `cp`, turn of {label}");
+        match (&cells[0], &cells[1]) {
+            (Ok(cp), Ok(shiro)) => verdicts.add(
+                &budget,
+                Some(shiro.median <= 2 * cp.median),
+                format!(
+                    "`shiro undo` {} against `cp` {} (×{}); in process {}.",
+                    duration(shiro.median),
+                    duration(cp.median),
+                    ratio(shiro.median, cp.median.max(1)),
+                    cells[2].as_ref().map_or_else(
+                        |e| format!("not measured ({})", report::one_line(e)),
+                        |s| duration(s.median)
+                    ),
+                ),
+            ),
+            _ => verdicts.add(&budget, None, "a case failed; see the table".into()),
+        }
+    }
+    fs::remove_dir_all(&ws)?;
+    fs::remove_dir_all(&git)?;
+    Ok(())
+}
+
+/// Section 3: apply_patch on one big file and on many files.
+fn patch(
+    doc: &mut String,
+    plan: &Plan,
+    shiro: &Path,
+    work: &Path,
+    runner: &mut Runner,
+) -> Result<()> {
+    let ws = work.join("ws-patch");
+    fs::create_dir_all(ws.join("many"))?;
+    let mut inputs_list = Vec::new();
+
+    let lines = inputs::numbered_lines(plan.patch_lines, 4);
+    fs::write(ws.join("big.txt"), lines.join("\n") + "\n")?;
+    let step = plan.patch_lines / plan.patch_hunks;
+    let targets: Vec<usize> = (0..plan.patch_hunks).map(|k| k * step + step / 2).collect();
+    let big_label = format!(
+        "1 file of {} lines, {} hunks",
+        plan.patch_lines, plan.patch_hunks
+    );
+    inputs_list.push((
+        big_label,
+        inputs::envelope(&[inputs::update_section("big.txt", &lines, &targets, true)]),
+        inputs::envelope(&[inputs::update_section("big.txt", &lines, &targets, false)]),
+    ));
+
+    let (mut fwd, mut back) = (Vec::new(), Vec::new());
+    for k in 0..plan.patch_files {
+        let path = format!("many/f{k:04}.txt");
+        let lines = inputs::numbered_lines(60, 100 + k as u64);
+        fs::write(ws.join(&path), lines.join("\n") + "\n")?;
+        fwd.push(inputs::update_section(&path, &lines, &[30], true));
+        back.push(inputs::update_section(&path, &lines, &[30], false));
+    }
+    inputs_list.push((
+        format!("{} files of 60 lines, one hunk each", plan.patch_files),
+        inputs::envelope(&fwd),
+        inputs::envelope(&back),
+    ));
+
+    let mut table = Table {
+        row_header: "patch".into(),
+        columns: vec![
+            "`apply_patch`, no undo".into(),
+            "`apply_patch` recorded (one turn)".into(),
+            "`shiro apply-patch FILE`".into(),
+        ],
+        baseline: 0,
+        rows: Vec::new(),
+    };
+    for (i, (label, forward_text, reverse_text)) in inputs_list.into_iter().enumerate() {
+        let forward = work.join(format!("patch-{i}-forward"));
+        let reverse = work.join(format!("patch-{i}-reverse"));
+        fs::write(&forward, &forward_text)?;
+        fs::write(&reverse, &reverse_text)?;
+        let reps = plan.patch_reps;
+        let sec = "apply_patch";
+        let row = vec![
+            runner.cell(
+                sec,
+                &format!("no undo, {label}"),
+                &Case::PatchTool {
+                    ws: ws.clone(),
+                    forward: forward.clone(),
+                    reverse: reverse.clone(),
+                    reps,
+                },
+            ),
+            runner.cell(
+                sec,
+                &format!("recorded, {label}"),
+                &Case::PatchRecorded {
+                    ws: ws.clone(),
+                    forward: forward.clone(),
+                    reverse: reverse.clone(),
+                    reps,
+                },
+            ),
+            runner.cell(
+                sec,
+                &format!("shiro apply-patch, {label}"),
+                &Case::PatchCli {
+                    ws: ws.clone(),
+                    forward,
+                    reverse,
+                    reps,
+                    shiro: shiro.to_owned(),
+                },
+            ),
+        ];
+        table.rows.push((
+            format!("{label} ({})", bytes(forward_text.len() as u64)),
+            row,
+        ));
+    }
+    let _ = write!(
+        doc,
+        "\n## 3. apply_patch\n\n\
+         Each repetition applies the patch (timed) and then its reverse without undo (untimed). \
+         Hunks have three lines of context on each side and change one line.\n\n{}",
+        table.render()
+    );
+    fs::remove_dir_all(&ws)?;
+    Ok(())
+}
+
+/// Section 4: the store's size after 20 one-line turns on a big file.
+fn store(
+    doc: &mut String,
+    plan: &Plan,
+    work: &Path,
+    runner: &mut Runner,
+    verdicts: &mut Verdicts,
+) -> Result<()> {
+    const FILE: &str = "data/big.txt";
+    let ws = work.join("ws-store");
+    let git = work.join("git-store");
+    let mut rng = inputs::Rng::new(5);
+    fs::create_dir_all(ws.join("data"))?;
+    fs::write(ws.join(FILE), inputs::text(&mut rng, plan.store_file_bytes))?;
+    shadow_git_init(&ws, &git)?;
+    run_ok(git_snapshot(&ws, &git))?;
+    let turns = plan.store_turns;
+    let result = runner.run(
+        "store",
+        "20 turns on a big file",
+        &Case::StoreSize {
+            ws: ws.clone(),
+            git: git.clone(),
+            file: FILE.into(),
+            turns,
+        },
+    );
+    let size = bytes(plan.store_file_bytes as u64);
+    let _ = write!(
+        doc,
+        "\n## 4. Store size after {turns} turns on a {size} file\n\n\
+         Each turn changes one line (a different one each time) of one {size} text file, \
+         through `Recording<FsMutator>` and `edit_file`; after each turn the shadow git \
+         directory takes its snapshot too. Sizes are apparent sizes (sum of file lengths).\n\n"
+    );
+    match &result {
+        Ok(r) => {
+            let v = |key: &str| r.values.get(key).copied().unwrap_or(0);
+            let raw = v("preimages_raw");
+            let row = |doc: &mut String, what: &str, n: u64| {
+                let _ = writeln!(doc, "| {what} | {} | ×{} |", bytes(n), ratio(n, raw.max(1)));
+            };
+            doc.push_str("| what | size | ratio to the sum of pre-images |\n|---|---:|---:|\n");
+            row(
+                doc,
+                &format!("sum of the {turns} pre-images (baseline)"),
+                raw,
+            );
+            row(
+                doc,
+                "pre-images compressed one by one, zlib level 6 (the budget)",
+                v("preimages_zlib6"),
+            );
+            row(
+                doc,
+                "pre-images compressed one by one, zlib level 1",
+                v("preimages_zlib1"),
+            );
+            row(
+                doc,
+                "shiro store: blobs (`UndoStore::store_bytes`)",
+                v("store_blobs"),
+            );
+            row(doc, "shiro store: all of `.shiro/undo/`", v("store_dir"));
+            row(
+                doc,
+                "shadow git directory after the snapshots",
+                v("git_dir"),
+            );
+            row(
+                doc,
+                "shadow git directory after `git gc --prune=now`",
+                v("git_dir_gc"),
+            );
+            let _ = writeln!(
+                doc,
+                "\nTurns in shiro's log afterwards: {}.\n",
+                v("turns_logged")
+            );
+            let mut times = Table {
+                row_header: "per turn".into(),
+                columns: vec![
+                    "plain edit (`std::fs`)".into(),
+                    "`edit_file`, no undo".into(),
+                    "`edit_file` recorded".into(),
+                    "shadow git snapshot".into(),
+                ],
+                baseline: 0,
+                rows: Vec::new(),
+            };
+            times.rows.push((
+                format!("one-line edit of the {size} file"),
+                ["plain", "tool", "recorded", "git"]
+                    .iter()
+                    .map(|s| series_cell(&result, s))
+                    .collect(),
+            ));
+            let _ = write!(
+                doc,
+                "The time of each turn (the pre-image is hashed, compressed and synced):\n\n{}",
+                times.render()
+            );
+            let store_blobs = v("store_blobs");
+            let budget = v("preimages_zlib6");
+            verdicts.add(
+                &format!("Store size for {turns} turns at most the compressed size of the distinct pre-images"),
+                Some(store_blobs <= budget),
+                format!(
+                    "{} of blobs against {} (zlib level 6 of each distinct pre-image; level 1 gives {}). \
+                     The size cap (default 1 GiB) was not exercised by this benchmark.",
+                    bytes(store_blobs),
+                    bytes(budget),
+                    bytes(v("preimages_zlib1"))
+                ),
+            );
+            if let (Ok(plain), Ok(tool), Ok(recorded)) = (
+                series_cell(&result, "plain"),
+                series_cell(&result, "tool"),
+                series_cell(&result, "recorded"),
+            ) {
+                let overhead = recorded.median.saturating_sub(tool.median);
+                let allowance = 2_000_000 + plain.median;
+                verdicts.add(
+                    &format!(
+                        "Capture overhead on a {size} file (2 ms + one read and one write of it)"
+                    ),
+                    Some(overhead <= allowance),
+                    format!(
+                        "overhead {} against an allowance of {}.{}",
+                        duration(overhead),
+                        duration(allowance),
+                        verdicts.in_fsyncs(overhead)
+                    ),
+                );
+            }
+        }
+        Err(why) => {
+            let _ = writeln!(doc, "Not measured: {}\n", report::one_line(why));
+            verdicts.add(
+                "Store size for 20 turns",
+                None,
+                "the case failed; see section 4".into(),
+            );
+        }
+    }
+    fs::remove_dir_all(&ws)?;
+    fs::remove_dir_all(&git)?;
+    Ok(())
+}
+
+/// Section 5: the peak memory of every case.
+fn memory(doc: &mut String, runner: &mut Runner) {
+    let idle = runner.spawn(&Case::Idle).map(|r| r.peak_self_kib);
+    let _ = write!(
+        doc,
+        "\n## 5. Peak memory of each case\n\n\
+         Every case runs in its own child process of the harness. \"In process\" is that child's \
+         peak resident set (`VmHWM`), which includes the harness itself ({} when idle) and, for \
+         whole-process cases, only their small driver; \"spawned\" is the largest peak resident \
+         set among the processes the case started (`getrusage(RUSAGE_CHILDREN)`, which covers \
+         grandchildren such as the `git` under `sh -c`), i.e. the `shiro`, `git` or `cp` \
+         processes, and in some cases the shadow-git snapshot the case also takes.\n\n\
+         | section | case | in process | spawned |\n|---|---|---:|---:|\n",
+        idle.map_or_else(
+            |e| format!("not measured: {}", report::one_line(&format!("{e:#}"))),
+            |k| bytes(k * 1024)
+        ),
+    );
+    let mut by_section: BTreeMap<usize, ()> = BTreeMap::new();
+    for (i, (section, label, result)) in runner.log.iter().enumerate() {
+        by_section.insert(i, ());
+        match result {
+            Ok(r) => {
+                let spawned = if r.peak_children_kib == 0 {
+                    "—".to_owned()
+                } else {
+                    bytes(r.peak_children_kib * 1024)
+                };
+                let _ = writeln!(
+                    doc,
+                    "| {section} | {label} | {} | {spawned} |",
+                    bytes(r.peak_self_kib * 1024)
+                );
+            }
+            Err(why) => {
+                let _ = writeln!(
+                    doc,
+                    "| {section} | {label} | not measured: {} | |",
+                    report::one_line(why)
+                );
+            }
+        }
+    }
+}

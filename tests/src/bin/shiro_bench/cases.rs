@@ -1,0 +1,615 @@
+//! The measured cases. Each runs in a child process of the harness (`shiro_bench --case
+//! JSON`), so that its peak memory is its own: the child's `VmHWM` for what runs in-process,
+//! and `getrusage(RUSAGE_CHILDREN)` for the processes it spawns.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
+use shiro_tools::{FsMutator, Mutator, Tool, WorkspacePath, tools};
+use shiro_undo::{StoreOptions, TurnStart, UndoOptions, UndoStore};
+
+use crate::inputs::{MARKER_A, MARKER_B};
+
+/// One thing to measure, with everything it needs; sent to the child as JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "case", rename_all = "snake_case")]
+pub enum Case {
+    /// Nothing: the harness's own baseline memory.
+    Idle,
+    /// `std::fs::read` + replace + `std::fs::write` of the edit target.
+    PlainEdit {
+        ws: PathBuf,
+        file: String,
+        reps: usize,
+    },
+    /// The `edit_file` tool on a bare `FsMutator` (no undo).
+    ToolEdit {
+        ws: PathBuf,
+        file: String,
+        reps: usize,
+    },
+    /// The `edit_file` tool through `Recording<FsMutator>`, one turn per call.
+    RecordedEdit {
+        ws: PathBuf,
+        file: String,
+        reps: usize,
+    },
+    /// `shiro -C ws tool edit_file --args JSON`, a whole process per call.
+    CliEdit {
+        ws: PathBuf,
+        file: String,
+        reps: usize,
+        shiro: PathBuf,
+    },
+    /// An untimed plain edit, then a timed `git add -A && git write-tree` into a shadow git dir.
+    GitSnapshot {
+        ws: PathBuf,
+        git: PathBuf,
+        file: String,
+        reps: usize,
+    },
+    /// In-process undo of a turn that rewrote the listed files (redo untimed between reps).
+    UndoLib {
+        ws: PathBuf,
+        list: PathBuf,
+        backup: PathBuf,
+        reps: usize,
+    },
+    /// `shiro -C ws undo` of such a turn.
+    UndoCli {
+        ws: PathBuf,
+        list: PathBuf,
+        backup: PathBuf,
+        reps: usize,
+        shiro: PathBuf,
+    },
+    /// `cp -R backup/. ws/`: the same files copied back from a plain backup.
+    UndoCp {
+        ws: PathBuf,
+        list: PathBuf,
+        backup: PathBuf,
+        reps: usize,
+    },
+    /// `git checkout TREE -- .` from the shadow git snapshot taken before the turn.
+    UndoGit {
+        ws: PathBuf,
+        list: PathBuf,
+        backup: PathBuf,
+        git: PathBuf,
+        tree: String,
+        reps: usize,
+    },
+    /// A 4 KiB write and `fdatasync` of a small file: what one durable write costs here.
+    Fsync { dir: PathBuf, reps: usize },
+    /// The `apply_patch` tool on a bare `FsMutator`.
+    PatchTool {
+        ws: PathBuf,
+        forward: PathBuf,
+        reverse: PathBuf,
+        reps: usize,
+    },
+    /// The `apply_patch` tool through `Recording<FsMutator>`, one turn per call.
+    PatchRecorded {
+        ws: PathBuf,
+        forward: PathBuf,
+        reverse: PathBuf,
+        reps: usize,
+    },
+    /// `shiro -C ws apply-patch FILE`.
+    PatchCli {
+        ws: PathBuf,
+        forward: PathBuf,
+        reverse: PathBuf,
+        reps: usize,
+        shiro: PathBuf,
+    },
+    /// 20 recorded turns each changing one line of a big file, with sizes afterwards.
+    StoreSize {
+        ws: PathBuf,
+        git: PathBuf,
+        file: String,
+        turns: usize,
+    },
+}
+
+/// What a case measured. Durations are in nanoseconds, sizes in bytes, memory in KiB.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CaseResult {
+    /// Timed series by name; most cases have one, named `time`.
+    pub series: BTreeMap<String, Vec<u64>>,
+    /// Other measured values (sizes).
+    pub values: BTreeMap<String, u64>,
+    /// Peak resident memory of the child harness process (`VmHWM`), KiB.
+    pub peak_self_kib: u64,
+    /// Largest peak resident memory among the processes it spawned, KiB (0 when none).
+    pub peak_children_kib: u64,
+}
+
+/// Runs a case in this (child) process and prints its result as one JSON line.
+pub fn run_child(case: &Case) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut result = runtime.block_on(run(case))?;
+    result.peak_self_kib = vm_hwm_kib()?;
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)?;
+    // Linux reports ru_maxrss in KiB.
+    result.peak_children_kib = u64::try_from(usage.max_rss()).unwrap_or(0);
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", serde_json::to_string(&result)?)?;
+    Ok(())
+}
+
+fn vm_hwm_kib() -> Result<u64> {
+    let status = fs::read_to_string("/proc/self/status")?;
+    let line = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .context("no VmHWM in /proc/self/status")?;
+    let kib = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim();
+    Ok(kib.parse()?)
+}
+
+fn timed(result: &mut CaseResult, start: Instant) {
+    let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    result
+        .series
+        .entry("time".to_owned())
+        .or_default()
+        .push(nanos);
+}
+
+/// The edit of repetition `rep`: A → B on even repetitions, back on odd ones, so every
+/// repetition does the same work and an even count leaves the file as it was.
+fn flip(rep: usize) -> (&'static str, &'static str) {
+    if rep.is_multiple_of(2) {
+        (MARKER_A, MARKER_B)
+    } else {
+        (MARKER_B, MARKER_A)
+    }
+}
+
+fn edit_args(file: &str, rep: usize) -> serde_json::Value {
+    let (old, new) = flip(rep);
+    serde_json::json!({"path": file, "old_string": old, "new_string": new})
+}
+
+fn plain_edit(path: &Path, old: &str, new: &str) -> Result<()> {
+    let text = fs::read_to_string(path)?;
+    fs::write(path, text.replacen(old, new, 1))?;
+    Ok(())
+}
+
+fn turn(summary: &str) -> TurnStart {
+    TurnStart {
+        summary: summary.to_owned(),
+        history_marker: 0,
+        session: None,
+    }
+}
+
+async fn open(ws: &Path) -> Result<(UndoStore, FsMutator)> {
+    let store = UndoStore::open(ws, StoreOptions::default()).await?;
+    Ok((store, FsMutator::new(ws)?))
+}
+
+async fn run(case: &Case) -> Result<CaseResult> {
+    let mut r = CaseResult::default();
+    match case {
+        Case::Idle => {}
+        Case::PlainEdit { ws, file, reps } => {
+            let path = ws.join(file);
+            for rep in 0..*reps {
+                let (old, new) = flip(rep);
+                let start = Instant::now();
+                plain_edit(&path, old, new)?;
+                timed(&mut r, start);
+            }
+        }
+        Case::ToolEdit { ws, file, reps } => {
+            let fs = FsMutator::new(ws)?;
+            for rep in 0..*reps {
+                let start = Instant::now();
+                tools::edit_file().call(&fs, edit_args(file, rep)).await?;
+                timed(&mut r, start);
+            }
+        }
+        Case::RecordedEdit { ws, file, reps } => {
+            let (store, fs) = open(ws).await?;
+            let recording = store.recorder(fs);
+            for rep in 0..*reps {
+                let start = Instant::now();
+                recording.begin_turn(turn("bench edit")).await?;
+                let called = tools::edit_file()
+                    .call(&recording, edit_args(file, rep))
+                    .await;
+                recording.finish_turn().await?;
+                called?;
+                timed(&mut r, start);
+            }
+        }
+        Case::CliEdit {
+            ws,
+            file,
+            reps,
+            shiro,
+        } => {
+            for rep in 0..*reps {
+                let args = edit_args(file, rep).to_string();
+                let mut cmd = Command::new(shiro);
+                cmd.arg("-C")
+                    .arg(ws)
+                    .args(["tool", "edit_file", "--args", &args]);
+                let start = Instant::now();
+                run_ok(cmd)?;
+                timed(&mut r, start);
+            }
+        }
+        Case::GitSnapshot {
+            ws,
+            git,
+            file,
+            reps,
+        } => {
+            for rep in 0..*reps {
+                let (old, new) = flip(rep);
+                plain_edit(&ws.join(file), old, new)?;
+                let start = Instant::now();
+                run_ok(git_snapshot(ws, git))?;
+                timed(&mut r, start);
+            }
+        }
+        Case::UndoLib {
+            ws,
+            list,
+            backup,
+            reps,
+        } => {
+            let list = read_list(list)?;
+            reset(ws, backup, &list)?;
+            let (store, fs) = open(ws).await?;
+            record_rewrite(&store, &fs, &list).await?;
+            for rep in 0..*reps {
+                let start = Instant::now();
+                store.undo(&fs, UndoOptions::default()).await?;
+                timed(&mut r, start);
+                if rep + 1 < *reps {
+                    store.redo(&fs, UndoOptions::default()).await?;
+                }
+            }
+        }
+        Case::UndoCli {
+            ws,
+            list,
+            backup,
+            reps,
+            shiro,
+        } => {
+            let list = read_list(list)?;
+            reset(ws, backup, &list)?;
+            let (store, fs) = open(ws).await?;
+            record_rewrite(&store, &fs, &list).await?;
+            for rep in 0..*reps {
+                let mut cmd = Command::new(shiro);
+                cmd.arg("-C").arg(ws).arg("undo");
+                let start = Instant::now();
+                run_ok(cmd)?;
+                timed(&mut r, start);
+                if rep + 1 < *reps {
+                    store.redo(&fs, UndoOptions::default()).await?;
+                }
+            }
+        }
+        Case::UndoCp {
+            ws,
+            list,
+            backup,
+            reps,
+        } => {
+            let list = read_list(list)?;
+            reset(ws, backup, &list)?;
+            for _ in 0..*reps {
+                rewrite_plain(ws, &list)?;
+                let mut cmd = Command::new("cp");
+                cmd.arg("-R")
+                    .arg(format!("{}/.", backup.display()))
+                    .arg(format!("{}/", ws.display()));
+                let start = Instant::now();
+                run_ok(cmd)?;
+                timed(&mut r, start);
+            }
+        }
+        Case::UndoGit {
+            ws,
+            list,
+            backup,
+            git,
+            tree,
+            reps,
+        } => {
+            let list = read_list(list)?;
+            reset(ws, backup, &list)?;
+            for _ in 0..*reps {
+                rewrite_plain(ws, &list)?;
+                let mut cmd = git_cmd(ws, git);
+                cmd.args(["checkout", tree, "--", "."]);
+                let start = Instant::now();
+                run_ok(cmd)?;
+                timed(&mut r, start);
+            }
+        }
+        Case::PatchTool {
+            ws,
+            forward,
+            reverse,
+            reps,
+        } => {
+            let fs = FsMutator::new(ws)?;
+            let (fwd, back) = (patch_args(forward)?, patch_args(reverse)?);
+            for _ in 0..*reps {
+                let start = Instant::now();
+                tools::apply_patch().call(&fs, fwd.clone()).await?;
+                timed(&mut r, start);
+                tools::apply_patch().call(&fs, back.clone()).await?;
+            }
+        }
+        Case::PatchRecorded {
+            ws,
+            forward,
+            reverse,
+            reps,
+        } => {
+            let (store, fs) = open(ws).await?;
+            let recording = store.recorder(fs.clone());
+            let (fwd, back) = (patch_args(forward)?, patch_args(reverse)?);
+            for _ in 0..*reps {
+                let start = Instant::now();
+                recording.begin_turn(turn("bench patch")).await?;
+                let called = tools::apply_patch().call(&recording, fwd.clone()).await;
+                recording.finish_turn().await?;
+                called?;
+                timed(&mut r, start);
+                tools::apply_patch().call(&fs, back.clone()).await?;
+            }
+        }
+        Case::PatchCli {
+            ws,
+            forward,
+            reverse,
+            reps,
+            shiro,
+        } => {
+            let fs = FsMutator::new(ws)?;
+            let back = patch_args(reverse)?;
+            for _ in 0..*reps {
+                let mut cmd = Command::new(shiro);
+                cmd.arg("-C").arg(ws).arg("apply-patch").arg(forward);
+                let start = Instant::now();
+                run_ok(cmd)?;
+                timed(&mut r, start);
+                tools::apply_patch().call(&fs, back.clone()).await?;
+            }
+        }
+        Case::Fsync { dir, reps } => {
+            let path = dir.join("fsync-probe");
+            for _ in 0..*reps {
+                let start = Instant::now();
+                let mut file = fs::File::create(&path)?;
+                file.write_all(&[b'x'; 4096])?;
+                file.sync_data()?;
+                timed(&mut r, start);
+            }
+            fs::remove_file(&path)?;
+        }
+        Case::StoreSize {
+            ws,
+            git,
+            file,
+            turns,
+        } => store_size(&mut r, ws, git, file, *turns).await?,
+    }
+    Ok(r)
+}
+
+/// The turns of the store-size case: each changes one line of `file`, spread over the file.
+async fn store_size(
+    r: &mut CaseResult,
+    ws: &Path,
+    git: &Path,
+    file: &str,
+    turns: usize,
+) -> Result<()> {
+    use flate2::Compression;
+    use flate2::write::ZlibEncoder;
+
+    let path = ws.join(file);
+    let (store, fs) = open(ws).await?;
+    let recording = store.recorder(fs.clone());
+    let lines = fs::read_to_string(&path)?.lines().count();
+    let mut raw = 0u64;
+    let (mut zlib6, mut zlib1) = (0u64, 0u64);
+    for t in 0..turns {
+        let before = fs::read(&path)?;
+        raw += before.len() as u64;
+        for (level, sum) in [
+            (Compression::default(), &mut zlib6),
+            (Compression::fast(), &mut zlib1),
+        ] {
+            let mut encoder = ZlibEncoder::new(Vec::new(), level);
+            encoder.write_all(&before)?;
+            *sum += encoder.finish()?.len() as u64;
+        }
+        // Each turn changes a different line, so every pre-image is distinct.
+        let target = (t * 7919 + 11) % lines;
+        let text = String::from_utf8(before)?;
+        let line = text
+            .lines()
+            .nth(target)
+            .context("line out of range")?
+            .to_owned();
+        let (old, new) = (format!("\n{line}\n"), format!("\n{line} // turn {t}\n"));
+
+        // The same edit unrecorded, by std::fs and by the bare tool, then undone by hand, as
+        // baselines for the capture overhead on a large file.
+        let start = Instant::now();
+        plain_edit(&path, &old, &new)?;
+        push(r, "plain", start);
+        fs::write(&path, text.as_bytes())?;
+        let args = serde_json::json!({"path": file, "old_string": old, "new_string": new});
+        let start = Instant::now();
+        tools::edit_file().call(&fs, args.clone()).await?;
+        push(r, "tool", start);
+        fs::write(&path, text.as_bytes())?;
+
+        let start = Instant::now();
+        recording.begin_turn(turn("bench store")).await?;
+        let called = tools::edit_file().call(&recording, args).await;
+        recording.finish_turn().await?;
+        called?;
+        push(r, "recorded", start);
+
+        let start = Instant::now();
+        run_ok(git_snapshot(ws, git))?;
+        push(r, "git", start);
+    }
+    r.values.insert("preimages_raw".into(), raw);
+    r.values.insert("preimages_zlib6".into(), zlib6);
+    r.values.insert("preimages_zlib1".into(), zlib1);
+    r.values.insert("store_blobs".into(), store.store_bytes()?);
+    r.values
+        .insert("store_dir".into(), dir_bytes(&ws.join(".shiro/undo"))?);
+    r.values
+        .insert("turns_logged".into(), store.log()?.len() as u64);
+    r.values.insert("git_dir".into(), dir_bytes(git)?);
+    let mut gc = git_cmd(ws, git);
+    gc.args(["gc", "--quiet", "--prune=now"]);
+    run_ok(gc)?;
+    r.values.insert("git_dir_gc".into(), dir_bytes(git)?);
+    Ok(())
+}
+
+fn push(r: &mut CaseResult, series: &str, start: Instant) {
+    let nanos = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    r.series.entry(series.to_owned()).or_default().push(nanos);
+}
+
+/// The apparent size of every file under `dir`.
+pub fn dir_bytes(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for entry in fs::read_dir(dir).with_context(|| format!("read {}", dir.display()))? {
+        let entry = entry?;
+        let meta = entry.metadata()?;
+        total += if meta.is_dir() {
+            dir_bytes(&entry.path())?
+        } else {
+            meta.len()
+        };
+    }
+    Ok(total)
+}
+
+fn read_list(list: &Path) -> Result<Vec<String>> {
+    Ok(fs::read_to_string(list)?
+        .lines()
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The turn's change to a file: its first bytes overwritten, same length.
+fn post_image(mut bytes: Vec<u8>) -> Vec<u8> {
+    const STAMP: &[u8] = b"turn-changed-it\n";
+    let n = STAMP.len().min(bytes.len());
+    bytes[..n].copy_from_slice(&STAMP[..n]);
+    bytes
+}
+
+/// Records one turn that rewrites every listed file, as a tool would, through the recorder.
+async fn record_rewrite(store: &UndoStore, fs: &FsMutator, list: &[String]) -> Result<()> {
+    let recording = store.recorder(fs.clone());
+    recording.begin_turn(turn("bench rewrite")).await?;
+    for file in list {
+        let path = WorkspacePath::from_relative(file)?;
+        let bytes = fs.read(&path).await?;
+        recording.write(&path, &post_image(bytes), None).await?;
+    }
+    recording
+        .finish_turn()
+        .await?
+        .context("the rewrite turn recorded nothing")?;
+    Ok(())
+}
+
+/// Puts the pre-images back, so that a case starts from them even if an earlier case failed
+/// half-way (untimed).
+fn reset(ws: &Path, backup: &Path, list: &[String]) -> Result<()> {
+    for file in list {
+        fs::copy(backup.join(file), ws.join(file))?;
+    }
+    Ok(())
+}
+
+/// The same change as [`record_rewrite`], by plain writes (for the baselines).
+fn rewrite_plain(ws: &Path, list: &[String]) -> Result<()> {
+    for file in list {
+        let path = ws.join(file);
+        fs::write(&path, post_image(fs::read(&path)?))?;
+    }
+    Ok(())
+}
+
+fn patch_args(file: &Path) -> Result<serde_json::Value> {
+    Ok(serde_json::json!({"patch": fs::read_to_string(file)?}))
+}
+
+/// A git command on the shadow git dir `git` whose work tree is `ws`, isolated from the
+/// user's and the system's git configuration.
+pub fn git_cmd(ws: &Path, git: &Path) -> Command {
+    let mut cmd = Command::new("git");
+    cmd.current_dir(ws)
+        .env("GIT_DIR", git)
+        .env("GIT_WORK_TREE", ws)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null");
+    cmd
+}
+
+/// The per-turn whole-worktree snapshot other agents take.
+pub fn git_snapshot(ws: &Path, git: &Path) -> Command {
+    let mut cmd = git_cmd(ws, git);
+    cmd.env_remove("GIT_INDEX_FILE");
+    let mut sh = Command::new("sh");
+    sh.args(["-c", "git add -A && git write-tree"]);
+    for (key, value) in cmd.get_envs() {
+        if let Some(value) = value {
+            sh.env(key, value);
+        }
+    }
+    sh.current_dir(ws);
+    sh
+}
+
+/// Runs a command to completion, failing with its stderr when it fails; returns its stdout.
+pub fn run_ok(mut cmd: Command) -> Result<String> {
+    let shown = format!("{:?}", cmd.get_program());
+    let out = cmd.output().with_context(|| format!("start {shown}"))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        bail!(
+            "{shown} {:?} failed ({}): {}",
+            cmd.get_args().collect::<Vec<_>>(),
+            out.status,
+            stderr.trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
