@@ -406,6 +406,24 @@ async fn a_connection_dropped_mid_stream_is_an_error_not_a_short_answer() {
 }
 
 #[tokio::test]
+async fn a_connection_closed_before_the_answer_is_retried() {
+    let (url, server) =
+        MockServer::start(vec![MockResponse::hang_up(), MockResponse::text(&["ok"])]).await;
+    let (result, events) = ask(&provider(&url), &[Message::user("hi")], &[]).await;
+    assert_eq!(result.expect("success on the retry").message.content, "ok");
+    assert_eq!(server.requests().len(), 2);
+    assert!(
+        matches!(&events[0], StreamEvent::Retrying { attempt: 1, reason, .. } if reason == "the connection closed"),
+        "{events:?}"
+    );
+
+    let (url, server) = MockServer::start(vec![MockResponse::hang_up(); 3]).await;
+    let (result, _) = ask(&provider(&url), &[Message::user("hi")], &[]).await;
+    assert!(matches!(result, Err(ProviderError::Dropped)), "{result:?}");
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[tokio::test]
 async fn a_stream_that_ends_without_finishing_is_dropped_too() {
     // A clean end of the body, but neither a finish reason nor `[DONE]`.
     let (url, _server) = MockServer::start(vec![MockResponse::sse_events(&[

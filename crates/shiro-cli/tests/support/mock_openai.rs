@@ -76,6 +76,8 @@ enum Ending {
     Stall,
     /// The server reads the request and never answers at all.
     NeverAnswer,
+    /// The server reads the request and closes the connection without a word.
+    HangUp,
 }
 
 impl MockResponse {
@@ -144,6 +146,14 @@ impl MockResponse {
     pub fn never_answer() -> Self {
         MockResponse {
             ending: Ending::NeverAnswer,
+            ..Self::body(200, "text/plain", Vec::new())
+        }
+    }
+
+    /// Reads the request and closes the connection without answering.
+    pub fn hang_up() -> Self {
+        MockResponse {
+            ending: Ending::HangUp,
             ..Self::body(200, "text/plain", Vec::new())
         }
     }
@@ -257,9 +267,13 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
 }
 
 async fn respond(stream: &mut TcpStream, response: &MockResponse) -> std::io::Result<()> {
-    if response.ending == Ending::NeverAnswer {
-        tokio::time::sleep(Duration::from_secs(3600)).await;
-        return Ok(());
+    match response.ending {
+        Ending::NeverAnswer => {
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            return Ok(());
+        }
+        Ending::HangUp => return stream.shutdown().await,
+        Ending::Complete | Ending::Drop | Ending::Stall => {}
     }
     let mut head = format!("HTTP/1.1 {} Mock\r\n", response.status);
     for (name, value) in &response.headers {
@@ -288,7 +302,7 @@ async fn respond(stream: &mut TcpStream, response: &MockResponse) -> std::io::Re
         Ending::Stall => {
             tokio::time::sleep(Duration::from_secs(3600)).await;
         }
-        Ending::NeverAnswer => {}
+        Ending::NeverAnswer | Ending::HangUp => {}
     }
     stream.flush().await?;
     stream.shutdown().await
