@@ -111,7 +111,7 @@ async fn streams_text_and_sends_a_streaming_request() {
 
 #[tokio::test]
 async fn assembles_two_tool_calls_streamed_in_interleaved_fragments() {
-    let (url, server) = MockServer::start(vec![MockResponse::stream(&[
+    let (url, server) = MockServer::start(vec![MockResponse::stream(vec![
         text_chunk("Writing both."),
         tool_call_chunk(0, Some("call_a"), Some("write_file"), ""),
         tool_call_chunk(0, None, None, "{\"path\": \"a.txt\", "),
@@ -166,7 +166,7 @@ async fn assembles_two_tool_calls_streamed_in_interleaved_fragments() {
 #[tokio::test]
 async fn runs_several_steps_sending_tool_calls_and_results_back() {
     let (url, server) = MockServer::start(vec![
-        MockResponse::stream(&[
+        MockResponse::stream(vec![
             tool_call_chunk(
                 0,
                 Some("call_1"),
@@ -209,9 +209,9 @@ async fn runs_several_steps_sending_tool_calls_and_results_back() {
 #[tokio::test]
 async fn retries_a_429_then_succeeds_honouring_a_capped_retry_after() {
     let (url, server) = MockServer::start(vec![
-        MockResponse::error(429, &error_body("Rate limit reached", "requests", None))
+        MockResponse::error(429, error_body("Rate limit reached", "requests", None))
             .with_header("Retry-After", "0"),
-        MockResponse::error(503, &error_body("overloaded", "server_error", None))
+        MockResponse::error(503, error_body("overloaded", "server_error", None))
             .with_header("Retry-After", "3600"),
         MockResponse::text(&["ok"]),
     ])
@@ -246,7 +246,7 @@ async fn retries_a_429_then_succeeds_honouring_a_capped_retry_after() {
 #[tokio::test]
 async fn gives_up_after_the_retries() {
     let rate_limited =
-        || MockResponse::error(429, &error_body("Rate limit reached.", "requests", None));
+        || MockResponse::error(429, error_body("Rate limit reached.", "requests", None));
     let (url, server) =
         MockServer::start(vec![rate_limited(), rate_limited(), rate_limited()]).await;
     let (result, events) = ask(&provider(&url), &[Message::user("hi")], &[]).await;
@@ -283,7 +283,7 @@ async fn gives_up_after_the_retries() {
 async fn an_exhausted_quota_is_not_retried() {
     let (url, server) = MockServer::start(vec![MockResponse::error(
         429,
-        &error_body(
+        error_body(
             "You exceeded your current quota, please check your plan and billing details.",
             "insufficient_quota",
             Some("insufficient_quota"),
@@ -300,7 +300,7 @@ async fn an_exhausted_quota_is_not_retried() {
 async fn a_refused_key_fails_at_once() {
     let (url, server) = MockServer::start(vec![MockResponse::error(
         401,
-        &error_body(
+        error_body(
             "Incorrect API key provided: sk-test.",
             "invalid_request_error",
             Some("invalid_api_key"),
@@ -336,11 +336,11 @@ async fn an_unknown_model_is_named() {
     let (url, _server) = MockServer::start(vec![
         MockResponse::error(
             404,
-            &error_body("The model `gpt-test` does not exist", "invalid_request_error", Some("model_not_found")),
+            error_body("The model `gpt-test` does not exist", "invalid_request_error", Some("model_not_found")),
         ),
         MockResponse::error(
             404,
-            &json!({"error": {"message": "model \"gpt-test\" not found, try pulling it first", "type": "api_error", "param": null, "code": null}}),
+            json!({"error": {"message": "model \"gpt-test\" not found, try pulling it first", "type": "api_error", "param": null, "code": null}}),
         ),
     ])
     .await;
@@ -392,7 +392,7 @@ async fn a_refused_connection_says_so_without_retrying() {
 
 #[tokio::test]
 async fn a_connection_dropped_mid_stream_is_an_error_not_a_short_answer() {
-    let (url, server) = MockServer::start(vec![MockResponse::dropped_after(&[text_chunk(
+    let (url, server) = MockServer::start(vec![MockResponse::dropped_after(vec![text_chunk(
         "Half an ans",
     )])])
     .await;
@@ -454,7 +454,7 @@ async fn a_stream_that_ends_without_finishing_is_dropped_too() {
 async fn a_silent_server_times_out() {
     let (url, _server) = MockServer::start(vec![
         MockResponse::never_answer(),
-        MockResponse::stalled_after(&[text_chunk("Thinking")]),
+        MockResponse::stalled_after(vec![text_chunk("Thinking")]),
     ])
     .await;
     let provider = OpenAiProvider::new(OpenAiConfig {
@@ -518,7 +518,7 @@ async fn a_server_that_ignores_stream_true_is_understood() {
             ],
         }}],
     });
-    let (url, _server) = MockServer::start(vec![MockResponse::error(200, &body)]).await;
+    let (url, _server) = MockServer::start(vec![MockResponse::error(200, body)]).await;
     let (result, events) = ask(&provider(&url), &[Message::user("hi")], &[]).await;
     let completion = result.expect("a completion");
     assert_eq!(text_deltas(&events), ["Calling."]);

@@ -82,8 +82,8 @@ enum Ending {
 
 impl MockResponse {
     /// A 200 event stream of `chunks` (each sent as `data: <json>`), then `data: [DONE]`.
-    pub fn stream(chunks: &[Value]) -> Self {
-        let mut events: Vec<String> = chunks.iter().map(Value::to_string).collect();
+    pub fn stream(chunks: Vec<Value>) -> Self {
+        let mut events: Vec<String> = chunks.into_iter().map(|chunk| chunk.to_string()).collect();
         events.push("[DONE]".to_owned());
         Self::sse_events(&events)
     }
@@ -101,11 +101,13 @@ impl MockResponse {
     pub fn text(pieces: &[&str]) -> Self {
         let mut chunks: Vec<Value> = pieces.iter().map(|piece| text_chunk(piece)).collect();
         chunks.push(finish_chunk("stop"));
-        Self::stream(&chunks)
+        Self::stream(chunks)
     }
 
     /// An error status with a JSON body.
-    pub fn error(status: u16, body: &Value) -> Self {
+    // By value, so that call sites read `error(401, json!(…))`.
+    #[allow(clippy::needless_pass_by_value)]
+    pub fn error(status: u16, body: Value) -> Self {
         Self::body(
             status,
             "application/json",
@@ -125,8 +127,8 @@ impl MockResponse {
 
     /// A 200 event stream that sends `chunks` and then breaks off in the middle of the
     /// next HTTP chunk, as a dropped connection does.
-    pub fn dropped_after(chunks: &[Value]) -> Self {
-        let events: Vec<String> = chunks.iter().map(Value::to_string).collect();
+    pub fn dropped_after(chunks: Vec<Value>) -> Self {
+        let events: Vec<String> = chunks.into_iter().map(|chunk| chunk.to_string()).collect();
         MockResponse {
             ending: Ending::Drop,
             ..Self::sse_events(&events)
@@ -134,8 +136,8 @@ impl MockResponse {
     }
 
     /// A 200 event stream that sends `chunks` and then goes silent, connection open.
-    pub fn stalled_after(chunks: &[Value]) -> Self {
-        let events: Vec<String> = chunks.iter().map(Value::to_string).collect();
+    pub fn stalled_after(chunks: Vec<Value>) -> Self {
+        let events: Vec<String> = chunks.into_iter().map(|chunk| chunk.to_string()).collect();
         MockResponse {
             ending: Ending::Stall,
             ..Self::sse_events(&events)
@@ -255,7 +257,7 @@ async fn serve(mut stream: TcpStream, state: Arc<State>) {
         .unwrap_or_else(|| {
             MockResponse::error(
                 500,
-                &error_body(
+                error_body(
                     "the mock server has no scripted response left",
                     "mock_error",
                     None,
