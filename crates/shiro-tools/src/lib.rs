@@ -11,7 +11,7 @@
 //! - it never prints, reads the environment or exits the process.
 //!
 //! ```
-//! use shiro_tools::{MemMutator, Mutator, WorkspacePath, tools};
+//! use shiro_tools::{MemMutator, Mutator, Tool, WorkspacePath, tools};
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let ws = MemMutator::new();

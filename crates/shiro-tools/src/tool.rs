@@ -77,13 +77,27 @@ pub enum ToolError {
     },
     /// A path was refused by the jail.
     #[error("{0}; nothing was changed")]
-    Path(#[from] PathError),
+    Path(PathError),
     /// The request cannot be carried out as asked (a missing match, an ambiguous edit …).
     #[error("{0}")]
     Refused(String),
     /// A file operation failed.
     #[error("{0}; nothing was changed")]
-    Mutator(#[from] MutatorError),
+    Mutator(MutatorError),
+}
+
+// Written by hand rather than with `#[from]`, which would also make the inner error the
+// `source`: the message already contains it, and error chains would print it twice.
+impl From<PathError> for ToolError {
+    fn from(err: PathError) -> Self {
+        ToolError::Path(err)
+    }
+}
+
+impl From<MutatorError> for ToolError {
+    fn from(err: MutatorError) -> Self {
+        ToolError::Mutator(err)
+    }
 }
 
 impl ToolError {

@@ -1,5 +1,6 @@
 //! write_file, edit_file and multi_edit: every success and error output as a reviewed
 //! snapshot, and all-or-nothing under injected write failures.
+#![allow(clippy::unwrap_used)] // Test helpers outside #[test] fns fail loudly by design.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,6 +1,7 @@
 //! One conformance suite, run against both mutators: the in-memory tree must behave exactly
 //! like the disk. Each scenario writes a transcript of operations and their outcomes; the two
 //! transcripts must be equal, and the transcript itself is a reviewed snapshot.
+#![allow(clippy::unwrap_used)] // Test helpers outside #[test] fns fail loudly by design.
 
 use std::fmt::Write as _;
 use std::path::Path;

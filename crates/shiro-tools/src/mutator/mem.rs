@@ -359,10 +359,10 @@ impl Mutator for MemMutator {
             return Err(MutatorError::IsDirectory(to.clone()));
         }
         require_parent(&tree, to, &dest)?;
-        if source != dest {
-            if let Some(node) = tree.remove(&source) {
-                tree.insert(dest, node);
-            }
+        if source != dest
+            && let Some(node) = tree.remove(&source)
+        {
+            tree.insert(dest, node);
         }
         Ok(())
     }

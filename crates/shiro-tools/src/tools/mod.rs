@@ -1,5 +1,48 @@
 //! The tools a model can call.
 
 mod apply_patch;
+mod bash;
+mod common;
+mod edit_file;
+mod glob;
+mod grep;
+mod list_dir;
+mod read_file;
+mod walk;
+mod write_file;
 
 pub use apply_patch::apply_patch;
+pub use bash::{
+    BASH_DEFAULT_TIMEOUT_SECS, BASH_MAX_OUTPUT_BYTES, BASH_MAX_TIMEOUT_SECS, Bash, BashArgs, bash,
+};
+pub use edit_file::{EditFile, EditFileArgs, EditSpec, MultiEdit, MultiEditArgs, edit_file, multi_edit};
+pub use glob::{GLOB_MAX_PATHS, Glob, GlobArgs, glob};
+pub use grep::{
+    GREP_MAX_BYTES, GREP_MAX_FILE_BYTES, GREP_MAX_LINE_CHARS, GREP_MAX_MATCHES, Grep, GrepArgs,
+    grep,
+};
+pub use list_dir::{LIST_MAX_ENTRIES, ListDir, ListDirArgs, list_dir};
+pub use read_file::{READ_DEFAULT_LIMIT, READ_MAX_LINE_CHARS, ReadFile, ReadFileArgs, read_file};
+pub use write_file::{WriteFile, WriteFileArgs, write_file};
+
+use crate::tool::Tool;
+
+/// Every tool, in the order a model is shown them: the file-changing tools first.
+pub fn all() -> Vec<Box<dyn Tool>> {
+    vec![
+        Box::new(write_file()),
+        Box::new(edit_file()),
+        Box::new(multi_edit()),
+        Box::new(apply_patch()),
+        Box::new(read_file()),
+        Box::new(list_dir()),
+        Box::new(glob()),
+        Box::new(grep()),
+        Box::new(bash()),
+    ]
+}
+
+/// The tool called `name`, if there is one.
+pub fn find(name: &str) -> Option<Box<dyn Tool>> {
+    all().into_iter().find(|tool| tool.name() == name)
+}
