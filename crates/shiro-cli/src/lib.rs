@@ -6,3 +6,9 @@
 //! everything they need as arguments and report through return values and callbacks.
 
 pub mod provider;
+pub mod agent;
+pub mod cli;
+pub mod config;
+pub mod headless;
+pub mod render;
+pub mod trust;

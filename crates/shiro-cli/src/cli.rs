@@ -1,0 +1,147 @@
+//! The command line, as clap types. The contract is in `docs/cli.md`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// shiro: a coding agent whose every file change can be undone, byte for byte.
+#[derive(Debug, Parser)]
+#[command(
+    name = "shiro",
+    version,
+    override_usage = "shiro [OPTIONS] [COMMAND]",
+    about = "A coding agent whose every file change can be undone, byte for byte",
+    after_help = "Examples:\n  shiro                         start an interactive session here\n  shiro -p \"rename foo to bar\"  run one headless turn\n  shiro undo --dry-run          show what undoing the last turn would change\n  shiro log                     list the turns that can be undone"
+)]
+pub struct Cli {
+    /// Options every command takes.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    /// Options of the agent.
+    #[command(flatten)]
+    pub session: SessionArgs,
+
+    /// A headless command; without one, shiro starts the agent.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// The workspace directory (default: the current directory)
+    #[arg(short = 'C', long = "workspace", value_name = "DIR", global = true)]
+    pub workspace: Option<PathBuf>,
+}
+
+/// Options of the agent (interactive or headless with -p).
+#[derive(Debug, Args)]
+pub struct SessionArgs {
+    /// Run one headless turn with this prompt, print the answer, and exit
+    #[arg(short = 'p', long = "prompt", value_name = "PROMPT")]
+    pub prompt: Option<String>,
+
+    /// With -p: print one JSON event per line instead of text
+    #[arg(long, requires = "prompt")]
+    pub json: bool,
+
+    /// The model to use (overrides SHIRO_MODEL and the config files; `replay:FILE` plays a script)
+    #[arg(long, value_name = "MODEL")]
+    pub model: Option<String>,
+
+    /// Approve every tool call without asking
+    #[arg(long)]
+    pub yes: bool,
+
+    /// Reopen a saved session (the latest when no ID is given)
+    #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]
+    pub resume: Option<String>,
+
+    /// Reopen the latest saved session
+    #[arg(long = "continue", conflicts_with = "resume")]
+    pub continue_latest: bool,
+}
+
+/// The headless commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one tool as its own recorded turn
+    #[command(after_help = "Example:\n  shiro tool edit_file --args '{\"path\":\"src/main.rs\",\"old_string\":\"foo\",\"new_string\":\"bar\"}'\n  shiro tool write_file --args @args.json")]
+    Tool {
+        /// The tool's name (write_file, edit_file, multi_edit, apply_patch, read_file, …)
+        name: String,
+        /// The arguments as JSON, or @FILE to read them from a file
+        #[arg(long, value_name = "JSON")]
+        args: String,
+    },
+
+    /// Apply a patch in Codex's format as one recorded turn
+    #[command(after_help = "Example:\n  shiro apply-patch fix.patch\n  shiro apply-patch < fix.patch")]
+    ApplyPatch {
+        /// The patch file (standard input when absent)
+        file: Option<PathBuf>,
+    },
+
+    /// Undo the newest turn in this workspace
+    #[command(after_help = "Exit codes: 0 undone; 1 nothing to undo or it failed; 3 refused because files changed since the turn.\n\nExample:\n  shiro undo --dry-run\n  shiro undo --force")]
+    Undo(RestoreArgs),
+
+    /// Redo the turn undone last (until a new turn is recorded)
+    #[command(after_help = "Example:\n  shiro redo")]
+    Redo(RestoreArgs),
+
+    /// List the turns that can be undone, newest first
+    #[command(after_help = "Example:\n  shiro log --json")]
+    Log {
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+
+    /// List, expand and check user slash commands
+    #[command(subcommand)]
+    Commands(CommandsCommand),
+
+    /// Run the offline demo: a scripted agent edits, creates, moves and deletes files, then /undo puts everything back
+    #[command(after_help = "Works offline in a temporary copy of examples/demo/workspace; no model or API key needed.\n\nExample:\n  cargo run --release -p shiro-cli -- demo")]
+    Demo,
+}
+
+/// Options of undo and redo.
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// Show what would change, as a diff, and change nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Overwrite files that changed since the turn
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `shiro commands …`
+#[derive(Debug, Subcommand)]
+pub enum CommandsCommand {
+    /// List every command with its origin and what it shadows
+    #[command(after_help = "Example:\n  shiro commands list --json")]
+    List {
+        /// Print JSON instead of text
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the prompt a command expands to
+    #[command(after_help = "Example:\n  shiro commands expand review \"focus on errors\"\n  shiro commands expand --trust test")]
+    Expand {
+        /// Run the command's shell substitutions even though the workspace is not trusted
+        #[arg(long)]
+        trust: bool,
+        /// The command's name (with or without the leading /)
+        name: String,
+        /// The command's arguments
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// Report problems in the commands files (exit 1 when there are errors)
+    #[command(after_help = "Example:\n  shiro commands check")]
+    Check,
+}

@@ -1,0 +1,138 @@
+//! Configuration: `.shiro/config.toml` in the workspace over `config.toml` in the user's
+//! config directory, over the defaults. Documented in `docs/cli.md`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+/// Everything a config file may set. Every field is optional so a file can set one thing.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// `[undo]`
+    #[serde(default)]
+    pub undo: UndoConfig,
+    /// `[model]`
+    #[serde(default)]
+    pub model: ModelConfig,
+}
+
+/// `[undo]`: depth and store size.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct UndoConfig {
+    /// How many turns the log keeps (default 20).
+    pub depth: Option<usize>,
+    /// The store's size cap in bytes (default 1 GiB).
+    pub max_store_bytes: Option<u64>,
+}
+
+/// `[model]`: which model and where.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// The model name, or `replay:FILE`.
+    pub name: Option<String>,
+    /// The OpenAI-compatible endpoint.
+    pub base_url: Option<String>,
+    /// Request timeout in seconds.
+    pub timeout_secs: Option<u64>,
+}
+
+/// The merged configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Turns kept in the undo log.
+    pub undo_depth: usize,
+    /// The undo store's size cap in bytes.
+    pub max_store_bytes: u64,
+    /// `[model]` as merged.
+    pub model: ModelConfig,
+    /// The user's config directory, when there is one (user commands live there too).
+    pub user_dir: Option<PathBuf>,
+}
+
+/// Default number of undoable turns.
+pub const DEFAULT_DEPTH: usize = 20;
+/// Default store cap: 1 GiB.
+pub const DEFAULT_MAX_STORE_BYTES: u64 = 1 << 30;
+
+impl Config {
+    /// Reads the user's and the workspace's config files; the workspace wins field by field.
+    pub fn load(workspace: &Path, user_dir: Option<PathBuf>) -> Result<Self> {
+        let user = match &user_dir {
+            Some(dir) => read_file(&dir.join("config.toml"))?,
+            None => ConfigFile::default(),
+        };
+        let project = read_file(&workspace.join(".shiro").join("config.toml"))?;
+        let depth = project.undo.depth.or(user.undo.depth).unwrap_or(DEFAULT_DEPTH);
+        if depth == 0 {
+            anyhow::bail!("[undo] depth must be at least 1");
+        }
+        Ok(Self {
+            undo_depth: depth,
+            max_store_bytes: project
+                .undo
+                .max_store_bytes
+                .or(user.undo.max_store_bytes)
+                .unwrap_or(DEFAULT_MAX_STORE_BYTES),
+            model: ModelConfig {
+                name: project.model.name.or(user.model.name),
+                base_url: project.model.base_url.or(user.model.base_url),
+                timeout_secs: project.model.timeout_secs.or(user.model.timeout_secs),
+            },
+            user_dir,
+        })
+    }
+}
+
+fn read_file(path: &Path) -> Result<ConfigFile> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(ConfigFile::default()),
+        Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
+    };
+    toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+}
+
+/// The user's config directory: `$SHIRO_CONFIG_DIR`, else `$XDG_CONFIG_HOME/shiro`, else
+/// `~/.config/shiro`.
+pub fn user_config_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("SHIRO_CONFIG_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(dir) = std::env::var_os("XDG_CONFIG_HOME").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir).join("shiro"));
+    }
+    std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config").join("shiro"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workspace_wins_field_by_field() {
+        let user = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(user.path().join("config.toml"), "[undo]\ndepth = 5\nmax_store_bytes = 100\n").unwrap();
+        std::fs::create_dir(ws.path().join(".shiro")).unwrap();
+        std::fs::write(ws.path().join(".shiro/config.toml"), "[undo]\ndepth = 64\n").unwrap();
+        let config = Config::load(ws.path(), Some(user.path().to_owned())).unwrap();
+        assert_eq!((config.undo_depth, config.max_store_bytes), (64, 100));
+    }
+
+    #[test]
+    fn defaults_without_files_and_clear_errors_for_bad_ones() {
+        let ws = tempfile::tempdir().unwrap();
+        let config = Config::load(ws.path(), None).unwrap();
+        assert_eq!((config.undo_depth, config.max_store_bytes), (DEFAULT_DEPTH, DEFAULT_MAX_STORE_BYTES));
+        std::fs::create_dir(ws.path().join(".shiro")).unwrap();
+        std::fs::write(ws.path().join(".shiro/config.toml"), "[undo]\ndepht = 3\n").unwrap();
+        let err = Config::load(ws.path(), None).unwrap_err();
+        assert!(format!("{err:#}").contains("unknown field `depht`"), "{err:#}");
+        std::fs::write(ws.path().join(".shiro/config.toml"), "[undo]\ndepth = 0\n").unwrap();
+        assert!(Config::load(ws.path(), None).is_err());
+    }
+}

@@ -1,0 +1,392 @@
+//! The headless commands: `tool`, `apply-patch`, `undo`, `redo`, `log`, `commands`.
+//!
+//! Each returns the text for stdout; errors go back to `main`, which prints them to stderr
+//! and picks the exit code (see [`exit_code`]).
+
+use std::fmt::Write as _;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use shiro_commands::{ExpandContext, FsReader, Registry, Severity, ShRunner, Sources};
+use shiro_tools::{FsMutator, Mutator, Tool, ToolOutput, tools};
+use shiro_undo::{Image, StoreOptions, TurnStart, UndoError, UndoOptions, UndoOutcome, UndoStore};
+
+use crate::cli::{CommandsCommand, RestoreArgs};
+use crate::config::Config;
+use crate::render::{self, Color, Side};
+use crate::trust;
+
+/// The names the agent handles itself; user commands can never take them.
+pub const BUILTINS: [(&str, &str); 8] = [
+    ("help", "list commands and keys"),
+    ("undo", "undo the last turn: restore its files and rewind the conversation"),
+    ("redo", "redo the turn undone last"),
+    ("log", "list the turns that can be undone"),
+    ("commands", "list user commands"),
+    ("clear", "start a new conversation (files are kept)"),
+    ("trust", "trust this workspace: run shell substitutions of its commands"),
+    ("exit", "leave shiro"),
+];
+
+/// What every command needs: where it works and how it prints.
+#[derive(Debug)]
+pub struct Context {
+    /// The workspace root.
+    pub root: PathBuf,
+    /// The merged configuration.
+    pub config: Config,
+    /// Whether stdout gets colours.
+    pub color: Color,
+}
+
+impl Context {
+    /// Opens the workspace's undo store (recovering what a crash left behind) and returns
+    /// it with the notices to show.
+    pub async fn open_store(&self) -> Result<(UndoStore, Vec<String>)> {
+        let options = StoreOptions {
+            depth: self.config.undo_depth,
+            max_store_bytes: self.config.max_store_bytes,
+            ..StoreOptions::default()
+        };
+        let store = UndoStore::open(&self.root, options).await.context("cannot open the undo store")?;
+        let notices = store.take_notices().iter().map(ToString::to_string).collect();
+        Ok((store, notices))
+    }
+
+    /// The real workspace.
+    pub fn workspace(&self) -> Result<FsMutator> {
+        FsMutator::new(&self.root)
+            .with_context(|| format!("cannot use {} as the workspace", self.root.display()))
+    }
+}
+
+/// The exit code for an error: 3 when undo or redo was refused because files changed.
+pub fn exit_code(err: &anyhow::Error) -> u8 {
+    match err.downcast_ref::<UndoError>() {
+        Some(UndoError::Conflict(_)) => 3,
+        _ => 1,
+    }
+}
+
+/// Output plus notices for stderr.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Text for stdout.
+    pub stdout: String,
+    /// Lines for stderr that are not errors (recoveries, dropped turns, honesty notes).
+    pub notices: Vec<String>,
+}
+
+/// `shiro tool NAME --args JSON|@FILE`.
+pub async fn tool(ctx: &Context, name: &str, args: &str) -> Result<Report> {
+    let tool = tools::find(name).ok_or_else(|| {
+        let names: Vec<&str> = tools::all().iter().map(|t| t.name()).collect();
+        anyhow!("unknown tool {name:?}; the tools are: {}", names.join(", "))
+    })?;
+    let json = if let Some(file) = args.strip_prefix('@') {
+        std::fs::read_to_string(file).with_context(|| format!("cannot read the arguments file {file}"))?
+    } else {
+        args.to_owned()
+    };
+    let args: serde_json::Value = serde_json::from_str(&json)
+        .map_err(|err| anyhow!("--args is not valid JSON ({err}); nothing was changed"))?;
+    run_as_turn(ctx, tool.as_ref(), args, &format!("shiro tool {name}")).await
+}
+
+/// `shiro apply-patch [FILE]`.
+pub async fn apply_patch(ctx: &Context, file: Option<&Path>) -> Result<Report> {
+    let patch = match file {
+        Some(file) => std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the patch file {}", file.display()))?,
+        None => {
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text).context("cannot read the patch from standard input")?;
+            text
+        }
+    };
+    let summary = match file {
+        Some(file) => format!("shiro apply-patch {}", file.display()),
+        None => "shiro apply-patch".to_owned(),
+    };
+    let tool = tools::apply_patch();
+    run_as_turn(ctx, &tool, serde_json::json!({ "patch": patch }), &summary).await
+}
+
+/// Runs one tool call as its own recorded turn (read-only tools are not recorded).
+async fn run_as_turn(
+    ctx: &Context,
+    tool: &dyn Tool,
+    args: serde_json::Value,
+    summary: &str,
+) -> Result<Report> {
+    let workspace = ctx.workspace()?;
+    if !tool.is_mutating() {
+        let output = tool.call(&workspace, args).await?;
+        return Ok(Report { stdout: with_newline(output.text), notices: Vec::new() });
+    }
+    let (store, mut notices) = ctx.open_store().await?;
+    let recording = store.recorder(workspace);
+    recording
+        .begin_turn(TurnStart { summary: summary.to_owned(), history_marker: 0, session: None })
+        .await?;
+    let result: Result<ToolOutput, _> = tool.call(&recording, args).await;
+    match &result {
+        Ok(output) => recording.note_tool(tool.name(), &output.changes).await,
+        Err(_) => recording.note_tool(tool.name(), &[]).await,
+    }
+    if tool.name() == "bash" {
+        recording.note_bash().await;
+        notices.push("note: bash's effects are not recorded, so `shiro undo` cannot reverse them".to_owned());
+    }
+    // A failed call changed nothing, so finishing records no turn; a successful one is saved.
+    recording.finish_turn().await?;
+    notices.extend(store.take_notices().iter().map(ToString::to_string));
+    let output = result?;
+    Ok(Report { stdout: with_newline(output.text), notices })
+}
+
+fn with_newline(mut text: String) -> String {
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
+
+/// Which way a restore goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Way {
+    /// `shiro undo`.
+    Undo,
+    /// `shiro redo`.
+    Redo,
+}
+
+/// `shiro undo` and `shiro redo`.
+pub async fn restore(ctx: &Context, way: Way, args: &RestoreArgs) -> Result<Report> {
+    let (store, notices) = ctx.open_store().await?;
+    let workspace = ctx.workspace()?;
+    let options = UndoOptions { force: args.force, dry_run: args.dry_run };
+    let outcome = match way {
+        Way::Undo => store.undo(&workspace, options).await?,
+        Way::Redo => store.redo(&workspace, options).await?,
+    };
+    let mut stdout = outcome.to_string();
+    if args.dry_run {
+        stdout.push_str(&dry_run_diff(&store, &workspace, &outcome, ctx.color).await?);
+    }
+    Ok(Report { stdout, notices })
+}
+
+/// The unified diff of what a dry run would change: each path from now to what it becomes.
+pub async fn dry_run_diff(
+    store: &UndoStore,
+    workspace: &dyn Mutator,
+    outcome: &UndoOutcome,
+    color: Color,
+) -> Result<String> {
+    let mut out = String::new();
+    for path in &outcome.paths {
+        let now = match &path.now {
+            Image::File { mode, .. } => Side::File(workspace.read(&path.path).await?, *mode),
+            other => side_of(other, Vec::new()),
+        };
+        let becomes = match &path.becomes {
+            Image::File { mode, hash, .. } => {
+                let bytes = store
+                    .blob(hash)?
+                    .ok_or_else(|| anyhow!("the stored copy of {} is missing", path.path))?;
+                Side::File(bytes, *mode)
+            }
+            other => side_of(other, Vec::new()),
+        };
+        if now != becomes {
+            out.push_str(&render::diff(path.path.as_str(), &now, &becomes, color));
+        }
+    }
+    Ok(out)
+}
+
+fn side_of(image: &Image, bytes: Vec<u8>) -> Side {
+    match image {
+        Image::Absent => Side::Absent,
+        Image::File { mode, .. } => Side::File(bytes, *mode),
+        Image::Dir { .. } => Side::Dir,
+        Image::Symlink { target } => Side::Symlink(target.clone()),
+    }
+}
+
+/// `shiro log [--json]`.
+pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
+    let (store, notices) = ctx.open_store().await?;
+    let turns = store.log()?;
+    let workspace = ctx.workspace()?;
+    // Only the newest turn can be undone next, so only its cleanliness is meaningful now.
+    let newest_conflicts = match turns.first() {
+        Some(_) => store.check(&workspace).await?,
+        None => Vec::new(),
+    };
+    let redo = store.redo_log()?;
+    if json {
+        let value = serde_json::json!({
+            "turns": turns.iter().enumerate().map(|(i, turn)| {
+                let mut value = serde_json::to_value(turn).unwrap_or_default();
+                if let Some(object) = value.as_object_mut() {
+                    let clean = if i == 0 { Some(newest_conflicts.is_empty()) } else { None };
+                    object.insert("undo_is_clean".into(), serde_json::json!(clean));
+                    object.insert("conflicts".into(), serde_json::json!(if i == 0 {
+                        newest_conflicts.iter().map(|c| c.path.to_string()).collect::<Vec<_>>()
+                    } else {
+                        Vec::new()
+                    }));
+                }
+                value
+            }).collect::<Vec<_>>(),
+            "redo": redo.iter().map(|t| t.id.0).collect::<Vec<_>>(),
+        });
+        let stdout = serde_json::to_string_pretty(&value)? + "\n";
+        return Ok(Report { stdout, notices });
+    }
+    let mut out = String::new();
+    if turns.is_empty() {
+        out.push_str("no turns to undo\n");
+    }
+    for (i, turn) in turns.iter().enumerate() {
+        writeln!(out, "{} {}  {:?}", turn.id, format_time(turn.time), turn.summary)?;
+        if let Some(session) = &turn.session {
+            writeln!(out, "    session {session}")?;
+        }
+        for change in &turn.changes {
+            writeln!(out, "    {change}")?;
+        }
+        if turn.ran_bash {
+            writeln!(out, "    (ran bash: its effects are not recorded)")?;
+        }
+        if i == 0 {
+            if newest_conflicts.is_empty() {
+                writeln!(out, "    next to undo: clean")?;
+            } else {
+                let paths: Vec<String> = newest_conflicts.iter().map(|c| c.path.to_string()).collect();
+                writeln!(out, "    next to undo: changed since the turn: {} (undo refuses without --force)", paths.join(", "))?;
+            }
+        }
+    }
+    if !redo.is_empty() {
+        let ids: Vec<String> = redo.iter().map(|t| t.id.to_string()).collect();
+        writeln!(out, "can be redone: {}", ids.join(", "))?;
+    }
+    Ok(Report { stdout: out, notices })
+}
+
+/// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS UTC`.
+pub fn format_time(secs: u64) -> String {
+    let days = secs / 86_400;
+    let rem = secs % 86_400;
+    // Civil-from-days (Howard Hinnant's algorithm), valid for every date after 1970.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// The registry of user commands for this workspace.
+pub fn registry(ctx: &Context) -> Registry {
+    Registry::load(Sources {
+        workspace_root: ctx.root.clone(),
+        user_config_dir: ctx.config.user_dir.clone(),
+        builtins: BUILTINS.iter().map(|(n, s)| ((*n).to_owned(), (*s).to_owned())).collect(),
+    })
+}
+
+/// `shiro commands …`.
+pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report> {
+    let registry = registry(ctx);
+    match command {
+        CommandsCommand::List { json } => {
+            let entries = registry.list();
+            let shadowed: Vec<String> = registry.shadowed().iter().map(ToString::to_string).collect();
+            if *json {
+                let value = serde_json::json!({ "commands": entries, "shadowed": shadowed });
+                return Ok(Report { stdout: serde_json::to_string_pretty(&value)? + "\n", notices: Vec::new() });
+            }
+            let width = entries.iter().map(|e| e.name.len()).max().unwrap_or(0) + 1;
+            let mut out = String::new();
+            for entry in &entries {
+                let hint = entry.argument_hint.as_deref().map(|h| format!(" {h}")).unwrap_or_default();
+                writeln!(
+                    out,
+                    "/{:<width$} {:<8} {}{hint}",
+                    entry.name,
+                    entry.origin.to_string(),
+                    entry.summary.as_deref().unwrap_or("")
+                )?;
+            }
+            for line in shadowed {
+                writeln!(out, "note: {line}")?;
+            }
+            Ok(Report { stdout: out, notices: Vec::new() })
+        }
+        CommandsCommand::Expand { trust: trust_flag, name, args } => {
+            let name = name.trim_start_matches('/');
+            let command = registry.get(name).ok_or_else(|| {
+                if BUILTINS.iter().any(|(n, _)| *n == name) {
+                    anyhow!("/{name} is a built-in command; it has no prompt to expand")
+                } else {
+                    anyhow!("unknown command /{name}; `shiro commands list` shows the commands")
+                }
+            })?;
+            let trusted = *trust_flag || trust::is_trusted(ctx.config.user_dir.as_deref(), &ctx.root);
+            let shell = ShRunner::new(&ctx.root);
+            let files = FsReader::new(&ctx.root).context("cannot read the workspace")?;
+            let expand_ctx = ExpandContext { shell: &shell, files: &files, workspace_trusted: trusted };
+            let text = shiro_commands::expand(&command, &join_args(args), &expand_ctx).await;
+            Ok(Report { stdout: with_newline(text), notices: Vec::new() })
+        }
+        CommandsCommand::Check => {
+            let diagnostics = registry.diagnostics();
+            let mut out = String::new();
+            for diagnostic in &diagnostics {
+                writeln!(out, "{diagnostic}")?;
+            }
+            let errors = diagnostics.iter().filter(|d| d.severity == Severity::Error).count();
+            if errors > 0 {
+                bail!("{out}{errors} error(s) in the commands files");
+            }
+            if diagnostics.is_empty() {
+                writeln!(out, "{} commands, no problems", registry.commands().len())?;
+            }
+            Ok(Report { stdout: out, notices: Vec::new() })
+        }
+    }
+}
+
+/// Joins typed arguments back into one line, quoting those with spaces so `$1` sees them whole.
+fn join_args(args: &[String]) -> String {
+    args.iter()
+        .map(|arg| if arg.contains(char::is_whitespace) { format!("\"{arg}\"") } else { arg.clone() })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_utc_times() {
+        assert_eq!(format_time(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(format_time(951_782_400), "2000-02-29 00:00:00 UTC");
+        assert_eq!(format_time(1_796_000_000), "2026-11-30 00:53:20 UTC");
+    }
+}

@@ -1,0 +1,262 @@
+//! End-to-end runs of the `shiro` binary's headless commands in temporary workspaces: every
+//! command, every exit code, outputs and `--help` as reviewed snapshots.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use support::{Ws, normalize_times};
+
+fn edit_args(path: &str, old: &str, new: &str) -> String {
+    serde_json::json!({"path": path, "old_string": old, "new_string": new}).to_string()
+}
+
+#[test]
+fn help_texts() {
+    let ws = Ws::new();
+    let mut out = String::new();
+    for args in [
+        &["--help"][..],
+        &["tool", "--help"],
+        &["apply-patch", "--help"],
+        &["undo", "--help"],
+        &["redo", "--help"],
+        &["log", "--help"],
+        &["commands", "--help"],
+        &["commands", "list", "--help"],
+        &["commands", "expand", "--help"],
+        &["commands", "check", "--help"],
+    ] {
+        let run = ws.run(&args);
+        assert_eq!(run.code, 0, "{args:?}");
+        out += &format!("$ shiro {}\n{}\n", args.join(" "), run.stdout);
+    }
+    insta::assert_snapshot!(out);
+    let version = ws.ok(&["--version"]);
+    assert_eq!(version.stdout, format!("shiro {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let ws = Ws::new();
+    let mut out = String::new();
+    for args in [&["--frobnicate"][..], &["tool"], &["undo", "extra"], &["commands", "nope"]] {
+        let run = ws.run(&args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.show());
+        out += &format!("$ shiro {}\n{}\n", args.join(" "), run.show());
+    }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn a_tool_turn_then_undo_redo_and_every_exit_code() {
+    let ws = Ws::new();
+    ws.write("src/lib.rs", "fn old() {}\n");
+    let mut t = String::new();
+    let mut step = |label: &str, run: support::Run| {
+        t += &format!("$ shiro {label}\n{}\n", normalize_times(&run.show()));
+    };
+
+    step("undo (empty log)", ws.run(&["undo"]));
+    step("redo (nothing undone)", ws.run(&["redo"]));
+    step("log (empty)", ws.run(&["log"]));
+    step("tool edit_file", ws.run(&["tool", "edit_file", "--args", &edit_args("src/lib.rs", "old", "new")]));
+    assert_eq!(ws.read("src/lib.rs"), "fn new() {}\n");
+    step(
+        "tool write_file (nested)",
+        ws.run(&["tool", "write_file", "--args", r##"{"path":"docs/a/b.md","content":"# B\n"}"##]),
+    );
+    step("tool edit_file (no match: nothing changes)", ws.run(&["tool", "edit_file", "--args", &edit_args("src/lib.rs", "absent", "x")]));
+    step("tool edit_file (bad JSON)", ws.run(&["tool", "edit_file", "--args", "{nope"]));
+    step("tool frob (unknown)", ws.run(&["tool", "frob", "--args", "{}"]));
+    step("tool write_file (escape)", ws.run(&["tool", "write_file", "--args", r#"{"path":"../x","content":""}"#]));
+    step("tool read_file (read-only: no turn)", ws.run(&["tool", "read_file", "--args", r#"{"path":"src/lib.rs"}"#]));
+    step("log", ws.run(&["log"]));
+
+    // The user edits the file the newest turn wrote: undo must refuse (exit 3).
+    ws.write("docs/a/b.md", "# B, edited by hand\n");
+    step("undo (conflict)", ws.run(&["undo"]));
+    assert_eq!(ws.read("docs/a/b.md"), "# B, edited by hand\n");
+    step("log (conflict shown)", ws.run(&["log"]));
+    step("undo --dry-run --force", ws.run(&["undo", "--dry-run", "--force"]));
+    assert!(ws.exists("docs/a/b.md"), "a dry run changed the workspace");
+    step("undo --force", ws.run(&["undo", "--force"]));
+    assert!(!ws.exists("docs"), "undo left the directories the turn created");
+    step("undo --dry-run", ws.run(&["undo", "--dry-run"]));
+    assert_eq!(ws.read("src/lib.rs"), "fn new() {}\n");
+    step("undo", ws.run(&["undo"]));
+    assert_eq!(ws.read("src/lib.rs"), "fn old() {}\n");
+    step("undo (nothing left)", ws.run(&["undo"]));
+    step("redo", ws.run(&["redo"]));
+    assert_eq!(ws.read("src/lib.rs"), "fn new() {}\n");
+    step("log --json", ws.run(&["log", "--json"]));
+    insta::assert_snapshot!(t);
+}
+
+#[test]
+fn apply_patch_from_a_file_and_from_stdin() {
+    let ws = Ws::new();
+    ws.write("a.txt", "one\ntwo\n");
+    ws.write("old.txt", "bye\n");
+    let patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n one\n-two\n+2\n*** Add File: new/b.txt\n+hello\n*** Delete File: old.txt\n*** End Patch\n";
+    let patch_file = ws.config.path().join("fix.patch");
+    std::fs::write(&patch_file, patch).unwrap();
+    let mut t = String::new();
+    let run = ws.run(&["apply-patch", patch_file.to_str().unwrap()]);
+    t += &format!("$ shiro apply-patch fix.patch\n{}\n", run.show().replace(patch_file.to_str().unwrap(), "fix.patch"));
+    assert_eq!(ws.read("a.txt"), "one\n2\n");
+    let moved = "*** Begin Patch\n*** Update File: new/b.txt\n*** Move to: moved/b.txt\n@@\n-hello\n+hello, moved\n*** End Patch\n";
+    t += &format!("$ shiro apply-patch < move.patch\n{}\n", ws.run_with_stdin(&["apply-patch"], moved).show());
+    t += &format!("$ shiro apply-patch < empty\n{}\n", ws.run_with_stdin(&["apply-patch"], "").show());
+    t += &format!("$ shiro apply-patch missing.patch\n{}\n", ws.run(&["apply-patch", "missing.patch"]).show());
+    t += &format!("$ shiro undo\n{}\n", ws.run(&["undo"]).show());
+    t += &format!("$ shiro undo\n{}\n", ws.run(&["undo"]).show());
+    insta::assert_snapshot!(t);
+    assert_eq!(ws.read("a.txt"), "one\ntwo\n");
+    assert_eq!(ws.read("old.txt"), "bye\n");
+    assert!(!ws.exists("new") && !ws.exists("moved"));
+}
+
+#[test]
+fn bash_turns_say_undo_cannot_cover_them() {
+    let ws = Ws::new();
+    let run = ws.run(&["tool", "bash", "--args", r#"{"command":"echo hi > made-by-bash.txt"}"#]);
+    assert_eq!(run.code, 0, "{}", run.show());
+    assert!(run.stderr.contains("bash's effects are not recorded"), "{}", run.show());
+    // Nothing went through a file tool, so no turn was recorded: undo says so.
+    let undo = ws.run(&["undo"]);
+    assert_eq!(undo.code, 1, "{}", undo.show());
+    assert!(ws.exists("made-by-bash.txt"));
+}
+
+#[test]
+fn user_commands_list_expand_and_check() {
+    let ws = Ws::new();
+    ws.write(
+        ".shiro/commands.md",
+        "## greet\n> Say hello\nHello $1, from !`echo shell` and @name.txt ($ARGUMENTS)\n\n## undo\nhijack\n\n## Bad Name!\nx\n",
+    );
+    ws.write("name.txt", "the file");
+    std::fs::create_dir_all(ws.config.path().join("commands")).unwrap();
+    std::fs::write(ws.config.path().join("commands/mine.md"), "---\ndescription: a user command\n---\nmine $1\n").unwrap();
+    let mut t = String::new();
+    for args in [
+        &["commands", "list"][..],
+        &["commands", "list", "--json"],
+        &["commands", "expand", "greet", "Ada Lovelace", "x"],
+        &["commands", "expand", "--trust", "/greet", "Ada"],
+        &["commands", "expand", "mine", "arg"],
+        &["commands", "expand", "undo"],
+        &["commands", "expand", "nope"],
+        &["commands", "check"],
+    ] {
+        t += &format!("$ shiro {}\n{}\n", args.join(" "), ws.run(&args).show());
+    }
+    ws.write(".shiro/commands.md", "## greet\nHello\n");
+    t += &format!("$ shiro commands check (fixed)\n{}\n", ws.run(&["commands", "check"]).show());
+    insta::assert_snapshot!(t);
+}
+
+#[test]
+fn config_depth_limits_the_log() {
+    let ws = Ws::new();
+    ws.write(".shiro/config.toml", "[undo]\ndepth = 2\n");
+    for i in 0..3 {
+        ws.ok(&["tool", "write_file", "--args", &format!(r#"{{"path":"f{i}.txt","content":"{i}"}}"#)]);
+    }
+    let log = ws.ok(&["log", "--json"]);
+    let value: serde_json::Value = serde_json::from_str(&log.stdout).unwrap();
+    assert_eq!(value["turns"].as_array().unwrap().len(), 2, "{}", log.stdout);
+    ws.ok(&["undo"]);
+    ws.ok(&["undo"]);
+    assert_eq!(ws.run(&["undo"]).code, 1);
+    assert!(ws.exists("f0.txt"), "the dropped turn was undone");
+    ws.write(".shiro/config.toml", "[undo]\ndepht = 2\n");
+    let bad = ws.run(&["log"]);
+    assert_eq!(bad.code, 1);
+    assert!(bad.stderr.contains("unknown field `depht`"), "{}", bad.show());
+}
+
+/// A small deterministic generator, so a failure names its seed and replays exactly.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// 50 random `shiro tool` / `shiro apply-patch` turns, undone 50 times (back to the start),
+/// then redone 50 times (back to the end), comparing content, mode and kind each way.
+#[test]
+fn fifty_random_turns_undo_and_redo_exactly() {
+    let seed = 0x5eed_u64 ^ u64::from(std::process::id());
+    let mut rng = Rng(seed | 1);
+    let ws = Ws::new();
+    ws.write(".shiro/config.toml", "[undo]\ndepth = 64\n");
+    ws.write("keep/a.txt", "alpha\nbeta\ngamma\n");
+    ws.write("crlf.txt", "one\r\ntwo\r\n");
+    let start = ws.tree();
+    let names = ["a.txt", "b.txt", "dir/c.txt", "dir/deep/d.txt", "keep/a.txt", "crlf.txt"];
+    let mut turns = 0;
+    while turns < 50 {
+        let files: Vec<String> = ws.tree().into_iter().filter(|(_, v)| v.starts_with("file")).map(|(k, _)| k).collect();
+        let pick = |rng: &mut Rng, list: &[String]| list[rng.below(list.len())].clone();
+        let n = rng.next();
+        let run = match rng.below(5) {
+            0 => {
+                let path = names[rng.below(names.len())];
+                let content = format!("content {n}\nline two\n");
+                ws.run(&["tool", "write_file", "--args", &serde_json::json!({"path": path, "content": content}).to_string()])
+            }
+            1 if !files.is_empty() => {
+                let path = pick(&mut rng, &files);
+                let text = ws.read(&path);
+                let Some(line) = text.lines().next().filter(|l| !l.is_empty()) else { continue };
+                ws.run(&["tool", "edit_file", "--args", &serde_json::json!({"path": path, "old_string": line, "new_string": format!("edited {n}"), "replace_all": true}).to_string()])
+            }
+            2 if !files.is_empty() => {
+                let path = pick(&mut rng, &files);
+                let patch = format!("*** Begin Patch\n*** Delete File: {path}\n*** Add File: added/{n}.txt\n+new {n}\n*** End Patch\n");
+                ws.run_with_stdin(&["apply-patch"], &patch)
+            }
+            3 if !files.is_empty() => {
+                let from = pick(&mut rng, &files);
+                let to = format!("moved/{}/{}", n % 3, from.replace('/', "_"));
+                if ws.exists(&to) {
+                    continue;
+                }
+                let patch = format!("*** Begin Patch\n*** Update File: {from}\n*** Move to: {to}\n*** End Patch\n");
+                ws.run_with_stdin(&["apply-patch"], &patch)
+            }
+            _ => {
+                let path = names[rng.below(names.len())];
+                let args = serde_json::json!({"path": path, "edits": [{"old_string": "line two", "new_string": format!("two {n}")}]});
+                let run = ws.run(&["tool", "multi_edit", "--args", &args.to_string()]);
+                if run.code != 0 {
+                    continue; // No such file or no such line: nothing changed, no turn.
+                }
+                run
+            }
+        };
+        assert_eq!(run.code, 0, "seed {seed:#x}, turn {turns}:\n{}", run.show());
+        turns += 1;
+    }
+    let end = ws.tree();
+    for i in 0..50 {
+        let run = ws.run(&["undo"]);
+        assert_eq!(run.code, 0, "seed {seed:#x}, undo {i}:\n{}", run.show());
+    }
+    assert_eq!(ws.tree(), start, "seed {seed:#x}: 50 undos did not restore the start");
+    assert_eq!(ws.run(&["undo"]).code, 1);
+    for i in 0..50 {
+        let run = ws.run(&["redo"]);
+        assert_eq!(run.code, 0, "seed {seed:#x}, redo {i}:\n{}", run.show());
+    }
+    assert_eq!(ws.tree(), end, "seed {seed:#x}: 50 redos did not restore the end");
+}

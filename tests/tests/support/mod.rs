@@ -1,0 +1,160 @@
+//! Running the built `shiro` binary in temporary workspaces.
+#![allow(dead_code, clippy::unwrap_used)] // Each test file uses a different part of this.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The `shiro` binary of this build. `cargo test --workspace` (and so `cargo xtask test`)
+/// builds every binary before running any test; it sits beside the `deps` folder.
+pub fn shiro_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().and_then(Path::parent).unwrap();
+    let bin = dir.join("shiro");
+    assert!(
+        bin.exists(),
+        "{} is missing: build it with `cargo build -p shiro-cli` (cargo xtask test does)",
+        bin.display()
+    );
+    bin
+}
+
+/// A temporary workspace with its own user config directory.
+pub struct Ws {
+    pub dir: tempfile::TempDir,
+    pub config: tempfile::TempDir,
+}
+
+/// What one run printed and how it exited.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// `exit N`, stdout and stderr in one block, for snapshots.
+    pub fn show(&self) -> String {
+        let mut out = format!("exit {}\n", self.code);
+        if !self.stdout.is_empty() {
+            out += &format!("--- stdout\n{}", self.stdout);
+        }
+        if !self.stderr.is_empty() {
+            out += &format!("--- stderr\n{}", self.stderr);
+        }
+        out
+    }
+}
+
+impl Ws {
+    pub fn new() -> Self {
+        Self { dir: tempfile::tempdir().unwrap(), config: tempfile::tempdir().unwrap() }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn write(&self, rel: &str, content: &str) {
+        let path = self.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.path().join(rel)).unwrap()
+    }
+
+    pub fn exists(&self, rel: &str) -> bool {
+        self.path().join(rel).symlink_metadata().is_ok()
+    }
+
+    /// Runs `shiro -C <ws> ARGS` with `stdin` as input.
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        let mut child = Command::new(shiro_bin())
+            .arg("-C")
+            .arg(self.path())
+            .args(args)
+            .env("SHIRO_CONFIG_DIR", self.config.path())
+            .env("NO_COLOR", "1")
+            .env_remove("SHIRO_MODEL")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let clean = |bytes: Vec<u8>| {
+            let text = String::from_utf8(bytes).unwrap();
+            let root = self.path().canonicalize().unwrap();
+            text.replace(root.to_str().unwrap(), "<ws>")
+                .replace(self.config.path().to_str().unwrap(), "<config>")
+        };
+        Run { code: out.status.code().unwrap_or(-1), stdout: clean(out.stdout), stderr: clean(out.stderr) }
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        self.run_with_stdin(args, "")
+    }
+
+    /// Runs and asserts the exit code, returning the run.
+    pub fn ok(&self, args: &[&str]) -> Run {
+        let run = self.run(args);
+        assert_eq!(run.code, 0, "shiro {args:?} failed:\n{}", run.show());
+        run
+    }
+
+    /// Every entry under the root except `.shiro/`: kind, mode and bytes.
+    pub fn tree(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        walk(self.path(), self.path(), &mut out);
+        out
+    }
+}
+
+fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        let rel = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        if rel == ".shiro" {
+            continue;
+        }
+        let meta = path.symlink_metadata().unwrap();
+        let mode = meta.permissions().mode() & 0o7777;
+        if meta.file_type().is_symlink() {
+            out.insert(rel, format!("link -> {}", std::fs::read_link(&path).unwrap().display()));
+        } else if meta.is_dir() {
+            out.insert(rel.clone(), format!("dir {mode:o}"));
+            walk(root, &path, out);
+        } else {
+            let bytes = std::fs::read(&path).unwrap();
+            out.insert(rel, format!("file {mode:o} {:?}", String::from_utf8_lossy(&bytes)));
+        }
+    }
+}
+
+/// Replaces `YYYY-MM-DD HH:MM:SS UTC` timestamps and `"time": N` fields with placeholders.
+pub fn normalize_times(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let mut line = line.to_owned();
+        if let Some(pos) = line.find(" UTC") {
+            if pos >= 19 && line.is_char_boundary(pos - 19) {
+                line.replace_range(pos - 19..pos + 4, "<time>");
+            }
+        }
+        if let Some(pos) = line.find("\"time\": ") {
+            let end = line[pos + 8..].find(|c: char| !c.is_ascii_digit()).map_or(line.len(), |e| pos + 8 + e);
+            line.replace_range(pos + 8..end, "<time>");
+        }
+        out.push_str(&line);
+    }
+    out
+}
