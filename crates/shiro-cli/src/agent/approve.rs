@@ -1,0 +1,191 @@
+//! Approvals: which tool calls may run, and the diff a person sees before saying yes.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+use shiro_tools::{MemMutator, Mutator, Stat, Tool, WorkspacePath};
+
+use crate::render::{self, Color, Side};
+
+/// Who decides whether a mutating tool or `bash` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Policy {
+    /// Ask the person each time (unless they answered "always" for that tool).
+    Ask,
+    /// Approve everything (`--yes`, the demo).
+    Approve,
+    /// Deny everything (`-p` without `--yes`).
+    Deny,
+}
+
+/// What was decided for one call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// Run it.
+    Run,
+    /// Do not run it; the optional reason is passed on to the model.
+    Deny(Option<String>),
+}
+
+/// The session's approval state.
+#[derive(Debug)]
+pub struct Approvals {
+    /// The policy.
+    pub policy: Policy,
+    /// Tools approved for the rest of the session with "a".
+    pub always: BTreeSet<String>,
+}
+
+/// What a person typed at the approval prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// `y`: run this call.
+    Once,
+    /// `a`: run this and every later call of the tool in this session.
+    Always,
+    /// `n [reason]`: do not run it.
+    No(Option<String>),
+}
+
+/// Parses an answer: `y`/`yes`, `a`/`always`, `n`/`no` optionally followed by a reason
+/// (`n use edit_file instead`). Anything else is `None`, and the question is asked again.
+pub fn parse_answer(line: &str) -> Option<Answer> {
+    let line = line.trim();
+    let (word, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let rest = rest.trim().trim_start_matches([':', ',', '-']).trim();
+    match word.to_lowercase().trim_end_matches([':', ',']) {
+        "y" | "yes" if rest.is_empty() => Some(Answer::Once),
+        "a" | "always" if rest.is_empty() => Some(Answer::Always),
+        "n" | "no" => Some(Answer::No((!rest.is_empty()).then(|| rest.to_owned()))),
+        _ => None,
+    }
+}
+
+/// The text a model reads for a call that was not allowed to run.
+pub fn denied_text(reason: Option<&str>) -> String {
+    match reason {
+        Some(reason) => {
+            format!("the user denied this tool call; nothing was run. Their reason: {reason}")
+        }
+        None => "the user denied this tool call; nothing was run".to_owned(),
+    }
+}
+
+/// What a call would do, for the approval prompt: `$ command` for `bash`, else the unified
+/// diff of every path the call touches.
+///
+/// The diff comes from running the tool itself on a [`MemMutator`] seeded with the current
+/// contents of the paths it reports in [`Tool::touched_paths`], so the preview is exactly
+/// what the tool will write, and no second implementation of the edits can drift from it.
+/// A call that would fail says so instead (the real call then fails and tells the model).
+pub async fn preview(
+    tool: &dyn Tool,
+    args: &Value,
+    workspace: &dyn Mutator,
+    color: Color,
+) -> String {
+    if tool.name() == "bash" {
+        let command = args.get("command").and_then(Value::as_str).unwrap_or("");
+        return format!("$ {command}\n");
+    }
+    let paths = match tool.touched_paths(workspace, args).await {
+        Ok(paths) => paths,
+        Err(err) => return format!("(no preview: {err})\n"),
+    };
+    let mem = MemMutator::new();
+    for path in &paths {
+        // A seeding failure shows up as a wrong "before" side at worst; the real call is
+        // unaffected, so it is not worth refusing the preview for.
+        let _ = seed(workspace, &mem, path).await;
+    }
+    if let Err(err) = tool.call(&mem, args.clone()).await {
+        return format!("(this call will fail: {err})\n");
+    }
+    let mut out = String::new();
+    for path in &paths {
+        let before = side(workspace, path).await;
+        let after = side(&mem, path).await;
+        if before != after {
+            out.push_str(&render::diff(path.as_str(), &before, &after, color));
+        }
+    }
+    out
+}
+
+/// Copies what `path` (and its parent directories) hold in `from` into `to`.
+async fn seed(
+    from: &dyn Mutator,
+    to: &MemMutator,
+    path: &WorkspacePath,
+) -> Result<(), shiro_tools::MutatorError> {
+    for dir in path.ancestors() {
+        if let Stat::Dir { .. } = from.stat(&dir).await?
+            && !to.stat(&dir).await?.exists()
+        {
+            to.create_dir(&dir).await?;
+        }
+    }
+    match from.stat(path).await? {
+        Stat::File { mode, .. } => to.write(path, &from.read(path).await?, Some(mode)).await,
+        Stat::Symlink { target } => to.symlink(&target, path).await,
+        Stat::Dir { .. } => to.create_dir(path).await,
+        Stat::Absent => Ok(()),
+    }
+}
+
+async fn side(mutator: &dyn Mutator, path: &WorkspacePath) -> Side {
+    match mutator.stat(path).await {
+        Ok(Stat::File { mode, .. }) => match mutator.read(path).await {
+            Ok(bytes) => Side::File(bytes, mode),
+            Err(_) => Side::Absent,
+        },
+        Ok(Stat::Dir { .. }) => Side::Dir,
+        Ok(Stat::Symlink { target }) => Side::Symlink(target),
+        Ok(Stat::Absent) | Err(_) => Side::Absent,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_answers() {
+        assert_eq!(parse_answer("y"), Some(Answer::Once));
+        assert_eq!(parse_answer(" YES "), Some(Answer::Once));
+        assert_eq!(parse_answer("a"), Some(Answer::Always));
+        assert_eq!(parse_answer("n"), Some(Answer::No(None)));
+        assert_eq!(
+            parse_answer("n: use edit_file"),
+            Some(Answer::No(Some("use edit_file".into())))
+        );
+        assert_eq!(
+            parse_answer("no not now"),
+            Some(Answer::No(Some("not now".into())))
+        );
+        assert_eq!(parse_answer("maybe"), None);
+        assert_eq!(parse_answer(""), None);
+        assert_eq!(parse_answer("y please"), None);
+    }
+
+    #[tokio::test]
+    async fn previews_an_edit_as_a_diff_without_writing() {
+        let ws = MemMutator::new();
+        let path = WorkspacePath::from_relative("src/a.txt").unwrap();
+        ws.create_dir(&WorkspacePath::from_relative("src").unwrap())
+            .await
+            .unwrap();
+        ws.write(&path, b"one\ntwo\n", None).await.unwrap();
+        let tool = shiro_tools::tools::edit_file();
+        let args = serde_json::json!({"path": "src/a.txt", "old_string": "two", "new_string": "2"});
+        let diff = preview(&tool, &args, &ws, Color::Never).await;
+        assert!(diff.contains("-two\n+2\n"), "{diff}");
+        assert_eq!(ws.read(&path).await.unwrap(), b"one\ntwo\n");
+        let bad = serde_json::json!({"path": "src/a.txt", "old_string": "zzz", "new_string": "2"});
+        assert!(
+            preview(&tool, &bad, &ws, Color::Never)
+                .await
+                .starts_with("(this call will fail")
+        );
+    }
+}

@@ -1,0 +1,229 @@
+//! Where typed lines come from: a line editor on a terminal, plain lines from a pipe or a
+//! script otherwise. Prompts for the next message and approval answers both come through
+//! here, so a piped session can answer approvals on the lines that follow.
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use rustyline::completion::{Completer, Pair};
+use rustyline::error::ReadlineError;
+use rustyline::highlight::Highlighter;
+use rustyline::hint::Hinter;
+use rustyline::history::{DefaultHistory, History as _};
+use rustyline::validate::Validator;
+use rustyline::{CompletionType, Config, Editor, Helper};
+use shiro_commands::Registry;
+
+use super::events::Printer;
+
+/// What reading a line gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Read {
+    /// A line, without its newline.
+    Line(String),
+    /// Ctrl-C at the prompt.
+    Interrupted,
+    /// Ctrl-D or the end of the input.
+    Eof,
+}
+
+/// A source of typed lines.
+pub trait Input {
+    /// Shows `prompt` and reads one line.
+    fn read(&mut self, prompt: &str, printer: &mut Printer) -> Read;
+
+    /// Adds a line the user sent to the prompt history.
+    fn remember(&mut self, _line: &str) {}
+}
+
+/// Plain lines from a reader (a pipe, or the demo's script). Since nothing echoes piped
+/// input, each line is printed after its prompt, so a transcript reads like the session.
+pub struct Lines {
+    reader: Box<dyn BufRead + Send>,
+}
+
+impl std::fmt::Debug for Lines {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lines").finish_non_exhaustive()
+    }
+}
+
+impl Lines {
+    /// Lines from `reader`.
+    pub fn new(reader: Box<dyn BufRead + Send>) -> Self {
+        Lines { reader }
+    }
+}
+
+impl Input for Lines {
+    fn read(&mut self, prompt: &str, printer: &mut Printer) -> Read {
+        let mut line = String::new();
+        match self.reader.read_line(&mut line) {
+            Ok(0) | Err(_) => Read::Eof,
+            Ok(_) => {
+                let line = line.trim_end_matches(['\n', '\r']).to_owned();
+                printer.info(&format!("{prompt}{line}"));
+                Read::Line(line)
+            }
+        }
+    }
+}
+
+/// The terminal line editor: history (saved in `.shiro/sessions/history.txt`) and Tab
+/// completion of `/` commands with their summaries and of `@` paths.
+pub struct Terminal {
+    editor: Editor<Completion, DefaultHistory>,
+    history_file: PathBuf,
+}
+
+impl std::fmt::Debug for Terminal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Terminal").finish_non_exhaustive()
+    }
+}
+
+impl Terminal {
+    /// A line editor completing from `registry` and the files under `root`.
+    pub fn new(root: &Path, registry: Registry) -> anyhow::Result<Self> {
+        let config = Config::builder()
+            .completion_type(CompletionType::List)
+            .auto_add_history(false)
+            .max_history_size(1000)?
+            .build();
+        let mut editor = Editor::with_config(config)?;
+        editor.set_helper(Some(Completion {
+            root: root.to_owned(),
+            registry,
+        }));
+        let history_file = root.join(super::session::SESSIONS_DIR).join("history.txt");
+        // No history yet is the normal first run.
+        let _ = editor.load_history(&history_file);
+        Ok(Terminal {
+            editor,
+            history_file,
+        })
+    }
+}
+
+impl Input for Terminal {
+    fn read(&mut self, prompt: &str, _printer: &mut Printer) -> Read {
+        match self.editor.readline(prompt) {
+            Ok(line) => Read::Line(line),
+            Err(ReadlineError::Interrupted) => Read::Interrupted,
+            Err(_) => Read::Eof,
+        }
+    }
+
+    fn remember(&mut self, line: &str) {
+        let _ = self.editor.add_history_entry(line);
+        // Saved at once so that history survives a crash; losing it is not worth an error.
+        let _ = self.editor.history_mut().save(&self.history_file);
+    }
+}
+
+/// Tab completion for the REPL.
+struct Completion {
+    root: PathBuf,
+    registry: Registry,
+}
+
+impl Completer for Completion {
+    type Candidate = Pair;
+
+    fn complete(
+        &self,
+        line: &str,
+        pos: usize,
+        _ctx: &rustyline::Context<'_>,
+    ) -> rustyline::Result<(usize, Vec<Pair>)> {
+        let before = line.get(..pos).unwrap_or(line);
+        let start = before.rfind(char::is_whitespace).map_or(0, |i| i + 1);
+        let word = &before[start..];
+        if start == 0 && word.starts_with('/') {
+            return Ok((0, complete_command(&self.registry, &word[1..])));
+        }
+        if let Some(partial) = word.strip_prefix('@') {
+            return Ok((start, complete_path(&self.root, partial)));
+        }
+        Ok((pos, Vec::new()))
+    }
+}
+
+impl Hinter for Completion {
+    type Hint = String;
+}
+impl Highlighter for Completion {}
+impl Validator for Completion {}
+impl Helper for Completion {}
+
+/// `/` names starting with `prefix`, each shown with its summary.
+pub fn complete_command(registry: &Registry, prefix: &str) -> Vec<Pair> {
+    let prefix = prefix.to_lowercase();
+    registry
+        .list()
+        .into_iter()
+        .filter(|entry| entry.name.starts_with(&prefix))
+        .map(|entry| Pair {
+            display: format!("/{:<12} {}", entry.name, entry.summary.unwrap_or_default()),
+            replacement: format!("/{} ", entry.name),
+        })
+        .collect()
+}
+
+/// Workspace paths starting with `partial`, as `@path` (directories end with `/`).
+pub fn complete_path(root: &Path, partial: &str) -> Vec<Pair> {
+    let (dir, stem) = match partial.rfind('/') {
+        Some(slash) => (&partial[..=slash], &partial[slash + 1..]),
+        None => ("", partial),
+    };
+    if dir.split('/').any(|part| part == "..") || dir.starts_with('/') {
+        return Vec::new();
+    }
+    let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
+        return Vec::new();
+    };
+    let mut pairs: Vec<Pair> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.starts_with(stem) || (name.starts_with('.') && !stem.starts_with('.')) {
+                return None;
+            }
+            let slash = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                "/"
+            } else {
+                ""
+            };
+            let path = format!("{dir}{name}{slash}");
+            Some(Pair {
+                display: path.clone(),
+                replacement: format!("@{path}"),
+            })
+        })
+        .collect();
+    pairs.sort_by(|a, b| a.display.cmp(&b.display));
+    pairs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completes_paths_inside_the_workspace_only() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("src")).unwrap();
+        std::fs::write(root.path().join("src/main.rs"), "").unwrap();
+        std::fs::write(root.path().join("Cargo.toml"), "").unwrap();
+        let names = |partial: &str| -> Vec<String> {
+            complete_path(root.path(), partial)
+                .into_iter()
+                .map(|p| p.replacement)
+                .collect()
+        };
+        assert_eq!(names("s"), vec!["@src/"]);
+        assert_eq!(names("src/"), vec!["@src/main.rs"]);
+        assert_eq!(names(""), vec!["@Cargo.toml", "@src/"]);
+        assert!(names("../").is_empty());
+    }
+}

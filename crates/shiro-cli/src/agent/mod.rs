@@ -1,0 +1,168 @@
+//! The interactive agent, `shiro -p`, and `shiro demo` (issue 7; providers are in
+//! [`crate::provider`]). The decisions are written up in `docs/cli.md`, "The agent".
+//!
+//! - [`turn`]: the loop (model → tools → model …), approvals and undo recording;
+//! - [`session`]: the JSONL transcript in `.shiro/sessions/`;
+//! - [`repl`]: the read-eval loop and its `/` commands; [`input`]: where lines come from;
+//! - [`events`]: what a turn reports, as text or JSON lines; [`approve`]: approvals and diffs;
+//! - [`demo`]: the offline demo, which drives the same REPL with a replay script.
+//!
+//! This is the part of the binary that reads the environment (`SHIRO_MODEL`,
+//! `OPENAI_BASE_URL`, `OPENAI_API_KEY`) and talks to the terminal.
+
+pub mod approve;
+pub mod demo;
+pub mod events;
+pub mod input;
+pub mod repl;
+pub mod session;
+pub mod turn;
+
+use std::collections::BTreeSet;
+use std::io::IsTerminal as _;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use self::approve::{Approvals, Policy};
+use self::events::{Mode, Printer};
+use self::input::{Input, Lines, Terminal};
+use self::session::Session;
+use self::turn::{Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT};
+use crate::cli::SessionArgs;
+use crate::headless::{self, Context};
+use crate::provider::{Message, OpenAiConfig, OpenAiProvider, Provider, ReplayProvider};
+
+/// Runs the agent: interactive, or one headless turn with `-p`.
+pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
+    let provider = provider(ctx, args.model.as_deref(), |name| std::env::var(name));
+    let (session, history, notices) = open_session(&ctx.root, args)?;
+    let headless = args.prompt.is_some();
+    let mode = match (headless, args.json) {
+        (false, _) => Mode::Interactive,
+        (true, false) => Mode::Headless,
+        (true, true) => Mode::Json,
+    };
+    let policy = match (args.yes, headless) {
+        (true, _) => Policy::Approve,
+        (false, true) => Policy::Deny,
+        (false, false) => Policy::Ask,
+    };
+    let registry = headless::registry(ctx);
+    let input: Box<dyn Input> = if headless {
+        Box::new(Lines::new(Box::new(std::io::empty())))
+    } else if std::io::stdin().is_terminal() {
+        Box::new(Terminal::new(&ctx.root, registry.clone())?)
+    } else {
+        Box::new(Lines::new(Box::new(std::io::BufReader::new(
+            std::io::stdin(),
+        ))))
+    };
+    let printer = Printer::new(
+        Box::new(std::io::stdout()),
+        Box::new(std::io::stderr()),
+        mode,
+        ctx.color,
+    );
+    let tools = shiro_tools::tools::all();
+    let mut agent = Agent {
+        ctx,
+        provider,
+        specs: turn::specs(&tools),
+        tools,
+        history,
+        session,
+        printer,
+        input,
+        approvals: Approvals {
+            policy,
+            always: BTreeSet::new(),
+        },
+        max_steps: DEFAULT_MAX_STEPS,
+        catch_interrupts: !headless,
+    };
+    if agent.history.is_empty() {
+        agent.push(Message::system(SYSTEM_PROMPT))?;
+    }
+    for notice in notices {
+        agent.printer.info(&format!("note: {notice}"));
+    }
+    if let Some(prompt) = &args.prompt {
+        let report = agent.turn(prompt).await?;
+        // A failed turn's last text is not an answer; the error is on stderr (or in turn_end).
+        if report.error.is_some() {
+            return Ok(ExitCode::FAILURE);
+        }
+        agent.printer.answer(&report.answer);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let model = match &agent.provider {
+        Ok(provider) => provider.model().to_owned(),
+        Err(_) => "none".to_owned(),
+    };
+    let resumed = agent.history.len() > 1;
+    agent.printer.info(&format!(
+        "shiro: session {} ({}), model {model}; /help lists commands, /undo takes a turn back",
+        agent.session.id(),
+        if resumed { "resumed" } else { "new" }
+    ));
+    // Hot reload of user commands; without it (no inotify, say) commands load once.
+    let _watch = registry.watch().ok();
+    repl::run(&mut agent, &registry).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A new session, or the one `--continue`/`--resume` names, with its history and notices.
+fn open_session(root: &Path, args: &SessionArgs) -> Result<(Session, Vec<Message>, Vec<String>)> {
+    let id = match (&args.resume, args.continue_latest) {
+        (Some(id), _) if !id.is_empty() => Some(Some(id.as_str())),
+        (Some(_), _) | (None, true) => Some(None),
+        (None, false) => None,
+    };
+    match id {
+        Some(id) => {
+            let reopened = Session::reopen(root, id)?;
+            Ok((reopened.session, reopened.history, reopened.notices))
+        }
+        None => Ok((Session::create(root)?, Vec::new(), Vec::new())),
+    }
+}
+
+/// The model: `--model` > `SHIRO_MODEL` > `[model] name`; `replay:FILE` plays a script,
+/// anything else is an OpenAI-compatible model at `OPENAI_BASE_URL` > `[model] base_url` >
+/// OpenAI. Failing to make one is reported when a prompt is sent, so that `/undo`, `/log`
+/// and the rest work without a model.
+pub fn provider(
+    ctx: &Context,
+    flag: Option<&str>,
+    env: impl Fn(&str) -> Result<String, std::env::VarError>,
+) -> Result<Box<dyn Provider>, String> {
+    let var = |name: &str| env(name).ok().filter(|value| !value.trim().is_empty());
+    let name = flag
+        .map(str::to_owned)
+        .or_else(|| var("SHIRO_MODEL"))
+        .or_else(|| ctx.config.model.name.clone())
+        .ok_or_else(|| {
+            "no model is set: pass --model NAME, set SHIRO_MODEL, or put `name` under [model] in .shiro/config.toml (`shiro demo` runs offline)".to_owned()
+        })?;
+    if let Some(path) = name.strip_prefix("replay:") {
+        let script = std::fs::read_to_string(path)
+            .map_err(|err| format!("cannot read the replay script {path}: {err}"))?;
+        return ReplayProvider::from_script(&script)
+            .map(|provider| Box::new(provider) as Box<dyn Provider>)
+            .map_err(|err| err.to_string());
+    }
+    let mut config = OpenAiConfig::new(name);
+    if let Some(url) = var("OPENAI_BASE_URL").or_else(|| ctx.config.model.base_url.clone()) {
+        config.base_url = url;
+    }
+    config.api_key = var("OPENAI_API_KEY");
+    if let Some(secs) = ctx.config.model.timeout_secs {
+        config.timeout = Duration::from_secs(secs);
+    }
+    OpenAiProvider::new(config)
+        .map(|provider| Box::new(provider) as Box<dyn Provider>)
+        .map_err(|err| err.to_string())
+}

@@ -1,0 +1,306 @@
+//! The read-eval loop: prompts go to the model, `/` lines are commands.
+
+use std::fmt::Write as _;
+
+use anyhow::Result;
+use shiro_commands::{ExpandContext, FsReader, Registry, Resolved, ShRunner};
+use shiro_undo::{UndoError, UndoOptions};
+
+use super::input::Read;
+use super::session::Session;
+use super::turn::{Agent, SYSTEM_PROMPT};
+use crate::cli::CommandsCommand;
+use crate::headless::{self, BUILTINS};
+use crate::provider::Message;
+use crate::trust;
+
+/// The prompt shown for the next message.
+pub const PROMPT: &str = "> ";
+
+/// Runs the loop until `/exit`, Ctrl-D or the end of the input.
+pub async fn run(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
+    loop {
+        let line = match agent.input.read(PROMPT, &mut agent.printer) {
+            Read::Line(line) => line,
+            // Ctrl-C at the prompt clears the line, as in a shell.
+            Read::Interrupted => continue,
+            Read::Eof => return Ok(()),
+        };
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        agent.input.remember(line);
+        match registry.resolve(line) {
+            Resolved::NotACommand => send(agent, line).await?,
+            Resolved::Builtin { name, args } => {
+                if name == "exit" {
+                    return Ok(());
+                }
+                builtin(agent, registry, &name, &args).await?;
+            }
+            Resolved::User { command, args } => {
+                let trusted =
+                    trust::is_trusted(agent.ctx.config.user_dir.as_deref(), &agent.ctx.root);
+                let shell = ShRunner::new(&agent.ctx.root);
+                let files = FsReader::new(&agent.ctx.root)?;
+                let expand_ctx = ExpandContext {
+                    shell: &shell,
+                    files: &files,
+                    workspace_trusted: trusted,
+                };
+                let prompt = shiro_commands::expand(&command, &args, &expand_ctx).await;
+                agent.printer.info(&format!(
+                    "(/{} expanded to {} characters)",
+                    command.name,
+                    prompt.chars().count()
+                ));
+                send(agent, &prompt).await?;
+            }
+            Resolved::Unknown { name } => {
+                let names: Vec<String> = registry
+                    .list()
+                    .into_iter()
+                    .map(|entry| entry.name)
+                    .collect();
+                agent.printer.info(&unknown_command(&name, &names));
+            }
+        }
+    }
+}
+
+/// Sends a prompt as one turn. Errors of shiro's bookkeeping are shown and the session goes
+/// on: the files and the log are consistent (the store recovers on its next use).
+async fn send(agent: &mut Agent<'_>, prompt: &str) -> Result<()> {
+    if let Err(err) = agent.turn(prompt).await {
+        agent.printer.info(&format!("error: {err:#}"));
+    }
+    Ok(())
+}
+
+async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &str) -> Result<()> {
+    let ctx = agent.ctx;
+    let text = match name {
+        "help" => help(registry),
+        "undo" | "redo" => match restore_options(args) {
+            Ok(options) => restore(agent, name == "undo", options).await,
+            Err(text) => text,
+        },
+        "log" => match headless::log(ctx, false).await {
+            Ok(report) => report.stdout,
+            Err(err) => format!("error: {err:#}"),
+        },
+        "commands" => match headless::commands(ctx, &CommandsCommand::List { json: false }).await {
+            Ok(report) => report.stdout,
+            Err(err) => format!("error: {err:#}"),
+        },
+        "clear" => match Session::create(&ctx.root) {
+            Ok(session) => {
+                agent.session = session;
+                agent.history.clear();
+                agent.push(Message::system(SYSTEM_PROMPT))?;
+                format!(
+                    "new conversation: session {} (files are unchanged; /undo still works on earlier turns)",
+                    agent.session.id()
+                )
+            }
+            Err(err) => format!("error: {err:#}"),
+        },
+        "trust" => match trust::trust(ctx.config.user_dir.as_deref(), &ctx.root) {
+            Ok(()) => format!(
+                "trusted {}: its commands' shell substitutions now run",
+                ctx.root.display()
+            ),
+            Err(err) => format!("error: {err:#}"),
+        },
+        other => format!("/{other} is not available here"),
+    };
+    agent.printer.info(&text);
+    Ok(())
+}
+
+fn restore_options(args: &str) -> Result<UndoOptions, String> {
+    let mut options = UndoOptions {
+        force: false,
+        dry_run: false,
+    };
+    for arg in args.split_whitespace() {
+        match arg {
+            "--force" => options.force = true,
+            "--dry-run" => options.dry_run = true,
+            other => return Err(format!("unknown option {other}; use --force or --dry-run")),
+        }
+    }
+    Ok(options)
+}
+
+/// `/undo` and `/redo`. Undo restores the files of the workspace's newest turn and, when it
+/// is this session's, truncates the conversation to where the turn began.
+async fn restore(agent: &mut Agent<'_>, undo: bool, options: UndoOptions) -> String {
+    let ctx = agent.ctx;
+    let (store, notices) = match ctx.open_store().await {
+        Ok(opened) => opened,
+        Err(err) => return format!("error: {err:#}"),
+    };
+    let workspace = match ctx.workspace() {
+        Ok(workspace) => workspace,
+        Err(err) => return format!("error: {err:#}"),
+    };
+    let mut out = String::new();
+    for notice in notices {
+        let _ = writeln!(out, "note: {notice}");
+    }
+    let result = if undo {
+        store.undo(&workspace, options).await
+    } else {
+        store.redo(&workspace, options).await
+    };
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        Err(UndoError::Conflict(report)) => {
+            let verb = if undo { "undo" } else { "redo" };
+            let _ = write!(
+                out,
+                "{report}\n(here: /{verb} --dry-run shows the diff, /{verb} --force overwrites)"
+            );
+            return out;
+        }
+        Err(err) => {
+            out.push_str(&err.to_string());
+            return out;
+        }
+    };
+    out.push_str(&outcome.to_string());
+    if options.dry_run {
+        match headless::dry_run_diff(&store, &workspace, &outcome, agent.printer.color()).await {
+            Ok(diff) => out.push_str(&diff),
+            Err(err) => {
+                let _ = writeln!(out, "error: {err:#}");
+            }
+        }
+        return out;
+    }
+    let own = outcome.turn.session.as_deref() == Some(agent.session.id());
+    match (undo, own, &outcome.turn.session) {
+        (true, true, _) => {
+            let marker = usize::try_from(outcome.turn.history_marker).unwrap_or(usize::MAX);
+            if marker < agent.history.len() {
+                let dropped = agent.history.len() - marker;
+                if let Err(err) = agent.rewind(marker) {
+                    let _ = writeln!(out, "error: {err:#}");
+                } else {
+                    let _ = writeln!(
+                        out,
+                        "rewound the conversation by {dropped} messages to before that turn"
+                    );
+                }
+            }
+        }
+        (true, false, Some(session)) => {
+            let _ = writeln!(
+                out,
+                "that turn belongs to session {session}; this conversation was not rewound"
+            );
+        }
+        (true, false, None) => {
+            let _ = writeln!(
+                out,
+                "that turn was a headless command; this conversation was not rewound"
+            );
+        }
+        (false, _, _) => {
+            let _ = writeln!(
+                out,
+                "the files are back; the conversation was not restored, so tell the model if it should know"
+            );
+        }
+    }
+    out
+}
+
+fn help(registry: &Registry) -> String {
+    let mut out = String::from("commands:\n");
+    for (name, summary) in BUILTINS {
+        let _ = writeln!(out, "  /{name:<10} {summary}");
+    }
+    let users: Vec<String> = registry
+        .commands()
+        .iter()
+        .map(|c| format!("/{}", c.name))
+        .collect();
+    if !users.is_empty() {
+        let _ = writeln!(
+            out,
+            "your commands: {} (/commands lists them)",
+            users.join(" ")
+        );
+    }
+    out.push_str("/undo --dry-run shows the diff first; /undo --force overwrites later changes\n");
+    out.push_str("keys: Tab completes /commands and @paths; Ctrl-C stops the running turn (its changes stay undoable); Ctrl-D or /exit leaves\n");
+    out
+}
+
+/// `unknown command /frob; did you mean /log?`: the closest names by edit distance.
+pub fn unknown_command(name: &str, names: &[String]) -> String {
+    let mut scored: Vec<(usize, &String)> = names.iter().map(|n| (distance(name, n), n)).collect();
+    scored.sort();
+    let best = scored.first().map_or(usize::MAX, |(d, _)| *d);
+    let close: Vec<String> = scored
+        .iter()
+        .filter(|(d, n)| *d == best || n.starts_with(name))
+        .take(3)
+        .map(|(_, n)| format!("/{n}"))
+        .collect();
+    if close.is_empty() {
+        format!("unknown command /{name}; /help lists the commands")
+    } else {
+        format!(
+            "unknown command /{name}; did you mean {}?",
+            close.join(" or ")
+        )
+    }
+}
+
+/// Levenshtein distance over characters.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            let next = (row[j] + 1).min(row[j + 1] + 1).min(previous + cost);
+            previous = row[j + 1];
+            row[j + 1] = next;
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_the_closest_commands() {
+        let names: Vec<String> = [
+            "help", "undo", "redo", "log", "commands", "clear", "trust", "exit", "review",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        assert_eq!(
+            unknown_command("undp", &names),
+            "unknown command /undp; did you mean /undo?"
+        );
+        assert_eq!(
+            unknown_command("rev", &names),
+            "unknown command /rev; did you mean /redo or /review?"
+        );
+        assert!(
+            unknown_command("frob", &names).starts_with("unknown command /frob; did you mean /")
+        );
+        assert_eq!(distance("kitten", "sitting"), 3);
+    }
+}

@@ -1,0 +1,272 @@
+//! Saved sessions: `.shiro/sessions/<id>.jsonl`, one JSON event a line, appended as the
+//! conversation goes, so a crash loses at most the line being written.
+//!
+//! Loading replays the lines: `message` appends to the history, `rewind` truncates it (an
+//! `/undo` that took the conversation back). A damaged last line — a write cut short by a
+//! crash — is skipped with a notice; a damaged line elsewhere is an error, because replaying
+//! past it would give the model a history that never happened.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context as _, Result, bail};
+use serde::{Deserialize, Serialize};
+
+use crate::provider::Message;
+
+/// The folder of saved sessions, relative to the workspace root.
+pub const SESSIONS_DIR: &str = ".shiro/sessions";
+
+/// One line of a session file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Line {
+    /// A message appended to the history.
+    Message {
+        /// The message, as the provider sends it.
+        message: Message,
+    },
+    /// The history was truncated to its first `to` messages (an `/undo`).
+    Rewind {
+        /// The history's length after the rewind.
+        to: usize,
+    },
+    /// A turn was recorded in the undo log (informational; loading ignores it).
+    Turn {
+        /// The undo log's number for it.
+        turn_id: u64,
+        /// The history's length when it began.
+        history_marker: usize,
+    },
+}
+
+/// An open session: its id, its file, and the history replayed from it.
+#[derive(Debug)]
+pub struct Session {
+    id: String,
+    path: PathBuf,
+    file: File,
+}
+
+/// A session reopened from disk.
+#[derive(Debug)]
+pub struct Reopened {
+    /// The session, ready to append to.
+    pub session: Session,
+    /// The history its lines describe.
+    pub history: Vec<Message>,
+    /// Things the user should hear (a damaged last line that was skipped).
+    pub notices: Vec<String>,
+}
+
+impl Session {
+    /// Starts a new session with a fresh id.
+    pub fn create(root: &Path) -> Result<Session> {
+        let dir = ensure_dir(root)?;
+        let id = new_id();
+        let path = dir.join(format!("{id}.jsonl"));
+        let file = OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("cannot create the session file {}", path.display()))?;
+        Ok(Session { id, path, file })
+    }
+
+    /// Reopens the session `id`, or the newest one when `id` is `None`.
+    pub fn reopen(root: &Path, id: Option<&str>) -> Result<Reopened> {
+        let dir = root.join(SESSIONS_DIR);
+        let path = match id {
+            Some(id) => {
+                let id = id.trim().trim_end_matches(".jsonl");
+                if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
+                    bail!("invalid session id {id:?}");
+                }
+                let path = dir.join(format!("{id}.jsonl"));
+                if !path.is_file() {
+                    bail!(
+                        "no session {id} in {}; `ls {SESSIONS_DIR}` lists them",
+                        dir.display()
+                    );
+                }
+                path
+            }
+            None => latest(&dir)?
+                .with_context(|| format!("no saved session in {} to continue", dir.display()))?,
+        };
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("cannot read the session file {}", path.display()))?;
+        let (history, notices) = replay(&text)
+            .with_context(|| format!("the session file {} is damaged", path.display()))?;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("cannot open the session file {}", path.display()))?;
+        let id = path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Ok(Reopened {
+            session: Session { id, path, file },
+            history,
+            notices,
+        })
+    }
+
+    /// The session's id (its file name without `.jsonl`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The session file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one line and flushes it, so that it survives a crash of this process.
+    pub fn append(&mut self, line: &Line) -> Result<()> {
+        let mut text = serde_json::to_string(line).context("cannot encode a session line")?;
+        text.push('\n');
+        self.file
+            .write_all(text.as_bytes())
+            .and_then(|()| self.file.flush())
+            .with_context(|| format!("cannot write the session file {}", self.path.display()))
+    }
+}
+
+/// Rebuilds the history from a session file's text.
+pub fn replay(text: &str) -> Result<(Vec<Message>, Vec<String>)> {
+    let mut history = Vec::new();
+    let mut notices = Vec::new();
+    let lines: Vec<&str> = text.lines().collect();
+    for (index, raw) in lines.iter().enumerate() {
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let line: Line = match serde_json::from_str(raw) {
+            Ok(line) => line,
+            // Only the last line can be cut short by a crash mid-write.
+            Err(err) if index + 1 == lines.len() => {
+                notices.push(format!(
+                    "skipped the damaged last line of the session ({err}); the conversation continues from the line before"
+                ));
+                continue;
+            }
+            Err(err) => bail!("line {} does not parse: {err}", index + 1),
+        };
+        match line {
+            Line::Message { message } => history.push(message),
+            Line::Rewind { to } => history.truncate(to),
+            Line::Turn { .. } => {}
+        }
+    }
+    Ok((history, notices))
+}
+
+/// Creates `.shiro/sessions/` with a `.gitignore` of `*`, so transcripts are never committed.
+fn ensure_dir(root: &Path) -> Result<PathBuf> {
+    let dir = root.join(SESSIONS_DIR);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let ignore = dir.join(".gitignore");
+    if !ignore.exists() {
+        std::fs::write(&ignore, "*\n")
+            .with_context(|| format!("cannot write {}", ignore.display()))?;
+    }
+    Ok(dir)
+}
+
+/// The newest `*.jsonl` in `dir` by modification time (names break ties: they start with
+/// the creation time, so they sort by age too).
+fn latest(dir: &Path) -> Result<Option<PathBuf>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(err).with_context(|| format!("cannot list {}", dir.display())),
+    };
+    let mut best: Option<(SystemTime, PathBuf)> = None;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().is_none_or(|ext| ext != "jsonl") {
+            continue;
+        }
+        let modified = entry
+            .metadata()
+            .and_then(|m| m.modified())
+            .unwrap_or(UNIX_EPOCH);
+        if best
+            .as_ref()
+            .is_none_or(|(time, name)| (modified, &path) > (*time, name))
+        {
+            best = Some((modified, path));
+        }
+    }
+    Ok(best.map(|(_, path)| path))
+}
+
+/// `YYYYMMDD-HHMMSS-xxxx`: sortable by creation time, with a random suffix so two sessions
+/// started in the same second do not collide.
+fn new_id() -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let stamp = crate::headless::format_time(now.as_secs());
+    // "2026-11-30 00:53:20 UTC" → "20261130-005320".
+    let digits: String = stamp.chars().filter(char::is_ascii_digit).collect();
+    let (date, time) = digits.split_at(digits.len().min(8));
+    // RandomState is seeded from the OS per process; hashing the clock mixes in the moment.
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(now.as_nanos());
+    hasher.write_u32(std::process::id());
+    format!("{date}-{time}-{:04x}", hasher.finish() & 0xffff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replays_messages_and_rewinds_and_skips_a_torn_last_line() {
+        let lines = [
+            serde_json::to_string(&Line::Message {
+                message: Message::user("one"),
+            })
+            .unwrap(),
+            serde_json::to_string(&Line::Message {
+                message: Message::assistant("two"),
+            })
+            .unwrap(),
+            serde_json::to_string(&Line::Rewind { to: 1 }).unwrap(),
+            serde_json::to_string(&Line::Message {
+                message: Message::user("three"),
+            })
+            .unwrap(),
+            "{\"type\":\"mess".to_owned(),
+        ];
+        let (history, notices) = replay(&lines.join("\n")).unwrap();
+        assert_eq!(history, vec![Message::user("one"), Message::user("three")]);
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        let damaged_middle = format!("{}\n{}", lines[4], lines[0]);
+        assert!(replay(&damaged_middle).is_err());
+    }
+
+    #[test]
+    fn creates_reopens_and_finds_the_latest() {
+        let root = tempfile::tempdir().unwrap();
+        let mut session = Session::create(root.path()).unwrap();
+        session
+            .append(&Line::Message {
+                message: Message::user("hi"),
+            })
+            .unwrap();
+        let id = session.id().to_owned();
+        assert!(root.path().join(".shiro/sessions/.gitignore").is_file());
+        let again = Session::reopen(root.path(), None).unwrap();
+        assert_eq!(again.session.id(), id);
+        assert_eq!(again.history, vec![Message::user("hi")]);
+        assert!(Session::reopen(root.path(), Some("../x")).is_err());
+        assert!(Session::reopen(root.path(), Some("nope")).is_err());
+    }
+}

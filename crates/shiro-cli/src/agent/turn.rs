@@ -1,0 +1,384 @@
+//! The agent loop: prompt → stream the model's answer → run its tool calls → send the
+//! results → repeat until it stops calling tools or the step cap is reached. Every turn is
+//! recorded in the workspace's undo log through a `Recording` mutator.
+
+use anyhow::{Context as _, Result, anyhow};
+use serde_json::Value;
+use shiro_tools::{Change, FsMutator, Tool};
+use shiro_undo::{Recording, TurnStart};
+
+use super::approve::{self, Answer, Approvals, Decision, Policy};
+use super::events::{Event, Printer, Status};
+use super::input::{Input, Read};
+use super::session::{Line, Session};
+use crate::headless::Context;
+use crate::provider::{ChatRequest, Message, Provider, Role, ToolSpec};
+
+/// The default cap on model calls in one turn.
+pub const DEFAULT_MAX_STEPS: usize = 50;
+
+/// The system prompt. Fixed text (no dates, no paths) so transcripts and tests are stable.
+pub const SYSTEM_PROMPT: &str = "You are shiro, a coding agent working in the user's workspace. \
+Use the tools to read, search and change files; paths are relative to the workspace root. \
+Prefer edit_file, multi_edit and apply_patch for changes to existing files. \
+Every file change you make can be undone by the user. \
+When you are done, answer briefly with what you changed.";
+
+/// One conversation with a model in one workspace.
+pub struct Agent<'a> {
+    /// Where it works.
+    pub ctx: &'a Context,
+    /// The model, or why there is none (reported when a prompt is sent).
+    pub provider: Result<Box<dyn Provider>, String>,
+    /// The tools on offer.
+    pub tools: Vec<Box<dyn Tool>>,
+    /// Their descriptions for the model.
+    pub specs: Vec<ToolSpec>,
+    /// The conversation, starting with the system message.
+    pub history: Vec<Message>,
+    /// Where the conversation is saved.
+    pub session: Session,
+    /// Where output goes.
+    pub printer: Printer,
+    /// Where prompts and approval answers come from.
+    pub input: Box<dyn Input + 'a>,
+    /// Who approves tool calls.
+    pub approvals: Approvals,
+    /// The cap on model calls per turn.
+    pub max_steps: usize,
+    /// Whether Ctrl-C stops a running turn (the REPL) rather than the process.
+    pub catch_interrupts: bool,
+}
+
+impl std::fmt::Debug for Agent<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("session", &self.session.id())
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a turn went.
+#[derive(Debug, Default)]
+pub struct TurnReport {
+    /// The model's last text.
+    pub answer: String,
+    /// What changed on disk, in order.
+    pub changed: Vec<Change>,
+    /// The undo log's number for the turn, when it was recorded.
+    pub turn_id: Option<u64>,
+    /// How many model calls were made.
+    pub steps: usize,
+    /// Why it ended early, if it did.
+    pub error: Option<String>,
+    /// Whether it ran `bash`.
+    pub ran_bash: bool,
+}
+
+/// The tool specs the model is offered.
+pub fn specs(tools: &[Box<dyn Tool>]) -> Vec<ToolSpec> {
+    tools
+        .iter()
+        .map(|tool| ToolSpec {
+            name: tool.name().to_owned(),
+            description: tool.description().to_owned(),
+            parameters: tool.schema(),
+        })
+        .collect()
+}
+
+impl Agent<'_> {
+    /// Appends a message to the history and the session file.
+    pub fn push(&mut self, message: Message) -> Result<()> {
+        self.session.append(&Line::Message {
+            message: message.clone(),
+        })?;
+        self.history.push(message);
+        Ok(())
+    }
+
+    /// Truncates the history to `to` messages and records the rewind in the session file.
+    pub fn rewind(&mut self, to: usize) -> Result<()> {
+        self.history.truncate(to);
+        self.session.append(&Line::Rewind { to })
+    }
+
+    /// Runs one turn for `prompt`. Errors of the model or a tool end the turn and are in the
+    /// report; only failures of shiro's own bookkeeping (the undo store, the session file)
+    /// are returned as errors.
+    pub async fn turn(&mut self, prompt: &str) -> Result<TurnReport> {
+        let marker = self.history.len();
+        let (store, notices) = self.ctx.open_store().await?;
+        for notice in notices {
+            self.printer.info(&format!("note: {notice}"));
+        }
+        let recording = store.recorder(self.ctx.workspace()?);
+        recording
+            .begin_turn(TurnStart {
+                summary: summary_of(prompt),
+                history_marker: marker as u64,
+                session: Some(self.session.id().to_owned()),
+            })
+            .await?;
+        let mut report = TurnReport::default();
+        let outcome = if self.catch_interrupts {
+            // Dropping the steps future cancels the model request or the running tool (bash
+            // kills its process group on drop); what the turn changed so far stays recorded.
+            tokio::select! {
+                outcome = self.steps(&recording, prompt, &mut report) => outcome,
+                () = interrupt() => Err(anyhow!("interrupted by Ctrl-C")),
+            }
+        } else {
+            self.steps(&recording, prompt, &mut report).await
+        };
+        if let Err(err) = outcome {
+            report.error = Some(format!("{err:#}"));
+        }
+        let repaired = self.answer_dangling_calls();
+        let finished = recording.finish_turn().await;
+        for notice in store.take_notices() {
+            self.printer.info(&format!("note: {notice}"));
+        }
+        report.turn_id = finished?.map(|id| id.0);
+        if let Some(turn_id) = report.turn_id {
+            self.session.append(&Line::Turn {
+                turn_id,
+                history_marker: marker,
+            })?;
+        }
+        repaired?;
+        self.printer.event(&Event::TurnEnd {
+            changed: report.changed.clone(),
+            turn_id: report.turn_id,
+            steps: report.steps,
+            error: report.error.clone(),
+        });
+        if report.ran_bash && report.turn_id.is_some() {
+            self.printer.info("note: this turn ran bash; /undo restores its file-tool changes, not the effects of its commands");
+        }
+        Ok(report)
+    }
+
+    async fn steps(
+        &mut self,
+        recording: &Recording<FsMutator>,
+        prompt: &str,
+        report: &mut TurnReport,
+    ) -> Result<()> {
+        self.push(Message::user(prompt))?;
+        while report.steps < self.max_steps {
+            report.steps += 1;
+            let provider = self.provider.as_ref().map_err(|why| anyhow!("{why}"))?;
+            let request = ChatRequest {
+                messages: &self.history,
+                tools: &self.specs,
+            };
+            let printer = &mut self.printer;
+            let completion = provider
+                .complete(&request, &mut |event| printer.stream(event))
+                .await?;
+            let message = completion.message;
+            if !message.content.is_empty() {
+                self.printer.event(&Event::AssistantText {
+                    text: message.content.clone(),
+                });
+            }
+            self.printer.end_line();
+            report.answer.clone_from(&message.content);
+            let calls = message.tool_calls.clone();
+            self.push(message)?;
+            if calls.is_empty() {
+                return Ok(());
+            }
+            for call in &calls {
+                let text = self.call_tool(recording, call, report).await;
+                self.push(Message::tool_result(call.id.clone(), text))?;
+            }
+        }
+        Err(anyhow!(
+            "stopped after {} model calls (the step cap); ask again to continue",
+            self.max_steps
+        ))
+    }
+
+    /// Runs one tool call (after approval) and returns the text for the model.
+    async fn call_tool(
+        &mut self,
+        recording: &Recording<FsMutator>,
+        call: &crate::provider::ToolCall,
+        report: &mut TurnReport,
+    ) -> String {
+        let parsed: Result<Value, _> = if call.arguments.trim().is_empty() {
+            Ok(Value::Object(serde_json::Map::new()))
+        } else {
+            serde_json::from_str(&call.arguments)
+        };
+        self.printer.event(&Event::ToolCall {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: parsed
+                .as_ref()
+                .map_or_else(|_| Value::String(call.arguments.clone()), Clone::clone),
+        });
+        let (status, text, changes) = self.run_call(recording, &call.name, parsed, report).await;
+        self.printer.event(&Event::ToolResult {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            status,
+            output: text.clone(),
+            changes: changes.clone(),
+        });
+        report.changed.extend(changes);
+        text
+    }
+
+    async fn run_call(
+        &mut self,
+        recording: &Recording<FsMutator>,
+        name: &str,
+        parsed: Result<Value, serde_json::Error>,
+        report: &mut TurnReport,
+    ) -> (Status, String, Vec<Change>) {
+        let Some(tool) = self.tools.iter().find(|tool| tool.name() == name) else {
+            let names: Vec<&str> = self.tools.iter().map(|tool| tool.name()).collect();
+            return (
+                Status::Error,
+                format!("unknown tool {name:?}; the tools are: {}", names.join(", ")),
+                Vec::new(),
+            );
+        };
+        let args = match parsed {
+            Ok(args) => args,
+            Err(err) => {
+                return (
+                    Status::Error,
+                    format!("the arguments are not valid JSON ({err}); nothing was run"),
+                    Vec::new(),
+                );
+            }
+        };
+        let is_bash = tool.name() == "bash";
+        if tool.is_mutating() || is_bash {
+            let preview = approve::preview(
+                tool.as_ref(),
+                &args,
+                recording.inner(),
+                self.printer.color(),
+            )
+            .await;
+            self.printer.info(&preview);
+            if let Decision::Deny(reason) = decide(
+                &mut self.approvals,
+                &mut *self.input,
+                &mut self.printer,
+                name,
+            ) {
+                return (
+                    Status::Denied,
+                    approve::denied_text(reason.as_deref()),
+                    Vec::new(),
+                );
+            }
+        }
+        let result = tool.call(recording, args).await;
+        if tool.is_mutating() {
+            let changes = result
+                .as_ref()
+                .map(|output| output.changes.as_slice())
+                .unwrap_or_default();
+            recording.note_tool(tool.name(), changes).await;
+        }
+        if is_bash {
+            recording.note_bash().await;
+            report.ran_bash = true;
+        }
+        match result {
+            Ok(output) => (Status::Ok, output.text, output.changes),
+            Err(err) => (Status::Error, err.to_string(), Vec::new()),
+        }
+    }
+
+    /// After an interrupted turn, answers the tool calls of the last assistant message that
+    /// got no result, so the history stays one a model accepts (every call answered).
+    fn answer_dangling_calls(&mut self) -> Result<()> {
+        let Some(index) = self.history.iter().rposition(|m| m.role == Role::Assistant) else {
+            return Ok(());
+        };
+        let answered: Vec<String> = self.history[index + 1..]
+            .iter()
+            .filter_map(|m| m.tool_call_id.clone())
+            .collect();
+        let missing: Vec<String> = self.history[index]
+            .tool_calls
+            .iter()
+            .filter(|call| !answered.contains(&call.id))
+            .map(|call| call.id.clone())
+            .collect();
+        for id in missing {
+            self.push(Message::tool_result(
+                id,
+                "the user interrupted the turn before this call finished; it may have run partly",
+            ))
+            .context("cannot save the session")?;
+        }
+        Ok(())
+    }
+}
+
+/// Asks (or not, by policy) whether a call may run.
+fn decide(
+    approvals: &mut Approvals,
+    input: &mut dyn Input,
+    printer: &mut Printer,
+    tool: &str,
+) -> Decision {
+    if approvals.always.contains(tool) {
+        return Decision::Run;
+    }
+    match approvals.policy {
+        Policy::Approve => return Decision::Run,
+        Policy::Deny => {
+            return Decision::Deny(Some("tools that change files or run commands need approval; rerun with --yes to allow them".to_owned()));
+        }
+        Policy::Ask => {}
+    }
+    loop {
+        let prompt = format!(
+            "allow {tool}? [y]es, [a]lways for {tool}, [n]o (n REASON tells the model why) "
+        );
+        match input.read(&prompt, printer) {
+            Read::Line(line) => match approve::parse_answer(&line) {
+                Some(Answer::Once) => return Decision::Run,
+                Some(Answer::Always) => {
+                    approvals.always.insert(tool.to_owned());
+                    return Decision::Run;
+                }
+                Some(Answer::No(reason)) => return Decision::Deny(reason),
+                None => printer.info("answer y, a or n"),
+            },
+            Read::Interrupted | Read::Eof => return Decision::Deny(None),
+        }
+    }
+}
+
+/// Resolves on Ctrl-C. If the handler cannot be installed, it never resolves (the turn then
+/// simply cannot be interrupted), rather than ending the turn at once.
+async fn interrupt() {
+    if tokio::signal::ctrl_c().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// The first line of a prompt, cut to a length fit for `shiro log`.
+fn summary_of(prompt: &str) -> String {
+    const MAX: usize = 80;
+    let line = prompt
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    match line.char_indices().nth(MAX) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
+    }
+}

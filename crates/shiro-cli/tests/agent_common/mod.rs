@@ -1,0 +1,195 @@
+//! Helpers for the agent's end-to-end tests: a workspace and a config dir per test, the
+//! built `shiro` run as a child process, and normalisation of paths and session ids.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::io::AsyncWriteExt;
+
+/// One test's world: a workspace and an (empty) user config directory.
+pub struct World {
+    pub ws: tempfile::TempDir,
+    pub cfg: tempfile::TempDir,
+}
+
+/// A finished run of `shiro`.
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl World {
+    pub fn new() -> World {
+        World {
+            ws: tempfile::tempdir().unwrap(),
+            cfg: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn root(&self) -> PathBuf {
+        self.ws.path().canonicalize().unwrap()
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let path = self.ws.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> Option<String> {
+        std::fs::read_to_string(self.ws.path().join(rel)).ok()
+    }
+
+    /// Writes a replay script and returns the `--model` value that plays it.
+    pub fn replay(&self, script: &serde_json::Value) -> String {
+        let path = self
+            .cfg
+            .path()
+            .join(format!("script-{}.json", rand_suffix()));
+        std::fs::write(&path, script.to_string()).unwrap();
+        format!("replay:{}", path.display())
+    }
+
+    /// Runs `shiro ARGS` in the workspace with `stdin` piped in. The user's real config and
+    /// model settings are never seen.
+    pub async fn run(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Run {
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_shiro"));
+        command
+            .args(args)
+            .current_dir(self.ws.path())
+            .env("SHIRO_CONFIG_DIR", self.cfg.path())
+            .env("NO_COLOR", "1")
+            .env_remove("SHIRO_MODEL")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("OPENAI_API_KEY")
+            .env_remove("XDG_CONFIG_HOME")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.as_bytes()).await.unwrap();
+        drop(input);
+        let output = tokio::time::timeout(
+            std::time::Duration::from_secs(120),
+            child.wait_with_output(),
+        )
+        .await
+        .expect("shiro finished within 120 s")
+        .unwrap();
+        Run {
+            code: output.status.code(),
+            stdout: String::from_utf8(output.stdout).unwrap(),
+            stderr: String::from_utf8(output.stderr).unwrap(),
+        }
+    }
+
+    /// The session files, oldest name first.
+    pub fn sessions(&self) -> Vec<PathBuf> {
+        let dir = self.ws.path().join(".shiro/sessions");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|entries| {
+                entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        files.sort();
+        files
+    }
+
+    /// The lines of the only session file, as JSON.
+    pub fn session_lines(&self) -> Vec<serde_json::Value> {
+        let sessions = self.sessions();
+        assert_eq!(sessions.len(), 1, "{sessions:?}");
+        std::fs::read_to_string(&sessions[0])
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Replaces the workspace path with `[WS]` and session ids with `[SESSION]`.
+    pub fn normalize(&self, text: &str) -> String {
+        let mut text = text.replace(&self.root().display().to_string(), "[WS]");
+        text = text.replace(&self.cfg.path().display().to_string(), "[CFG]");
+        normalize_ids(&text)
+    }
+}
+
+/// Replaces every `YYYYMMDD-HHMMSS-xxxx` session id with `[SESSION]`.
+pub fn normalize_ids(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let shape = "dddddddd-dddddd-hhhh";
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let fits = i + shape.len() <= chars.len()
+            && shape.chars().zip(&chars[i..]).all(|(s, c)| match s {
+                'd' => c.is_ascii_digit(),
+                'h' => c.is_ascii_hexdigit(),
+                other => other == *c,
+            });
+        if fits {
+            out.push_str("[SESSION]");
+            i += shape.len();
+        } else {
+            out.push(chars[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The messages a session file describes, replayed (messages appended, rewinds applied).
+pub fn replay_history(lines: &[serde_json::Value]) -> Vec<serde_json::Value> {
+    let mut history = Vec::new();
+    for line in lines {
+        match line["type"].as_str().unwrap() {
+            "message" => history.push(line["message"].clone()),
+            "rewind" => history.truncate(line["to"].as_u64().unwrap() as usize),
+            _ => {}
+        }
+    }
+    history
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// Every file under `root` except `.shiro/`, with its bytes.
+pub fn tree(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_owned()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if rel == ".shiro" {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,232 @@
+//! `shiro -p` end to end against the mock OpenAI-compatible server on 127.0.0.1.
+#![allow(clippy::unwrap_used)]
+
+mod agent_common;
+mod support;
+
+use agent_common::World;
+use support::mock_openai::{
+    MockResponse, MockServer, error_body, finish_chunk, text_chunk, tool_call_chunk,
+};
+
+/// Three steps: write a file (arguments streamed in fragments), edit it, answer.
+fn write_edit_answer() -> Vec<MockResponse> {
+    vec![
+        MockResponse::stream(vec![
+            text_chunk("Writing it."),
+            tool_call_chunk(0, Some("call_w"), Some("write_file"), "{\"path\": \"hello"),
+            tool_call_chunk(0, None, None, ".txt\", \"content\": \"hello\\n\"}"),
+            finish_chunk("tool_calls"),
+        ]),
+        MockResponse::stream(vec![
+            tool_call_chunk(
+                0,
+                Some("call_e"),
+                Some("edit_file"),
+                "{\"path\": \"hello.txt\", ",
+            ),
+            tool_call_chunk(
+                0,
+                None,
+                None,
+                "\"old_string\": \"hello\", \"new_string\": \"hello, world\"}",
+            ),
+            finish_chunk("tool_calls"),
+        ]),
+        MockResponse::text(&["hello.txt now ", "says hello, world."]),
+    ]
+}
+
+fn model_env(url: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("OPENAI_BASE_URL", url.to_owned()),
+        ("SHIRO_MODEL", "mock-model".to_owned()),
+    ]
+}
+
+async fn run_p(world: &World, url: &str, args: &[&str]) -> agent_common::Run {
+    let env = model_env(url);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    world.run(args, "", &env).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_headless_turn_writes_edits_answers_and_undo_restores() {
+    let world = World::new();
+    let (url, server) = MockServer::start(write_edit_answer()).await;
+    let run = run_p(&world, &url, &["-p", "make hello.txt", "--yes"]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "hello.txt now says hello, world.\n");
+    insta::assert_snapshot!("headless_stderr", world.normalize(&run.stderr));
+    assert_eq!(world.read("hello.txt").as_deref(), Some("hello, world\n"));
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[0].body["model"], "mock-model");
+    let messages = requests[2].body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "tool", "assistant", "tool"]
+    );
+    assert_eq!(messages[3]["tool_call_id"], "call_w");
+    assert!(
+        messages[5]["content"]
+            .as_str()
+            .unwrap()
+            .contains("hello.txt"),
+        "{:?}",
+        messages[5]
+    );
+
+    let undo = world.run(&["undo"], "", &[]).await;
+    assert_eq!(undo.code, Some(0), "{undo:?}");
+    assert_eq!(
+        world.read("hello.txt"),
+        None,
+        "undo removed the file the turn created"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_events_are_one_object_a_line() {
+    let world = World::new();
+    let (url, _server) = MockServer::start(write_edit_answer()).await;
+    let run = run_p(&world, &url, &["-p", "make hello.txt", "--yes", "--json"]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    for line in run.stdout.lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap();
+    }
+    insta::assert_snapshot!("headless_json", world.normalize(&run.stdout));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_yes_mutating_tools_are_denied_and_the_model_is_told() {
+    let world = World::new();
+    let (url, server) = MockServer::start(vec![
+        MockResponse::stream(vec![
+            tool_call_chunk(
+                0,
+                Some("call_w"),
+                Some("write_file"),
+                "{\"path\": \"x.txt\", \"content\": \"x\"}",
+            ),
+            finish_chunk("tool_calls"),
+        ]),
+        MockResponse::text(&["I could not write x.txt."]),
+    ])
+    .await;
+    let run = run_p(&world, &url, &["-p", "make x.txt"]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(world.read("x.txt"), None);
+    let requests = server.requests();
+    let tool_result = &requests[1].body["messages"][3];
+    assert_eq!(tool_result["role"], "tool");
+    let text = tool_result["content"].as_str().unwrap();
+    assert!(
+        text.starts_with("the user denied this tool call; nothing was run"),
+        "{text}"
+    );
+    assert!(text.contains("--yes"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_is_retried_then_the_turn_succeeds() {
+    let world = World::new();
+    let (url, server) = MockServer::start(vec![
+        MockResponse::error(429, error_body("slow down", "rate_limit_exceeded", None))
+            .with_header("Retry-After", "0"),
+        MockResponse::text(&["fine now"]),
+    ])
+    .await;
+    let run = run_p(&world, &url, &["-p", "hi"]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "fine now\n");
+    assert!(run.stderr.contains("retry 1 of"), "{}", run.stderr);
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_401_fails_clearly_with_exit_1() {
+    let world = World::new();
+    let (url, _server) = MockServer::start(vec![MockResponse::error(
+        401,
+        error_body(
+            "Incorrect API key",
+            "invalid_request_error",
+            Some("invalid_api_key"),
+        ),
+    )])
+    .await;
+    let run = run_p(&world, &url, &["-p", "hi"]).await;
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert_eq!(run.stdout, "");
+    assert!(
+        run.stderr
+            .contains("turn stopped: the API key was refused (401); set OPENAI_API_KEY"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_connection_fails_clearly_and_keeps_earlier_changes_undoable() {
+    let world = World::new();
+    let (url, _server) = MockServer::start(vec![
+        MockResponse::stream(vec![
+            tool_call_chunk(
+                0,
+                Some("call_w"),
+                Some("write_file"),
+                "{\"path\": \"x.txt\", \"content\": \"x\"}",
+            ),
+            finish_chunk("tool_calls"),
+        ]),
+        MockResponse::dropped_after(vec![text_chunk("Half an ans")]),
+    ])
+    .await;
+    let run = run_p(&world, &url, &["-p", "make x.txt", "--yes", "--json"]).await;
+    assert_eq!(run.code, Some(1), "{run:?}");
+    let last: serde_json::Value = serde_json::from_str(run.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "turn_end");
+    assert_eq!(
+        last["error"],
+        "the connection closed before the response finished"
+    );
+    assert_eq!(
+        last["turn_id"], 1,
+        "the write before the failure was recorded"
+    );
+    assert_eq!(world.read("x.txt").as_deref(), Some("x"));
+    let undo = world.run(&["undo"], "", &[]).await;
+    assert_eq!(undo.code, Some(0), "{undo:?}");
+    assert_eq!(world.read("x.txt"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_command_is_expanded_and_sent_as_the_prompt() {
+    let world = World::new();
+    world.write(
+        ".shiro/commands.md",
+        "# Commands\n\n## review\n> Review a file for bugs\nReview $1 for bugs. Focus: $2\n",
+    );
+    let (url, server) = MockServer::start(vec![MockResponse::text(&["Looks fine."])]).await;
+    let env = model_env(&url);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let run = world
+        .run(&[], "/review src/main.rs \"error handling\"\n", &env)
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "{run:?}");
+    let messages = requests[0].body["messages"].as_array().unwrap();
+    assert_eq!(messages.last().unwrap()["role"], "user");
+    assert_eq!(
+        messages.last().unwrap()["content"],
+        "Review src/main.rs for bugs. Focus: error handling"
+    );
+    assert!(run.stdout.contains("Looks fine."), "{}", run.stdout);
+}

@@ -1,0 +1,154 @@
+//! The REPL driven through piped standard input, with the replay provider (no network), and
+//! the `shiro demo` run.
+#![allow(clippy::unwrap_used)]
+
+mod agent_common;
+
+use agent_common::{World, replay_history, tree};
+use serde_json::json;
+
+/// Two turns: the first creates a.txt, the second edits it and creates b.txt.
+fn two_turn_script() -> serde_json::Value {
+    json!({"responses": [
+        {"text": "Creating a.txt.", "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "a.txt", "content": "one\n"}}]},
+        {"text": "Created a.txt."},
+        {"text": "Editing.", "tool_calls": [
+            {"name": "edit_file", "arguments": {"path": "a.txt", "old_string": "one", "new_string": "two"}},
+            {"name": "write_file", "arguments": {"path": "sub/b.txt", "content": "bee\n"}}]},
+        {"text": "Edited a.txt and created sub/b.txt."}
+    ]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn piped_session_two_turns_then_undo_restores_files_and_rewinds_history() {
+    let world = World::new();
+    world.write("keep.txt", "untouched\n");
+    let model = world.replay(&two_turn_script());
+    // Approvals are read from the following lines: y for the first turn's call; in the
+    // second, `a` approves edit_file for the session and `y` the write.
+    let stdin = "make a.txt\ny\nchange it\na\ny\n/undo\n";
+    let run = world.run(&["--model", &model], stdin, &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    insta::assert_snapshot!("piped_session", world.normalize(&run.stdout));
+
+    assert_eq!(
+        world.read("a.txt").as_deref(),
+        Some("one\n"),
+        "the second turn's edit is undone"
+    );
+    assert_eq!(
+        world.read("sub/b.txt"),
+        None,
+        "the second turn's new file is gone"
+    );
+    assert!(
+        !world.ws.path().join("sub").exists(),
+        "the directory the turn created is gone"
+    );
+    assert_eq!(world.read("keep.txt").as_deref(), Some("untouched\n"));
+
+    let lines = world.session_lines();
+    assert!(
+        lines.iter().any(|l| l["type"] == "rewind"),
+        "a rewind line was saved"
+    );
+    let history = replay_history(&lines);
+    // system, user, assistant(call), tool, assistant(answer): the second turn is gone.
+    assert_eq!(history.len(), 5, "{history:#?}");
+    assert_eq!(history.last().unwrap()["content"], "Created a.txt.");
+    assert!(!history.iter().any(|m| m["content"] == "change it"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn continue_after_a_restart_then_undo_restores_files_and_rewinds() {
+    let world = World::new();
+    let model = world.replay(&two_turn_script());
+    let first = world
+        .run(&["--model", &model, "--yes"], "make a.txt\n", &[])
+        .await;
+    assert_eq!(first.code, Some(0), "{first:?}");
+    assert_eq!(world.read("a.txt").as_deref(), Some("one\n"));
+    assert_eq!(replay_history(&world.session_lines()).len(), 5);
+
+    // A new process: the replay script has no responses left for it, and needs none.
+    let second = world
+        .run(&["--model", &model, "--continue"], "/undo\n", &[])
+        .await;
+    assert_eq!(second.code, Some(0), "{second:?}");
+    let out = world.normalize(&second.stdout);
+    assert!(out.contains("session [SESSION] (resumed)"), "{out}");
+    assert!(
+        out.contains("undid turn #1 \"make a.txt\" of session [SESSION]"),
+        "{out}"
+    );
+    assert!(
+        out.contains("rewound the conversation by 4 messages"),
+        "{out}"
+    );
+    assert_eq!(world.read("a.txt"), None, "the created file is gone");
+    let history = replay_history(&world.session_lines());
+    assert_eq!(
+        history.len(),
+        1,
+        "only the system prompt is left: {history:#?}"
+    );
+    assert_eq!(history[0]["role"], "system");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_commands_get_suggestions_and_commands_lists_user_commands() {
+    let world = World::new();
+    world.write(
+        ".shiro/commands.md",
+        "# Commands\n\n## review\n> Review a file for bugs\nReview $ARGUMENTS carefully.\n",
+    );
+    let run = world
+        .run(&[], "/frob\n/undp\n/commands\n/help\n/exit\n", &[])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    insta::assert_snapshot!("commands_and_suggestions", world.normalize(&run.stdout));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_model_the_prompt_says_how_to_set_one() {
+    let world = World::new();
+    let run = world.run(&[], "hello\n", &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stdout.contains("no model is set: pass --model NAME"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_changes_files_shows_diffs_and_undo_restores_them_byte_for_byte() {
+    let world = World::new();
+    let run = world.run(&["demo"], "", &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let mut out = String::new();
+    for line in run.stdout.lines() {
+        let line = match line.find("/shiro-demo-") {
+            // The temporary directory's path differs each run.
+            Some(_) => line
+                .split(' ')
+                .map(|w| {
+                    if w.contains("/shiro-demo-") {
+                        "[TMP]"
+                    } else {
+                        w
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" "),
+            None => line.to_owned(),
+        };
+        out.push_str(&agent_common::normalize_ids(&line));
+        out.push('\n');
+    }
+    insta::assert_snapshot!("demo", out);
+    assert!(out.contains("byte-identical"), "{out}");
+    // The demo works in its own temporary directory, never in the current one.
+    assert!(tree(world.ws.path()).is_empty());
+}
