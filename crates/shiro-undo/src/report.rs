@@ -198,12 +198,16 @@ impl fmt::Display for UndoOutcome {
             writeln!(f, "  {verb:<width$}  {}", path.path)?;
         }
         if !self.conflicts.is_empty() {
-            let what = if self.dry_run {
-                "would overwrite"
-            } else {
-                "overwrote"
+            let since = match self.direction {
+                Direction::Undo => "since the turn",
+                Direction::Redo => "since the turn was undone",
             };
-            writeln!(f, "{what} changes made after the turn (forced):")?;
+            if self.dry_run {
+                let verb = self.direction.verb();
+                writeln!(f, "changed {since} ({verb} refuses these unless forced):")?;
+            } else {
+                writeln!(f, "forced over changes made {since}:")?;
+            }
             for conflict in &self.conflicts {
                 writeln!(f, "  {conflict}")?;
             }
@@ -382,10 +386,14 @@ impl fmt::Display for Notice {
                 cap,
             } => {
                 let ids: Vec<String> = dropped.iter().map(ToString::to_string).collect();
-                let turns = if dropped.len() == 1 { "turn" } else { "turns" };
+                let (turns, they) = if dropped.len() == 1 {
+                    ("turn", "it")
+                } else {
+                    ("turns", "they")
+                };
                 write!(
                     f,
-                    "dropped the oldest {turns} {} from the undo log to keep its store under {} (now {}); they can no longer be undone",
+                    "dropped the oldest {turns} {} from the undo log to keep its store under {} (now {}); {they} can no longer be undone",
                     ids.join(", "),
                     human_bytes(*cap),
                     human_bytes(*store_bytes)

@@ -1,0 +1,824 @@
+//! Conflicts, redo, depth, size cap, collection, lock contention, damaged records, recovery
+//! of an interrupted turn and of an interrupted restore: each its own test. Every report meant
+//! for people is an insta snapshot.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use common::{Tree, fast_tempdir, mem_tree, p};
+use shiro_tools::{
+    Change, DirEntry, MemMutator, Mutator, MutatorError, Stat, WorkspacePath, create_parent_dirs,
+};
+use shiro_undo::{
+    ContentHash, Recording, StoreOptions, TurnId, TurnStart, UndoError, UndoOptions, UndoStore,
+};
+
+const FORCE: UndoOptions = UndoOptions {
+    force: true,
+    dry_run: false,
+};
+const DRY_RUN: UndoOptions = UndoOptions {
+    force: false,
+    dry_run: true,
+};
+
+/// A store in a temp dir over an in-memory workspace.
+struct Fixture {
+    dir: tempfile::TempDir,
+    ws: MemMutator,
+    store: UndoStore,
+    rec: Recording<MemMutator>,
+}
+
+async fn fixture(options: StoreOptions) -> Fixture {
+    let dir = fast_tempdir();
+    let ws = MemMutator::new();
+    let store = UndoStore::open_with(dir.path(), &ws, options)
+        .await
+        .unwrap();
+    let rec = store.recorder(ws.clone());
+    Fixture {
+        dir,
+        ws,
+        store,
+        rec,
+    }
+}
+
+fn start(summary: &str) -> TurnStart {
+    TurnStart {
+        summary: summary.to_owned(),
+        history_marker: 0,
+        session: Some("s1".to_owned()),
+    }
+}
+
+async fn write(m: &dyn Mutator, path: &str, bytes: &[u8]) {
+    create_parent_dirs(m, &p(path)).await.unwrap();
+    m.write(&p(path), bytes, None).await.unwrap();
+}
+
+/// Records one turn that writes each `(path, bytes)`.
+async fn turn(f: &Fixture, summary: &str, writes: &[(&str, &[u8])]) -> Option<TurnId> {
+    f.rec.begin_turn(start(summary)).await.unwrap();
+    for (path, bytes) in writes {
+        write(&f.rec, path, bytes).await;
+    }
+    f.rec.finish_turn().await.unwrap()
+}
+
+fn read(tree: &Tree, path: &str) -> Vec<u8> {
+    tree[path].1.clone().unwrap()
+}
+
+#[tokio::test]
+async fn undo_refuses_on_conflict_and_names_the_paths() {
+    let f = fixture(StoreOptions::default()).await;
+    write(&f.ws, "a.txt", b"one\n").await;
+    write(&f.ws, "gone.txt", b"bye\n").await;
+    f.rec
+        .begin_turn(start("edit a, add b, delete gone"))
+        .await
+        .unwrap();
+    write(&f.rec, "a.txt", b"two\n").await;
+    write(&f.rec, "b.txt", b"new\n").await;
+    f.rec.remove_file(&p("gone.txt")).await.unwrap();
+    f.rec.finish_turn().await.unwrap().unwrap();
+    // The user edits a.txt and recreates gone.txt after the turn.
+    write(&f.ws, "a.txt", b"user's edit\n").await;
+    write(&f.ws, "gone.txt", b"user's file\n").await;
+    let after_user = mem_tree(&f.ws);
+
+    let Err(UndoError::Conflict(report)) = f.store.undo(&f.ws, UndoOptions::default()).await else {
+        panic!("expected a conflict");
+    };
+    assert_eq!(
+        mem_tree(&f.ws),
+        after_user,
+        "a refused undo changes nothing"
+    );
+    insta::assert_snapshot!("conflict_report", report.to_string());
+    assert_eq!(f.store.check(&f.ws).await.unwrap().len(), 2);
+
+    let plan = f.store.undo(&f.ws, DRY_RUN).await.unwrap();
+    assert!(plan.dry_run);
+    assert_eq!(mem_tree(&f.ws), after_user, "a dry run changes nothing");
+    insta::assert_snapshot!("dry_run_with_conflicts", plan.to_string());
+    // The plan gives the bytes of what each path becomes.
+    let a = plan.paths.iter().find(|o| o.path == p("a.txt")).unwrap();
+    assert_eq!(
+        f.store.blob(&a.becomes.hash().unwrap()).unwrap().unwrap(),
+        b"one\n"
+    );
+
+    let forced = f.store.undo(&f.ws, FORCE).await.unwrap();
+    insta::assert_snapshot!("forced_undo", forced.to_string());
+    let tree = mem_tree(&f.ws);
+    assert_eq!(read(&tree, "a.txt"), b"one\n");
+    assert_eq!(read(&tree, "gone.txt"), b"bye\n");
+    assert!(!tree.contains_key("b.txt"));
+
+    // Redo brings back what the forced undo replaced, the user's edits included.
+    f.store.redo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(mem_tree(&f.ws), after_user);
+}
+
+#[tokio::test]
+async fn redo_follows_the_same_conflict_rule_and_a_new_turn_clears_it() {
+    let f = fixture(StoreOptions::default()).await;
+    turn(&f, "first", &[("a", b"1")]).await.unwrap();
+    turn(&f, "second", &[("a", b"2"), ("dir/b", b"b")])
+        .await
+        .unwrap();
+    let end = mem_tree(&f.ws);
+    let undone = f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    insta::assert_snapshot!("undo_outcome", undone.to_string());
+    assert_eq!(f.store.redo_log().unwrap().len(), 1);
+
+    write(&f.ws, "a", b"changed after the undo").await;
+    let Err(UndoError::Conflict(report)) = f.store.redo(&f.ws, UndoOptions::default()).await else {
+        panic!("expected a conflict");
+    };
+    insta::assert_snapshot!("redo_conflict_report", report.to_string());
+    write(&f.ws, "a", b"1").await;
+    let redone = f.store.redo(&f.ws, UndoOptions::default()).await.unwrap();
+    insta::assert_snapshot!("redo_outcome", redone.to_string());
+    assert_eq!(mem_tree(&f.ws), end);
+    assert!(matches!(
+        f.store.redo(&f.ws, UndoOptions::default()).await,
+        Err(UndoError::NothingToRedo)
+    ));
+
+    f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    turn(&f, "third", &[("c", b"c")]).await.unwrap();
+    assert!(
+        f.store.redo_log().unwrap().is_empty(),
+        "a new turn clears the redo stack"
+    );
+    assert!(matches!(
+        f.store.redo(&f.ws, UndoOptions::default()).await,
+        Err(UndoError::NothingToRedo)
+    ));
+}
+
+#[tokio::test]
+async fn the_log_keeps_the_newest_turns_up_to_its_depth() {
+    let f = fixture(StoreOptions {
+        depth: 3,
+        ..StoreOptions::default()
+    })
+    .await;
+    for i in 1..=5u8 {
+        turn(&f, &format!("turn {i}"), &[("a", &[i])])
+            .await
+            .unwrap();
+    }
+    let ids: Vec<u64> = f.store.log().unwrap().iter().map(|t| t.id.0).collect();
+    assert_eq!(ids, [5, 4, 3]);
+    for _ in 0..3 {
+        f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    }
+    assert_eq!(read(&mem_tree(&f.ws), "a"), [2]);
+    assert!(matches!(
+        f.store.undo(&f.ws, UndoOptions::default()).await,
+        Err(UndoError::NothingToUndo)
+    ));
+    // The blobs of dropped turns are gone: only what the three kept turns refer to remains.
+    assert_eq!(blob_count(f.dir.path()), 3 + 1);
+}
+
+fn blob_count(root: &Path) -> usize {
+    std::fs::read_dir(root.join(".shiro/undo/blobs"))
+        .unwrap()
+        .count()
+}
+
+/// Bytes that do not compress, so the store's size is predictable.
+fn noise(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_size_cap_drops_the_oldest_turns_and_says_so() {
+    let f = fixture(StoreOptions {
+        max_store_bytes: 10_000,
+        ..StoreOptions::default()
+    })
+    .await;
+    for i in 0..4u32 {
+        write(&f.ws, &format!("f{i}"), &noise(4000, i)).await;
+    }
+    for i in 0..4u32 {
+        turn(
+            &f,
+            &format!("turn {}", i + 1),
+            &[(&format!("f{i}"), b"small")],
+        )
+        .await
+        .unwrap();
+    }
+    let notices = f.store.take_notices();
+    let text: Vec<String> = notices.iter().map(ToString::to_string).collect();
+    insta::assert_snapshot!("size_cap_notices", text.join("\n"));
+    let ids: Vec<u64> = f.store.log().unwrap().iter().map(|t| t.id.0).collect();
+    assert_eq!(
+        ids,
+        [4, 3],
+        "two turns of 4000 incompressible bytes fit under 10 000"
+    );
+    assert!(f.store.store_bytes().unwrap() <= 10_000);
+
+    // The newest turn is never dropped, even when it alone is over the cap.
+    let g = fixture(StoreOptions {
+        max_store_bytes: 100,
+        ..StoreOptions::default()
+    })
+    .await;
+    write(&g.ws, "big", &noise(5000, 9)).await;
+    turn(&g, "too big", &[("big", b"x")]).await.unwrap();
+    assert_eq!(g.store.log().unwrap().len(), 1);
+    g.store.undo(&g.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(read(&mem_tree(&g.ws), "big"), noise(5000, 9));
+}
+
+#[tokio::test]
+async fn unreferenced_blobs_are_collected_and_shared_ones_kept() {
+    let f = fixture(StoreOptions {
+        depth: 1,
+        ..StoreOptions::default()
+    })
+    .await;
+    write(&f.ws, "a", b"original a").await;
+    write(&f.ws, "b", b"original a").await; // same content: one blob
+    turn(&f, "one", &[("a", b"1"), ("b", b"1")]).await.unwrap();
+    assert_eq!(
+        blob_count(f.dir.path()),
+        1,
+        "identical pre-images are stored once"
+    );
+    turn(&f, "two", &[("a", b"2")]).await.unwrap();
+    // Turn one was dropped (depth 1); its blob went with it. Turn two's pre-image is "1".
+    assert_eq!(blob_count(f.dir.path()), 1);
+    let hash = ContentHash::of(b"1");
+    assert_eq!(f.store.blob(&hash).unwrap().unwrap(), b"1");
+    assert!(
+        f.store
+            .blob(&ContentHash::of(b"original a"))
+            .unwrap()
+            .is_none()
+    );
+    // The state an undo replaced is kept for redo.
+    f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert!(f.store.blob(&ContentHash::of(b"2")).unwrap().is_some());
+}
+
+#[tokio::test]
+async fn turns_that_change_nothing_are_not_recorded() {
+    let f = fixture(StoreOptions::default()).await;
+    write(&f.ws, "a", b"same").await;
+    f.rec.begin_turn(start("reads only")).await.unwrap();
+    f.rec.read(&p("a")).await.unwrap();
+    assert_eq!(f.rec.finish_turn().await.unwrap(), None);
+    assert_eq!(
+        turn(&f, "writes the same bytes", &[("a", b"same")]).await,
+        None
+    );
+    f.rec
+        .begin_turn(start("creates then deletes"))
+        .await
+        .unwrap();
+    write(&f.rec, "tmp/x", b"x").await;
+    f.rec.remove_file(&p("tmp/x")).await.unwrap();
+    f.rec.remove_dir(&p("tmp")).await.unwrap();
+    assert_eq!(f.rec.finish_turn().await.unwrap(), None);
+    assert!(f.store.log().unwrap().is_empty());
+    assert!(f.rec.begin_turn(start("x")).await.is_ok());
+    assert!(matches!(
+        f.rec.begin_turn(start("y")).await,
+        Err(UndoError::TurnInProgress)
+    ));
+    f.rec.finish_turn().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_log_lists_turns_with_their_changes_and_the_bash_note() {
+    let f = fixture(StoreOptions::default()).await;
+    write(&f.ws, "old.rs", b"fn main() {}\n").await;
+    f.rec
+        .begin_turn(TurnStart {
+            summary: "rename and build".into(),
+            history_marker: 12,
+            session: Some("s1".into()),
+        })
+        .await
+        .unwrap();
+    f.rec.rename(&p("old.rs"), &p("new.rs")).await.unwrap();
+    f.rec
+        .note_tool(
+            "apply_patch",
+            &[Change::Moved {
+                from: p("old.rs"),
+                to: p("new.rs"),
+            }],
+        )
+        .await;
+    f.rec.note_tool("bash", &[]).await;
+    f.rec.note_bash().await;
+    f.rec.finish_turn().await.unwrap().unwrap();
+    turn(&f, "headless write", &[("src/lib.rs", b"")])
+        .await
+        .unwrap();
+    let log = f.store.log().unwrap();
+    assert_eq!(log[1].tools, ["apply_patch", "bash"]);
+    assert_eq!(log[1].history_marker, 12);
+    let text: Vec<String> = log.iter().map(|t| t.to_string()).collect();
+    insta::assert_snapshot!("log_lines", text.join("\n"));
+    f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    let outcome = f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(outcome.turn.history_marker, 12);
+    insta::assert_snapshot!("undo_with_bash_note", outcome.to_string());
+}
+
+#[tokio::test]
+async fn a_directory_with_foreign_entries_blocks_restoring_a_file() {
+    let f = fixture(StoreOptions::default()).await;
+    write(&f.ws, "build", b"a file\n").await;
+    f.rec.begin_turn(start("file to dir")).await.unwrap();
+    f.rec.remove_file(&p("build")).await.unwrap();
+    write(&f.rec, "build/out.o", b"obj").await;
+    f.rec.finish_turn().await.unwrap().unwrap();
+    write(&f.ws, "build/user.txt", b"mine").await;
+    let Err(UndoError::Conflict(report)) = f.store.undo(&f.ws, UndoOptions::default()).await else {
+        panic!("expected a conflict");
+    };
+    insta::assert_snapshot!("not_empty_conflict", report.to_string());
+    // Forced, it still never deletes the user's file: the path is skipped and reported.
+    let forced = f.store.undo(&f.ws, FORCE).await.unwrap();
+    insta::assert_snapshot!("forced_not_empty", forced.to_string());
+    assert_eq!(read(&mem_tree(&f.ws), "build/user.txt"), b"mine");
+
+    // A directory the turn created that holds the user's files is kept.
+    let g = fixture(StoreOptions::default()).await;
+    turn(&g, "make dir", &[("made/x", b"x")]).await.unwrap();
+    write(&g.ws, "made/user", b"mine").await;
+    let outcome = g.store.undo(&g.ws, UndoOptions::default()).await.unwrap();
+    insta::assert_snapshot!("kept_not_empty", outcome.to_string());
+    let tree = mem_tree(&g.ws);
+    assert!(tree.contains_key("made/user") && !tree.contains_key("made/x"));
+}
+
+#[tokio::test]
+async fn a_second_opener_waits_then_fails_naming_the_lock() {
+    let dir = fast_tempdir();
+    let ws = MemMutator::new();
+    let short = StoreOptions {
+        lock_timeout: Duration::from_millis(200),
+        ..StoreOptions::default()
+    };
+    let store = UndoStore::open_with(dir.path(), &ws, short.clone())
+        .await
+        .unwrap();
+    let rec = store.recorder(ws.clone());
+    rec.begin_turn(start("holds the lock")).await.unwrap();
+
+    let root = dir.path().to_path_buf();
+    let started = std::time::Instant::now();
+    let err = UndoStore::open_with(&root, &ws, short.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() >= Duration::from_millis(200),
+        "it waits before failing"
+    );
+    assert!(matches!(err, UndoError::Locked { .. }));
+    let message = err
+        .to_string()
+        .replace(&root.display().to_string(), "[workspace]");
+    insta::assert_snapshot!("lock_timeout", message);
+    // The same store, used from elsewhere in this process while a turn records, waits too.
+    assert!(matches!(
+        store.undo(&ws, UndoOptions::default()).await,
+        Err(UndoError::Locked { .. })
+    ));
+
+    // Released at finish: a waiting opener then gets in.
+    let waiter = {
+        let (root, ws, options) = (
+            root.clone(),
+            ws.clone(),
+            StoreOptions {
+                lock_timeout: Duration::from_secs(10),
+                ..short
+            },
+        );
+        std::thread::spawn(move || {
+            common::runtime()
+                .block_on(async move { UndoStore::open_with(&root, &ws, options).await.map(drop) })
+        })
+    };
+    std::thread::sleep(Duration::from_millis(50));
+    write(&rec, "a", b"a").await;
+    rec.finish_turn().await.unwrap().unwrap();
+    waiter.join().unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_damaged_log_record_is_reported_and_skipped() {
+    let f = fixture(StoreOptions::default()).await;
+    for i in 1..=3u8 {
+        turn(&f, &format!("turn {i}"), &[(&format!("f{i}"), &[i])])
+            .await
+            .unwrap();
+    }
+    let log = f.dir.path().join(".shiro/undo/log.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    // Line 1 is the header; line 3 is turn 2. Flip one character of its payload.
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    lines[2] = lines[2].replacen("turn 2", "turn X", 1);
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+
+    let store = UndoStore::open_with(f.dir.path(), &f.ws, StoreOptions::default())
+        .await
+        .unwrap();
+    let notices: Vec<String> = store
+        .take_notices()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    insta::assert_snapshot!("damaged_record", notices.join("\n"));
+    let ids: Vec<u64> = store.log().unwrap().iter().map(|t| t.id.0).collect();
+    assert_eq!(ids, [3, 1]);
+    assert!(
+        f.dir.path().join(".shiro/undo/log.damaged.jsonl").exists(),
+        "the damaged log is kept for inspection"
+    );
+    // Reported once: the log was rewritten without the bad record.
+    let again = UndoStore::open_with(f.dir.path(), &f.ws, StoreOptions::default())
+        .await
+        .unwrap();
+    assert!(again.take_notices().is_empty());
+    again.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert!(!mem_tree(&f.ws).contains_key("f3"));
+
+    // A record cut short (a torn write) is reported the same way.
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(&log, &text[..text.len() - 10]).unwrap();
+    let store = UndoStore::open_with(f.dir.path(), &f.ws, StoreOptions::default())
+        .await
+        .unwrap();
+    let notices: Vec<String> = store
+        .take_notices()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    insta::assert_snapshot!("truncated_record", notices.join("\n"));
+    assert_eq!(store.log().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_newer_format_is_refused_and_left_untouched() {
+    let f = fixture(StoreOptions::default()).await;
+    let log = f.dir.path().join(".shiro/undo/log.jsonl");
+    let json = r#"{"record":"header","format":"shiro-undo-log","version":99,"next_id":1}"#;
+    // A record's checksum is the blake3 hash of its JSON, which ContentHash computes too.
+    let line = format!("{} {json}\n", ContentHash::of(json.as_bytes()).to_hex());
+    std::fs::write(&log, &line).unwrap();
+    let err = UndoStore::open_with(f.dir.path(), &f.ws, StoreOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, UndoError::UnsupportedVersion { found: 99, .. }),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&log).unwrap(), line);
+}
+
+#[tokio::test]
+async fn a_turn_cut_short_is_recovered_on_the_next_open() {
+    let f = fixture(StoreOptions::default()).await;
+    write(&f.ws, "a", b"before").await;
+    let before = mem_tree(&f.ws);
+    f.rec.begin_turn(start("interrupted")).await.unwrap();
+    write(&f.rec, "a", b"after").await;
+    write(&f.rec, "new/b", b"b").await;
+    // The process dies: the recorder is never finished.
+    drop(f.rec);
+    let after = mem_tree(&f.ws);
+
+    let store = UndoStore::open_with(f.dir.path(), &f.ws, StoreOptions::default())
+        .await
+        .unwrap();
+    let notices: Vec<String> = store
+        .take_notices()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    insta::assert_snapshot!("recovered_turn", notices.join("\n"));
+    let log = store.log().unwrap();
+    assert!(log[0].recovered);
+    insta::assert_snapshot!("recovered_turn_log_line", log[0].to_string());
+    store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(mem_tree(&f.ws), before);
+    store.redo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(mem_tree(&f.ws), after);
+}
+
+/// Checks, at every mutating call, that the pre-image of the path is already in the store.
+struct WriteAheadProbe {
+    inner: MemMutator,
+    store_dir: std::path::PathBuf,
+    checked: AtomicUsize,
+    seen: std::sync::Mutex<std::collections::BTreeSet<WorkspacePath>>,
+}
+
+impl WriteAheadProbe {
+    /// Only a path's first mutation in the turn has its pre-image stored.
+    async fn check(&self, path: &WorkspacePath) {
+        if !self.seen.lock().unwrap().insert(path.clone()) {
+            return;
+        }
+        let inflight = std::fs::read_to_string(self.store_dir.join("inflight.jsonl")).unwrap();
+        assert!(
+            inflight.contains(&format!("\"path\":\"{path}\"")),
+            "no in-flight record for {path} before its mutation"
+        );
+        if let Stat::File { .. } = self.inner.stat(path).await.unwrap() {
+            let hash = ContentHash::of(&self.inner.read(path).await.unwrap());
+            assert!(
+                self.store_dir.join("blobs").join(hash.to_hex()).exists(),
+                "no blob for {path} before its mutation"
+            );
+        }
+        self.checked.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl Mutator for WriteAheadProbe {
+    fn root(&self) -> &Path {
+        self.inner.root()
+    }
+    async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+        self.inner.stat(path).await
+    }
+    async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
+        self.inner.read(path).await
+    }
+    async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
+        self.inner.read_dir(path).await
+    }
+    async fn write(
+        &self,
+        path: &WorkspacePath,
+        bytes: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), MutatorError> {
+        self.check(path).await;
+        self.inner.write(path, bytes, mode).await
+    }
+    async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
+        self.check(path).await;
+        self.inner.set_mode(path, mode).await
+    }
+    async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.check(path).await;
+        self.inner.create_dir(path).await
+    }
+    async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.check(path).await;
+        self.inner.symlink(target, path).await
+    }
+    async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.check(path).await;
+        self.inner.remove_file(path).await
+    }
+    async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.check(path).await;
+        self.inner.remove_dir(path).await
+    }
+    async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
+        self.check(from).await;
+        self.check(to).await;
+        self.inner.rename(from, to).await
+    }
+}
+
+#[tokio::test]
+async fn pre_images_are_stored_before_the_mutation_they_protect() {
+    let dir = fast_tempdir();
+    let ws = MemMutator::new();
+    write(&ws, "a", b"a").await;
+    write(&ws, "d/b", b"b").await;
+    let store = UndoStore::open_with(dir.path(), &ws, StoreOptions::default())
+        .await
+        .unwrap();
+    let probe = Arc::new(WriteAheadProbe {
+        inner: ws.clone(),
+        store_dir: store.dir().to_path_buf(),
+        checked: AtomicUsize::new(0),
+        seen: Default::default(),
+    });
+    let rec = store.recorder(ProbeRef(probe.clone()));
+    rec.begin_turn(start("probe")).await.unwrap();
+    write(&rec, "a", b"a2").await;
+    write(&rec, "x/y/z", b"z").await;
+    rec.rename(&p("d/b"), &p("a")).await.unwrap();
+    rec.set_mode(&p("d"), 0o700).await.unwrap();
+    rec.symlink("t", &p("l")).await.unwrap();
+    rec.remove_file(&p("a")).await.unwrap();
+    rec.finish_turn().await.unwrap().unwrap();
+    assert_eq!(
+        probe.checked.load(Ordering::SeqCst),
+        7,
+        "a, x, x/y, x/y/z, d/b, d, l"
+    );
+}
+
+/// Lets the probe be shared with the test after the recorder takes it.
+struct ProbeRef(Arc<WriteAheadProbe>);
+
+#[async_trait]
+impl Mutator for ProbeRef {
+    fn root(&self) -> &Path {
+        self.0.root()
+    }
+    async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+        self.0.stat(path).await
+    }
+    async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
+        self.0.read(path).await
+    }
+    async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
+        self.0.read_dir(path).await
+    }
+    async fn write(
+        &self,
+        path: &WorkspacePath,
+        bytes: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), MutatorError> {
+        self.0.write(path, bytes, mode).await
+    }
+    async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
+        self.0.set_mode(path, mode).await
+    }
+    async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.0.create_dir(path).await
+    }
+    async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.0.symlink(target, path).await
+    }
+    async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.0.remove_file(path).await
+    }
+    async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.0.remove_dir(path).await
+    }
+    async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
+        self.0.rename(from, to).await
+    }
+}
+
+/// Fails every mutating call from the `fail_at`-th on, as a crash mid-restore would stop it.
+struct FailingAfter {
+    inner: MemMutator,
+    calls: AtomicUsize,
+    fail_at: usize,
+}
+
+impl FailingAfter {
+    fn tick(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) + 1 >= self.fail_at {
+            return Err(MutatorError::Interrupted(format!(
+                "simulated crash before touching {path}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Mutator for FailingAfter {
+    fn root(&self) -> &Path {
+        self.inner.root()
+    }
+    async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+        self.inner.stat(path).await
+    }
+    async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
+        self.inner.read(path).await
+    }
+    async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
+        self.inner.read_dir(path).await
+    }
+    async fn write(
+        &self,
+        path: &WorkspacePath,
+        bytes: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), MutatorError> {
+        self.tick(path)?;
+        self.inner.write(path, bytes, mode).await
+    }
+    async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
+        self.tick(path)?;
+        self.inner.set_mode(path, mode).await
+    }
+    async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.tick(path)?;
+        self.inner.create_dir(path).await
+    }
+    async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.tick(path)?;
+        self.inner.symlink(target, path).await
+    }
+    async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.tick(path)?;
+        self.inner.remove_file(path).await
+    }
+    async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.tick(path)?;
+        self.inner.remove_dir(path).await
+    }
+    async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
+        self.tick(from)?;
+        self.inner.rename(from, to).await
+    }
+}
+
+#[tokio::test]
+async fn a_restore_interrupted_at_any_step_is_completed_on_the_next_open() {
+    let mut steps = 0;
+    for fail_at in 1.. {
+        let f = fixture(StoreOptions::default()).await;
+        write(&f.ws, "a", b"a").await;
+        write(&f.ws, "swap", b"file").await;
+        let before = mem_tree(&f.ws);
+        f.rec.begin_turn(start("many steps")).await.unwrap();
+        write(&f.rec, "a", b"a2").await;
+        write(&f.rec, "n/m/x", b"x").await;
+        f.rec.remove_file(&p("swap")).await.unwrap();
+        write(&f.rec, "swap/inner", b"i").await;
+        f.rec.finish_turn().await.unwrap().unwrap();
+
+        let failing = FailingAfter {
+            inner: f.ws.clone(),
+            calls: AtomicUsize::new(0),
+            fail_at,
+        };
+        let Err(err) = f.store.undo(&failing, UndoOptions::default()).await else {
+            // The undo needed fewer steps than this: every step has been interrupted once.
+            assert_eq!(mem_tree(&f.ws), before);
+            break;
+        };
+        steps += 1;
+        if fail_at == 1 {
+            insta::assert_snapshot!("restore_interrupted", err.to_string());
+        }
+        assert!(matches!(err, UndoError::RestoreInterrupted { .. }), "{err}");
+        assert!(f.store.dir().join("journal.jsonl").exists());
+
+        let store = UndoStore::open_with(f.dir.path(), &f.ws, StoreOptions::default())
+            .await
+            .unwrap();
+        let notices: Vec<String> = store
+            .take_notices()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        if fail_at == 1 {
+            insta::assert_snapshot!("completed_restore", notices.join("\n"));
+        }
+        assert_eq!(mem_tree(&f.ws), before, "fail_at {fail_at}");
+        assert!(store.log().unwrap().is_empty() && store.redo_log().unwrap().len() == 1);
+        assert!(!store.dir().join("journal.jsonl").exists());
+    }
+    assert!(
+        steps >= 6,
+        "the undo takes at least six mutating steps, each interrupted once ({steps})"
+    );
+}
+
+#[tokio::test]
+async fn the_store_directory_is_ignored_by_git() {
+    let f = fixture(StoreOptions::default()).await;
+    assert_eq!(
+        std::fs::read_to_string(f.dir.path().join(".shiro/undo/.gitignore")).unwrap(),
+        "*\n"
+    );
+    assert!(f.store.dir().ends_with(".shiro/undo"));
+}

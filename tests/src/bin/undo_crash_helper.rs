@@ -1,0 +1,207 @@
+//! Crash-test helper for shiro-undo: performs one scripted turn, or one undo, on a workspace,
+//! and can abort itself (no cleanup, like SIGKILL) at the k-th mutating file operation.
+//!
+//! `undo_crash_helper WORKSPACE turn|undo [K before|after]`
+//!
+//! The test (`tests/tests/undo_crash.rs`) also kills it with SIGKILL at random times, which
+//! lands inside the store's own writes.
+#![allow(clippy::print_stderr)]
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use shiro_tools::{
+    DirEntry, FsMutator, Mutator, MutatorError, Stat, WorkspacePath, create_parent_dirs,
+};
+use shiro_undo::{StoreOptions, TurnStart, UndoOptions, UndoStore};
+
+/// Aborts the process at its `abort_at`-th mutating call, before or after performing it.
+struct Aborting {
+    inner: FsMutator,
+    calls: AtomicUsize,
+    abort_at: Option<usize>,
+    after: bool,
+}
+
+impl Aborting {
+    async fn around<T>(
+        &self,
+        op: impl Future<Output = Result<T, MutatorError>>,
+    ) -> Result<T, MutatorError> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+        let abort = self.abort_at == Some(call);
+        if abort && !self.after {
+            std::process::abort();
+        }
+        let result = op.await;
+        if abort {
+            std::process::abort();
+        }
+        result
+    }
+}
+
+#[async_trait]
+impl Mutator for Aborting {
+    fn root(&self) -> &Path {
+        self.inner.root()
+    }
+    async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+        self.inner.stat(path).await
+    }
+    async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
+        self.inner.read(path).await
+    }
+    async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
+        self.inner.read_dir(path).await
+    }
+    async fn write(
+        &self,
+        path: &WorkspacePath,
+        bytes: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), MutatorError> {
+        self.around(self.inner.write(path, bytes, mode)).await
+    }
+    async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
+        self.around(self.inner.set_mode(path, mode)).await
+    }
+    async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.around(self.inner.create_dir(path)).await
+    }
+    async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.around(self.inner.symlink(target, path)).await
+    }
+    async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.around(self.inner.remove_file(path)).await
+    }
+    async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.around(self.inner.remove_dir(path)).await
+    }
+    async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
+        self.around(self.inner.rename(from, to)).await
+    }
+}
+
+fn p(s: &str) -> Result<WorkspacePath, String> {
+    WorkspacePath::from_relative(s).map_err(|err| err.to_string())
+}
+
+/// The scripted turn: edits, creates (into new nested directories), deletes, moves (also onto
+/// a path freed earlier), file <-> directory replacement, a mode change, a link, and a larger
+/// binary file, so that kills land in every kind of step.
+async fn turn(m: &dyn Mutator) -> Result<(), String> {
+    let e = |err: MutatorError| err.to_string();
+    for i in 0..5 {
+        m.write(
+            &p(&format!("f{i}"))?,
+            format!("edited {i}\n").as_bytes(),
+            None,
+        )
+        .await
+        .map_err(e)?;
+    }
+    m.remove_file(&p("f5")?).await.map_err(e)?;
+    m.remove_file(&p("f6")?).await.map_err(e)?;
+    create_parent_dirs(m, &p("moved/f7")?).await.map_err(e)?;
+    m.rename(&p("f7")?, &p("moved/f7")?).await.map_err(e)?;
+    m.rename(&p("f8")?, &p("f5")?).await.map_err(e)?;
+    m.set_mode(&p("f9")?, 0o755).await.map_err(e)?;
+    create_parent_dirs(m, &p("new/a/b/c.txt")?)
+        .await
+        .map_err(e)?;
+    m.write(&p("new/a/b/c.txt")?, b"", None).await.map_err(e)?;
+    m.remove_file(&p("swap")?).await.map_err(e)?;
+    m.create_dir(&p("swap")?).await.map_err(e)?;
+    m.write(&p("swap/inner")?, b"was a file\n", Some(0o600))
+        .await
+        .map_err(e)?;
+    m.remove_file(&p("dswap/file")?).await.map_err(e)?;
+    m.remove_dir(&p("dswap")?).await.map_err(e)?;
+    m.write(&p("dswap")?, b"was a directory\n", None)
+        .await
+        .map_err(e)?;
+    m.remove_file(&p("link")?).await.map_err(e)?;
+    m.symlink("elsewhere", &p("link")?).await.map_err(e)?;
+    let big: Vec<u8> = (0..256 * 1024u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    m.write(&p("big.bin")?, &big, None).await.map_err(e)?;
+    m.write(&p("f0")?, b"edited twice\n", None)
+        .await
+        .map_err(e)?;
+    Ok(())
+}
+
+async fn run(args: &[String]) -> Result<(), String> {
+    let [root, mode, rest @ ..] = args else {
+        return Err("usage: undo_crash_helper WORKSPACE turn|undo [K before|after]".to_owned());
+    };
+    let abort_at = rest
+        .first()
+        .map(|k| k.parse::<usize>())
+        .transpose()
+        .map_err(|err| err.to_string())?;
+    let after = rest.get(1).is_some_and(|w| w == "after");
+    let root = PathBuf::from(root);
+    let fs = FsMutator::new(&root).map_err(|err| err.to_string())?;
+    let aborting = Aborting {
+        inner: fs,
+        calls: AtomicUsize::new(0),
+        abort_at,
+        after,
+    };
+    let store = UndoStore::open(&root, StoreOptions::default())
+        .await
+        .map_err(|err| err.to_string())?;
+    match mode.as_str() {
+        "turn" => {
+            let recording = store.recorder(aborting);
+            let start = TurnStart {
+                summary: "crash test turn".to_owned(),
+                history_marker: 7,
+                session: None,
+            };
+            recording
+                .begin_turn(start)
+                .await
+                .map_err(|err| err.to_string())?;
+            let result = turn(&recording).await;
+            recording
+                .finish_turn()
+                .await
+                .map_err(|err| err.to_string())?;
+            result
+        }
+        "undo" => store
+            .undo(&aborting, UndoOptions::default())
+            .await
+            .map(drop)
+            .map_err(|err| err.to_string()),
+        other => Err(format!("unknown mode {other:?}")),
+    }
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("undo_crash_helper: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(&args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("undo_crash_helper: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,292 @@
+//! Crash safety of shiro-undo: a helper process performs a turn or an undo and dies at a random
+//! point, by SIGKILL after a random delay (which lands inside the store's own writes) or by
+//! aborting itself at the k-th mutating call (exact points between mutations). After the next
+//! open, the workspace is exactly the state before or after, the log is consistent, an
+//! interrupted undo has completed, and an interrupted turn can be undone back to the start.
+//!
+//! `SHIRO_CRASH_TRIALS` sets the number of trials (default 20; `cargo xtask soak` sets 200),
+//! `SHIRO_CRASH_SEED` replays a run; the seed is printed with every failure.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use shiro_tools::FsMutator;
+use shiro_undo::{Notice, StoreOptions, UndoOptions, UndoStore};
+
+const HELPER: &str = env!("CARGO_BIN_EXE_undo_crash_helper");
+/// Mutating calls in the helper's scripted turn, with a margin past the end.
+const TURN_CALLS: u64 = 30;
+
+/// A tiny xorshift generator: the seed alone replays a run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+type Tree = BTreeMap<String, String>;
+
+/// Every entry under `root` except the store, with kind, mode and content.
+fn tree(root: &Path) -> Tree {
+    fn walk(root: &Path, dir: &Path, out: &mut Tree) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            if rel == ".shiro" {
+                continue;
+            }
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let mode = meta.permissions().mode() & 0o7777;
+            let value = if meta.file_type().is_symlink() {
+                format!("link -> {}", std::fs::read_link(&path).unwrap().display())
+            } else if meta.is_dir() {
+                walk(root, &path, out);
+                format!("dir {mode:o}")
+            } else {
+                let bytes = std::fs::read(&path).unwrap();
+                format!("file {mode:o} {}", blake3_hex(&bytes))
+            };
+            out.insert(rel, value);
+        }
+    }
+    let mut out = Tree::new();
+    walk(root, root, &mut out);
+    out
+}
+
+fn blake3_hex(bytes: &[u8]) -> String {
+    shiro_undo::ContentHash::of(bytes).to_hex()
+}
+
+/// The tree the helper's scripted turn expects.
+fn setup(root: &Path) {
+    let write = |name: &str, bytes: &[u8], mode: u32| {
+        let path = root.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    for i in 0..10 {
+        write(
+            &format!("f{i}"),
+            format!("original {i}\n").as_bytes(),
+            if i == 3 { 0o600 } else { 0o644 },
+        );
+    }
+    write("swap", b"a file that becomes a directory\n", 0o644);
+    std::fs::create_dir(root.join("dswap")).unwrap();
+    std::fs::set_permissions(root.join("dswap"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    write("dswap/file", b"", 0o644);
+    symlink("somewhere", root.join("link")).unwrap();
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A workspace on tmpfs when there is one: SIGKILL keeps the page cache, so a real disk would
+/// only make the test slower, not stricter.
+fn workspace() -> tempfile::TempDir {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(dir) = tempfile::tempdir_in(shm)
+    {
+        return dir;
+    }
+    tempfile::tempdir().unwrap()
+}
+
+/// How the helper dies.
+#[derive(Debug, Clone, Copy)]
+enum Kill {
+    /// Not killed: it runs to its end.
+    Never,
+    /// SIGKILL after this long.
+    After(Duration),
+    /// It aborts at its k-th mutating call, before or after performing it.
+    AbortAt(u64, bool),
+}
+
+/// Runs the helper and kills it as told; returns whether it finished on its own, successfully.
+fn run_helper(root: &Path, mode: &str, kill: Kill) -> bool {
+    let mut cmd = Command::new(HELPER);
+    cmd.arg(root).arg(mode);
+    if let Kill::AbortAt(k, after) = kill {
+        cmd.arg(k.to_string())
+            .arg(if after { "after" } else { "before" });
+    }
+    let mut child = cmd.stderr(std::process::Stdio::null()).spawn().unwrap();
+    if let Kill::After(delay) = kill {
+        std::thread::sleep(delay);
+        // Kill sends SIGKILL on Unix; it fails only when the child already exited.
+        let _ = child.kill();
+    }
+    child.wait().unwrap().success()
+}
+
+fn open(root: &Path) -> (UndoStore, Vec<Notice>) {
+    let store = runtime()
+        .block_on(UndoStore::open(root, StoreOptions::default()))
+        .unwrap();
+    let notices = store.take_notices();
+    (store, notices)
+}
+
+fn undo(store: &UndoStore, root: &Path) {
+    let fs = FsMutator::new(root).unwrap();
+    runtime()
+        .block_on(store.undo(&fs, UndoOptions::default()))
+        .unwrap();
+}
+
+fn redo(store: &UndoStore, root: &Path) {
+    let fs = FsMutator::new(root).unwrap();
+    runtime()
+        .block_on(store.redo(&fs, UndoOptions::default()))
+        .unwrap();
+}
+
+fn no_damage(notices: &[Notice]) -> bool {
+    !notices
+        .iter()
+        .any(|n| matches!(n, Notice::CorruptRecord { file, .. } if file == "log.jsonl"))
+}
+
+#[test]
+fn a_killed_turn_or_undo_leaves_a_consistent_workspace_and_log() {
+    let trials: u64 = std::env::var("SHIRO_CRASH_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let seed: u64 = std::env::var("SHIRO_CRASH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    let mut rng = Rng(seed);
+
+    // The reference run: the states before and after the scripted turn, and how long it takes.
+    let reference = workspace();
+    setup(reference.path());
+    let before = tree(reference.path());
+    let start = Instant::now();
+    assert!(
+        run_helper(reference.path(), "turn", Kill::Never),
+        "the scripted turn failed"
+    );
+    let turn_time = start.elapsed();
+    let after = tree(reference.path());
+    assert_ne!(before, after);
+
+    for trial in 0..trials {
+        let context = format!("trial {trial} of seed {seed} (SHIRO_CRASH_SEED={seed} replays it)");
+        let ws = workspace();
+        let root = ws.path();
+        setup(root);
+        let undo_trial = trial % 2 == 1;
+        if undo_trial {
+            assert!(
+                run_helper(root, "turn", Kill::Never),
+                "{context}: setup turn failed"
+            );
+            assert_eq!(tree(root), after, "{context}: setup turn");
+        }
+        let kill = if rng.below(2) == 0 {
+            let window = turn_time.as_micros() as u64 * 3 / 2;
+            Kill::After(Duration::from_micros(rng.below(window)))
+        } else {
+            Kill::AbortAt(1 + rng.below(TURN_CALLS), rng.below(2) == 0)
+        };
+        let context = format!(
+            "{context}, {} killed by {kill:?}",
+            if undo_trial { "undo" } else { "turn" }
+        );
+        let finished = run_helper(root, if undo_trial { "undo" } else { "turn" }, kill);
+
+        let (store, notices) = open(root);
+        assert!(
+            no_damage(&notices),
+            "{context}: the log was damaged: {notices:?}"
+        );
+        let now = tree(root);
+        let log = store.log().unwrap();
+        let redo_log = store.redo_log().unwrap();
+        if undo_trial {
+            if now == before {
+                assert!(
+                    log.is_empty() && redo_log.len() == 1,
+                    "{context}: undone, but the log says otherwise"
+                );
+                redo(&store, root);
+                assert_eq!(tree(root), after, "{context}: redo after a completed undo");
+            } else {
+                assert_eq!(
+                    now, after,
+                    "{context}: an interrupted undo was neither completed nor left unstarted"
+                );
+                assert!(
+                    !finished,
+                    "{context}: the undo finished but changed nothing"
+                );
+                assert!(
+                    log.len() == 1 && redo_log.is_empty(),
+                    "{context}: not undone, but the log says otherwise"
+                );
+                undo(&store, root);
+                assert_eq!(
+                    tree(root),
+                    before,
+                    "{context}: undo after an unstarted undo"
+                );
+            }
+        } else {
+            if finished {
+                assert_eq!(
+                    now, after,
+                    "{context}: the turn finished but the tree differs"
+                );
+            }
+            if log.is_empty() {
+                assert_eq!(
+                    now, before,
+                    "{context}: the tree changed but no turn was recorded or recovered"
+                );
+            } else {
+                assert_eq!(log.len(), 1, "{context}: one turn expected");
+                assert_eq!(log[0].history_marker, 7, "{context}");
+                undo(&store, root);
+                assert_eq!(
+                    tree(root),
+                    before,
+                    "{context}: undo of the (recovered) turn"
+                );
+                redo(&store, root);
+                assert_eq!(tree(root), now, "{context}: redo of the (recovered) turn");
+            }
+        }
+    }
+}
