@@ -260,3 +260,50 @@ fn fifty_random_turns_undo_and_redo_exactly() {
     }
     assert_eq!(ws.tree(), end, "seed {seed:#x}: 50 redos did not restore the end");
 }
+
+/// Ctrl-C stops a running `bash` call (its whole process group) and leaves the workspace
+/// and the undo log usable: the next command works and sees the earlier turn.
+#[test]
+fn ctrl_c_stops_bash_and_leaves_the_log_consistent() {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let ws = Ws::new();
+    ws.ok(&["tool", "write_file", "--args", r#"{"path":"a.txt","content":"a\n"}"#]);
+    let pid_file = ws.config.path().join("sleeper.pid");
+    let command = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
+    let mut child = Command::new(support::shiro_bin())
+        .arg("-C")
+        .arg(ws.path())
+        .args(["tool", "bash", "--args", &serde_json::json!({ "command": command }).to_string()])
+        .env("SHIRO_CONFIG_DIR", ws.config.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !pid_file.exists() {
+        assert!(started.elapsed() < Duration::from_secs(20), "bash never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
+    let sleeper = std::fs::read_to_string(&pid_file).unwrap();
+    // Dead means gone or a zombie: an orphan's zombie waits for a reaper that containers may lack.
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{}/stat", sleeper.trim()))
+            .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+    };
+    let killed_at = Instant::now();
+    while alive() && killed_at.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!alive(), "the sleep in bash's process group outlived Ctrl-C");
+    let log = ws.ok(&["log"]);
+    assert!(log.stdout.contains("A a.txt"), "{}", log.show());
+    ws.ok(&["undo"]);
+    assert!(!ws.exists("a.txt"));
+}
