@@ -34,8 +34,8 @@ mod tool;
 pub mod tools;
 
 pub use mutator::{
-    DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DirEntry, FsMutator, MemMutator, Mutator, MutatorError,
-    Stat, create_parent_dirs,
+    DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DirEntry, FsMutator, Hook, Hooked, MemMutator, Mutation,
+    Mutator, MutatorError, Stat, create_parent_dirs,
 };
 pub use path::{PathError, WorkspacePath};
 pub use tool::{Change, Tool, ToolError, ToolOutput, parse_args, schema_of};

@@ -19,7 +19,9 @@ pub enum PathError {
     #[error("path {0:?} is outside the workspace")]
     Outside(String),
     /// A symbolic link on the path resolves outside the workspace.
-    #[error("path {path:?} goes through the symbolic link {link:?}, which leads outside the workspace")]
+    #[error(
+        "path {path:?} goes through the symbolic link {link:?}, which leads outside the workspace"
+    )]
     SymlinkEscape {
         /// The path as given.
         path: String,
@@ -27,7 +29,9 @@ pub enum PathError {
         link: String,
     },
     /// The path is inside a directory that tools may never write (`.git/`, `.shiro/undo/`).
-    #[error("path {0:?} is inside a protected directory (.git/ or .shiro/undo/); tools never write there")]
+    #[error(
+        "path {0:?} is inside a protected directory (.git/ or .shiro/undo/); tools never write there"
+    )]
     Protected(String),
 }
 
@@ -69,7 +73,9 @@ impl WorkspacePath {
         for component in relative.components() {
             match component {
                 Component::Normal(part) => {
-                    let part = part.to_str().ok_or_else(|| PathError::Outside(input.to_owned()))?;
+                    let part = part
+                        .to_str()
+                        .ok_or_else(|| PathError::Outside(input.to_owned()))?;
                     parts.push(part);
                 }
                 Component::CurDir => {}
@@ -82,7 +88,9 @@ impl WorkspacePath {
         if parts.is_empty() {
             return Err(PathError::Empty);
         }
-        Ok(Self { rel: parts.join("/") })
+        Ok(Self {
+            rel: parts.join("/"),
+        })
     }
 
     /// Builds a workspace path from a path already relative to the root (such as one read
@@ -106,7 +114,9 @@ impl WorkspacePath {
 
     /// The parent directory, or `None` when the parent is the workspace root.
     pub fn parent(&self) -> Option<WorkspacePath> {
-        self.rel.rsplit_once('/').map(|(parent, _)| Self { rel: parent.to_owned() })
+        self.rel.rsplit_once('/').map(|(parent, _)| Self {
+            rel: parent.to_owned(),
+        })
     }
 
     /// Every proper ancestor, outermost first (`a`, `a/b` for `a/b/c`).
@@ -115,7 +125,9 @@ impl WorkspacePath {
         let mut end = 0;
         while let Some(offset) = self.rel[end..].find('/') {
             end += offset;
-            out.push(Self { rel: self.rel[..end].to_owned() });
+            out.push(Self {
+                rel: self.rel[..end].to_owned(),
+            });
             end += 1;
         }
         out
@@ -139,7 +151,8 @@ impl WorkspacePath {
     /// Whether this path is `other` or lies inside it.
     pub fn starts_with(&self, other: &WorkspacePath) -> bool {
         self.rel == other.rel
-            || (self.rel.starts_with(&other.rel) && self.rel.as_bytes().get(other.rel.len()) == Some(&b'/'))
+            || (self.rel.starts_with(&other.rel)
+                && self.rel.as_bytes().get(other.rel.len()) == Some(&b'/'))
     }
 
     /// Whether tools are forbidden to write here: `.git/` and `.shiro/undo/`, and those
@@ -213,11 +226,20 @@ mod tests {
     #[test]
     fn ancestors_and_parent() {
         let p = WorkspacePath::from_relative("a/b/c").unwrap();
-        let ancestors: Vec<_> = p.ancestors().iter().map(|a| a.as_str().to_owned()).collect();
+        let ancestors: Vec<_> = p
+            .ancestors()
+            .iter()
+            .map(|a| a.as_str().to_owned())
+            .collect();
         assert_eq!(ancestors, ["a", "a/b"]);
         assert_eq!(p.parent().unwrap().as_str(), "a/b");
         assert_eq!(p.file_name(), "c");
-        assert!(WorkspacePath::from_relative("a").unwrap().parent().is_none());
+        assert!(
+            WorkspacePath::from_relative("a")
+                .unwrap()
+                .parent()
+                .is_none()
+        );
         assert!(p.starts_with(&WorkspacePath::from_relative("a/b").unwrap()));
         assert!(!p.starts_with(&WorkspacePath::from_relative("a/bc").unwrap()));
     }

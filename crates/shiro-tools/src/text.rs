@@ -51,7 +51,8 @@ impl TextFile {
         if bytes.contains(&0) {
             return Err(TextError::Binary);
         }
-        let text = std::str::from_utf8(bytes).map_err(|err| TextError::NotUtf8(err.valid_up_to()))?;
+        let text =
+            std::str::from_utf8(bytes).map_err(|err| TextError::NotUtf8(err.valid_up_to()))?;
         let (bom, text) = match text.strip_prefix(BOM) {
             Some(rest) => (true, rest),
             None => (false, text),
@@ -61,12 +62,20 @@ impl TextFile {
             LineEnding::CrLf => text.replace("\r\n", "\n"),
             LineEnding::Lf => text.to_owned(),
         };
-        Ok(Self { bom, line_ending, body })
+        Ok(Self {
+            bom,
+            line_ending,
+            body,
+        })
     }
 
     /// A new file with `\n` endings and no BOM.
     pub fn new(body: String) -> Self {
-        Self { bom: false, line_ending: LineEnding::Lf, body }
+        Self {
+            bom: false,
+            line_ending: LineEnding::Lf,
+            body,
+        }
     }
 
     /// The bytes to write: the BOM and line endings the file had.

@@ -20,12 +20,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use async_trait::async_trait;
 use proptest::prelude::*;
 use serde_json::json;
 use shiro_tools::{
-    DirEntry, FsMutator, MemMutator, Mutator, MutatorError, Stat, Tool, ToolError, ToolOutput,
-    WorkspacePath, patch, tools,
+    FsMutator, Hooked, MemMutator, Mutation, Mutator, MutatorError, Stat, Tool, ToolError,
+    ToolOutput, WorkspacePath, patch, tools,
 };
 
 fn fixtures() -> PathBuf {
@@ -384,7 +383,7 @@ async fn a_symlink_can_be_deleted_and_is_put_back_on_failure() {
     let mem = workspace(&[("target.txt", b"t\n")]).await;
     mem.symlink("target.txt", &p("link")).await.unwrap();
     let before = mem.snapshot();
-    let faulty = Faulty::new(mem.clone(), 1, false);
+    let (faulty, _) = failing(mem.clone(), 1, false);
     let patch = "*** Delete File: link\n*** Add File: x.txt\n+x\n";
     let err = tools::apply_patch()
         .call(&faulty, json!({ "patch": patch }))
@@ -414,7 +413,7 @@ async fn a_symlink_can_be_deleted_and_is_put_back_on_failure() {
 async fn a_failed_rollback_says_which_files_are_in_which_state() {
     let mem = workspace(&[("a.txt", b"a\n"), ("b.txt", b"b\n"), ("c.txt", b"c\n")]).await;
     // The 4th mutating call fails and so does every later one, including the rollback's.
-    let faulty = Faulty::new(mem.clone(), 3, true);
+    let (faulty, _) = failing(mem.clone(), 3, true);
     let patch = "*** Begin Patch\n*** Add File: new/d.txt\n+d\n*** Update File: a.txt\n@@\n-a\n+A\n\
                  *** Delete File: b.txt\n*** End Patch";
     let err = tools::apply_patch()
@@ -433,87 +432,34 @@ async fn a_failed_rollback_says_which_files_are_in_which_state() {
 // Fault injection.
 
 /// A `Mutator` that delegates to `inner` but fails its `fail_at`-th mutating call (counting
-/// from 0), and with `and_after` every later one too.
-struct Faulty<M> {
-    inner: M,
-    calls: Arc<AtomicUsize>,
-    fail_at: usize,
-    and_after: bool,
-}
-
-impl<M: Mutator> Faulty<M> {
-    fn new(inner: M, fail_at: usize, and_after: bool) -> Self {
-        Self {
-            inner,
-            calls: Arc::new(AtomicUsize::new(0)),
-            fail_at,
-            and_after,
-        }
-    }
-
-    fn gate(&self, op: &'static str, path: &WorkspacePath) -> Result<(), MutatorError> {
-        let call = self.calls.fetch_add(1, Ordering::SeqCst);
-        if call == self.fail_at || (self.and_after && call > self.fail_at) {
+/// from 0), and with `and_after` every later one too; the counter says how many mutating
+/// calls were made.
+fn failing<M: Mutator>(inner: M, fail_at: usize, and_after: bool) -> (Hooked<M>, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&calls);
+    let hooked = Hooked::new(inner, move |m| {
+        let call = counter.fetch_add(1, Ordering::SeqCst);
+        if call == fail_at || (and_after && call > fail_at) {
             return Err(MutatorError::Io {
-                op,
-                path: path.clone(),
+                op: injected(m),
+                path: m.path().clone(),
                 source: io::Error::other("disk on fire"),
             });
         }
         Ok(())
-    }
-
-    fn mutating_calls(&self) -> usize {
-        self.calls.load(Ordering::SeqCst)
-    }
+    });
+    (hooked, calls)
 }
 
-#[async_trait]
-impl<M: Mutator> Mutator for Faulty<M> {
-    fn root(&self) -> &Path {
-        self.inner.root()
-    }
-    async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
-        self.inner.stat(path).await
-    }
-    async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
-        self.inner.read(path).await
-    }
-    async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
-        self.inner.read_dir(path).await
-    }
-    async fn write(
-        &self,
-        path: &WorkspacePath,
-        bytes: &[u8],
-        mode: Option<u32>,
-    ) -> Result<(), MutatorError> {
-        self.gate("injected fault write", path)?;
-        self.inner.write(path, bytes, mode).await
-    }
-    async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
-        self.gate("injected fault chmod", path)?;
-        self.inner.set_mode(path, mode).await
-    }
-    async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.gate("injected fault create directory", path)?;
-        self.inner.create_dir(path).await
-    }
-    async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.gate("injected fault symlink", path)?;
-        self.inner.symlink(target, path).await
-    }
-    async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.gate("injected fault remove", path)?;
-        self.inner.remove_file(path).await
-    }
-    async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.gate("injected fault remove directory", path)?;
-        self.inner.remove_dir(path).await
-    }
-    async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
-        self.gate("injected fault rename", from)?;
-        self.inner.rename(from, to).await
+fn injected(mutation: &Mutation<'_>) -> &'static str {
+    match mutation {
+        Mutation::Write(_) => "injected fault write",
+        Mutation::SetMode(_) => "injected fault chmod",
+        Mutation::CreateDir(_) => "injected fault create directory",
+        Mutation::Symlink(_) => "injected fault symlink",
+        Mutation::RemoveFile(_) => "injected fault remove",
+        Mutation::RemoveDir(_) => "injected fault remove directory",
+        Mutation::Rename { .. } => "injected fault rename",
     }
 }
 
@@ -642,22 +588,22 @@ proptest! {
         let seed: Vec<(&str, Vec<u8>)> = files.iter().map(|(i, spec, _)| (NAMES[*i], spec.bytes())).collect();
         runtime().block_on(async {
             let seed: Vec<(&str, &[u8])> = seed.iter().map(|(p, b)| (*p, b.as_slice())).collect();
-            let clean = Faulty::new(workspace(&seed).await, usize::MAX, false);
+            let (clean, clean_calls) = failing(workspace(&seed).await, usize::MAX, false);
             let clean_result = tools::apply_patch().call(&clean, json!({ "patch": patch })).await;
-            let writes = clean.mutating_calls();
+            let writes = clean_calls.load(Ordering::SeqCst);
             let names_a_file = adds > 0 || files.iter().any(|(_, _, action)| !matches!(action, Action::Keep));
             // Generated patches always apply, so a failure below is the fault's doing alone.
             prop_assert_eq!(clean_result.is_ok(), names_a_file, "{:?}", clean_result);
 
             let mem = workspace(&seed).await;
             let before = mem.snapshot();
-            let faulty = Faulty::new(mem.clone(), fail_at, false);
+            let (faulty, _) = failing(mem.clone(), fail_at, false);
             let result = tools::apply_patch().call(&faulty, json!({ "patch": patch })).await;
             match result {
                 Ok(out) => {
                     prop_assert!(fail_at >= writes, "a write failed but the call succeeded");
                     prop_assert_eq!(Some(out), clean_result.ok());
-                    prop_assert_eq!(mem.snapshot(), clean.inner.snapshot());
+                    prop_assert_eq!(mem.snapshot(), clean.inner().snapshot());
                 }
                 Err(err) => {
                     let message = err.to_string();

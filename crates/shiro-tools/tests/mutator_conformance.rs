@@ -41,10 +41,15 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
     }
     macro_rules! stat {
         ($path:expr) => {
-            writeln!(t, "{:<44} {}", format!("stat {}", $path), match m.stat(&p($path)).await {
-                Ok(stat) => show_stat(&stat, outside),
-                Err(err) => format!("err {err}"),
-            })
+            writeln!(
+                t,
+                "{:<44} {}",
+                format!("stat {}", $path),
+                match m.stat(&p($path)).await {
+                    Ok(stat) => show_stat(&stat, outside),
+                    Err(err) => format!("err {err}"),
+                }
+            )
             .unwrap()
         };
     }
@@ -52,23 +57,37 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
     // Files: create, default mode, explicit mode, overwrite keeps mode.
     step!("write a.txt", m.write(&p("a.txt"), b"one", None));
     stat!("a.txt");
-    step!("read a.txt", async { m.read(&p("a.txt")).await.map(String::from_utf8) });
+    step!("read a.txt", async {
+        m.read(&p("a.txt")).await.map(String::from_utf8)
+    });
     step!("set_mode a.txt 755", m.set_mode(&p("a.txt"), 0o755));
     step!("write a.txt again", m.write(&p("a.txt"), b"two!", None));
     stat!("a.txt");
-    step!("write a.txt mode 600", m.write(&p("a.txt"), b"", Some(0o600)));
+    step!(
+        "write a.txt mode 600",
+        m.write(&p("a.txt"), b"", Some(0o600))
+    );
     stat!("a.txt");
-    step!("write bin (binary)", m.write(&p("bin"), &[0, 159, 146, 150, 255], None));
+    step!(
+        "write bin (binary)",
+        m.write(&p("bin"), &[0, 159, 146, 150, 255], None)
+    );
     step!("read bin", m.read(&p("bin")));
 
     // Parents must exist; directories are not files.
     step!("write missing/x", m.write(&p("missing/x"), b"x", None));
-    step!("write a.txt/x (parent is a file)", m.write(&p("a.txt/x"), b"x", None));
+    step!(
+        "write a.txt/x (parent is a file)",
+        m.write(&p("a.txt/x"), b"x", None)
+    );
     stat!("a.txt/x");
     step!("create_dir d", m.create_dir(&p("d")));
     stat!("d");
     step!("create_dir d again", m.create_dir(&p("d")));
-    step!("create_dir missing/deeper", m.create_dir(&p("missing/deeper")));
+    step!(
+        "create_dir missing/deeper",
+        m.create_dir(&p("missing/deeper"))
+    );
     step!("write d (a directory)", m.write(&p("d"), b"x", None));
     step!("write d/f", m.write(&p("d/f"), b"f", None));
     step!("read d", m.read(&p("d")));
@@ -77,10 +96,15 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
     step!("remove_dir a.txt", m.remove_dir(&p("a.txt")));
     step!("read_dir d", async {
         m.read_dir(&p("d")).await.map(|entries| {
-            entries.iter().map(|e| format!("{} {}", e.path, e.stat.kind())).collect::<Vec<_>>()
+            entries
+                .iter()
+                .map(|e| format!("{} {}", e.path, e.stat.kind()))
+                .collect::<Vec<_>>()
         })
     });
-    step!("read_dir a.txt", async { m.read_dir(&p("a.txt")).await.map(|e| e.len()) });
+    step!("read_dir a.txt", async {
+        m.read_dir(&p("a.txt")).await.map(|e| e.len())
+    });
     step!("set_mode d 700", m.set_mode(&p("d"), 0o700));
     stat!("d");
     step!("set_mode d 755", m.set_mode(&p("d"), 0o755));
@@ -95,35 +119,63 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
     stat!("a.txt");
     stat!("b.txt");
     step!("write c.txt", m.write(&p("c.txt"), b"c", None));
-    step!("rename c.txt -> b.txt (replaces)", m.rename(&p("c.txt"), &p("b.txt")));
-    step!("read b.txt", async { m.read(&p("b.txt")).await.map(String::from_utf8) });
+    step!(
+        "rename c.txt -> b.txt (replaces)",
+        m.rename(&p("c.txt"), &p("b.txt"))
+    );
+    step!("read b.txt", async {
+        m.read(&p("b.txt")).await.map(String::from_utf8)
+    });
     step!("rename b.txt -> b.txt", m.rename(&p("b.txt"), &p("b.txt")));
     step!("rename gone -> x", m.rename(&p("gone"), &p("x")));
     step!("create_dir e", m.create_dir(&p("e")));
     step!("rename e -> f (directory)", m.rename(&p("e"), &p("f")));
-    step!("rename b.txt -> e (onto directory)", m.rename(&p("b.txt"), &p("e")));
-    step!("rename b.txt -> nowhere/b", m.rename(&p("b.txt"), &p("nowhere/b")));
-    step!("rename b.txt -> e/b.txt", m.rename(&p("b.txt"), &p("e/b.txt")));
+    step!(
+        "rename b.txt -> e (onto directory)",
+        m.rename(&p("b.txt"), &p("e"))
+    );
+    step!(
+        "rename b.txt -> nowhere/b",
+        m.rename(&p("b.txt"), &p("nowhere/b"))
+    );
+    step!(
+        "rename b.txt -> e/b.txt",
+        m.rename(&p("b.txt"), &p("e/b.txt"))
+    );
 
     // Symbolic links: not followed in the last component, followed on parents inside.
     step!("symlink e -> in", m.symlink("e", &p("in")));
     stat!("in");
     step!("symlink again onto in", m.symlink("e", &p("in")));
     stat!("in/b.txt");
-    step!("read in/b.txt", async { m.read(&p("in/b.txt")).await.map(String::from_utf8) });
+    step!("read in/b.txt", async {
+        m.read(&p("in/b.txt")).await.map(String::from_utf8)
+    });
     step!("write in/new.txt", m.write(&p("in/new.txt"), b"new", None));
     stat!("e/new.txt");
     step!("read_dir in", async {
-        m.read_dir(&p("in")).await.map(|entries| entries.iter().map(|e| e.path.to_string()).collect::<Vec<_>>())
+        m.read_dir(&p("in")).await.map(|entries| {
+            entries
+                .iter()
+                .map(|e| e.path.to_string())
+                .collect::<Vec<_>>()
+        })
     });
     step!("symlink e/b.txt -> lnk", m.symlink("e/b.txt", &p("lnk")));
-    step!("read lnk", async { m.read(&p("lnk")).await.map(String::from_utf8) });
+    step!("read lnk", async {
+        m.read(&p("lnk")).await.map(String::from_utf8)
+    });
     step!("set_mode lnk", m.set_mode(&p("lnk"), 0o600));
     step!("rename lnk -> lnk2", m.rename(&p("lnk"), &p("lnk2")));
     stat!("lnk2");
-    step!("write lnk2 (replaces the link)", m.write(&p("lnk2"), b"plain", None));
+    step!(
+        "write lnk2 (replaces the link)",
+        m.write(&p("lnk2"), b"plain", None)
+    );
     stat!("lnk2");
-    step!("read e/b.txt (untouched)", async { m.read(&p("e/b.txt")).await.map(String::from_utf8) });
+    step!("read e/b.txt (untouched)", async {
+        m.read(&p("e/b.txt")).await.map(String::from_utf8)
+    });
     step!("symlink dangling", m.symlink("nowhere", &p("dangling")));
     stat!("dangling");
     step!("read dangling", m.read(&p("dangling")));
@@ -137,18 +189,37 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
     step!("write out/x", m.write(&p("out/x"), b"x", None));
     step!("create_dir out/x", m.create_dir(&p("out/x")));
     step!("read out/secret", m.read(&p("out/secret")));
-    step!("read_dir out", async { m.read_dir(&p("out")).await.map(|e| e.len()) });
-    step!("remove_file out (the link itself)", m.remove_file(&p("out")));
-    step!("symlink absolute in-root -> abs", m.symlink(&format!("{root}/e"), &p("abs")));
-    step!("read abs/b.txt", async { m.read(&p("abs/b.txt")).await.map(String::from_utf8) });
+    step!("read_dir out", async {
+        m.read_dir(&p("out")).await.map(|e| e.len())
+    });
+    step!(
+        "remove_file out (the link itself)",
+        m.remove_file(&p("out"))
+    );
+    step!(
+        "symlink absolute in-root -> abs",
+        m.symlink(&format!("{root}/e"), &p("abs"))
+    );
+    step!("read abs/b.txt", async {
+        m.read(&p("abs/b.txt")).await.map(String::from_utf8)
+    });
 
     // Protected directories are never written.
     step!("write .git/config", m.write(&p(".git/config"), b"x", None));
     step!("create_dir .git", m.create_dir(&p(".git")));
-    step!("write .shiro/undo/log", m.write(&p(".shiro/undo/log"), b"x", None));
+    step!(
+        "write .shiro/undo/log",
+        m.write(&p(".shiro/undo/log"), b"x", None)
+    );
     step!("create_dir .shiro", m.create_dir(&p(".shiro")));
-    step!("write .shiro/commands.md", m.write(&p(".shiro/commands.md"), b"## x\n", None));
-    step!("rename e/b.txt -> .git/b", m.rename(&p("e/b.txt"), &p(".git/b")));
+    step!(
+        "write .shiro/commands.md",
+        m.write(&p(".shiro/commands.md"), b"## x\n", None)
+    );
+    step!(
+        "rename e/b.txt -> .git/b",
+        m.rename(&p("e/b.txt"), &p(".git/b"))
+    );
     t
 }
 
@@ -165,9 +236,16 @@ async fn mem_and_fs_behave_the_same() {
     let mem = MemMutator::new();
     let mem_transcript = transcript(&mem, outside_str).await;
 
-    assert_eq!(mem_transcript, fs_transcript, "the in-memory tree differs from the disk");
+    assert_eq!(
+        mem_transcript, fs_transcript,
+        "the in-memory tree differs from the disk"
+    );
     insta::assert_snapshot!(fs_transcript);
-    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 1, "something was created outside");
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        1,
+        "something was created outside"
+    );
 }
 
 /// Hostile paths: refused by the jail or by both mutators, and nothing appears outside.
@@ -179,7 +257,9 @@ async fn hostile_paths_are_refused_by_both_mutators() {
     let fs = FsMutator::new(root).unwrap();
     let mem = MemMutator::new();
     for m in [&fs as &dyn Mutator, &mem] {
-        m.symlink(outside.path().to_str().unwrap(), &p("outlink")).await.unwrap();
+        m.symlink(outside.path().to_str().unwrap(), &p("outlink"))
+            .await
+            .unwrap();
         m.create_dir(&p("sub")).await.unwrap();
         m.symlink("../outlink", &p("sub/via")).await.unwrap();
         m.symlink("/etc", &p("etc")).await.unwrap();
@@ -222,7 +302,12 @@ async fn hostile_paths_are_refused_by_both_mutators() {
                     let dirs = shiro_tools::create_parent_dirs(m, &path).await;
                     assert!(write.is_err(), "{name}: write of {input:?} succeeded");
                     match (write, dirs) {
-                        (Err(MutatorError::Path(PathError::SymlinkEscape { .. } | PathError::Protected(_))), _) => {}
+                        (
+                            Err(MutatorError::Path(
+                                PathError::SymlinkEscape { .. } | PathError::Protected(_),
+                            )),
+                            _,
+                        ) => {}
                         (Err(MutatorError::NotFound(_)), Err(MutatorError::Path(_))) => {}
                         (Err(MutatorError::Path(_)), _) => {}
                         (other, dirs) => panic!("{name}: {input:?} gave {other:?} / {dirs:?}"),
@@ -231,12 +316,21 @@ async fn hostile_paths_are_refused_by_both_mutators() {
                 }
             };
             if name == "fs" {
-                writeln!(report, "{input:?}: {}", outcome.replace(outside.path().to_str().unwrap(), "<outside>")).unwrap();
+                writeln!(
+                    report,
+                    "{input:?}: {}",
+                    outcome.replace(outside.path().to_str().unwrap(), "<outside>")
+                )
+                .unwrap();
             }
         }
     }
     insta::assert_snapshot!(report);
-    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "something was created outside");
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        0,
+        "something was created outside"
+    );
     // The relative root itself is also never a writable path.
     assert!(WorkspacePath::resolve(Path::new("/ws"), "/ws").is_err());
 }

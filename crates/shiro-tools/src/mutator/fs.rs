@@ -34,9 +34,14 @@ impl FsMutator {
         let root = root.into();
         let canonical = root.canonicalize()?;
         if !canonical.is_dir() {
-            return Err(io::Error::new(ErrorKind::NotADirectory, "workspace root is not a directory"));
+            return Err(io::Error::new(
+                ErrorKind::NotADirectory,
+                "workspace root is not a directory",
+            ));
         }
-        Ok(Self { inner: Arc::new(Roots { root, canonical }) })
+        Ok(Self {
+            inner: Arc::new(Roots { root, canonical }),
+        })
     }
 
     async fn blocking<T: Send + 'static>(
@@ -86,7 +91,11 @@ impl Roots {
             Ok(target) if target.starts_with(&self.canonical) => Ok(()),
             // A dangling link leads nowhere; the operation itself reports what is missing.
             Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
-            _ => Err(PathError::SymlinkEscape { path: path.to_string(), link: at.to_string() }.into()),
+            _ => Err(PathError::SymlinkEscape {
+                path: path.to_string(),
+                link: at.to_string(),
+            }
+            .into()),
         }
     }
 }
@@ -98,7 +107,11 @@ fn io_error(op: &'static str, path: &WorkspacePath, err: io::Error) -> MutatorEr
         ErrorKind::IsADirectory => MutatorError::IsDirectory(path.clone()),
         ErrorKind::NotADirectory => MutatorError::NotDirectory(path.clone()),
         ErrorKind::DirectoryNotEmpty => MutatorError::DirectoryNotEmpty(path.clone()),
-        _ => MutatorError::Io { op, path: path.clone(), source: err },
+        _ => MutatorError::Io {
+            op,
+            path: path.clone(),
+            source: err,
+        },
     }
 }
 
@@ -114,11 +127,16 @@ fn stat_of(full: &Path, path: &WorkspacePath) -> Result<Stat, MutatorError> {
     let mode = meta.permissions().mode() & 0o7777;
     if file_type.is_symlink() {
         let target = fs::read_link(full).map_err(|err| io_error("readlink", path, err))?;
-        Ok(Stat::Symlink { target: target.to_string_lossy().into_owned() })
+        Ok(Stat::Symlink {
+            target: target.to_string_lossy().into_owned(),
+        })
     } else if file_type.is_dir() {
         Ok(Stat::Dir { mode })
     } else {
-        Ok(Stat::File { mode, len: meta.len() })
+        Ok(Stat::File {
+            mode,
+            len: meta.len(),
+        })
     }
 }
 
@@ -160,12 +178,16 @@ fn write_atomic(
         .prefix(".shiro-tmp-")
         .tempfile_in(dir)
         .map_err(|err| io_error("create temporary file for", path, err))?;
-    temp.write_all(bytes).map_err(|err| io_error("write", path, err))?;
+    temp.write_all(bytes)
+        .map_err(|err| io_error("write", path, err))?;
     temp.as_file()
         .set_permissions(fs::Permissions::from_mode(mode))
         .map_err(|err| io_error("chmod", path, err))?;
-    temp.as_file().sync_data().map_err(|err| io_error("sync", path, err))?;
-    temp.persist(&full).map_err(|err| io_error("rename into place", path, err.error))?;
+    temp.as_file()
+        .sync_data()
+        .map_err(|err| io_error("sync", path, err))?;
+    temp.persist(&full)
+        .map_err(|err| io_error("rename into place", path, err.error))?;
     Ok(())
 }
 
@@ -177,7 +199,8 @@ impl Mutator for FsMutator {
 
     async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
         let path = path.clone();
-        self.blocking(move |roots| stat_of(&roots.checked(&path)?, &path)).await
+        self.blocking(move |roots| stat_of(&roots.checked(&path)?, &path))
+            .await
     }
 
     async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
@@ -216,7 +239,8 @@ impl Mutator for FsMutator {
     ) -> Result<(), MutatorError> {
         let path = path.clone();
         let bytes = bytes.to_vec();
-        self.blocking(move |roots| write_atomic(roots, &path, &bytes, mode)).await
+        self.blocking(move |roots| write_atomic(roots, &path, &bytes, mode))
+            .await
     }
 
     async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
@@ -231,8 +255,10 @@ impl Mutator for FsMutator {
                     path,
                     source: io::Error::other("symbolic links have no mode"),
                 }),
-                Stat::File { .. } | Stat::Dir { .. } => fs::set_permissions(&full, fs::Permissions::from_mode(mode))
-                    .map_err(|err| io_error("chmod", &path, err)),
+                Stat::File { .. } | Stat::Dir { .. } => {
+                    fs::set_permissions(&full, fs::Permissions::from_mode(mode))
+                        .map_err(|err| io_error("chmod", &path, err))
+                }
             }
         })
         .await
@@ -282,7 +308,9 @@ impl Mutator for FsMutator {
             let full = roots.writable(&path)?;
             match stat_of(&full, &path)? {
                 Stat::Absent => Err(MutatorError::NotFound(path)),
-                Stat::Dir { .. } => fs::remove_dir(&full).map_err(|err| io_error("remove directory", &path, err)),
+                Stat::Dir { .. } => {
+                    fs::remove_dir(&full).map_err(|err| io_error("remove directory", &path, err))
+                }
                 Stat::File { .. } | Stat::Symlink { .. } => Err(MutatorError::NotDirectory(path)),
             }
         })

@@ -24,9 +24,14 @@ enum Node {
 impl Node {
     fn stat(&self) -> Stat {
         match self {
-            Node::File { bytes, mode } => Stat::File { mode: *mode, len: bytes.len() as u64 },
+            Node::File { bytes, mode } => Stat::File {
+                mode: *mode,
+                len: bytes.len() as u64,
+            },
             Node::Dir { mode } => Stat::Dir { mode: *mode },
-            Node::Symlink { target } => Stat::Symlink { target: target.clone() },
+            Node::Symlink { target } => Stat::Symlink {
+                target: target.clone(),
+            },
         }
     }
 }
@@ -69,7 +74,9 @@ impl MemMutator {
 
     fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Node>> {
         // A poisoned lock only means another test thread panicked; the tree itself is intact.
-        self.tree.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.tree
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -87,7 +94,9 @@ fn resolve(tree: &BTreeMap<String, Node>, path: &WorkspacePath) -> Result<Resolv
         match tree.get(&candidate) {
             None => return Ok(Resolved::Missing(MutatorError::NotFound(parent_or(path)))),
             Some(Node::File { .. }) => {
-                return Ok(Resolved::Missing(MutatorError::NotDirectory(parent_or(path))));
+                return Ok(Resolved::Missing(MutatorError::NotDirectory(parent_or(
+                    path,
+                ))));
             }
             Some(Node::Dir { .. }) => real = candidate,
             Some(Node::Symlink { target }) => {
@@ -121,7 +130,12 @@ fn link_target(link_dir: &str, target: &str) -> Option<Vec<String>> {
         }
         inside
     } else {
-        parts.extend(link_dir.split('/').filter(|s| !s.is_empty()).map(str::to_owned));
+        parts.extend(
+            link_dir
+                .split('/')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
+        );
         target
     };
     for part in rest.split('/') {
@@ -137,7 +151,11 @@ fn link_target(link_dir: &str, target: &str) -> Option<Vec<String>> {
 }
 
 fn join(dir: &str, name: &str) -> String {
-    if dir.is_empty() { name.to_owned() } else { format!("{dir}/{name}") }
+    if dir.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{dir}/{name}")
+    }
 }
 
 fn parent_or(path: &WorkspacePath) -> WorkspacePath {
@@ -146,7 +164,11 @@ fn parent_or(path: &WorkspacePath) -> WorkspacePath {
 
 impl MemMutator {
     /// The real key of `path`, or the error an operation that needs it should report.
-    fn key(&self, tree: &BTreeMap<String, Node>, path: &WorkspacePath) -> Result<String, MutatorError> {
+    fn key(
+        &self,
+        tree: &BTreeMap<String, Node>,
+        path: &WorkspacePath,
+    ) -> Result<String, MutatorError> {
         match resolve(tree, path)? {
             Resolved::At(key) => Ok(key),
             Resolved::Missing(err) => Err(err),
@@ -174,7 +196,10 @@ impl MemMutator {
             match tree.get(&key) {
                 Some(Node::Symlink { target }) => {
                     let dir = key.rsplit_once('/').map_or("", |(dir, _)| dir);
-                    let escape = || PathError::SymlinkEscape { path: path.to_string(), link: key.clone() };
+                    let escape = || PathError::SymlinkEscape {
+                        path: path.to_string(),
+                        link: key.clone(),
+                    };
                     let parts = link_target(dir, target).ok_or_else(escape)?;
                     if parts.is_empty() {
                         return Ok(None);
@@ -189,7 +214,11 @@ impl MemMutator {
                 None => return Ok(None),
             }
         }
-        Err(PathError::SymlinkEscape { path: path.to_string(), link: key }.into())
+        Err(PathError::SymlinkEscape {
+            path: path.to_string(),
+            link: key,
+        }
+        .into())
     }
 }
 
@@ -249,11 +278,16 @@ impl Mutator for MemMutator {
         let prefix = format!("{dir}/");
         let mut entries = Vec::new();
         for (key, node) in tree.range(prefix.clone()..) {
-            let Some(name) = key.strip_prefix(&prefix) else { break };
+            let Some(name) = key.strip_prefix(&prefix) else {
+                break;
+            };
             if name.contains('/') {
                 continue;
             }
-            entries.push(DirEntry { path: path.join(name)?, stat: node.stat() });
+            entries.push(DirEntry {
+                path: path.join(name)?,
+                stat: node.stat(),
+            });
         }
         entries.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(entries)
@@ -274,7 +308,13 @@ impl Mutator for MemMutator {
             (None, Some(Node::File { mode, .. })) => *mode,
             (None, Some(Node::Symlink { .. }) | None) => DEFAULT_FILE_MODE,
         };
-        tree.insert(key, Node::File { bytes: bytes.to_vec(), mode });
+        tree.insert(
+            key,
+            Node::File {
+                bytes: bytes.to_vec(),
+                mode,
+            },
+        );
         Ok(())
     }
 
@@ -302,7 +342,12 @@ impl Mutator for MemMutator {
         if tree.contains_key(&key) {
             return Err(MutatorError::AlreadyExists(path.clone()));
         }
-        tree.insert(key, Node::Dir { mode: DEFAULT_DIR_MODE });
+        tree.insert(
+            key,
+            Node::Dir {
+                mode: DEFAULT_DIR_MODE,
+            },
+        );
         Ok(())
     }
 
@@ -313,7 +358,12 @@ impl Mutator for MemMutator {
         if tree.contains_key(&key) {
             return Err(MutatorError::AlreadyExists(path.clone()));
         }
-        tree.insert(key, Node::Symlink { target: target.to_owned() });
+        tree.insert(
+            key,
+            Node::Symlink {
+                target: target.to_owned(),
+            },
+        );
         Ok(())
     }
 
@@ -339,7 +389,11 @@ impl Mutator for MemMutator {
             Some(_) => return Err(MutatorError::NotDirectory(path.clone())),
         }
         let prefix = format!("{key}/");
-        if tree.range(prefix.clone()..).next().is_some_and(|(k, _)| k.starts_with(&prefix)) {
+        if tree
+            .range(prefix.clone()..)
+            .next()
+            .is_some_and(|(k, _)| k.starts_with(&prefix))
+        {
             return Err(MutatorError::DirectoryNotEmpty(path.clone()));
         }
         tree.remove(&key);

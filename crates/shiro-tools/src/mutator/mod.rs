@@ -5,6 +5,7 @@
 //! shiro-undo wraps any `Mutator` in a recorder, so tools never know undo exists.
 
 mod fs;
+mod hooked;
 mod mem;
 
 use std::path::Path;
@@ -12,6 +13,7 @@ use std::path::Path;
 use async_trait::async_trait;
 
 pub use fs::FsMutator;
+pub use hooked::{Hook, Hooked, Mutation};
 pub use mem::MemMutator;
 
 use crate::path::{PathError, WorkspacePath};

@@ -86,5 +86,9 @@ pub(crate) async fn write_creating_parents(
 
 /// `1 occurrence`, `3 occurrences`.
 pub(crate) fn occurrences(count: usize) -> String {
-    if count == 1 { "1 occurrence".to_owned() } else { format!("{count} occurrences") }
+    if count == 1 {
+        "1 occurrence".to_owned()
+    } else {
+        format!("{count} occurrences")
+    }
 }

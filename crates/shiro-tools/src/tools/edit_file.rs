@@ -81,10 +81,15 @@ fn replace(
     replace_all: bool,
 ) -> Result<usize, String> {
     if old.is_empty() {
-        return Err("old_string is empty; give the exact text to replace (use write_file to create a file)".to_owned());
+        return Err(
+            "old_string is empty; give the exact text to replace (use write_file to create a file)"
+                .to_owned(),
+        );
     }
     if old == new {
-        return Err("old_string and new_string are identical, so the edit would change nothing".to_owned());
+        return Err(
+            "old_string and new_string are identical, so the edit would change nothing".to_owned(),
+        );
     }
     let count = body.matches(old).count();
     match count {
@@ -196,7 +201,9 @@ impl Tool for MultiEdit {
         let args: MultiEditArgs = parse_args(self.name(), args)?;
         let path = resolve(mutator, &args.path)?;
         if args.edits.is_empty() {
-            return Err(ToolError::refused("edits is empty; give at least one edit; nothing was changed"));
+            return Err(ToolError::refused(
+                "edits is empty; give at least one edit; nothing was changed",
+            ));
         }
         let mut file = load_text(mutator, &path).await?;
         let original = file.body.clone();
@@ -205,14 +212,13 @@ impl Tool for MultiEdit {
         for (index, edit) in args.edits.iter().enumerate() {
             let old = file.normalize(&edit.old_string).into_owned();
             let new = file.normalize(&edit.new_string).into_owned();
-            replaced += replace(&mut file.body, &path, &old, &new, edit.replace_all).map_err(
-                |reason| {
+            replaced +=
+                replace(&mut file.body, &path, &old, &new, edit.replace_all).map_err(|reason| {
                     ToolError::refused(format!(
                         "edit {} of {total} failed: {reason}; no edit was applied",
                         index + 1
                     ))
-                },
-            )?;
+                })?;
         }
         if file.body == original {
             return Err(ToolError::refused(format!(
@@ -221,9 +227,16 @@ impl Tool for MultiEdit {
         }
         mutator.write(&path, &file.encode(), None).await?;
         let change = Change::Modified { path: path.clone() };
-        let edits = if total == 1 { "1 edit".to_owned() } else { format!("{total} edits") };
+        let edits = if total == 1 {
+            "1 edit".to_owned()
+        } else {
+            format!("{total} edits")
+        };
         Ok(ToolOutput {
-            text: format!("{change}\napplied {edits} to {path} ({} replaced)", occurrences(replaced)),
+            text: format!(
+                "{change}\napplied {edits} to {path} ({} replaced)",
+                occurrences(replaced)
+            ),
             changes: vec![change],
         })
     }

@@ -15,7 +15,9 @@ pub use apply_patch::apply_patch;
 pub use bash::{
     BASH_DEFAULT_TIMEOUT_SECS, BASH_MAX_OUTPUT_BYTES, BASH_MAX_TIMEOUT_SECS, Bash, BashArgs, bash,
 };
-pub use edit_file::{EditFile, EditFileArgs, EditSpec, MultiEdit, MultiEditArgs, edit_file, multi_edit};
+pub use edit_file::{
+    EditFile, EditFileArgs, EditSpec, MultiEdit, MultiEditArgs, edit_file, multi_edit,
+};
 pub use glob::{GLOB_MAX_PATHS, Glob, GlobArgs, glob};
 pub use grep::{
     GREP_MAX_BYTES, GREP_MAX_FILE_BYTES, GREP_MAX_LINE_CHARS, GREP_MAX_MATCHES, Grep, GrepArgs,

@@ -90,7 +90,11 @@ impl Tool for WriteFile {
             }
         };
         write_creating_parents(mutator, &path, args.content.as_bytes()).await?;
-        let verb = if matches!(change, Change::Added { .. }) { "created" } else { "replaced" };
+        let verb = if matches!(change, Change::Added { .. }) {
+            "created"
+        } else {
+            "replaced"
+        };
         Ok(ToolOutput {
             text: format!("{change}\n{verb} {path} ({} bytes)", args.content.len()),
             changes: vec![change],

@@ -1,0 +1,181 @@
+//! A `Mutator` that calls a hook before every mutation: for fault injection in tests,
+//! crash simulation, or auditing, without re-implementing the whole trait each time.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::{DirEntry, Mutator, MutatorError, Stat};
+use crate::path::WorkspacePath;
+
+/// One mutation about to happen, as a hook sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mutation<'a> {
+    /// [`Mutator::write`].
+    Write(&'a WorkspacePath),
+    /// [`Mutator::set_mode`].
+    SetMode(&'a WorkspacePath),
+    /// [`Mutator::create_dir`].
+    CreateDir(&'a WorkspacePath),
+    /// [`Mutator::symlink`].
+    Symlink(&'a WorkspacePath),
+    /// [`Mutator::remove_file`].
+    RemoveFile(&'a WorkspacePath),
+    /// [`Mutator::remove_dir`].
+    RemoveDir(&'a WorkspacePath),
+    /// [`Mutator::rename`].
+    Rename {
+        /// The source.
+        from: &'a WorkspacePath,
+        /// The destination.
+        to: &'a WorkspacePath,
+    },
+}
+
+impl Mutation<'_> {
+    /// The path the mutation is about (the source, for a rename).
+    pub fn path(&self) -> &WorkspacePath {
+        match self {
+            Mutation::Write(path)
+            | Mutation::SetMode(path)
+            | Mutation::CreateDir(path)
+            | Mutation::Symlink(path)
+            | Mutation::RemoveFile(path)
+            | Mutation::RemoveDir(path)
+            | Mutation::Rename { from: path, .. } => path,
+        }
+    }
+
+    /// The operation's name, e.g. `write`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Mutation::Write(_) => "write",
+            Mutation::SetMode(_) => "chmod",
+            Mutation::CreateDir(_) => "create directory",
+            Mutation::Symlink(_) => "symlink",
+            Mutation::RemoveFile(_) => "remove",
+            Mutation::RemoveDir(_) => "remove directory",
+            Mutation::Rename { .. } => "rename",
+        }
+    }
+
+    /// An I/O error for this mutation, as an injected fault would report it.
+    pub fn fault(&self, message: &str) -> MutatorError {
+        MutatorError::Io {
+            op: self.name(),
+            path: self.path().clone(),
+            source: std::io::Error::other(message.to_owned()),
+        }
+    }
+}
+
+/// The hook: `Err` stops the mutation before it reaches the inner mutator.
+pub type Hook = dyn Fn(&Mutation<'_>) -> Result<(), MutatorError> + Send + Sync;
+
+/// Delegates to `inner`, calling a hook before every mutation. Reads pass straight through.
+///
+/// ```
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use shiro_tools::{Hooked, MemMutator, Mutator, WorkspacePath};
+///
+/// # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+/// // Fail the second mutation, as a full disk might.
+/// let calls = AtomicUsize::new(0);
+/// let faulty = Hooked::new(MemMutator::new(), move |m| {
+///     if calls.fetch_add(1, Ordering::SeqCst) == 1 { Err(m.fault("disk full")) } else { Ok(()) }
+/// });
+/// let a = WorkspacePath::from_relative("a").unwrap();
+/// assert!(faulty.write(&a, b"1", None).await.is_ok());
+/// assert!(faulty.write(&a, b"2", None).await.is_err());
+/// assert_eq!(faulty.read(&a).await.unwrap(), b"1");
+/// # });
+/// ```
+#[derive(Clone)]
+pub struct Hooked<M> {
+    inner: M,
+    hook: Arc<Hook>,
+}
+
+impl<M> Hooked<M> {
+    /// Wraps `inner`, calling `hook` before each mutation.
+    pub fn new(
+        inner: M,
+        hook: impl Fn(&Mutation<'_>) -> Result<(), MutatorError> + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            inner,
+            hook: Arc::new(hook),
+        }
+    }
+
+    /// The wrapped mutator.
+    pub fn inner(&self) -> &M {
+        &self.inner
+    }
+}
+
+impl<M> std::fmt::Debug for Hooked<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hooked")
+    }
+}
+
+#[async_trait]
+impl<M: Mutator> Mutator for Hooked<M> {
+    fn root(&self) -> &Path {
+        self.inner.root()
+    }
+
+    async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+        self.inner.stat(path).await
+    }
+
+    async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
+        self.inner.read(path).await
+    }
+
+    async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
+        self.inner.read_dir(path).await
+    }
+
+    async fn write(
+        &self,
+        path: &WorkspacePath,
+        bytes: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), MutatorError> {
+        (self.hook)(&Mutation::Write(path))?;
+        self.inner.write(path, bytes, mode).await
+    }
+
+    async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
+        (self.hook)(&Mutation::SetMode(path))?;
+        self.inner.set_mode(path, mode).await
+    }
+
+    async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        (self.hook)(&Mutation::CreateDir(path))?;
+        self.inner.create_dir(path).await
+    }
+
+    async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
+        (self.hook)(&Mutation::Symlink(path))?;
+        self.inner.symlink(target, path).await
+    }
+
+    async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        (self.hook)(&Mutation::RemoveFile(path))?;
+        self.inner.remove_file(path).await
+    }
+
+    async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        (self.hook)(&Mutation::RemoveDir(path))?;
+        self.inner.remove_dir(path).await
+    }
+
+    async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
+        (self.hook)(&Mutation::Rename { from, to })?;
+        self.inner.rename(from, to).await
+    }
+}
