@@ -230,3 +230,51 @@ async fn a_user_command_is_expanded_and_sent_as_the_prompt() {
     );
     assert!(run.stdout.contains("Looks fine."), "{}", run.stdout);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_the_turn_not_the_session_and_what_it_changed_stays_undoable() {
+    let world = World::new();
+    let (url, _server) = MockServer::start(vec![
+        MockResponse::stream(vec![
+            tool_call_chunk(
+                0,
+                Some("call_w"),
+                Some("write_file"),
+                "{\"path\": \"x.txt\", \"content\": \"x\"}",
+            ),
+            finish_chunk("tool_calls"),
+        ]),
+        // The model then goes silent, as a slow one does, until the user presses Ctrl-C.
+        MockResponse::stalled_after(vec![text_chunk("Thinking about it")]),
+    ])
+    .await;
+    let env = model_env(&url);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let child = world.spawn(&["--yes"], "make x.txt\n/undo\n", &env).await;
+    let pid = child.id().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while world.read("x.txt").is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the write never happened"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Give the second request a moment to be in flight, then press Ctrl-C.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let run = agent_common::finish(child).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let out = world.normalize(&run.stdout);
+    assert!(out.contains("turn stopped: interrupted by Ctrl-C"), "{out}");
+    assert!(
+        out.contains("changed: A x.txt (turn #1; /undo reverts it)"),
+        "{out}"
+    );
+    assert!(out.contains("undid turn #1 \"make x.txt\""), "{out}");
+    assert_eq!(world.read("x.txt"), None, "the interrupted turn was undone");
+}

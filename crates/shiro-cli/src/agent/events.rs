@@ -154,7 +154,7 @@ impl Printer {
     pub fn stream(&mut self, event: StreamEvent) {
         match event {
             StreamEvent::TextDelta(text) if self.mode == Mode::Interactive => {
-                self.write_text(&text)
+                self.write_text(&text);
             }
             StreamEvent::Retrying {
                 attempt,
@@ -273,6 +273,18 @@ impl Printer {
 /// else the JSON, cut to a readable length.
 fn brief(arguments: &serde_json::Value) -> String {
     const MAX: usize = 100;
+    // A patch is summed up by its file headers: `Update File: a.rs, Delete File: b.rs`.
+    let patch_files = arguments
+        .get("patch")
+        .and_then(|v| v.as_str())
+        .map(|patch| {
+            patch
+                .lines()
+                .filter_map(|line| line.strip_prefix("*** "))
+                .filter(|rest| !rest.starts_with("Begin Patch") && !rest.starts_with("End "))
+                .collect::<Vec<_>>()
+                .join(", ")
+        });
     let text = ["path", "command", "pattern"]
         .iter()
         .find_map(|key| {
@@ -281,6 +293,7 @@ fn brief(arguments: &serde_json::Value) -> String {
                 .and_then(|v| v.as_str())
                 .map(str::to_owned)
         })
+        .or(patch_files)
         .unwrap_or_else(|| match arguments {
             serde_json::Value::String(raw) => raw.clone(),
             other => other.to_string(),

@@ -53,9 +53,14 @@ impl World {
         format!("replay:{}", path.display())
     }
 
-    /// Runs `shiro ARGS` in the workspace with `stdin` piped in. The user's real config and
-    /// model settings are never seen.
-    pub async fn run(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Run {
+    /// Starts `shiro ARGS` in the workspace with `stdin` piped in (and closed). The user's
+    /// real config and model settings are never seen.
+    pub async fn spawn(
+        &self,
+        args: &[&str],
+        stdin: &str,
+        env: &[(&str, &str)],
+    ) -> tokio::process::Child {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_shiro"));
         command
             .args(args)
@@ -76,18 +81,13 @@ impl World {
         let mut input = child.stdin.take().unwrap();
         input.write_all(stdin.as_bytes()).await.unwrap();
         drop(input);
-        let output = tokio::time::timeout(
-            std::time::Duration::from_secs(120),
-            child.wait_with_output(),
-        )
-        .await
-        .expect("shiro finished within 120 s")
-        .unwrap();
-        Run {
-            code: output.status.code(),
-            stdout: String::from_utf8(output.stdout).unwrap(),
-            stderr: String::from_utf8(output.stderr).unwrap(),
-        }
+        child
+    }
+
+    /// Runs `shiro ARGS` to the end; see [`World::spawn`].
+    pub async fn run(&self, args: &[&str], stdin: &str, env: &[(&str, &str)]) -> Run {
+        let child = self.spawn(args, stdin, env).await;
+        finish(child).await
     }
 
     /// The session files, oldest name first.
@@ -122,6 +122,22 @@ impl World {
         let mut text = text.replace(&self.root().display().to_string(), "[WS]");
         text = text.replace(&self.cfg.path().display().to_string(), "[CFG]");
         normalize_ids(&text)
+    }
+}
+
+/// Waits for a child (at most 120 s) and collects its output.
+pub async fn finish(child: tokio::process::Child) -> Run {
+    let output = tokio::time::timeout(
+        std::time::Duration::from_secs(120),
+        child.wait_with_output(),
+    )
+    .await
+    .expect("shiro finished within 120 s")
+    .unwrap();
+    Run {
+        code: output.status.code(),
+        stdout: String::from_utf8(output.stdout).unwrap(),
+        stderr: String::from_utf8(output.stderr).unwrap(),
     }
 }
 
