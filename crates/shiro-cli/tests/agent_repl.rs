@@ -152,3 +152,22 @@ async fn the_demo_changes_files_shows_diffs_and_undo_restores_them_byte_for_byte
     // The demo works in its own temporary directory, never in the current one.
     assert!(tree(world.ws.path()).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_of_a_headless_turn_conflicts_force_and_redo() {
+    let world = World::new();
+    world.write("a.txt", "before\n");
+    let args = r#"{"path": "a.txt", "old_string": "before", "new_string": "after"}"#;
+    let tool = world
+        .run(&["tool", "edit_file", "--args", args], "", &[])
+        .await;
+    assert_eq!(tool.code, Some(0), "{tool:?}");
+    // The user edits the file after the turn: undo must refuse, then --force overwrites.
+    world.write("a.txt", "after, and mine\n");
+    let stdin = "/undo --dry-run\n/undo\n/undo --force\n/redo\n/undo --bogus\n";
+    let run = world.run(&[], stdin, &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    insta::assert_snapshot!("undo_conflict_force_redo", world.normalize(&run.stdout));
+    // Redo puts back what the forced undo replaced: the user's own edit.
+    assert_eq!(world.read("a.txt").as_deref(), Some("after, and mine\n"));
+}
