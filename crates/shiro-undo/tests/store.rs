@@ -10,10 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use common::{Tree, fast_tempdir, mem_tree, p};
 use shiro_tools::{
-    Change, DirEntry, MemMutator, Mutator, MutatorError, Stat, WorkspacePath, create_parent_dirs,
+    Change, Hooked, MemMutator, Mutation, Mutator, MutatorError, Stat, create_parent_dirs,
 };
 use shiro_undo::{
     ContentHash, Recording, StoreOptions, TurnId, TurnStart, UndoError, UndoOptions, UndoStore,
@@ -537,84 +536,42 @@ async fn a_turn_cut_short_is_recovered_on_the_next_open() {
     assert_eq!(mem_tree(&f.ws), after);
 }
 
-/// Checks, at every mutating call, that the pre-image of the path is already in the store.
-struct WriteAheadProbe {
-    inner: MemMutator,
+/// Checks, at a path's first mutation in the turn, that its pre-image is already in the
+/// store (its in-flight record, and its blob when it is a file). Returns how many it checked.
+fn write_ahead_probe(
+    ws: MemMutator,
     store_dir: std::path::PathBuf,
-    checked: AtomicUsize,
-    seen: std::sync::Mutex<std::collections::BTreeSet<WorkspacePath>>,
-}
-
-impl WriteAheadProbe {
-    /// Only a path's first mutation in the turn has its pre-image stored.
-    async fn check(&self, path: &WorkspacePath) {
-        if !self.seen.lock().unwrap().insert(path.clone()) {
-            return;
-        }
-        let inflight = std::fs::read_to_string(self.store_dir.join("inflight.jsonl")).unwrap();
-        assert!(
-            inflight.contains(&format!("\"path\":\"{path}\"")),
-            "no in-flight record for {path} before its mutation"
-        );
-        if let Stat::File { .. } = self.inner.stat(path).await.unwrap() {
-            let hash = ContentHash::of(&self.inner.read(path).await.unwrap());
+) -> (Hooked<MemMutator>, Arc<AtomicUsize>) {
+    let checked = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&checked);
+    let seen = std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let tree = ws.clone();
+    let probe = Hooked::new(ws, move |m| {
+        let paths = match m {
+            Mutation::Rename { from, to } => vec![*from, *to],
+            other => vec![other.path()],
+        };
+        for path in paths {
+            if !seen.lock().unwrap().insert(path.clone()) {
+                continue;
+            }
+            let inflight = std::fs::read_to_string(store_dir.join("inflight.jsonl")).unwrap();
             assert!(
-                self.store_dir.join("blobs").join(hash.to_hex()).exists(),
-                "no blob for {path} before its mutation"
+                inflight.contains(&format!("\"path\":\"{path}\"")),
+                "no in-flight record for {path} before its mutation"
             );
+            if let Some((Stat::File { .. }, Some(bytes))) = tree.snapshot().get(path.as_str()) {
+                let hash = ContentHash::of(bytes);
+                assert!(
+                    store_dir.join("blobs").join(hash.to_hex()).exists(),
+                    "no blob for {path} before its mutation"
+                );
+            }
+            count.fetch_add(1, Ordering::SeqCst);
         }
-        self.checked.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-#[async_trait]
-impl Mutator for WriteAheadProbe {
-    fn root(&self) -> &Path {
-        self.inner.root()
-    }
-    async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
-        self.inner.stat(path).await
-    }
-    async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
-        self.inner.read(path).await
-    }
-    async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
-        self.inner.read_dir(path).await
-    }
-    async fn write(
-        &self,
-        path: &WorkspacePath,
-        bytes: &[u8],
-        mode: Option<u32>,
-    ) -> Result<(), MutatorError> {
-        self.check(path).await;
-        self.inner.write(path, bytes, mode).await
-    }
-    async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
-        self.check(path).await;
-        self.inner.set_mode(path, mode).await
-    }
-    async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.check(path).await;
-        self.inner.create_dir(path).await
-    }
-    async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.check(path).await;
-        self.inner.symlink(target, path).await
-    }
-    async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.check(path).await;
-        self.inner.remove_file(path).await
-    }
-    async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.check(path).await;
-        self.inner.remove_dir(path).await
-    }
-    async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
-        self.check(from).await;
-        self.check(to).await;
-        self.inner.rename(from, to).await
-    }
+        Ok(())
+    });
+    (probe, checked)
 }
 
 #[tokio::test]
@@ -626,13 +583,8 @@ async fn pre_images_are_stored_before_the_mutation_they_protect() {
     let store = UndoStore::open_with(dir.path(), &ws, StoreOptions::default())
         .await
         .unwrap();
-    let probe = Arc::new(WriteAheadProbe {
-        inner: ws.clone(),
-        store_dir: store.dir().to_path_buf(),
-        checked: AtomicUsize::new(0),
-        seen: Default::default(),
-    });
-    let rec = store.recorder(ProbeRef(probe.clone()));
+    let (probe, checked) = write_ahead_probe(ws.clone(), store.dir().to_path_buf());
+    let rec = store.recorder(probe);
     rec.begin_turn(start("probe")).await.unwrap();
     write(&rec, "a", b"a2").await;
     write(&rec, "x/y/z", b"z").await;
@@ -642,122 +594,24 @@ async fn pre_images_are_stored_before_the_mutation_they_protect() {
     rec.remove_file(&p("a")).await.unwrap();
     rec.finish_turn().await.unwrap().unwrap();
     assert_eq!(
-        probe.checked.load(Ordering::SeqCst),
+        checked.load(Ordering::SeqCst),
         7,
         "a, x, x/y, x/y/z, d/b, d, l"
     );
 }
 
-/// Lets the probe be shared with the test after the recorder takes it.
-struct ProbeRef(Arc<WriteAheadProbe>);
-
-#[async_trait]
-impl Mutator for ProbeRef {
-    fn root(&self) -> &Path {
-        self.0.root()
-    }
-    async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
-        self.0.stat(path).await
-    }
-    async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
-        self.0.read(path).await
-    }
-    async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
-        self.0.read_dir(path).await
-    }
-    async fn write(
-        &self,
-        path: &WorkspacePath,
-        bytes: &[u8],
-        mode: Option<u32>,
-    ) -> Result<(), MutatorError> {
-        self.0.write(path, bytes, mode).await
-    }
-    async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
-        self.0.set_mode(path, mode).await
-    }
-    async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.0.create_dir(path).await
-    }
-    async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.0.symlink(target, path).await
-    }
-    async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.0.remove_file(path).await
-    }
-    async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.0.remove_dir(path).await
-    }
-    async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
-        self.0.rename(from, to).await
-    }
-}
-
 /// Fails every mutating call from the `fail_at`-th on, as a crash mid-restore would stop it.
-struct FailingAfter {
-    inner: MemMutator,
-    calls: AtomicUsize,
-    fail_at: usize,
-}
-
-impl FailingAfter {
-    fn tick(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        if self.calls.fetch_add(1, Ordering::SeqCst) + 1 >= self.fail_at {
+fn failing_after(inner: MemMutator, fail_at: usize) -> Hooked<MemMutator> {
+    let calls = AtomicUsize::new(0);
+    Hooked::new(inner, move |m| {
+        if calls.fetch_add(1, Ordering::SeqCst) + 1 >= fail_at {
             return Err(MutatorError::Interrupted(format!(
-                "simulated crash before touching {path}"
+                "simulated crash before touching {}",
+                m.path()
             )));
         }
         Ok(())
-    }
-}
-
-#[async_trait]
-impl Mutator for FailingAfter {
-    fn root(&self) -> &Path {
-        self.inner.root()
-    }
-    async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
-        self.inner.stat(path).await
-    }
-    async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
-        self.inner.read(path).await
-    }
-    async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
-        self.inner.read_dir(path).await
-    }
-    async fn write(
-        &self,
-        path: &WorkspacePath,
-        bytes: &[u8],
-        mode: Option<u32>,
-    ) -> Result<(), MutatorError> {
-        self.tick(path)?;
-        self.inner.write(path, bytes, mode).await
-    }
-    async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
-        self.tick(path)?;
-        self.inner.set_mode(path, mode).await
-    }
-    async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.tick(path)?;
-        self.inner.create_dir(path).await
-    }
-    async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.tick(path)?;
-        self.inner.symlink(target, path).await
-    }
-    async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.tick(path)?;
-        self.inner.remove_file(path).await
-    }
-    async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.tick(path)?;
-        self.inner.remove_dir(path).await
-    }
-    async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
-        self.tick(from)?;
-        self.inner.rename(from, to).await
-    }
+    })
 }
 
 #[tokio::test]
@@ -775,11 +629,7 @@ async fn a_restore_interrupted_at_any_step_is_completed_on_the_next_open() {
         write(&f.rec, "swap/inner", b"i").await;
         f.rec.finish_turn().await.unwrap().unwrap();
 
-        let failing = FailingAfter {
-            inner: f.ws.clone(),
-            calls: AtomicUsize::new(0),
-            fail_at,
-        };
+        let failing = failing_after(f.ws.clone(), fail_at);
         let Err(err) = f.store.undo(&failing, UndoOptions::default()).await else {
             // The undo needed fewer steps than this: every step has been interrupted once.
             assert_eq!(mem_tree(&f.ws), before);
