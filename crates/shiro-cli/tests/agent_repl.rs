@@ -116,9 +116,19 @@ async fn without_a_model_the_prompt_says_how_to_set_one() {
     let run = world.run(&[], "hello\n", &[]).await;
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(
-        run.stdout.contains("no model is set: pass --model NAME"),
+        run.stdout
+            .contains("turn stopped: no model is set: pass --model NAME"),
         "{}",
         run.stdout
+    );
+    let history = replay_history(&world.session_lines());
+    assert_eq!(history.len(), 1, "the prompt was not kept: {history:?}");
+    let missing = world.run(&["--resume", "nope"], "", &[]).await;
+    assert_eq!(missing.code, Some(1), "{missing:?}");
+    assert!(
+        missing.stderr.contains("no session nope in"),
+        "{}",
+        missing.stderr
     );
 }
 

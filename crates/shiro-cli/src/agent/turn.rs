@@ -107,6 +107,21 @@ impl Agent<'_> {
     /// report; only failures of shiro's own bookkeeping (the undo store, the session file)
     /// are returned as errors.
     pub async fn turn(&mut self, prompt: &str) -> Result<TurnReport> {
+        if let Err(why) = &self.provider {
+            // Without a model nothing can happen: keep the prompt out of the history, so
+            // that it is not sent twice once a model is set.
+            let error = why.clone();
+            self.printer.event(&Event::TurnEnd {
+                changed: Vec::new(),
+                turn_id: None,
+                steps: 0,
+                error: Some(error.clone()),
+            });
+            return Ok(TurnReport {
+                error: Some(error),
+                ..TurnReport::default()
+            });
+        }
         let marker = self.history.len();
         let (store, notices) = self.ctx.open_store().await?;
         for notice in notices {
