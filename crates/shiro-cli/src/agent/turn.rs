@@ -397,3 +397,74 @@ fn summary_of(prompt: &str) -> String {
         None => line.to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::events::Mode;
+    use crate::agent::input::Lines;
+    use crate::config::Config;
+    use crate::provider::ReplayProvider;
+    use crate::render::Color;
+
+    #[tokio::test]
+    async fn the_step_cap_ends_a_turn_that_never_stops_calling_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let ctx = Context {
+            config: Config::load(&root, None).unwrap(),
+            root,
+            color: Color::Never,
+        };
+        let call = serde_json::json!({"text": "", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]});
+        let script = serde_json::json!({"responses": [call, call, call]}).to_string();
+        let tools = shiro_tools::tools::all();
+        let mut agent = Agent {
+            ctx: &ctx,
+            provider: Ok(Box::new(ReplayProvider::from_script(&script).unwrap())),
+            specs: specs(&tools),
+            tools,
+            history: Vec::new(),
+            session: Session::create(&ctx.root).unwrap(),
+            printer: Printer::new(
+                Box::new(std::io::sink()),
+                Box::new(std::io::sink()),
+                Mode::Interactive,
+                Color::Never,
+            ),
+            input: Box::new(Lines::new(Box::new(std::io::empty()))),
+            approvals: Approvals {
+                policy: Policy::Deny,
+                always: Default::default(),
+            },
+            max_steps: 2,
+            catch_interrupts: false,
+        };
+        let report = agent.turn("look around").await.unwrap();
+        assert_eq!(report.steps, 2);
+        assert!(
+            report
+                .error
+                .as_deref()
+                .unwrap_or("")
+                .contains("the step cap"),
+            "{report:?}"
+        );
+        assert_eq!(
+            report.turn_id, None,
+            "a turn that changed nothing is not recorded"
+        );
+        // user, then (assistant call, tool result) twice: every call is answered.
+        let roles: Vec<Role> = agent.history.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Role::User,
+                Role::Assistant,
+                Role::Tool,
+                Role::Assistant,
+                Role::Tool
+            ]
+        );
+    }
+}
