@@ -137,7 +137,12 @@ impl Completer for Completion {
         _ctx: &rustyline::Context<'_>,
     ) -> rustyline::Result<(usize, Vec<Pair>)> {
         let before = line.get(..pos).unwrap_or(line);
-        let start = before.rfind(char::is_whitespace).map_or(0, |i| i + 1);
+        // After the last whitespace character, which may be wider than one byte.
+        let start = before
+            .char_indices()
+            .filter(|(_, c)| c.is_whitespace())
+            .last()
+            .map_or(0, |(i, c)| i + c.len_utf8());
         let word = &before[start..];
         if start == 0 && word.starts_with('/') {
             return Ok((0, complete_command(&self.registry, &word[1..])));
@@ -225,5 +230,40 @@ mod tests {
         assert_eq!(names("src/"), vec!["@src/main.rs"]);
         assert_eq!(names(""), vec!["@Cargo.toml", "@src/"]);
         assert!(names("../").is_empty());
+    }
+
+    #[test]
+    fn completes_after_wide_whitespace_without_panicking() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("notes.md"), "").unwrap();
+        let registry = Registry::load(shiro_commands::Sources {
+            workspace_root: root.path().to_owned(),
+            user_config_dir: None,
+            builtins: vec![("undo".into(), "undo the last turn".into())],
+        });
+        let helper = Completion {
+            root: root.path().to_owned(),
+            registry,
+        };
+        let history = DefaultHistory::new();
+        let ctx = rustyline::Context::new(&history);
+        let line = "look at\u{3000}@no";
+        let (start, pairs) = helper.complete(line, line.len(), &ctx).unwrap();
+        assert_eq!(&line[start..], "@no");
+        assert_eq!(
+            pairs
+                .iter()
+                .map(|p| p.replacement.as_str())
+                .collect::<Vec<_>>(),
+            ["@notes.md"]
+        );
+        let (start, pairs) = helper.complete("/un", 3, &ctx).unwrap();
+        assert_eq!(start, 0);
+        assert_eq!(pairs[0].replacement, "/undo ");
+        assert!(
+            pairs[0].display.contains("undo the last turn"),
+            "{}",
+            pairs[0].display
+        );
     }
 }
