@@ -140,8 +140,7 @@ impl Completer for Completion {
         // After the last whitespace character, which may be wider than one byte.
         let start = before
             .char_indices()
-            .filter(|(_, c)| c.is_whitespace())
-            .last()
+            .rfind(|(_, c)| c.is_whitespace())
             .map_or(0, |(i, c)| i + c.len_utf8());
         let word = &before[start..];
         if start == 0 && word.starts_with('/') {
