@@ -32,14 +32,22 @@ fn help_texts() {
     }
     insta::assert_snapshot!(out);
     let version = ws.ok(&["--version"]);
-    assert_eq!(version.stdout, format!("shiro {}\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        version.stdout,
+        format!("shiro {}\n", env!("CARGO_PKG_VERSION"))
+    );
 }
 
 #[test]
 fn usage_errors_exit_2() {
     let ws = Ws::new();
     let mut out = String::new();
-    for args in [&["--frobnicate"][..], &["tool"], &["undo", "extra"], &["commands", "nope"]] {
+    for args in [
+        &["--frobnicate"][..],
+        &["tool"],
+        &["undo", "extra"],
+        &["commands", "nope"],
+    ] {
         let run = ws.run(&args);
         assert_eq!(run.code, 2, "{args:?}: {}", run.show());
         out += &format!("$ shiro {}\n{}\n", args.join(" "), run.show());
@@ -59,17 +67,55 @@ fn a_tool_turn_then_undo_redo_and_every_exit_code() {
     step("undo (empty log)", ws.run(&["undo"]));
     step("redo (nothing undone)", ws.run(&["redo"]));
     step("log (empty)", ws.run(&["log"]));
-    step("tool edit_file", ws.run(&["tool", "edit_file", "--args", &edit_args("src/lib.rs", "old", "new")]));
+    step(
+        "tool edit_file",
+        ws.run(&[
+            "tool",
+            "edit_file",
+            "--args",
+            &edit_args("src/lib.rs", "old", "new"),
+        ]),
+    );
     assert_eq!(ws.read("src/lib.rs"), "fn new() {}\n");
     step(
         "tool write_file (nested)",
-        ws.run(&["tool", "write_file", "--args", r##"{"path":"docs/a/b.md","content":"# B\n"}"##]),
+        ws.run(&[
+            "tool",
+            "write_file",
+            "--args",
+            r##"{"path":"docs/a/b.md","content":"# B\n"}"##,
+        ]),
     );
-    step("tool edit_file (no match: nothing changes)", ws.run(&["tool", "edit_file", "--args", &edit_args("src/lib.rs", "absent", "x")]));
-    step("tool edit_file (bad JSON)", ws.run(&["tool", "edit_file", "--args", "{nope"]));
-    step("tool frob (unknown)", ws.run(&["tool", "frob", "--args", "{}"]));
-    step("tool write_file (escape)", ws.run(&["tool", "write_file", "--args", r#"{"path":"../x","content":""}"#]));
-    step("tool read_file (read-only: no turn)", ws.run(&["tool", "read_file", "--args", r#"{"path":"src/lib.rs"}"#]));
+    step(
+        "tool edit_file (no match: nothing changes)",
+        ws.run(&[
+            "tool",
+            "edit_file",
+            "--args",
+            &edit_args("src/lib.rs", "absent", "x"),
+        ]),
+    );
+    step(
+        "tool edit_file (bad JSON)",
+        ws.run(&["tool", "edit_file", "--args", "{nope"]),
+    );
+    step(
+        "tool frob (unknown)",
+        ws.run(&["tool", "frob", "--args", "{}"]),
+    );
+    step(
+        "tool write_file (escape)",
+        ws.run(&[
+            "tool",
+            "write_file",
+            "--args",
+            r#"{"path":"../x","content":""}"#,
+        ]),
+    );
+    step(
+        "tool read_file (read-only: no turn)",
+        ws.run(&["tool", "read_file", "--args", r#"{"path":"src/lib.rs"}"#]),
+    );
     step("log", ws.run(&["log"]));
 
     // The user edits the file the newest turn wrote: undo must refuse (exit 3).
@@ -77,10 +123,16 @@ fn a_tool_turn_then_undo_redo_and_every_exit_code() {
     step("undo (conflict)", ws.run(&["undo"]));
     assert_eq!(ws.read("docs/a/b.md"), "# B, edited by hand\n");
     step("log (conflict shown)", ws.run(&["log"]));
-    step("undo --dry-run --force", ws.run(&["undo", "--dry-run", "--force"]));
+    step(
+        "undo --dry-run --force",
+        ws.run(&["undo", "--dry-run", "--force"]),
+    );
     assert!(ws.exists("docs/a/b.md"), "a dry run changed the workspace");
     step("undo --force", ws.run(&["undo", "--force"]));
-    assert!(!ws.exists("docs"), "undo left the directories the turn created");
+    assert!(
+        !ws.exists("docs"),
+        "undo left the directories the turn created"
+    );
     step("undo --dry-run", ws.run(&["undo", "--dry-run"]));
     assert_eq!(ws.read("src/lib.rs"), "fn new() {}\n");
     step("undo", ws.run(&["undo"]));
@@ -102,12 +154,25 @@ fn apply_patch_from_a_file_and_from_stdin() {
     std::fs::write(&patch_file, patch).unwrap();
     let mut t = String::new();
     let run = ws.run(&["apply-patch", patch_file.to_str().unwrap()]);
-    t += &format!("$ shiro apply-patch fix.patch\n{}\n", run.show().replace(patch_file.to_str().unwrap(), "fix.patch"));
+    t += &format!(
+        "$ shiro apply-patch fix.patch\n{}\n",
+        run.show()
+            .replace(patch_file.to_str().unwrap(), "fix.patch")
+    );
     assert_eq!(ws.read("a.txt"), "one\n2\n");
     let moved = "*** Begin Patch\n*** Update File: new/b.txt\n*** Move to: moved/b.txt\n@@\n-hello\n+hello, moved\n*** End Patch\n";
-    t += &format!("$ shiro apply-patch < move.patch\n{}\n", ws.run_with_stdin(&["apply-patch"], moved).show());
-    t += &format!("$ shiro apply-patch < empty\n{}\n", ws.run_with_stdin(&["apply-patch"], "").show());
-    t += &format!("$ shiro apply-patch missing.patch\n{}\n", ws.run(&["apply-patch", "missing.patch"]).show());
+    t += &format!(
+        "$ shiro apply-patch < move.patch\n{}\n",
+        ws.run_with_stdin(&["apply-patch"], moved).show()
+    );
+    t += &format!(
+        "$ shiro apply-patch < empty\n{}\n",
+        ws.run_with_stdin(&["apply-patch"], "").show()
+    );
+    t += &format!(
+        "$ shiro apply-patch missing.patch\n{}\n",
+        ws.run(&["apply-patch", "missing.patch"]).show()
+    );
     t += &format!("$ shiro undo\n{}\n", ws.run(&["undo"]).show());
     t += &format!("$ shiro undo\n{}\n", ws.run(&["undo"]).show());
     insta::assert_snapshot!(t);
@@ -119,9 +184,18 @@ fn apply_patch_from_a_file_and_from_stdin() {
 #[test]
 fn bash_turns_say_undo_cannot_cover_them() {
     let ws = Ws::new();
-    let run = ws.run(&["tool", "bash", "--args", r#"{"command":"echo hi > made-by-bash.txt"}"#]);
+    let run = ws.run(&[
+        "tool",
+        "bash",
+        "--args",
+        r#"{"command":"echo hi > made-by-bash.txt"}"#,
+    ]);
     assert_eq!(run.code, 0, "{}", run.show());
-    assert!(run.stderr.contains("bash's effects are not recorded"), "{}", run.show());
+    assert!(
+        run.stderr.contains("bash's effects are not recorded"),
+        "{}",
+        run.show()
+    );
     // Nothing went through a file tool, so no turn was recorded: undo says so.
     let undo = ws.run(&["undo"]);
     assert_eq!(undo.code, 1, "{}", undo.show());
@@ -137,7 +211,11 @@ fn user_commands_list_expand_and_check() {
     );
     ws.write("name.txt", "the file");
     std::fs::create_dir_all(ws.config.path().join("commands")).unwrap();
-    std::fs::write(ws.config.path().join("commands/mine.md"), "---\ndescription: a user command\n---\nmine $1\n").unwrap();
+    std::fs::write(
+        ws.config.path().join("commands/mine.md"),
+        "---\ndescription: a user command\n---\nmine $1\n",
+    )
+    .unwrap();
     let mut t = String::new();
     for args in [
         &["commands", "list"][..],
@@ -152,7 +230,10 @@ fn user_commands_list_expand_and_check() {
         t += &format!("$ shiro {}\n{}\n", args.join(" "), ws.run(&args).show());
     }
     ws.write(".shiro/commands.md", "## greet\nHello\n");
-    t += &format!("$ shiro commands check (fixed)\n{}\n", ws.run(&["commands", "check"]).show());
+    t += &format!(
+        "$ shiro commands check (fixed)\n{}\n",
+        ws.run(&["commands", "check"]).show()
+    );
     insta::assert_snapshot!(t);
 }
 
@@ -161,11 +242,21 @@ fn config_depth_limits_the_log() {
     let ws = Ws::new();
     ws.write(".shiro/config.toml", "[undo]\ndepth = 2\n");
     for i in 0..3 {
-        ws.ok(&["tool", "write_file", "--args", &format!(r#"{{"path":"f{i}.txt","content":"{i}"}}"#)]);
+        ws.ok(&[
+            "tool",
+            "write_file",
+            "--args",
+            &format!(r#"{{"path":"f{i}.txt","content":"{i}"}}"#),
+        ]);
     }
     let log = ws.ok(&["log", "--json"]);
     let value: serde_json::Value = serde_json::from_str(&log.stdout).unwrap();
-    assert_eq!(value["turns"].as_array().unwrap().len(), 2, "{}", log.stdout);
+    assert_eq!(
+        value["turns"].as_array().unwrap().len(),
+        2,
+        "{}",
+        log.stdout
+    );
     ws.ok(&["undo"]);
     ws.ok(&["undo"]);
     assert_eq!(ws.run(&["undo"]).code, 1);
@@ -173,7 +264,11 @@ fn config_depth_limits_the_log() {
     ws.write(".shiro/config.toml", "[undo]\ndepht = 2\n");
     let bad = ws.run(&["log"]);
     assert_eq!(bad.code, 1);
-    assert!(bad.stderr.contains("unknown field `depht`"), "{}", bad.show());
+    assert!(
+        bad.stderr.contains("unknown field `depht`"),
+        "{}",
+        bad.show()
+    );
 }
 
 /// A small deterministic generator, so a failure names its seed and replays exactly.
@@ -202,27 +297,48 @@ fn fifty_random_turns_undo_and_redo_exactly() {
     ws.write("keep/a.txt", "alpha\nbeta\ngamma\n");
     ws.write("crlf.txt", "one\r\ntwo\r\n");
     let start = ws.tree();
-    let names = ["a.txt", "b.txt", "dir/c.txt", "dir/deep/d.txt", "keep/a.txt", "crlf.txt"];
+    let names = [
+        "a.txt",
+        "b.txt",
+        "dir/c.txt",
+        "dir/deep/d.txt",
+        "keep/a.txt",
+        "crlf.txt",
+    ];
     let mut turns = 0;
     while turns < 50 {
-        let files: Vec<String> = ws.tree().into_iter().filter(|(_, v)| v.starts_with("file")).map(|(k, _)| k).collect();
+        let files: Vec<String> = ws
+            .tree()
+            .into_iter()
+            .filter(|(_, v)| v.starts_with("file"))
+            .map(|(k, _)| k)
+            .collect();
         let pick = |rng: &mut Rng, list: &[String]| list[rng.below(list.len())].clone();
         let n = rng.next();
         let run = match rng.below(5) {
             0 => {
                 let path = names[rng.below(names.len())];
                 let content = format!("content {n}\nline two\n");
-                ws.run(&["tool", "write_file", "--args", &serde_json::json!({"path": path, "content": content}).to_string()])
+                ws.run(&[
+                    "tool",
+                    "write_file",
+                    "--args",
+                    &serde_json::json!({"path": path, "content": content}).to_string(),
+                ])
             }
             1 if !files.is_empty() => {
                 let path = pick(&mut rng, &files);
                 let text = ws.read(&path);
-                let Some(line) = text.lines().next().filter(|l| !l.is_empty()) else { continue };
+                let Some(line) = text.lines().next().filter(|l| !l.is_empty()) else {
+                    continue;
+                };
                 ws.run(&["tool", "edit_file", "--args", &serde_json::json!({"path": path, "old_string": line, "new_string": format!("edited {n}"), "replace_all": true}).to_string()])
             }
             2 if !files.is_empty() => {
                 let path = pick(&mut rng, &files);
-                let patch = format!("*** Begin Patch\n*** Delete File: {path}\n*** Add File: added/{n}.txt\n+new {n}\n*** End Patch\n");
+                let patch = format!(
+                    "*** Begin Patch\n*** Delete File: {path}\n*** Add File: added/{n}.txt\n+new {n}\n*** End Patch\n"
+                );
                 ws.run_with_stdin(&["apply-patch"], &patch)
             }
             3 if !files.is_empty() => {
@@ -231,7 +347,9 @@ fn fifty_random_turns_undo_and_redo_exactly() {
                 if ws.exists(&to) {
                     continue;
                 }
-                let patch = format!("*** Begin Patch\n*** Update File: {from}\n*** Move to: {to}\n*** End Patch\n");
+                let patch = format!(
+                    "*** Begin Patch\n*** Update File: {from}\n*** Move to: {to}\n*** End Patch\n"
+                );
                 ws.run_with_stdin(&["apply-patch"], &patch)
             }
             _ => {
@@ -252,13 +370,21 @@ fn fifty_random_turns_undo_and_redo_exactly() {
         let run = ws.run(&["undo"]);
         assert_eq!(run.code, 0, "seed {seed:#x}, undo {i}:\n{}", run.show());
     }
-    assert_eq!(ws.tree(), start, "seed {seed:#x}: 50 undos did not restore the start");
+    assert_eq!(
+        ws.tree(),
+        start,
+        "seed {seed:#x}: 50 undos did not restore the start"
+    );
     assert_eq!(ws.run(&["undo"]).code, 1);
     for i in 0..50 {
         let run = ws.run(&["redo"]);
         assert_eq!(run.code, 0, "seed {seed:#x}, redo {i}:\n{}", run.show());
     }
-    assert_eq!(ws.tree(), end, "seed {seed:#x}: 50 redos did not restore the end");
+    assert_eq!(
+        ws.tree(),
+        end,
+        "seed {seed:#x}: 50 redos did not restore the end"
+    );
 }
 
 /// Ctrl-C stops a running `bash` call (its whole process group) and leaves the workspace
@@ -269,13 +395,23 @@ fn ctrl_c_stops_bash_and_leaves_the_log_consistent() {
     use std::time::{Duration, Instant};
 
     let ws = Ws::new();
-    ws.ok(&["tool", "write_file", "--args", r#"{"path":"a.txt","content":"a\n"}"#]);
+    ws.ok(&[
+        "tool",
+        "write_file",
+        "--args",
+        r#"{"path":"a.txt","content":"a\n"}"#,
+    ]);
     let pid_file = ws.config.path().join("sleeper.pid");
     let command = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
     let mut child = Command::new(support::shiro_bin())
         .arg("-C")
         .arg(ws.path())
-        .args(["tool", "bash", "--args", &serde_json::json!({ "command": command }).to_string()])
+        .args([
+            "tool",
+            "bash",
+            "--args",
+            &serde_json::json!({ "command": command }).to_string(),
+        ])
         .env("SHIRO_CONFIG_DIR", ws.config.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -283,25 +419,42 @@ fn ctrl_c_stops_bash_and_leaves_the_log_consistent() {
         .unwrap();
     let started = Instant::now();
     while !pid_file.exists() {
-        assert!(started.elapsed() < Duration::from_secs(20), "bash never started");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "bash never started"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let status = Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     assert!(status.success());
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted"));
     let sleeper = std::fs::read_to_string(&pid_file).unwrap();
     // Dead means gone or a zombie: an orphan's zombie waits for a reaper that containers may lack.
     let alive = || {
-        std::fs::read_to_string(format!("/proc/{}/stat", sleeper.trim()))
-            .is_ok_and(|stat| stat.rsplit(')').next().is_some_and(|rest| !rest.trim_start().starts_with('Z')))
+        std::fs::read_to_string(format!("/proc/{}/stat", sleeper.trim())).is_ok_and(|stat| {
+            stat.rsplit(')')
+                .next()
+                .is_some_and(|rest| !rest.trim_start().starts_with('Z'))
+        })
     };
     let killed_at = Instant::now();
     while alive() && killed_at.elapsed() < Duration::from_secs(5) {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert!(!alive(), "the sleep in bash's process group outlived Ctrl-C");
+    assert!(
+        !alive(),
+        "the sleep in bash's process group outlived Ctrl-C"
+    );
     let log = ws.ok(&["log"]);
     assert!(log.stdout.contains("A a.txt"), "{}", log.show());
     ws.ok(&["undo"]);

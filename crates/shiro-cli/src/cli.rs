@@ -67,7 +67,9 @@ pub struct SessionArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one tool as its own recorded turn
-    #[command(after_help = "Example:\n  shiro tool edit_file --args '{\"path\":\"src/main.rs\",\"old_string\":\"foo\",\"new_string\":\"bar\"}'\n  shiro tool write_file --args @args.json")]
+    #[command(
+        after_help = "Example:\n  shiro tool edit_file --args '{\"path\":\"src/main.rs\",\"old_string\":\"foo\",\"new_string\":\"bar\"}'\n  shiro tool write_file --args @args.json"
+    )]
     Tool {
         /// The tool's name (write_file, edit_file, multi_edit, apply_patch, read_file, …)
         name: String,
@@ -77,14 +79,18 @@ pub enum Command {
     },
 
     /// Apply a patch in Codex's format as one recorded turn
-    #[command(after_help = "Example:\n  shiro apply-patch fix.patch\n  shiro apply-patch < fix.patch")]
+    #[command(
+        after_help = "Example:\n  shiro apply-patch fix.patch\n  shiro apply-patch < fix.patch"
+    )]
     ApplyPatch {
         /// The patch file (standard input when absent)
         file: Option<PathBuf>,
     },
 
     /// Undo the newest turn in this workspace
-    #[command(after_help = "Exit codes: 0 undone; 1 nothing to undo or it failed; 3 refused because files changed since the turn.\n\nExample:\n  shiro undo --dry-run\n  shiro undo --force")]
+    #[command(
+        after_help = "Exit codes: 0 undone; 1 nothing to undo or it failed; 3 refused because files changed since the turn.\n\nExample:\n  shiro undo --dry-run\n  shiro undo --force"
+    )]
     Undo(RestoreArgs),
 
     /// Redo the turn undone last (until a new turn is recorded)
@@ -104,7 +110,9 @@ pub enum Command {
     Commands(CommandsCommand),
 
     /// Run the offline demo: a scripted agent edits, creates, moves and deletes files, then /undo puts everything back
-    #[command(after_help = "Works offline in a temporary copy of examples/demo/workspace; no model or API key needed.\n\nExample:\n  cargo run --release -p shiro-cli -- demo")]
+    #[command(
+        after_help = "Works offline in a temporary copy of examples/demo/workspace; no model or API key needed.\n\nExample:\n  cargo run --release -p shiro-cli -- demo"
+    )]
     Demo,
 }
 
@@ -130,7 +138,9 @@ pub enum CommandsCommand {
         json: bool,
     },
     /// Print the prompt a command expands to
-    #[command(after_help = "Example:\n  shiro commands expand review \"focus on errors\"\n  shiro commands expand --trust test")]
+    #[command(
+        after_help = "Example:\n  shiro commands expand review \"focus on errors\"\n  shiro commands expand --trust test"
+    )]
     Expand {
         /// Run the command's shell substitutions even though the workspace is not trusted
         #[arg(long)]

@@ -66,7 +66,11 @@ impl Config {
             None => ConfigFile::default(),
         };
         let project = read_file(&workspace.join(".shiro").join("config.toml"))?;
-        let depth = project.undo.depth.or(user.undo.depth).unwrap_or(DEFAULT_DEPTH);
+        let depth = project
+            .undo
+            .depth
+            .or(user.undo.depth)
+            .unwrap_or(DEFAULT_DEPTH);
         if depth == 0 {
             anyhow::bail!("[undo] depth must be at least 1");
         }
@@ -116,7 +120,11 @@ mod tests {
     fn workspace_wins_field_by_field() {
         let user = tempfile::tempdir().unwrap();
         let ws = tempfile::tempdir().unwrap();
-        std::fs::write(user.path().join("config.toml"), "[undo]\ndepth = 5\nmax_store_bytes = 100\n").unwrap();
+        std::fs::write(
+            user.path().join("config.toml"),
+            "[undo]\ndepth = 5\nmax_store_bytes = 100\n",
+        )
+        .unwrap();
         std::fs::create_dir(ws.path().join(".shiro")).unwrap();
         std::fs::write(ws.path().join(".shiro/config.toml"), "[undo]\ndepth = 64\n").unwrap();
         let config = Config::load(ws.path(), Some(user.path().to_owned())).unwrap();
@@ -127,11 +135,17 @@ mod tests {
     fn defaults_without_files_and_clear_errors_for_bad_ones() {
         let ws = tempfile::tempdir().unwrap();
         let config = Config::load(ws.path(), None).unwrap();
-        assert_eq!((config.undo_depth, config.max_store_bytes), (DEFAULT_DEPTH, DEFAULT_MAX_STORE_BYTES));
+        assert_eq!(
+            (config.undo_depth, config.max_store_bytes),
+            (DEFAULT_DEPTH, DEFAULT_MAX_STORE_BYTES)
+        );
         std::fs::create_dir(ws.path().join(".shiro")).unwrap();
         std::fs::write(ws.path().join(".shiro/config.toml"), "[undo]\ndepht = 3\n").unwrap();
         let err = Config::load(ws.path(), None).unwrap_err();
-        assert!(format!("{err:#}").contains("unknown field `depht`"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("unknown field `depht`"),
+            "{err:#}"
+        );
         std::fs::write(ws.path().join(".shiro/config.toml"), "[undo]\ndepth = 0\n").unwrap();
         assert!(Config::load(ws.path(), None).is_err());
     }

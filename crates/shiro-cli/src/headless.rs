@@ -20,12 +20,18 @@ use crate::trust;
 /// The names the agent handles itself; user commands can never take them.
 pub const BUILTINS: [(&str, &str); 8] = [
     ("help", "list commands and keys"),
-    ("undo", "undo the last turn: restore its files and rewind the conversation"),
+    (
+        "undo",
+        "undo the last turn: restore its files and rewind the conversation",
+    ),
     ("redo", "redo the turn undone last"),
     ("log", "list the turns that can be undone"),
     ("commands", "list user commands"),
     ("clear", "start a new conversation (files are kept)"),
-    ("trust", "trust this workspace: run shell substitutions of its commands"),
+    (
+        "trust",
+        "trust this workspace: run shell substitutions of its commands",
+    ),
     ("exit", "leave shiro"),
 ];
 
@@ -49,8 +55,14 @@ impl Context {
             max_store_bytes: self.config.max_store_bytes,
             ..StoreOptions::default()
         };
-        let store = UndoStore::open(&self.root, options).await.context("cannot open the undo store")?;
-        let notices = store.take_notices().iter().map(ToString::to_string).collect();
+        let store = UndoStore::open(&self.root, options)
+            .await
+            .context("cannot open the undo store")?;
+        let notices = store
+            .take_notices()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
         Ok((store, notices))
     }
 
@@ -85,7 +97,8 @@ pub async fn tool(ctx: &Context, name: &str, args: &str) -> Result<Report> {
         anyhow!("unknown tool {name:?}; the tools are: {}", names.join(", "))
     })?;
     let json = if let Some(file) = args.strip_prefix('@') {
-        std::fs::read_to_string(file).with_context(|| format!("cannot read the arguments file {file}"))?
+        std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the arguments file {file}"))?
     } else {
         args.to_owned()
     };
@@ -101,7 +114,9 @@ pub async fn apply_patch(ctx: &Context, file: Option<&Path>) -> Result<Report> {
             .with_context(|| format!("cannot read the patch file {}", file.display()))?,
         None => {
             let mut text = String::new();
-            std::io::stdin().read_to_string(&mut text).context("cannot read the patch from standard input")?;
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("cannot read the patch from standard input")?;
             text
         }
     };
@@ -123,12 +138,19 @@ async fn run_as_turn(
     let workspace = ctx.workspace()?;
     if !tool.is_mutating() {
         let output = tool.call(&workspace, args).await?;
-        return Ok(Report { stdout: with_newline(output.text), notices: Vec::new() });
+        return Ok(Report {
+            stdout: with_newline(output.text),
+            notices: Vec::new(),
+        });
     }
     let (store, mut notices) = ctx.open_store().await?;
     let recording = store.recorder(workspace);
     recording
-        .begin_turn(TurnStart { summary: summary.to_owned(), history_marker: 0, session: None })
+        .begin_turn(TurnStart {
+            summary: summary.to_owned(),
+            history_marker: 0,
+            session: None,
+        })
         .await?;
     let result: Result<ToolOutput, _> = tool.call(&recording, args).await;
     match &result {
@@ -137,13 +159,18 @@ async fn run_as_turn(
     }
     if tool.name() == "bash" {
         recording.note_bash().await;
-        notices.push("note: bash's effects are not recorded, so `shiro undo` cannot reverse them".to_owned());
+        notices.push(
+            "note: bash's effects are not recorded, so `shiro undo` cannot reverse them".to_owned(),
+        );
     }
     // A failed call changed nothing, so finishing records no turn; a successful one is saved.
     recording.finish_turn().await?;
     notices.extend(store.take_notices().iter().map(ToString::to_string));
     let output = result?;
-    Ok(Report { stdout: with_newline(output.text), notices })
+    Ok(Report {
+        stdout: with_newline(output.text),
+        notices,
+    })
 }
 
 fn with_newline(mut text: String) -> String {
@@ -166,7 +193,10 @@ pub enum Way {
 pub async fn restore(ctx: &Context, way: Way, args: &RestoreArgs) -> Result<Report> {
     let (store, notices) = ctx.open_store().await?;
     let workspace = ctx.workspace()?;
-    let options = UndoOptions { force: args.force, dry_run: args.dry_run };
+    let options = UndoOptions {
+        force: args.force,
+        dry_run: args.dry_run,
+    };
     let outcome = match way {
         Way::Undo => store.undo(&workspace, options).await?,
         Way::Redo => store.redo(&workspace, options).await?,
@@ -252,7 +282,13 @@ pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
         out.push_str("no turns to undo\n");
     }
     for (i, turn) in turns.iter().enumerate() {
-        writeln!(out, "{} {}  {:?}", turn.id, format_time(turn.time), turn.summary)?;
+        writeln!(
+            out,
+            "{} {}  {:?}",
+            turn.id,
+            format_time(turn.time),
+            turn.summary
+        )?;
         if let Some(session) = &turn.session {
             writeln!(out, "    session {session}")?;
         }
@@ -266,8 +302,15 @@ pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
             if newest_conflicts.is_empty() {
                 writeln!(out, "    next to undo: clean")?;
             } else {
-                let paths: Vec<String> = newest_conflicts.iter().map(|c| c.path.to_string()).collect();
-                writeln!(out, "    next to undo: changed since the turn: {} (undo refuses without --force)", paths.join(", "))?;
+                let paths: Vec<String> = newest_conflicts
+                    .iter()
+                    .map(|c| c.path.to_string())
+                    .collect();
+                writeln!(
+                    out,
+                    "    next to undo: changed since the turn: {} (undo refuses without --force)",
+                    paths.join(", ")
+                )?;
             }
         }
     }
@@ -275,7 +318,10 @@ pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
         let ids: Vec<String> = redo.iter().map(|t| t.id.to_string()).collect();
         writeln!(out, "can be redone: {}", ids.join(", "))?;
     }
-    Ok(Report { stdout: out, notices })
+    Ok(Report {
+        stdout: out,
+        notices,
+    })
 }
 
 /// Seconds since the epoch as `YYYY-MM-DD HH:MM:SS UTC`.
@@ -305,7 +351,10 @@ pub fn registry(ctx: &Context) -> Registry {
     Registry::load(Sources {
         workspace_root: ctx.root.clone(),
         user_config_dir: ctx.config.user_dir.clone(),
-        builtins: BUILTINS.iter().map(|(n, s)| ((*n).to_owned(), (*s).to_owned())).collect(),
+        builtins: BUILTINS
+            .iter()
+            .map(|(n, s)| ((*n).to_owned(), (*s).to_owned()))
+            .collect(),
     })
 }
 
@@ -315,15 +364,26 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
     match command {
         CommandsCommand::List { json } => {
             let entries = registry.list();
-            let shadowed: Vec<String> = registry.shadowed().iter().map(ToString::to_string).collect();
+            let shadowed: Vec<String> = registry
+                .shadowed()
+                .iter()
+                .map(ToString::to_string)
+                .collect();
             if *json {
                 let value = serde_json::json!({ "commands": entries, "shadowed": shadowed });
-                return Ok(Report { stdout: serde_json::to_string_pretty(&value)? + "\n", notices: Vec::new() });
+                return Ok(Report {
+                    stdout: serde_json::to_string_pretty(&value)? + "\n",
+                    notices: Vec::new(),
+                });
             }
             let width = entries.iter().map(|e| e.name.len()).max().unwrap_or(0) + 1;
             let mut out = String::new();
             for entry in &entries {
-                let hint = entry.argument_hint.as_deref().map(|h| format!(" {h}")).unwrap_or_default();
+                let hint = entry
+                    .argument_hint
+                    .as_deref()
+                    .map(|h| format!(" {h}"))
+                    .unwrap_or_default();
                 writeln!(
                     out,
                     "/{:<width$} {:<8} {}{hint}",
@@ -335,9 +395,16 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
             for line in shadowed {
                 writeln!(out, "note: {line}")?;
             }
-            Ok(Report { stdout: out, notices: Vec::new() })
+            Ok(Report {
+                stdout: out,
+                notices: Vec::new(),
+            })
         }
-        CommandsCommand::Expand { trust: trust_flag, name, args } => {
+        CommandsCommand::Expand {
+            trust: trust_flag,
+            name,
+            args,
+        } => {
             let name = name.trim_start_matches('/');
             let command = registry.get(name).ok_or_else(|| {
                 if BUILTINS.iter().any(|(n, _)| *n == name) {
@@ -346,12 +413,20 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
                     anyhow!("unknown command /{name}; `shiro commands list` shows the commands")
                 }
             })?;
-            let trusted = *trust_flag || trust::is_trusted(ctx.config.user_dir.as_deref(), &ctx.root);
+            let trusted =
+                *trust_flag || trust::is_trusted(ctx.config.user_dir.as_deref(), &ctx.root);
             let shell = ShRunner::new(&ctx.root);
             let files = FsReader::new(&ctx.root).context("cannot read the workspace")?;
-            let expand_ctx = ExpandContext { shell: &shell, files: &files, workspace_trusted: trusted };
+            let expand_ctx = ExpandContext {
+                shell: &shell,
+                files: &files,
+                workspace_trusted: trusted,
+            };
             let text = shiro_commands::expand(&command, &join_args(args), &expand_ctx).await;
-            Ok(Report { stdout: with_newline(text), notices: Vec::new() })
+            Ok(Report {
+                stdout: with_newline(text),
+                notices: Vec::new(),
+            })
         }
         CommandsCommand::Check => {
             let diagnostics = registry.diagnostics();
@@ -359,14 +434,20 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
             for diagnostic in &diagnostics {
                 writeln!(out, "{diagnostic}")?;
             }
-            let errors = diagnostics.iter().filter(|d| d.severity == Severity::Error).count();
+            let errors = diagnostics
+                .iter()
+                .filter(|d| d.severity == Severity::Error)
+                .count();
             if errors > 0 {
                 bail!("{out}{errors} error(s) in the commands files");
             }
             if diagnostics.is_empty() {
                 writeln!(out, "{} commands, no problems", registry.commands().len())?;
             }
-            Ok(Report { stdout: out, notices: Vec::new() })
+            Ok(Report {
+                stdout: out,
+                notices: Vec::new(),
+            })
         }
     }
 }
@@ -374,7 +455,13 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
 /// Joins typed arguments back into one line, quoting those with spaces so `$1` sees them whole.
 fn join_args(args: &[String]) -> String {
     args.iter()
-        .map(|arg| if arg.contains(char::is_whitespace) { format!("\"{arg}\"") } else { arg.clone() })
+        .map(|arg| {
+            if arg.contains(char::is_whitespace) {
+                format!("\"{arg}\"")
+            } else {
+                arg.clone()
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }

@@ -5,10 +5,10 @@
 //! `main.rs` and the modules it names for that do. Modules such as [`provider`] take
 //! everything they need as arguments and report through return values and callbacks.
 
-pub mod provider;
 pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod headless;
+pub mod provider;
 pub mod render;
 pub mod trust;

@@ -13,7 +13,11 @@ use shiro_cli::render::Color;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("shiro: cannot start the async runtime: {err}");
@@ -41,7 +45,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         anyhow::bail!("workspace {} is not a directory", root.display());
     }
     let config = Config::load(&root, config::user_config_dir())?;
-    let ctx = Context { root, config, color: Color::detect(std::io::stdout().is_terminal()) };
+    let ctx = Context {
+        root,
+        config,
+        color: Color::detect(std::io::stdout().is_terminal()),
+    };
     let Some(command) = &cli.command else {
         return shiro_cli::agent::main(&ctx, &cli.session).await;
     };
@@ -66,7 +74,9 @@ async fn dispatch(ctx: &Context, command: &Command) -> anyhow::Result<Report> {
         Command::Redo(args) => headless::restore(ctx, Way::Redo, args).await,
         Command::Log { json } => headless::log(ctx, *json).await,
         Command::Commands(sub) => headless::commands(ctx, sub).await,
-        Command::Demo => shiro_cli::agent::demo::run(Box::new(std::io::stdout()), ctx.color).await.map(|()| Report::default()),
+        Command::Demo => shiro_cli::agent::demo::run(Box::new(std::io::stdout()), ctx.color)
+            .await
+            .map(|()| Report::default()),
     }
 }
 
@@ -75,12 +85,17 @@ async fn dispatch(ctx: &Context, command: &Command) -> anyhow::Result<Report> {
 /// the signal and finishes its change, so a patch never lands half-applied.
 async fn interrupted(command: &Command) {
     let stoppable = matches!(command, Command::Tool { name, .. } if name == "bash")
-        || matches!(command, Command::Log { .. } | Command::Commands(_) | Command::Demo);
+        || matches!(
+            command,
+            Command::Log { .. } | Command::Commands(_) | Command::Demo
+        );
     if tokio::signal::ctrl_c().await.is_ok() {
         if stoppable {
             return;
         }
-        eprintln!("shiro: interrupted; finishing the current change so the workspace and the undo log stay consistent");
+        eprintln!(
+            "shiro: interrupted; finishing the current change so the workspace and the undo log stay consistent"
+        );
     }
     std::future::pending::<()>().await;
 }

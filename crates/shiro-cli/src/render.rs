@@ -15,7 +15,11 @@ impl Color {
     /// Colour on a terminal unless `NO_COLOR` is set (https://no-color.org).
     pub fn detect(is_terminal: bool) -> Self {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-        if is_terminal && !no_color { Color::Always } else { Color::Never }
+        if is_terminal && !no_color {
+            Color::Always
+        } else {
+            Color::Never
+        }
     }
 
     fn paint(self, code: &str, text: &str) -> String {
@@ -80,10 +84,18 @@ fn label(prefix: &str, path: &str, side: &Side) -> String {
 
 fn text_diff(old: &[u8], new: &[u8], color: Color) -> String {
     let (Ok(old), Ok(new)) = (std::str::from_utf8(old), std::str::from_utf8(new)) else {
-        return format!("Binary files differ ({} -> {} bytes)\n", old.len(), new.len());
+        return format!(
+            "Binary files differ ({} -> {} bytes)\n",
+            old.len(),
+            new.len()
+        );
     };
     if old.contains('\0') || new.contains('\0') {
-        return format!("Binary files differ ({} -> {} bytes)\n", old.len(), new.len());
+        return format!(
+            "Binary files differ ({} -> {} bytes)\n",
+            old.len(),
+            new.len()
+        );
     }
     let diff = TextDiff::from_lines(old, new);
     let mut out = String::new();
@@ -101,7 +113,11 @@ fn text_diff(old: &[u8], new: &[u8], color: Color) -> String {
             if missing_newline {
                 line.push('\n');
             }
-            out.push_str(&if code.is_empty() { line } else { color.paint(code, &line) });
+            out.push_str(&if code.is_empty() {
+                line
+            } else {
+                color.paint(code, &line)
+            });
             if missing_newline {
                 out.push_str("\\ No newline at end of file\n");
             }
@@ -118,18 +134,43 @@ mod tests {
     fn shows_edits_creations_deletions_and_kinds() {
         let file = |s: &str| Side::File(s.as_bytes().to_vec(), 0o644);
         let mut out = String::new();
-        out += &diff("a.txt", &file("one\ntwo\nthree\n"), &file("one\n2\nthree"), Color::Never);
+        out += &diff(
+            "a.txt",
+            &file("one\ntwo\nthree\n"),
+            &file("one\n2\nthree"),
+            Color::Never,
+        );
         out += &diff("new.txt", &Side::Absent, &file("hello\n"), Color::Never);
         out += &diff("old.txt", &file("bye\n"), &Side::Absent, Color::Never);
-        out += &diff("run.sh", &Side::File(b"x\n".to_vec(), 0o644), &Side::File(b"x\n".to_vec(), 0o755), Color::Never);
-        out += &diff("bin", &Side::File(vec![0, 1], 0o644), &Side::File(vec![0, 2, 3], 0o644), Color::Never);
-        out += &diff("d", &Side::Dir, &Side::Symlink("target".into()), Color::Never);
+        out += &diff(
+            "run.sh",
+            &Side::File(b"x\n".to_vec(), 0o644),
+            &Side::File(b"x\n".to_vec(), 0o755),
+            Color::Never,
+        );
+        out += &diff(
+            "bin",
+            &Side::File(vec![0, 1], 0o644),
+            &Side::File(vec![0, 2, 3], 0o644),
+            Color::Never,
+        );
+        out += &diff(
+            "d",
+            &Side::Dir,
+            &Side::Symlink("target".into()),
+            Color::Never,
+        );
         insta::assert_snapshot!(out);
     }
 
     #[test]
     fn colours_only_when_asked() {
-        let out = diff("a", &Side::Absent, &Side::File(b"x\n".to_vec(), 0o644), Color::Always);
+        let out = diff(
+            "a",
+            &Side::Absent,
+            &Side::File(b"x\n".to_vec(), 0o644),
+            Color::Always,
+        );
         assert!(out.contains("\x1b[32m+x\n\x1b[0m"), "{out:?}");
     }
 }

@@ -26,7 +26,9 @@ pub fn trust(user_dir: Option<&Path>, root: &Path) -> Result<()> {
     if is_trusted(Some(dir), root) {
         return Ok(());
     }
-    let root = root.canonicalize().with_context(|| format!("cannot resolve {}", root.display()))?;
+    let root = root
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", root.display()))?;
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let path = dir.join(FILE);
     let mut text = std::fs::read_to_string(&path).unwrap_or_default();
@@ -54,6 +56,10 @@ mod tests {
         assert!(!is_trusted(Some(user.path()), other.path()));
         assert!(!is_trusted(None, ws.path()));
         let text = std::fs::read_to_string(user.path().join(FILE)).unwrap();
-        assert_eq!(text.lines().count(), 1, "trusting twice added a second line");
+        assert_eq!(
+            text.lines().count(),
+            1,
+            "trusting twice added a second line"
+        );
     }
 }

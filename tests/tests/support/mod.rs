@@ -51,7 +51,10 @@ impl Run {
 
 impl Ws {
     pub fn new() -> Self {
-        Self { dir: tempfile::tempdir().unwrap(), config: tempfile::tempdir().unwrap() }
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+            config: tempfile::tempdir().unwrap(),
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -88,7 +91,12 @@ impl Ws {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
         let out = child.wait_with_output().unwrap();
         let clean = |bytes: Vec<u8>| {
             let text = String::from_utf8(bytes).unwrap();
@@ -96,7 +104,11 @@ impl Ws {
             text.replace(root.to_str().unwrap(), "<ws>")
                 .replace(self.config.path().to_str().unwrap(), "<config>")
         };
-        Run { code: out.status.code().unwrap_or(-1), stdout: clean(out.stdout), stderr: clean(out.stderr) }
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: clean(out.stdout),
+            stderr: clean(out.stderr),
+        }
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
@@ -122,20 +134,30 @@ fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let entry = entry.unwrap();
         let path = entry.path();
-        let rel = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        let rel = path
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         if rel == ".shiro" {
             continue;
         }
         let meta = path.symlink_metadata().unwrap();
         let mode = meta.permissions().mode() & 0o7777;
         if meta.file_type().is_symlink() {
-            out.insert(rel, format!("link -> {}", std::fs::read_link(&path).unwrap().display()));
+            out.insert(
+                rel,
+                format!("link -> {}", std::fs::read_link(&path).unwrap().display()),
+            );
         } else if meta.is_dir() {
             out.insert(rel.clone(), format!("dir {mode:o}"));
             walk(root, &path, out);
         } else {
             let bytes = std::fs::read(&path).unwrap();
-            out.insert(rel, format!("file {mode:o} {:?}", String::from_utf8_lossy(&bytes)));
+            out.insert(
+                rel,
+                format!("file {mode:o} {:?}", String::from_utf8_lossy(&bytes)),
+            );
         }
     }
 }
@@ -151,7 +173,9 @@ pub fn normalize_times(text: &str) -> String {
             }
         }
         if let Some(pos) = line.find("\"time\": ") {
-            let end = line[pos + 8..].find(|c: char| !c.is_ascii_digit()).map_or(line.len(), |e| pos + 8 + e);
+            let end = line[pos + 8..]
+                .find(|c: char| !c.is_ascii_digit())
+                .map_or(line.len(), |e| pos + 8 + e);
             line.replace_range(pos + 8..end, "<time>");
         }
         out.push_str(&line);
