@@ -26,7 +26,7 @@ fn help_texts() {
         &["commands", "expand", "--help"],
         &["commands", "check", "--help"],
     ] {
-        let run = ws.run(&args);
+        let run = ws.run(args);
         assert_eq!(run.code, 0, "{args:?}");
         out += &format!("$ shiro {}\n{}\n", args.join(" "), run.stdout);
     }
@@ -48,7 +48,7 @@ fn usage_errors_exit_2() {
         &["undo", "extra"],
         &["commands", "nope"],
     ] {
-        let run = ws.run(&args);
+        let run = ws.run(args);
         assert_eq!(run.code, 2, "{args:?}: {}", run.show());
         out += &format!("$ shiro {}\n{}\n", args.join(" "), run.show());
     }
@@ -227,7 +227,7 @@ fn user_commands_list_expand_and_check() {
         &["commands", "expand", "nope"],
         &["commands", "check"],
     ] {
-        t += &format!("$ shiro {}\n{}\n", args.join(" "), ws.run(&args).show());
+        t += &format!("$ shiro {}\n{}\n", args.join(" "), ws.run(args).show());
     }
     ws.write(".shiro/commands.md", "## greet\nHello\n");
     t += &format!(
@@ -403,7 +403,7 @@ fn ctrl_c_stops_bash_and_leaves_the_log_consistent() {
     ]);
     let pid_file = ws.config.path().join("sleeper.pid");
     let command = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
-    let mut child = Command::new(support::shiro_bin())
+    let child = Command::new(support::shiro_bin())
         .arg("-C")
         .arg(ws.path())
         .args([

@@ -167,10 +167,11 @@ pub fn normalize_times(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for line in text.split_inclusive('\n') {
         let mut line = line.to_owned();
-        if let Some(pos) = line.find(" UTC") {
-            if pos >= 19 && line.is_char_boundary(pos - 19) {
-                line.replace_range(pos - 19..pos + 4, "<time>");
-            }
+        if let Some(pos) = line.find(" UTC")
+            && pos >= 19
+            && line.is_char_boundary(pos - 19)
+        {
+            line.replace_range(pos - 19..pos + 4, "<time>");
         }
         if let Some(pos) = line.find("\"time\": ") {
             let end = line[pos + 8..]
