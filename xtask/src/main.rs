@@ -55,7 +55,7 @@ fn soak(extra: &[String]) -> Result<(), String> {
 
 fn run_tests(cases: &str, crash_trials: Option<&str>, extra: &[String]) -> Result<(), String> {
     let mut cmd = cargo();
-    cmd.args(["test", "--workspace", "--all-targets"])
+    cmd.args(["test", "--workspace", "--all-targets", "--no-fail-fast"])
         .args(extra)
         .env("PROPTEST_CASES", cases)
         // Check mode: a new or changed snapshot fails the run and is never written over.
