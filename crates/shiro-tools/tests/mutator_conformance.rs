@@ -220,6 +220,7 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
         "rename e/b.txt -> .git/b",
         m.rename(&p("e/b.txt"), &p(".git/b"))
     );
+    step!("sync", m.sync());
     t
 }
 

@@ -264,6 +264,9 @@ pub(crate) async fn apply(
             mutator.set_mode(path, *mode).await?;
         }
     }
+    // Single writes are not flushed; one sync makes the whole restore durable before the
+    // caller drops its journal. A crash before this point re-runs the restore from the journal.
+    mutator.sync().await?;
     Ok(notes)
 }
 

@@ -13,8 +13,10 @@ use crate::path::{PathError, WorkspacePath};
 
 /// A [`Mutator`] over the real file system under a root directory.
 ///
-/// Writes go to a temporary file in the same directory, are flushed to disk, then renamed
-/// over the target, so a crash leaves either the old or the new bytes.
+/// Writes go to a temporary file in the same directory, then are renamed over the target, so
+/// a reader or a crashed process sees either the old or the new bytes. Single writes are not
+/// flushed (no `fsync`, as `cp` and editors' plain saves): callers that need durability call
+/// [`Mutator::sync`], which flushes the whole file system once.
 #[derive(Debug, Clone)]
 pub struct FsMutator {
     inner: Arc<Roots>,
@@ -313,6 +315,15 @@ impl Mutator for FsMutator {
                 }
                 Stat::File { .. } | Stat::Symlink { .. } => Err(MutatorError::NotDirectory(path)),
             }
+        })
+        .await
+    }
+
+    async fn sync(&self) -> Result<(), MutatorError> {
+        self.blocking(|roots| {
+            let dir = fs::File::open(&roots.canonical).map_err(MutatorError::Sync)?;
+            // One syncfs flushes every write of this operation, however many files it touched.
+            rustix::fs::syncfs(&dir).map_err(|err| MutatorError::Sync(err.into()))
         })
         .await
     }

@@ -178,4 +178,8 @@ impl<M: Mutator> Mutator for Hooked<M> {
         (self.hook)(&Mutation::Rename { from, to })?;
         self.inner.rename(from, to).await
     }
+
+    async fn sync(&self) -> Result<(), MutatorError> {
+        self.inner.sync().await
+    }
 }

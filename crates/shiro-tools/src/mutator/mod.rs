@@ -97,6 +97,9 @@ pub enum MutatorError {
     /// The operation was cut short before it finished (its worker task was cancelled).
     #[error("file operation interrupted: {0}")]
     Interrupted(String),
+    /// Flushing the workspace's writes to disk failed.
+    #[error("could not flush the workspace to disk: {0}")]
+    Sync(#[source] std::io::Error),
     /// Any other I/O failure.
     #[error("{op} {path}: {source}")]
     Io {
@@ -158,6 +161,15 @@ pub trait Mutator: Send + Sync {
     /// Moves a file or symlink to `to`, replacing a file or symlink there. The parent of `to`
     /// must exist. Directories are not moved.
     async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError>;
+
+    /// Makes every change made so far durable: after it returns, a power cut cannot lose them.
+    ///
+    /// Single writes are atomic but not individually flushed, so a caller that must know its
+    /// changes reached the disk (an undo about to drop its journal) calls this once, rather
+    /// than paying a flush per file. Mutators without a disk have nothing to do.
+    async fn sync(&self) -> Result<(), MutatorError> {
+        Ok(())
+    }
 }
 
 /// Creates every missing ancestor directory of `path`, outermost first, one
