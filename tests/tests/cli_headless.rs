@@ -460,3 +460,34 @@ fn ctrl_c_stops_bash_and_leaves_the_log_consistent() {
     ws.ok(&["undo"]);
     assert!(!ws.exists("a.txt"));
 }
+
+#[test]
+fn tool_arguments_can_come_from_a_file() {
+    let ws = Ws::new();
+    let args = ws.config.path().join("args.json");
+    std::fs::write(
+        &args,
+        r#"{"path": "from-file.txt", "content": "via @file\n"}"#,
+    )
+    .unwrap();
+    let run = ws.ok(&[
+        "tool",
+        "write_file",
+        "--args",
+        &format!("@{}", args.display()),
+    ]);
+    assert_eq!(
+        run.stdout,
+        "A from-file.txt\ncreated from-file.txt (10 bytes)\n"
+    );
+    assert_eq!(ws.read("from-file.txt"), "via @file\n");
+    let missing = ws.run(&["tool", "write_file", "--args", "@/nonexistent/args.json"]);
+    assert_eq!(missing.code, 1);
+    assert!(
+        missing
+            .stderr
+            .contains("cannot read the arguments file /nonexistent/args.json"),
+        "{}",
+        missing.show()
+    );
+}
