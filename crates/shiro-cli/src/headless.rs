@@ -217,19 +217,18 @@ pub async fn dry_run_diff(
 ) -> Result<String> {
     let mut out = String::new();
     for path in &outcome.paths {
-        let now = match &path.now {
-            Image::File { mode, .. } => Side::File(workspace.read(&path.path).await?, *mode),
-            other => side_of(other, Vec::new()),
+        let now_bytes = match &path.now {
+            Image::File { .. } => workspace.read(&path.path).await?,
+            _ => Vec::new(),
         };
-        let becomes = match &path.becomes {
-            Image::File { mode, hash, .. } => {
-                let bytes = store
-                    .blob(hash)?
-                    .ok_or_else(|| anyhow!("the stored copy of {} is missing", path.path))?;
-                Side::File(bytes, *mode)
-            }
-            other => side_of(other, Vec::new()),
+        let becomes_bytes = match path.becomes.hash() {
+            Some(hash) => store
+                .blob(&hash)?
+                .ok_or_else(|| anyhow!("the stored copy of {} is missing", path.path))?,
+            None => Vec::new(),
         };
+        let now = side_of(&path.now, now_bytes);
+        let becomes = side_of(&path.becomes, becomes_bytes);
         if now != becomes {
             out.push_str(&render::diff(path.path.as_str(), &now, &becomes, color));
         }
@@ -237,6 +236,7 @@ pub async fn dry_run_diff(
     Ok(out)
 }
 
+/// What `image` shows in a diff; `bytes` are the file's when it is one.
 fn side_of(image: &Image, bytes: Vec<u8>) -> Side {
     match image {
         Image::Absent => Side::Absent,
