@@ -33,27 +33,47 @@ impl Blobs {
     }
 
     /// Stores `bytes` under `hash` unless a blob of that hash is already there, and returns
-    /// only once the blob and its directory entry are on disk.
-    ///
-    /// A blob is written to a temporary file and renamed into place, so a blob that exists is
-    /// always complete: existence is enough for deduplication.
+    /// only once the blob and its directory entry are on disk. Fast compression: used on the
+    /// path of a restore.
     pub(crate) fn put(&self, hash: &ContentHash, bytes: &[u8]) -> io::Result<()> {
-        let path = self.path(hash);
-        if path.exists() {
-            return Ok(());
+        self.put_all([(hash, bytes)], Compression::fast())
+    }
+
+    /// Stores every `(hash, bytes)` not stored yet, at `level`, and returns once all of them
+    /// are on disk: each blob is written to a temporary file, flushed and renamed into place,
+    /// then the directory is flushed once for all of them.
+    ///
+    /// A blob is flushed before it is renamed, so a blob that exists is always complete, even
+    /// after a crash before the directory is flushed: existence is enough for deduplication.
+    /// The directory is flushed even when every blob was there already: one may have been
+    /// renamed into place by an attempt that failed before flushing it.
+    pub(crate) fn put_all<'a>(
+        &self,
+        items: impl IntoIterator<Item = (&'a ContentHash, &'a [u8])>,
+        level: Compression,
+    ) -> io::Result<()> {
+        let mut any = false;
+        for (hash, bytes) in items {
+            any = true;
+            let path = self.path(hash);
+            if path.exists() {
+                continue;
+            }
+            let mut temp = tempfile::Builder::new()
+                .prefix(".tmp-")
+                .tempfile_in(&self.dir)?;
+            {
+                let mut encoder = ZlibEncoder::new(temp.as_file_mut(), level);
+                encoder.write_all(bytes)?;
+                encoder.finish()?;
+            }
+            temp.as_file().sync_all()?;
+            temp.persist(&path).map_err(|err| err.error)?;
         }
-        let mut temp = tempfile::Builder::new()
-            .prefix(".tmp-")
-            .tempfile_in(&self.dir)?;
-        {
-            // Fast compression: capture sits on the path of every mutating tool call.
-            let mut encoder = ZlibEncoder::new(temp.as_file_mut(), Compression::fast());
-            encoder.write_all(bytes)?;
-            encoder.finish()?;
+        if any {
+            sync_dir(&self.dir)?;
         }
-        temp.as_file().sync_all()?;
-        temp.persist(&path).map_err(|err| err.error)?;
-        sync_dir(&self.dir)
+        Ok(())
     }
 
     /// Whether the blob is stored.
@@ -104,6 +124,9 @@ impl Blobs {
     }
 
     /// Removes every blob not in `keep`, and any stray file. Returns how many were removed.
+    ///
+    /// The removals are not flushed: the log no longer refers to these blobs, so one that a
+    /// crash brings back is only collected again.
     pub(crate) fn collect(&self, keep: &BTreeSet<ContentHash>) -> io::Result<usize> {
         let (blobs, strays) = self.list()?;
         let mut removed = 0;
@@ -117,9 +140,6 @@ impl Blobs {
                 fs::remove_file(stray)?;
                 removed += 1;
             }
-        }
-        if removed > 0 {
-            sync_dir(&self.dir)?;
         }
         Ok(removed)
     }

@@ -63,6 +63,59 @@ pub(crate) fn decode_all<T: DeserializeOwned>(bytes: &[u8]) -> (Vec<(usize, T)>,
     (good, bad)
 }
 
+/// Records read by [`decode_framed`]: number, record, and the payload that followed it.
+pub(crate) type Framed<'a, T> = Vec<(usize, T, Option<&'a [u8]>)>;
+
+/// Decodes records that may each be followed by a binary payload (the in-flight file): a
+/// record's line is read as by [`decode_all`], then `payload_len` of the record raw bytes are
+/// taken after its newline. Records are numbered from 1.
+///
+/// Reading stops at the first record that cannot be used, which is returned with `torn`
+/// set when nothing follows it (a write that a crash cut short, or never flushed): after a
+/// damaged record the framing of the rest is unknown, so nothing after it is trusted.
+pub(crate) fn decode_framed<T: DeserializeOwned>(
+    bytes: &[u8],
+    payload_len: impl Fn(&T) -> Option<u64>,
+) -> (Framed<'_, T>, Option<(BadLine, bool)>) {
+    let mut good = Vec::new();
+    let mut rest = bytes;
+    let mut number = 0;
+    while !rest.is_empty() {
+        number += 1;
+        let bad = |reason: &str, torn: bool| {
+            Some((
+                BadLine {
+                    line: number,
+                    reason: reason.to_owned(),
+                },
+                torn,
+            ))
+        };
+        let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+            return (good, bad("truncated record (no final newline)", true));
+        };
+        let line = &rest[..end];
+        rest = &rest[end + 1..];
+        let value: T = match decode_line(line) {
+            Ok(value) => value,
+            Err(reason) => return (good, bad(&reason, rest.is_empty())),
+        };
+        let payload = match payload_len(&value) {
+            None => None,
+            Some(len) => {
+                let Some(len) = usize::try_from(len).ok().filter(|&len| len <= rest.len()) else {
+                    return (good, bad("truncated record (payload cut short)", true));
+                };
+                let (payload, after) = rest.split_at(len);
+                rest = after;
+                Some(payload)
+            }
+        };
+        good.push((number, value, payload));
+    }
+    (good, None)
+}
+
 fn decode_line<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
     let text = std::str::from_utf8(line).map_err(|_| "record is not UTF-8".to_owned())?;
     let Some((sum, json)) = text.split_once(' ') else {
@@ -136,5 +189,36 @@ mod tests {
         assert_eq!(good, vec![(1, 1), (3, 3)]);
         assert_eq!(bad.iter().map(|b| b.line).collect::<Vec<_>>(), vec![2, 4]);
         assert_eq!(bad[0].reason, "checksum mismatch");
+    }
+
+    #[test]
+    fn framed_records_carry_payloads_and_stop_at_damage() {
+        // A record `n` is followed by `n` payload bytes.
+        let len = |n: &u64| (*n > 0).then_some(*n);
+        let mut bytes = Vec::new();
+        bytes.extend(encode(&3u64).unwrap().into_bytes());
+        bytes.extend(b"a\nb");
+        bytes.extend(encode(&0u64).unwrap().into_bytes());
+        let whole = bytes.clone();
+        let (good, bad) = decode_framed::<u64>(&whole, len);
+        assert_eq!(good, vec![(1, 3, Some(&b"a\nb"[..])), (2, 0, None)]);
+        assert!(bad.is_none());
+
+        // A payload cut short is a torn tail.
+        let mut torn = whole.clone();
+        torn.extend(encode(&5u64).unwrap().into_bytes());
+        torn.extend(b"xy");
+        let (good, bad) = decode_framed::<u64>(&torn, len);
+        assert_eq!(good.len(), 2);
+        assert_eq!(bad.map(|(b, torn)| (b.line, torn)), Some((3, true)));
+
+        // A damaged record with more after it is not torn, and nothing after it is read.
+        let mut damaged = encode(&1u64).unwrap().into_bytes();
+        damaged[0] ^= 1;
+        damaged.extend(b"z");
+        damaged.extend(encode(&0u64).unwrap().into_bytes());
+        let (good, bad) = decode_framed::<u64>(&damaged, len);
+        assert!(good.is_empty());
+        assert_eq!(bad.map(|(b, torn)| (b.line, torn)), Some((1, false)));
     }
 }

@@ -1,4 +1,4 @@
-//! The records of the on-disk format (version 1), as described in `docs/formats.md`.
+//! The records of the on-disk format (version 2), as described in `docs/formats.md`.
 
 use std::collections::BTreeSet;
 
@@ -9,7 +9,7 @@ use crate::image::{ContentHash, Image};
 use crate::report::{Direction, TurnId, TurnSummary};
 
 /// The format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 /// The `format` field of the log's header line.
 pub(crate) const LOG_FORMAT: &str = "shiro-undo-log";
 
@@ -204,6 +204,10 @@ pub(crate) enum InflightLine {
     Path {
         path: String,
         before: Image,
+        /// When present, the file's raw bytes follow this record's line in the file: this
+        /// many of them. Absent when the blob is already stored (or the image is no file).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bytes: Option<u64>,
     },
     Tool {
         name: String,

@@ -15,7 +15,7 @@ use crate::format::{ChangeRecord, FORMAT_VERSION, INFLIGHT_FILE, InflightLine, T
 use crate::image::{Image, read_image};
 use crate::lock::LockGuard;
 use crate::report::TurnId;
-use crate::store::{Flight, UndoStore, append_line, open_append};
+use crate::store::{Flight, UndoStore, append_line, open_append, remove_quietly};
 
 /// How a turn begins.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -111,7 +111,9 @@ impl<M: Mutator> Recording<M> {
                 version: FORMAT_VERSION,
                 turn: meta.clone(),
             },
-            true,
+            None,
+            // The first capture flushes it; until then nothing needs it.
+            false,
         )
         .map_err(|err| UndoError::io("write", &path, err))?;
         let id = meta.id;
@@ -134,8 +136,8 @@ impl<M: Mutator> Recording<M> {
             };
             // Notes are not worth a flush of their own; the next capture flushes them. If the
             // write fails, the turn's summary is poorer but its undo is intact.
-            let _ = append_line(&mut turn.file, &line, false);
-            turn.flight.apply(line);
+            let _ = append_line(&mut turn.file, &line, None, false);
+            turn.flight.apply(line, None);
         }
     }
 
@@ -144,8 +146,8 @@ impl<M: Mutator> Recording<M> {
     pub async fn note_bash(&self) {
         let mut slot = self.turn.lock().await;
         if let Some(turn) = slot.as_mut() {
-            let _ = append_line(&mut turn.file, &InflightLine::Bash, false);
-            turn.flight.apply(InflightLine::Bash);
+            let _ = append_line(&mut turn.file, &InflightLine::Bash, None, false);
+            turn.flight.apply(InflightLine::Bash, None);
         }
     }
 
@@ -168,20 +170,28 @@ impl<M: Mutator> Recording<M> {
         drop(file);
         let id = flight.meta.id;
         let record = flight.finish(&self.inner, false).await?;
-        let committed = match record {
-            Some(record) => {
+        let path = self.store.path(INFLIGHT_FILE);
+        // Only after the commit: until the log holds the turn, the in-flight file is its only
+        // record (and holds the bytes of its new pre-images).
+        match record {
+            Some((record, pending)) => {
                 // Not `recover`: the in-flight file is this turn's own, and it is finishing.
                 let mut state = self.store.load_state()?;
-                self.store.commit_turn(&mut state, record)?;
-                Some(id)
+                self.store.commit_flight(&mut state, record, &pending)?;
+                // Not flushed: should a crash bring the file back, its turn id is below the
+                // log's next id, and recovery knows it for a leftover.
+                remove_quietly(&path).map_err(|err| UndoError::io("remove", &path, err))?;
+                drop(_lock);
+                Ok(Some(id))
             }
-            None => None,
-        };
-        // Only now: until the log holds the turn, the in-flight file is its only record.
-        let path = self.store.path(INFLIGHT_FILE);
-        remove_durably(&path).map_err(|err| UndoError::io("remove", &path, err))?;
-        drop(_lock);
-        Ok(committed)
+            None => {
+                // Flushed: a leftover of an empty turn would be recovered against whatever
+                // the workspace holds by then.
+                remove_durably(&path).map_err(|err| UndoError::io("remove", &path, err))?;
+                drop(_lock);
+                Ok(None)
+            }
+        }
     }
 
     /// Captures the pre-image of each path not yet captured in the in-flight turn, durably.
@@ -204,15 +214,25 @@ impl<M: Mutator> Recording<M> {
                 path: path.clone(),
                 source,
             };
-            if let (Image::File { hash, .. }, Some(bytes)) = (&image, &bytes) {
-                self.store.blobs().put(hash, bytes).map_err(failed)?;
-            }
+            // The bytes go into the in-flight file with their record (one flush for both),
+            // unless a blob already holds them or this turn already carries them; they become
+            // a blob when the turn finishes.
+            let payload = match (&image, bytes) {
+                (Image::File { hash, .. }, Some(bytes))
+                    if !turn.flight.pending.contains_key(hash)
+                        && !self.store.blobs().contains(hash) =>
+                {
+                    Some(bytes)
+                }
+                _ => None,
+            };
             let line = InflightLine::Path {
                 path: path.to_string(),
                 before: image,
+                bytes: payload.as_ref().map(|bytes| bytes.len() as u64),
             };
-            append_line(&mut turn.file, &line, true).map_err(failed)?;
-            turn.flight.apply(line);
+            append_line(&mut turn.file, &line, payload.as_deref(), true).map_err(failed)?;
+            turn.flight.apply(line, payload);
         }
         Ok(())
     }

@@ -6,10 +6,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use flate2::Compression;
 use shiro_tools::{FsMutator, Mutator, WorkspacePath};
 
 use crate::blob::Blobs;
-use crate::codec::{self, decode_all, encode, read_optional, remove_durably, write_atomic};
+use crate::codec::{
+    self, decode_all, decode_framed, encode, read_optional, remove_durably, write_atomic,
+};
 use crate::error::UndoError;
 use crate::format::{
     BLOBS_DIR, ChangeRecord, DAMAGED_LOG_FILE, FORMAT_VERSION, INFLIGHT_FILE, InflightLine,
@@ -540,50 +543,104 @@ impl UndoStore {
         else {
             return Ok(());
         };
-        let (lines, bad) = decode_all::<InflightLine>(&bytes);
-        // A torn last line is the write a crash interrupted; the mutation it was to protect
-        // never ran (records are durable before their mutation), so it is not worth a notice.
-        let last_line = bytes
-            .split(|&b| b == b'\n')
-            .filter(|l| !l.is_empty())
-            .count();
-        for b in bad
-            .iter()
-            .filter(|b| b.line != last_line || !b.reason.starts_with("truncated"))
+        let (records, bad) = decode_framed::<InflightLine>(&bytes, |line| match line {
+            InflightLine::Path { bytes, .. } => *bytes,
+            _ => None,
+        });
+        // A torn last record is the write a crash interrupted. Each record (with the bytes it
+        // carries) is flushed before the mutation it protects runs, so that mutation never
+        // ran: ignoring the record loses nothing, and it is not worth a notice. Anything else
+        // is damage, and the records after it cannot be framed, so they are not read.
+        if let Some((b, torn)) = bad
+            && !torn
         {
             self.notify(Notice::CorruptRecord {
                 file: INFLIGHT_FILE.to_owned(),
                 line: b.line,
-                reason: b.reason.clone(),
+                reason: format!("{}; the records after it were not read", b.reason),
             });
         }
-        let mut lines = lines.into_iter();
-        let meta = match lines.next() {
-            Some((1, InflightLine::Start { version, turn })) if version <= FORMAT_VERSION => {
+        let mut records = records.into_iter();
+        let meta = match records.next() {
+            Some((1, InflightLine::Start { version, turn }, _)) if version <= FORMAT_VERSION => {
                 Some(turn)
             }
             _ => None,
         };
+        // Whether the log now holds this file's turn, so that removing the file need not be
+        // flushed: should the removal be lost, the turn's id is below the log's next id.
+        let mut committed = false;
         if let Some(meta) = meta {
+            // The log's next id passes a turn's id only when that turn is committed (ids are
+            // handed out from it under the lock): such a file is a leftover whose removal a
+            // crash undid, even if its turn has since left the log.
+            let stale = meta.id.0 < state.next_id || state.contains(meta.id);
             state.next_id = state.next_id.max(meta.id.0 + 1);
-            if !state.contains(meta.id) {
+            if !stale {
                 let mut flight = Flight::new(meta);
-                for (_, line) in lines {
-                    flight.apply(line);
+                for (number, line, payload) in records {
+                    let payload = match (&line, payload) {
+                        (
+                            InflightLine::Path {
+                                before: Image::File { hash, .. },
+                                ..
+                            },
+                            Some(bytes),
+                        ) => {
+                            if ContentHash::of(bytes) == *hash {
+                                Some(bytes.to_vec())
+                            } else {
+                                self.notify(Notice::CorruptRecord {
+                                    file: INFLIGHT_FILE.to_owned(),
+                                    line: number,
+                                    reason: "stored bytes do not match their hash".to_owned(),
+                                });
+                                None
+                            }
+                        }
+                        _ => None,
+                    };
+                    flight.apply(line, payload);
                 }
                 let id = flight.meta.id;
                 let summary = flight.meta.summary.clone();
                 match flight.finish(workspace, true).await? {
-                    Some(record) => {
+                    Some((record, pending)) => {
                         let paths = record.paths.len();
-                        self.commit_turn(state, record)?;
+                        self.commit_flight(state, record, &pending)?;
+                        committed = true;
                         self.notify(Notice::RecoveredTurn { id, summary, paths });
                     }
                     None => self.notify(Notice::DiscardedEmptyTurn { id }),
                 }
+            } else {
+                committed = true;
             }
         }
-        remove_durably(&path).map_err(|err| UndoError::io("remove", &path, err))
+        if committed {
+            remove_quietly(&path).map_err(|err| UndoError::io("remove", &path, err))
+        } else {
+            remove_durably(&path).map_err(|err| UndoError::io("remove", &path, err))
+        }
+    }
+
+    /// Stores the blobs of a finished turn's pre-images (compressed well, flushed), then
+    /// pushes the turn (see [`UndoStore::commit_turn`]). Until the log holds the turn, its
+    /// in-flight file still holds those bytes.
+    pub(crate) fn commit_flight(
+        &self,
+        state: &mut LogState,
+        record: TurnRecord,
+        pending: &BTreeMap<ContentHash, Vec<u8>>,
+    ) -> Result<(), UndoError> {
+        self.inner
+            .blobs
+            .put_all(
+                pending.iter().map(|(hash, bytes)| (hash, bytes.as_slice())),
+                Compression::default(),
+            )
+            .map_err(|err| UndoError::io("store a copy in", self.inner.blobs.dir(), err))?;
+        self.commit_turn(state, record)
     }
 
     /// Pushes a finished turn: clears the redo stack, keeps `depth` turns, saves the log,
@@ -650,6 +707,8 @@ pub(crate) struct Flight {
     pub tools: Vec<String>,
     pub changes: Vec<ChangeRecord>,
     pub ran_bash: bool,
+    /// The bytes of pre-images not stored as blobs yet, by hash.
+    pub pending: BTreeMap<ContentHash, Vec<u8>>,
 }
 
 impl Flight {
@@ -660,16 +719,23 @@ impl Flight {
             tools: Vec::new(),
             changes: Vec::new(),
             ran_bash: false,
+            pending: BTreeMap::new(),
         }
     }
 
-    /// Replays one in-flight record; only the first image of a path counts.
-    pub(crate) fn apply(&mut self, line: InflightLine) {
+    /// Replays one in-flight record, with the file bytes it carries; only the first image of
+    /// a path counts.
+    pub(crate) fn apply(&mut self, line: InflightLine, payload: Option<Vec<u8>>) {
         match line {
             InflightLine::Start { .. } => {}
-            InflightLine::Path { path, before } => {
-                if let Ok(path) = WorkspacePath::from_relative(&path) {
-                    self.before.entry(path).or_insert(before);
+            InflightLine::Path { path, before, .. } => {
+                if let Ok(path) = WorkspacePath::from_relative(&path)
+                    && !self.before.contains_key(&path)
+                {
+                    if let (Image::File { hash, .. }, Some(bytes)) = (&before, payload) {
+                        self.pending.entry(*hash).or_insert(bytes);
+                    }
+                    self.before.insert(path, before);
                 }
             }
             InflightLine::Tool { name, changes } => {
@@ -682,13 +748,14 @@ impl Flight {
         }
     }
 
-    /// Reads the after-image of every touched path and keeps the paths that changed;
-    /// `None` when none did.
+    /// Reads the after-image of every touched path and keeps the paths that changed, with
+    /// the pending bytes of their pre-images; `None` when none did.
+    #[allow(clippy::type_complexity)]
     pub(crate) async fn finish(
-        self,
+        mut self,
         workspace: &dyn Mutator,
         recovered: bool,
-    ) -> Result<Option<TurnRecord>, UndoError> {
+    ) -> Result<Option<(TurnRecord, BTreeMap<ContentHash, Vec<u8>>)>, UndoError> {
         let mut paths = Vec::new();
         for (path, before) in self.before {
             let (after, _) = real_image(workspace, &path).await?;
@@ -703,21 +770,26 @@ impl Flight {
         if paths.is_empty() {
             return Ok(None);
         }
-        Ok(Some(TurnRecord {
+        let used: BTreeSet<ContentHash> = paths.iter().filter_map(|p| p.before.hash()).collect();
+        self.pending.retain(|hash, _| used.contains(hash));
+        let record = TurnRecord {
             meta: self.meta,
             tools: self.tools,
             changes: self.changes,
             ran_bash: self.ran_bash,
             recovered,
             paths,
-        }))
+        };
+        Ok(Some((record, self.pending)))
     }
 }
 
-/// Appends records to the in-flight file.
+/// Appends a record to the in-flight file, followed by the file bytes it carries (whose
+/// length the record states), and with `sync` flushes both (and all before them) at once.
 pub(crate) fn append_line(
     file: &mut fs::File,
     line: &InflightLine,
+    payload: Option<&[u8]>,
     sync: bool,
 ) -> std::io::Result<()> {
     use std::io::Write;
@@ -725,6 +797,7 @@ pub(crate) fn append_line(
     let len = file.metadata()?.len();
     let written = file
         .write_all(text.as_bytes())
+        .and_then(|()| file.write_all(payload.unwrap_or_default()))
         .and_then(|()| if sync { file.sync_data() } else { Ok(()) });
     if let Err(err) = written {
         // Never leave half a record for the next one to be glued to.
@@ -735,3 +808,11 @@ pub(crate) fn append_line(
 }
 
 pub(crate) use codec::open_append;
+
+/// Removes a file if it is there, without flushing the removal (see `recover_inflight`).
+pub(crate) fn remove_quietly(path: &Path) -> std::io::Result<()> {
+    match fs::remove_file(path) {
+        Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err),
+        _ => Ok(()),
+    }
+}
