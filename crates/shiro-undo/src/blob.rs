@@ -36,7 +36,7 @@ impl Blobs {
     /// only once the blob and its directory entry are on disk. Fast compression: used on the
     /// path of a restore.
     pub(crate) fn put(&self, hash: &ContentHash, bytes: &[u8]) -> io::Result<()> {
-        self.put_all([(hash, bytes)], Compression::fast())
+        self.put_all([(hash, bytes)], |_| Compression::fast())
     }
 
     /// Stores every `(hash, bytes)` not stored yet, at `level`, and returns once all of them
@@ -50,7 +50,7 @@ impl Blobs {
     pub(crate) fn put_all<'a>(
         &self,
         items: impl IntoIterator<Item = (&'a ContentHash, &'a [u8])>,
-        level: Compression,
+        level: impl Fn(usize) -> Compression,
     ) -> io::Result<()> {
         let mut any = false;
         for (hash, bytes) in items {
@@ -63,7 +63,7 @@ impl Blobs {
                 .prefix(".tmp-")
                 .tempfile_in(&self.dir)?;
             {
-                let mut encoder = ZlibEncoder::new(temp.as_file_mut(), level);
+                let mut encoder = ZlibEncoder::new(temp.as_file_mut(), level(bytes.len()));
                 encoder.write_all(bytes)?;
                 encoder.finish()?;
             }
@@ -74,6 +74,20 @@ impl Blobs {
             sync_dir(&self.dir)?;
         }
         Ok(())
+    }
+
+    /// The zlib level for a finished turn's pre-image of `len` bytes. Level 6 compresses about
+    /// a third better than level 1 but runs at only 15-20 MB/s on a slow machine, so it is
+    /// kept for the sizes of source files (under 17 ms each); larger files get level 1, so a
+    /// turn on a 10 MiB file does not wait half a second. Recompressing those later, off the
+    /// turn's path, would win both; see docs/performance.md.
+    pub(crate) fn finish_level(len: usize) -> Compression {
+        const WELL_COMPRESSED_MAX: usize = 256 * 1024;
+        if len <= WELL_COMPRESSED_MAX {
+            Compression::default()
+        } else {
+            Compression::fast()
+        }
     }
 
     /// Whether the blob is stored.

@@ -302,6 +302,10 @@ impl<M: Mutator> Mutator for Recording<M> {
         self.capture(&mut slot, &[from, to]).await?;
         self.inner.rename(from, to).await
     }
+
+    async fn sync(&self) -> Result<(), MutatorError> {
+        self.inner.sync().await
+    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use flate2::Compression;
 use shiro_tools::{FsMutator, Mutator, WorkspacePath};
 
 use crate::blob::Blobs;
@@ -637,7 +636,7 @@ impl UndoStore {
             .blobs
             .put_all(
                 pending.iter().map(|(hash, bytes)| (hash, bytes.as_slice())),
-                Compression::default(),
+                Blobs::finish_level,
             )
             .map_err(|err| UndoError::io("store a copy in", self.inner.blobs.dir(), err))?;
         self.commit_turn(state, record)
