@@ -12,7 +12,7 @@ pub enum Color {
 }
 
 impl Color {
-    /// Colour on a terminal unless `NO_COLOR` is set (https://no-color.org).
+    /// Colour on a terminal unless `NO_COLOR` is set (<https://no-color.org>).
     pub fn detect(is_terminal: bool) -> Self {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         if is_terminal && !no_color {

@@ -123,12 +123,16 @@ pub trait Tool: Send + Sync {
     fn is_mutating(&self) -> bool;
 
     /// The workspace paths the call will touch, known before anything is written, so that a
-    /// recorder or an approval prompt can see them first. Read-only tools return nothing.
+    /// recorder or an approval prompt can see them first. The default, nothing, is right for
+    /// read-only tools and for `bash`, whose effects cannot be known in advance; a recorder
+    /// still captures every path a tool mutates through its `Mutator`.
     async fn touched_paths(
         &self,
-        mutator: &dyn Mutator,
-        args: &serde_json::Value,
-    ) -> Result<Vec<WorkspacePath>, ToolError>;
+        _mutator: &dyn Mutator,
+        _args: &serde_json::Value,
+    ) -> Result<Vec<WorkspacePath>, ToolError> {
+        Ok(Vec::new())
+    }
 
     /// Runs the tool against the workspace seen through `mutator`.
     async fn call(

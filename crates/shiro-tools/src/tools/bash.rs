@@ -18,7 +18,6 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 use crate::mutator::Mutator;
-use crate::path::WorkspacePath;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
 
 /// The timeout when the model gives none.
@@ -80,15 +79,6 @@ impl Tool for Bash {
     /// True: a command can change anything, so it must be approved.
     fn is_mutating(&self) -> bool {
         true
-    }
-
-    /// Empty: what a command will touch cannot be known, and it is not recorded for undo.
-    async fn touched_paths(
-        &self,
-        _mutator: &dyn Mutator,
-        _args: &serde_json::Value,
-    ) -> Result<Vec<WorkspacePath>, ToolError> {
-        Ok(Vec::new())
     }
 
     async fn call(

@@ -9,7 +9,6 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::mutator::Mutator;
-use crate::path::WorkspacePath;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
 use crate::tools::walk::{self, Kind, PathGlob};
 
@@ -70,14 +69,6 @@ impl Tool for Grep {
 
     fn is_mutating(&self) -> bool {
         false
-    }
-
-    async fn touched_paths(
-        &self,
-        _mutator: &dyn Mutator,
-        _args: &serde_json::Value,
-    ) -> Result<Vec<WorkspacePath>, ToolError> {
-        Ok(Vec::new())
     }
 
     async fn call(

@@ -64,14 +64,6 @@ impl Tool for ReadFile {
         false
     }
 
-    async fn touched_paths(
-        &self,
-        _mutator: &dyn Mutator,
-        _args: &serde_json::Value,
-    ) -> Result<Vec<WorkspacePath>, ToolError> {
-        Ok(Vec::new())
-    }
-
     async fn call(
         &self,
         mutator: &dyn Mutator,
