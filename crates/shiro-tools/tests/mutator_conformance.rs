@@ -335,3 +335,21 @@ async fn hostile_paths_are_refused_by_both_mutators() {
     // The relative root itself is also never a writable path.
     assert!(WorkspacePath::resolve(Path::new("/ws"), "/ws").is_err());
 }
+
+/// A write killed before its rename leaves `.<name>.shiro-tmp`; the next write of the same
+/// path replaces it, and `partial_write_path` names it so recovery can remove it.
+#[tokio::test]
+async fn a_stale_partial_write_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FsMutator::new(dir.path()).unwrap();
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    let path = p("d/a.txt");
+    let temp = shiro_tools::partial_write_path(&path);
+    assert_eq!(temp.as_str(), "d/.a.txt.shiro-tmp");
+    std::fs::write(dir.path().join(temp.as_str()), "junk from a killed write").unwrap();
+    fs.write(&path, b"new", None).await.unwrap();
+    assert_eq!(fs.read(&path).await.unwrap(), b"new");
+    assert_eq!(fs.stat(&temp).await.unwrap(), Stat::Absent);
+    let top = shiro_tools::partial_write_path(&p("top"));
+    assert_eq!(top.as_str(), ".top.shiro-tmp");
+}

@@ -10,7 +10,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use shiro_tools::{Mutator, MutatorError, Stat, WorkspacePath, create_parent_dirs};
+use shiro_tools::{
+    Mutator, MutatorError, Stat, WorkspacePath, create_parent_dirs, partial_write_path,
+};
 
 use crate::blob::Blobs;
 use crate::error::UndoError;
@@ -145,6 +147,23 @@ pub(crate) fn check_blobs(blobs: &Blobs, plan: &[Planned]) -> Result<(), UndoErr
     Ok(())
 }
 
+/// Removes what writes killed before their rename left beside `paths` (see
+/// [`partial_write_path`]): crash recovery calls it for every path of the interrupted
+/// operation, so a crash leaves no stray file in the workspace. Best effort: a path it cannot
+/// see safely (under a link that now leads elsewhere, say) is left alone, since a stray
+/// temporary file must never stop a restore.
+pub(crate) async fn sweep_partial_writes<'a>(
+    mutator: &dyn Mutator,
+    paths: impl IntoIterator<Item = &'a WorkspacePath>,
+) {
+    for path in paths {
+        let temp = partial_write_path(path);
+        if let Ok(Stat::File { .. }) = mutator.stat(&temp).await {
+            let _ = mutator.remove_file(&temp).await;
+        }
+    }
+}
+
 /// Makes every path of `turn` what `direction` says it becomes. Returns the paths whose
 /// action differs from the plain one (kept or skipped directories).
 pub(crate) async fn apply(
@@ -162,6 +181,7 @@ pub(crate) async fn apply(
         })
         .collect();
     let mut notes = BTreeMap::new();
+    sweep_partial_writes(mutator, items.iter().map(|(path, _)| path)).await;
 
     // 1. Removals, deepest first, so a directory is emptied before it is removed.
     items.sort_by(|(a, _), (b, _)| b.depth().cmp(&a.depth()).then_with(|| b.cmp(a)));

@@ -603,6 +603,9 @@ impl UndoStore {
                 }
                 let id = flight.meta.id;
                 let summary = flight.meta.summary.clone();
+                // A write killed before its rename left its temporary file beside the path;
+                // every such path was captured first, so it is among these.
+                restore::sweep_partial_writes(workspace, flight.before.keys()).await;
                 match flight.finish(workspace, true).await? {
                     Some((record, pending)) => {
                         let paths = record.paths.len();

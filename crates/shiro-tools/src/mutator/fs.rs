@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{DEFAULT_FILE_MODE, DirEntry, Mutator, MutatorError, Stat};
+use super::{DEFAULT_FILE_MODE, DirEntry, Mutator, MutatorError, Stat, partial_write_path};
 use crate::path::{PathError, WorkspacePath};
 
 /// A [`Mutator`] over the real file system under a root directory.
@@ -175,21 +175,23 @@ fn write_atomic(
         (None, Stat::File { mode, .. }) => mode,
         (None, Stat::Absent | Stat::Symlink { .. }) => DEFAULT_FILE_MODE,
     };
-    let dir = full.parent().unwrap_or(&roots.canonical);
-    let mut temp = tempfile::Builder::new()
-        .prefix(".shiro-tmp-")
-        .tempfile_in(dir)
-        .map_err(|err| io_error("create temporary file for", path, err))?;
-    temp.write_all(bytes)
-        .map_err(|err| io_error("write", path, err))?;
-    temp.as_file()
-        .set_permissions(fs::Permissions::from_mode(mode))
-        .map_err(|err| io_error("chmod", path, err))?;
-    temp.as_file()
-        .sync_data()
-        .map_err(|err| io_error("sync", path, err))?;
-    temp.persist(&full)
-        .map_err(|err| io_error("rename into place", path, err.error))?;
+    // A fixed name beside the target, so that a write killed before its rename leaves a file
+    // that crash recovery can find and remove without listing directories.
+    let temp_path = partial_write_path(path).to_fs_path(&roots.canonical);
+    let written = (|| -> std::io::Result<()> {
+        let mut temp = fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&temp_path)?;
+        temp.write_all(bytes)?;
+        temp.set_permissions(fs::Permissions::from_mode(mode))?;
+        fs::rename(&temp_path, &full)
+    })();
+    if let Err(err) = written {
+        let _ = fs::remove_file(&temp_path);
+        return Err(io_error("write", path, err));
+    }
     Ok(())
 }
 

@@ -172,6 +172,26 @@ pub trait Mutator: Send + Sync {
     }
 }
 
+/// Where [`FsMutator`] writes `path`'s new bytes before renaming them into place:
+/// `.<name>.shiro-tmp` in the same directory. A process killed between the two leaves this
+/// file behind; crash recovery removes it for every path the interrupted operation touched.
+pub fn partial_write_path(path: &WorkspacePath) -> WorkspacePath {
+    // Keep the name within the usual 255-byte limit; a shortened name stays in the same
+    // directory, and writes there are serialised by the undo store's lock.
+    let mut name = path.file_name();
+    let mut end = name.len().min(200);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    name = &name[..end];
+    let temp = format!(".{name}.shiro-tmp");
+    match path.parent() {
+        Some(parent) => parent.join(&temp),
+        None => WorkspacePath::from_relative(&temp),
+    }
+    .unwrap_or_else(|_| path.clone())
+}
+
 /// Creates every missing ancestor directory of `path`, outermost first, one
 /// [`Mutator::create_dir`] call each (so a recorder sees each directory a turn creates).
 pub async fn create_parent_dirs(
