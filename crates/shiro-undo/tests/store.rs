@@ -72,6 +72,19 @@ async fn turn(f: &Fixture, summary: &str, writes: &[(&str, &[u8])]) -> Option<Tu
     f.rec.finish_turn().await.unwrap()
 }
 
+/// Opens the store again, as the next shiro command would, with the notices it reports.
+async fn reopen(dir: &Path, ws: &MemMutator) -> (UndoStore, Vec<String>) {
+    let store = UndoStore::open_with(dir, ws, StoreOptions::default())
+        .await
+        .unwrap();
+    let notices = store
+        .take_notices()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    (store, notices)
+}
+
 fn read(tree: &Tree, path: &str) -> Vec<u8> {
     tree[path].1.clone().unwrap()
 }
@@ -450,14 +463,7 @@ async fn a_damaged_log_record_is_reported_and_skipped() {
     lines[2] = lines[2].replacen("turn 2", "turn X", 1);
     std::fs::write(&log, lines.join("\n") + "\n").unwrap();
 
-    let store = UndoStore::open_with(f.dir.path(), &f.ws, StoreOptions::default())
-        .await
-        .unwrap();
-    let notices: Vec<String> = store
-        .take_notices()
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let (store, notices) = reopen(f.dir.path(), &f.ws).await;
     insta::assert_snapshot!("damaged_record", notices.join("\n"));
     let ids: Vec<u64> = store.log().unwrap().iter().map(|t| t.id.0).collect();
     assert_eq!(ids, [3, 1]);
@@ -476,14 +482,7 @@ async fn a_damaged_log_record_is_reported_and_skipped() {
     // A record cut short (a torn write) is reported the same way.
     let text = std::fs::read_to_string(&log).unwrap();
     std::fs::write(&log, &text[..text.len() - 10]).unwrap();
-    let store = UndoStore::open_with(f.dir.path(), &f.ws, StoreOptions::default())
-        .await
-        .unwrap();
-    let notices: Vec<String> = store
-        .take_notices()
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let (store, notices) = reopen(f.dir.path(), &f.ws).await;
     insta::assert_snapshot!("truncated_record", notices.join("\n"));
     assert_eq!(store.log().unwrap().len(), 1);
 }
@@ -518,14 +517,7 @@ async fn a_turn_cut_short_is_recovered_on_the_next_open() {
     drop(f.rec);
     let after = mem_tree(&f.ws);
 
-    let store = UndoStore::open_with(f.dir.path(), &f.ws, StoreOptions::default())
-        .await
-        .unwrap();
-    let notices: Vec<String> = store
-        .take_notices()
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let (store, notices) = reopen(f.dir.path(), &f.ws).await;
     insta::assert_snapshot!("recovered_turn", notices.join("\n"));
     let log = store.log().unwrap();
     assert!(log[0].recovered);
@@ -645,14 +637,7 @@ async fn a_restore_interrupted_at_any_step_is_completed_on_the_next_open() {
         assert!(matches!(err, UndoError::RestoreInterrupted { .. }), "{err}");
         assert!(f.store.dir().join("journal.jsonl").exists());
 
-        let store = UndoStore::open_with(f.dir.path(), &f.ws, StoreOptions::default())
-            .await
-            .unwrap();
-        let notices: Vec<String> = store
-            .take_notices()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let (store, notices) = reopen(f.dir.path(), &f.ws).await;
         if fail_at == 1 {
             insta::assert_snapshot!("completed_restore", notices.join("\n"));
         }
