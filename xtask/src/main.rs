@@ -94,17 +94,19 @@ fn ci() -> Result<(), String> {
 }
 
 /// Builds `shiro` and the benchmark harness in release mode, then runs the harness, which
-/// writes `docs/performance.md`. `--quick` uses smaller inputs (for development).
+/// writes `docs/performance.md`. `--quick` uses smaller inputs (for development); `--only`
+/// runs some sections (`capture`, `undo`, `patch`, `store`) and writes their page to the
+/// release target directory instead.
 fn bench(extra: &[String]) -> Result<(), String> {
+    const USAGE: &str = "usage: cargo xtask bench [--quick] [--only SECTION,...]";
     let mut quick = false;
-    for arg in extra {
+    let mut only = None;
+    let mut args = extra.iter();
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "--quick" => quick = true,
-            other => {
-                return Err(format!(
-                    "unknown bench option {other:?}; usage: cargo xtask bench [--quick]"
-                ));
-            }
+            "--only" => only = Some(args.next().ok_or(USAGE)?.clone()),
+            other => return Err(format!("unknown bench option {other:?}; {USAGE}")),
         }
     }
     let mut build = cargo();
@@ -122,14 +124,22 @@ fn bench(extra: &[String]) -> Result<(), String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .ok_or("xtask has no parent directory")?;
+    // A partial run never replaces the full document.
+    let out = match &only {
+        Some(sections) => release.join(format!("performance-{}.md", sections.replace(',', "-"))),
+        None => root.join("docs/performance.md"),
+    };
     let mut harness = Command::new(release.join("shiro_bench"));
     harness
         .arg("--shiro")
         .arg(release.join("shiro"))
         .arg("--out")
-        .arg(root.join("docs/performance.md"));
+        .arg(&out);
     if quick {
         harness.arg("--quick");
+    }
+    if let Some(sections) = &only {
+        harness.arg("--only").arg(sections);
     }
     run(harness)
 }

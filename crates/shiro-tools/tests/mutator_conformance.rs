@@ -204,6 +204,68 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
         m.read(&p("abs/b.txt")).await.map(String::from_utf8)
     });
 
+    // real_stat: the entry itself, reached through real directories only.
+    macro_rules! real_stat {
+        ($path:expr) => {
+            writeln!(
+                t,
+                "{:<44} {}",
+                format!("real_stat {}", $path),
+                match m.real_stat(&p($path)).await {
+                    Ok(stat) => show_stat(&stat, outside),
+                    Err(err) => format!("err {err}"),
+                }
+            )
+            .unwrap()
+        };
+    }
+    real_stat!("e/b.txt");
+    real_stat!("in/b.txt");
+    real_stat!("e/b.txt/x");
+    real_stat!("in");
+    real_stat!("nothing/x");
+
+    // overwrite: exact bytes and mode, whatever was there (a link is replaced, not followed).
+    step!(
+        "overwrite e/b.txt 600",
+        m.overwrite(&p("e/b.txt"), b"longer than before", 0o600)
+    );
+    stat!("e/b.txt");
+    step!(
+        "overwrite e/b.txt shorter 644",
+        m.overwrite(&p("e/b.txt"), b"short", 0o644)
+    );
+    stat!("e/b.txt");
+    step!("read e/b.txt", async {
+        m.read(&p("e/b.txt")).await.map(String::from_utf8)
+    });
+    step!(
+        "overwrite e/fresh.txt 755",
+        m.overwrite(&p("e/fresh.txt"), b"fresh", 0o755)
+    );
+    stat!("e/fresh.txt");
+    step!("symlink e/b.txt -> e/lnk", m.symlink("b.txt", &p("e/lnk")));
+    step!(
+        "overwrite e/lnk (the link itself)",
+        m.overwrite(&p("e/lnk"), b"was a link", 0o644)
+    );
+    stat!("e/lnk");
+    step!("read e/b.txt (not through the link)", async {
+        m.read(&p("e/b.txt")).await.map(String::from_utf8)
+    });
+    step!(
+        "overwrite e (a directory)",
+        m.overwrite(&p("e"), b"x", 0o644)
+    );
+    step!(
+        "overwrite nothing/x",
+        m.overwrite(&p("nothing/x"), b"x", 0o644)
+    );
+    step!(
+        "overwrite .git/x (protected)",
+        m.overwrite(&p(".git/x"), b"x", 0o644)
+    );
+
     // Protected directories are never written.
     step!("write .git/config", m.write(&p(".git/config"), b"x", None));
     step!("create_dir .git", m.create_dir(&p(".git")));
@@ -352,4 +414,37 @@ async fn a_stale_partial_write_is_replaced() {
     assert_eq!(fs.stat(&temp).await.unwrap(), Stat::Absent);
     let top = shiro_tools::partial_write_path(&p("top"));
     assert_eq!(top.as_str(), ".top.shiro-tmp");
+}
+
+/// `overwrite` writes a lone file in place (same inode, as `cp`), but never reaches another
+/// name of the file: a file with other hard links is replaced instead.
+#[tokio::test]
+async fn overwrite_is_in_place_only_for_a_lone_file() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FsMutator::new(dir.path()).unwrap();
+    let inode = |name: &str| std::fs::metadata(dir.path().join(name)).unwrap().ino();
+
+    std::fs::write(dir.path().join("lone.txt"), "old bytes").unwrap();
+    let before = inode("lone.txt");
+    fs.overwrite(&p("lone.txt"), b"new", 0o600).await.unwrap();
+    assert_eq!(inode("lone.txt"), before, "a lone file is written in place");
+    assert_eq!(std::fs::read(dir.path().join("lone.txt")).unwrap(), b"new");
+
+    std::fs::write(dir.path().join("linked.txt"), "shared").unwrap();
+    std::fs::hard_link(dir.path().join("linked.txt"), dir.path().join("other-name")).unwrap();
+    let before = inode("linked.txt");
+    fs.overwrite(&p("linked.txt"), b"restored", 0o644)
+        .await
+        .unwrap();
+    assert_ne!(inode("linked.txt"), before, "a linked file is replaced");
+    assert_eq!(
+        std::fs::read(dir.path().join("linked.txt")).unwrap(),
+        b"restored"
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("other-name")).unwrap(),
+        b"shared",
+        "the other name keeps its bytes"
+    );
 }

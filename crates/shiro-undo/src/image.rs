@@ -129,7 +129,26 @@ pub(crate) async fn read_image(
     mutator: &dyn Mutator,
     path: &WorkspacePath,
 ) -> Result<(Image, Option<Vec<u8>>), MutatorError> {
-    Ok(match mutator.stat(path).await? {
+    let stat = mutator.stat(path).await?;
+    image_of(mutator, path, stat).await
+}
+
+/// The image of the entry at `path` itself (see [`Mutator::real_stat`]), with a file's bytes.
+pub(crate) async fn real_image(
+    mutator: &dyn Mutator,
+    path: &WorkspacePath,
+) -> Result<(Image, Option<Vec<u8>>), MutatorError> {
+    let stat = mutator.real_stat(path).await?;
+    image_of(mutator, path, stat).await
+}
+
+/// The image of what `stat` found at `path`, reading the bytes of a file.
+async fn image_of(
+    mutator: &dyn Mutator,
+    path: &WorkspacePath,
+    stat: Stat,
+) -> Result<(Image, Option<Vec<u8>>), MutatorError> {
+    Ok(match stat {
         Stat::Absent => (Image::Absent, None),
         Stat::Dir { mode } => (Image::Dir { mode }, None),
         Stat::Symlink { target } => (Image::Symlink { target }, None),
@@ -143,30 +162,4 @@ pub(crate) async fn read_image(
             (image, Some(bytes))
         }
     })
-}
-
-/// What is at `path` itself: like [`Mutator::stat`], but a path with an ancestor that is not a
-/// real directory (a file, a symbolic link, or nothing) is absent. What a link on the way
-/// reaches is another path's entry, never this one's, so a restore never acts through a link.
-pub(crate) async fn real_stat(
-    mutator: &dyn Mutator,
-    path: &WorkspacePath,
-) -> Result<Stat, MutatorError> {
-    for ancestor in path.ancestors() {
-        if !matches!(mutator.stat(&ancestor).await?, Stat::Dir { .. }) {
-            return Ok(Stat::Absent);
-        }
-    }
-    mutator.stat(path).await
-}
-
-/// The image of the entry at `path` itself (see [`real_stat`]), with a file's bytes.
-pub(crate) async fn real_image(
-    mutator: &dyn Mutator,
-    path: &WorkspacePath,
-) -> Result<(Image, Option<Vec<u8>>), MutatorError> {
-    match real_stat(mutator, path).await? {
-        Stat::Absent => Ok((Image::Absent, None)),
-        _ => read_image(mutator, path).await,
-    }
 }

@@ -267,6 +267,21 @@ impl<M: Mutator> Mutator for Recording<M> {
         self.inner.write(path, bytes, mode).await
     }
 
+    async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+        self.inner.real_stat(path).await
+    }
+
+    async fn overwrite(
+        &self,
+        path: &WorkspacePath,
+        bytes: &[u8],
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        let mut slot = self.turn.lock().await;
+        self.capture(&mut slot, &[path]).await?;
+        self.inner.overwrite(path, bytes, mode).await
+    }
+
     async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
         self.capture(&mut slot, &[path]).await?;

@@ -17,7 +17,7 @@ use shiro_tools::{
 use crate::blob::Blobs;
 use crate::error::UndoError;
 use crate::format::TurnRecord;
-use crate::image::{ContentHash, Image, real_image, real_stat};
+use crate::image::{ContentHash, Image, real_image};
 use crate::report::{Action, Conflict, ConflictKind, Direction};
 
 /// At most this many foreign entries are named in a "directory not empty" conflict.
@@ -29,7 +29,8 @@ pub(crate) struct Planned {
     pub path: WorkspacePath,
     /// What is there now.
     pub now: Image,
-    /// The bytes of `now`, when it is a file.
+    /// The bytes of `now`, when it is a file the store holds no copy of yet (the restore
+    /// keeps one for the opposite operation). Files already stored are not held in memory.
     pub now_bytes: Option<Vec<u8>>,
     /// What the log says should be there now.
     pub expected: Image,
@@ -48,12 +49,16 @@ fn sides(record: &crate::format::PathRecord, direction: Direction) -> (&Image, &
 /// Reads the current image of every path of `turn`.
 pub(crate) async fn plan(
     mutator: &dyn Mutator,
+    blobs: &Blobs,
     turn: &TurnRecord,
     direction: Direction,
 ) -> Result<Vec<Planned>, UndoError> {
     let mut planned = Vec::with_capacity(turn.paths.len());
     for (path, record) in turn.workspace_paths() {
-        let (now, now_bytes) = real_image(mutator, &path).await?;
+        let (now, mut now_bytes) = real_image(mutator, &path).await?;
+        if now.hash().is_some_and(|hash| blobs.contains(&hash)) {
+            now_bytes = None;
+        }
         let (expected, becomes) = sides(record, direction);
         planned.push(Planned {
             path,
@@ -164,13 +169,23 @@ pub(crate) async fn sweep_partial_writes<'a>(
     }
 }
 
+/// What a restore found at its paths just before it began (the images of its plan), so that
+/// it need not read a file again to know whether it already holds its target. A restore
+/// re-run after a crash has seen nothing and reads what it needs.
+pub(crate) type Seen = BTreeMap<WorkspacePath, Image>;
+
 /// Makes every path of `turn` what `direction` says it becomes. Returns the paths whose
 /// action differs from the plain one (kept or skipped directories).
+///
+/// Files are written with [`Mutator::overwrite`]: in place, like `cp`, since a restore
+/// interrupted half-way is finished from its journal, and creating a new file per path (then
+/// deleting the old one) was most of a restore's cost on a real disk.
 pub(crate) async fn apply(
     mutator: &dyn Mutator,
     blobs: &Blobs,
     turn: &TurnRecord,
     direction: Direction,
+    seen: &Seen,
 ) -> Result<BTreeMap<WorkspacePath, Action>, UndoError> {
     let mut items: Vec<(WorkspacePath, Image)> = turn
         .workspace_paths()
@@ -181,12 +196,11 @@ pub(crate) async fn apply(
         })
         .collect();
     let mut notes = BTreeMap::new();
-    sweep_partial_writes(mutator, items.iter().map(|(path, _)| path)).await;
 
     // 1. Removals, deepest first, so a directory is emptied before it is removed.
     items.sort_by(|(a, _), (b, _)| b.depth().cmp(&a.depth()).then_with(|| b.cmp(a)));
     for (path, target) in &items {
-        match real_stat(mutator, path).await? {
+        match mutator.real_stat(path).await? {
             Stat::Absent => {}
             Stat::File { .. } if matches!(target, Image::File { .. }) => {}
             Stat::Symlink { target: now }
@@ -217,7 +231,7 @@ pub(crate) async fn apply(
         if !target.is_dir() {
             continue;
         }
-        match real_stat(mutator, path).await? {
+        match mutator.real_stat(path).await? {
             Stat::Absent => {
                 create_parent_dirs(mutator, path).await?;
                 mutator.create_dir(path).await?;
@@ -237,13 +251,14 @@ pub(crate) async fn apply(
         }
         match target {
             Image::File { mode, len, hash } => {
-                match real_stat(mutator, path).await? {
+                let now = mutator.real_stat(path).await?;
+                match now {
                     Stat::File {
                         mode: now_mode,
                         len: now_len,
                     } if now_mode == *mode
                         && now_len == *len
-                        && ContentHash::of(&mutator.read(path).await?) == *hash =>
+                        && holds(mutator, path, hash, seen).await? =>
                     {
                         continue;
                     }
@@ -254,10 +269,12 @@ pub(crate) async fn apply(
                     _ => {}
                 }
                 let bytes = load_blob(blobs, path, hash)?;
-                create_parent_dirs(mutator, path).await?;
-                mutator.write(path, &bytes, Some(*mode)).await?;
+                if !now.exists() {
+                    create_parent_dirs(mutator, path).await?;
+                }
+                mutator.overwrite(path, &bytes, *mode).await?;
             }
-            Image::Symlink { target: link } => match real_stat(mutator, path).await? {
+            Image::Symlink { target: link } => match mutator.real_stat(path).await? {
                 Stat::Symlink { target: now } if now == *link => {}
                 Stat::Dir { .. } => {
                     notes.insert(path.clone(), Action::Skipped);
@@ -278,7 +295,7 @@ pub(crate) async fn apply(
     // 4. Directory modes, deepest first.
     for (path, target) in items.iter().rev() {
         if let Image::Dir { mode } = target
-            && let Stat::Dir { mode: now } = real_stat(mutator, path).await?
+            && let Stat::Dir { mode: now } = mutator.real_stat(path).await?
             && now != *mode
         {
             mutator.set_mode(path, *mode).await?;
@@ -288,6 +305,20 @@ pub(crate) async fn apply(
     // caller drops its journal. A crash before this point re-runs the restore from the journal.
     mutator.sync().await?;
     Ok(notes)
+}
+
+/// Whether the file at `path` holds the bytes of `hash`: what the restore saw there, or else
+/// what it reads there now.
+async fn holds(
+    mutator: &dyn Mutator,
+    path: &WorkspacePath,
+    hash: &ContentHash,
+    seen: &Seen,
+) -> Result<bool, UndoError> {
+    Ok(match seen.get(path) {
+        Some(image) => image.hash().as_ref() == Some(hash),
+        None => ContentHash::of(&mutator.read(path).await?) == *hash,
+    })
 }
 
 fn load_blob(

@@ -208,7 +208,7 @@ impl UndoStore {
     pub async fn check(&self, workspace: &dyn Mutator) -> Result<Vec<Conflict>, UndoError> {
         let state = self.read_state()?;
         let turn = state.undo.last().ok_or(UndoError::NothingToUndo)?;
-        let plan = restore::plan(workspace, turn, Direction::Undo).await?;
+        let plan = restore::plan(workspace, &self.inner.blobs, turn, Direction::Undo).await?;
         restore::conflicts(workspace, &plan).await
     }
 
@@ -251,7 +251,7 @@ impl UndoStore {
                 Direction::Redo => UndoError::NothingToRedo,
             });
         };
-        let plan = restore::plan(workspace, &turn, direction).await?;
+        let plan = restore::plan(workspace, &self.inner.blobs, &turn, direction).await?;
         let conflicts = restore::conflicts(workspace, &plan).await?;
         if !conflicts.is_empty() && !options.force && !options.dry_run {
             return Err(UndoError::Conflict(ConflictReport {
@@ -286,14 +286,18 @@ impl UndoStore {
 
         // Keep the state being replaced, so the opposite operation can bring it back exactly
         // (after a forced restore, that includes the changes it overwrote).
+        let copies = plan
+            .iter()
+            .filter_map(|item| match (&item.now, &item.now_bytes) {
+                (Image::File { hash, .. }, Some(bytes)) => Some((hash, bytes.as_slice())),
+                _ => None,
+            });
+        self.inner
+            .blobs
+            .put_fast(copies)
+            .map_err(|err| UndoError::io("store a copy in", self.inner.blobs.dir(), err))?;
         let mut restored = turn.clone();
         for (record, item) in restored.paths.iter_mut().zip(&plan) {
-            if let (Image::File { hash, .. }, Some(bytes)) = (&item.now, &item.now_bytes) {
-                self.inner
-                    .blobs
-                    .put(hash, bytes)
-                    .map_err(|err| UndoError::io("store a copy in", self.inner.blobs.dir(), err))?;
-            }
             match direction {
                 Direction::Undo => record.after = item.now.clone(),
                 Direction::Redo => record.before = item.now.clone(),
@@ -309,12 +313,22 @@ impl UndoStore {
         write_atomic(&journal_path, line.as_bytes())
             .map_err(|err| UndoError::io("write", &journal_path, err))?;
 
-        let notes = restore::apply(workspace, &self.inner.blobs, &journal.turn, direction)
-            .await
-            .map_err(|err| UndoError::RestoreInterrupted {
-                turn: turn.meta.id,
-                source: Box::new(err),
-            })?;
+        let seen: restore::Seen = plan
+            .iter()
+            .map(|item| (item.path.clone(), item.now.clone()))
+            .collect();
+        let notes = restore::apply(
+            workspace,
+            &self.inner.blobs,
+            &journal.turn,
+            direction,
+            &seen,
+        )
+        .await
+        .map_err(|err| UndoError::RestoreInterrupted {
+            turn: turn.meta.id,
+            source: Box::new(err),
+        })?;
         self.finish_restore(&mut state, journal)?;
         Ok(outcome(&notes, false))
     }
@@ -507,12 +521,20 @@ impl UndoStore {
                 }
                 let id = journal.turn.meta.id;
                 let direction = journal.direction;
-                restore::apply(workspace, &self.inner.blobs, &journal.turn, direction)
-                    .await
-                    .map_err(|err| UndoError::RestoreInterrupted {
-                        turn: id,
-                        source: Box::new(err),
-                    })?;
+                let paths = journal.turn.workspace_paths();
+                restore::sweep_partial_writes(workspace, paths.iter().map(|(path, _)| path)).await;
+                restore::apply(
+                    workspace,
+                    &self.inner.blobs,
+                    &journal.turn,
+                    direction,
+                    &restore::Seen::new(),
+                )
+                .await
+                .map_err(|err| UndoError::RestoreInterrupted {
+                    turn: id,
+                    source: Box::new(err),
+                })?;
                 self.finish_restore(state, journal)?;
                 self.notify(Notice::CompletedRestore { id, direction });
             }

@@ -8,7 +8,8 @@
 //! Invariant: it never prints a number it did not measure; what it could not measure, the
 //! document says so, with the reason.
 //!
-//! Usage: `shiro_bench --shiro PATH --out FILE [--quick]`.
+//! Usage: `shiro_bench --shiro PATH --out FILE [--quick] [--only SECTION,...]`, where the
+//! sections are `capture`, `undo`, `patch` and `store`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 #[path = "shiro_bench/cases.rs"]
@@ -159,19 +160,29 @@ fn real_main() -> Result<()> {
     let mut shiro = None;
     let mut out = None;
     let mut plan = Plan::full();
+    let mut only: Option<Vec<String>> = None;
     let mut iter = args.iter();
     while let Some(arg) = iter.next() {
         match arg.as_str() {
             "--shiro" => shiro = iter.next().map(PathBuf::from),
             "--out" => out = iter.next().map(PathBuf::from),
             "--quick" => plan = Plan::quick(),
-            other => bail!(
-                "unknown argument {other:?}; usage: shiro_bench --shiro PATH --out FILE [--quick]"
-            ),
+            "--only" => {
+                let list = iter.next().context("--only needs a list of sections")?;
+                let sections: Vec<String> = list.split(',').map(str::to_owned).collect();
+                if let Some(bad) = sections.iter().find(|s| !SECTIONS.contains(&s.as_str())) {
+                    bail!(
+                        "unknown section {bad:?}; the sections are {}",
+                        SECTIONS.join(", ")
+                    );
+                }
+                only = Some(sections);
+            }
+            other => bail!("unknown argument {other:?}; usage: {USAGE}"),
         }
     }
     let (Some(shiro), Some(out)) = (shiro, out) else {
-        bail!("usage: shiro_bench --shiro PATH --out FILE [--quick]");
+        bail!("usage: {USAGE}");
     };
     let shiro = fs::canonicalize(&shiro).with_context(|| format!("find {}", shiro.display()))?;
     let work = tempfile::Builder::new().prefix("shiro-bench-").tempdir()?;
@@ -183,7 +194,8 @@ fn real_main() -> Result<()> {
         log: Vec::new(),
     };
     let started = Instant::now();
-    let doc = bench(&plan, &shiro, work.path(), &mut runner)?;
+    let sections = only.unwrap_or_else(|| SECTIONS.iter().map(|s| (*s).to_owned()).collect());
+    let doc = bench(&plan, &sections, &shiro, work.path(), &mut runner)?;
     let doc = doc.replace(
         "{ELAPSED}",
         &format!("{:.0} s", started.elapsed().as_secs_f64()),
@@ -222,7 +234,19 @@ impl Verdicts {
     }
 }
 
-fn bench(plan: &Plan, shiro: &Path, work: &Path, runner: &mut Runner) -> Result<String> {
+const USAGE: &str = "shiro_bench --shiro PATH --out FILE [--quick] [--only SECTION,...]";
+
+/// The sections of the document, in order; `--only` picks some of them.
+const SECTIONS: [&str; 4] = ["capture", "undo", "patch", "store"];
+
+fn bench(
+    plan: &Plan,
+    sections: &[String],
+    shiro: &Path,
+    work: &Path,
+    runner: &mut Runner,
+) -> Result<String> {
+    let wants = |section: &str| sections.iter().any(|s| s == section);
     let mut doc = String::new();
     let fsync = runner.cell(
         "machine",
@@ -237,10 +261,25 @@ fn bench(plan: &Plan, shiro: &Path, work: &Path, runner: &mut Runner) -> Result<
         fsync: fsync.as_ref().ok().map(|s| s.median),
     };
     header(&mut doc, plan, shiro, &fsync)?;
-    capture(&mut doc, plan, shiro, work, runner, &mut verdicts)?;
-    undo(&mut doc, plan, shiro, work, runner, &mut verdicts)?;
-    patch(&mut doc, plan, shiro, work, runner)?;
-    store(&mut doc, plan, work, runner, &mut verdicts)?;
+    if sections.len() < SECTIONS.len() {
+        let _ = write!(
+            doc,
+            "\nOnly these sections were run (`--only`): {}.\n",
+            sections.join(", ")
+        );
+    }
+    if wants("capture") {
+        capture(&mut doc, plan, shiro, work, runner, &mut verdicts)?;
+    }
+    if wants("undo") {
+        undo(&mut doc, plan, shiro, work, runner, &mut verdicts)?;
+    }
+    if wants("patch") {
+        patch(&mut doc, plan, shiro, work, runner)?;
+    }
+    if wants("store") {
+        store(&mut doc, plan, work, runner, &mut verdicts)?;
+    }
     memory(&mut doc, runner);
     doc.push_str(
         "\n## Budgets\n\nThe budgets of `DESIGN.md`, checked against the medians above.\n\n",

@@ -65,6 +65,17 @@ impl Mutator for Aborting {
     ) -> Result<(), MutatorError> {
         self.around(self.inner.write(path, bytes, mode)).await
     }
+    async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+        self.inner.real_stat(path).await
+    }
+    async fn overwrite(
+        &self,
+        path: &WorkspacePath,
+        bytes: &[u8],
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        self.around(self.inner.overwrite(path, bytes, mode)).await
+    }
     async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
         self.around(self.inner.set_mode(path, mode)).await
     }

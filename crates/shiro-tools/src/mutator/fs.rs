@@ -2,7 +2,7 @@
 
 use std::fs;
 use std::io::{self, ErrorKind, Write};
-use std::os::unix::fs::{PermissionsExt, symlink};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -195,6 +195,52 @@ fn write_atomic(
     Ok(())
 }
 
+/// See [`Mutator::real_stat`]: one `lstat` per ancestor, in one blocking step.
+fn real_stat(roots: &Roots, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+    for ancestor in path.ancestors() {
+        let full = ancestor.to_fs_path(&roots.canonical);
+        if !matches!(stat_of(&full, &ancestor)?, Stat::Dir { .. }) {
+            return Ok(Stat::Absent);
+        }
+    }
+    stat_of(&path.to_fs_path(&roots.canonical), path)
+}
+
+/// See [`Mutator::overwrite`].
+fn overwrite(
+    roots: &Roots,
+    path: &WorkspacePath,
+    bytes: &[u8],
+    mode: u32,
+) -> Result<(), MutatorError> {
+    let full = roots.writable(path)?;
+    let in_place = match fs::symlink_metadata(&full) {
+        Ok(meta) => meta.file_type().is_file() && meta.nlink() == 1,
+        Err(_) => false,
+    };
+    if !in_place {
+        return write_atomic(roots, path, bytes, Some(mode));
+    }
+    // `O_NOFOLLOW`: should the file have become a link since the check, the open fails
+    // rather than writing where the link leads, and the write replaces the link instead.
+    let Ok(mut file) = fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&full)
+    else {
+        return write_atomic(roots, path, bytes, Some(mode));
+    };
+    let written = (|| -> io::Result<()> {
+        file.write_all(bytes)?;
+        file.set_len(bytes.len() as u64)?;
+        if file.metadata()?.permissions().mode() & 0o7777 != mode {
+            file.set_permissions(fs::Permissions::from_mode(mode))?;
+        }
+        Ok(())
+    })();
+    written.map_err(|err| io_error("write", path, err))
+}
+
 #[async_trait]
 impl Mutator for FsMutator {
     fn root(&self) -> &Path {
@@ -244,6 +290,23 @@ impl Mutator for FsMutator {
         let path = path.clone();
         let bytes = bytes.to_vec();
         self.blocking(move |roots| write_atomic(roots, &path, &bytes, mode))
+            .await
+    }
+
+    async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+        let path = path.clone();
+        self.blocking(move |roots| real_stat(roots, &path)).await
+    }
+
+    async fn overwrite(
+        &self,
+        path: &WorkspacePath,
+        bytes: &[u8],
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        let path = path.clone();
+        let bytes = bytes.to_vec();
+        self.blocking(move |roots| overwrite(roots, &path, &bytes, mode))
             .await
     }
 

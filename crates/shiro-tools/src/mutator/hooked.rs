@@ -149,6 +149,21 @@ impl<M: Mutator> Mutator for Hooked<M> {
         self.inner.write(path, bytes, mode).await
     }
 
+    async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+        self.inner.real_stat(path).await
+    }
+
+    /// Seen by the hook as a [`Mutation::Write`].
+    async fn overwrite(
+        &self,
+        path: &WorkspacePath,
+        bytes: &[u8],
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        (self.hook)(&Mutation::Write(path))?;
+        self.inner.overwrite(path, bytes, mode).await
+    }
+
     async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
         (self.hook)(&Mutation::SetMode(path))?;
         self.inner.set_mode(path, mode).await

@@ -162,6 +162,42 @@ pub trait Mutator: Send + Sync {
     /// must exist. Directories are not moved.
     async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError>;
 
+    /// What is at `path` itself, reached through real directories only: like
+    /// [`Mutator::stat`], but a path with an ancestor that is not a directory (a file, a
+    /// symbolic link, or nothing) is [`Stat::Absent`]. What a link on the way reaches is
+    /// another path's entry, never this one's; a restore uses this never to act through a
+    /// link.
+    ///
+    /// The default asks [`Mutator::stat`] once per ancestor; a mutator on a disk answers in
+    /// one step.
+    async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+        for ancestor in path.ancestors() {
+            if !matches!(self.stat(&ancestor).await?, Stat::Dir { .. }) {
+                return Ok(Stat::Absent);
+            }
+        }
+        self.stat(path).await
+    }
+
+    /// Makes `path` a regular file holding `bytes` with permission bits `mode`, for a caller
+    /// that can finish the job after a crash (a restore, which journals first).
+    ///
+    /// A regular file with no other hard link is overwritten in place, as `cp` does: its inode,
+    /// owner and extended attributes stay, and no file is created and deleted. That is not
+    /// atomic: a reader, or a crash, may see a mix of the old and new bytes. Anything else (no
+    /// file, a link, a file with other names) is replaced as [`Mutator::write`] does, so the
+    /// bytes never reach another name of the file. The parent directory must exist.
+    ///
+    /// The default is [`Mutator::write`].
+    async fn overwrite(
+        &self,
+        path: &WorkspacePath,
+        bytes: &[u8],
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        self.write(path, bytes, Some(mode)).await
+    }
+
     /// Makes every change made so far durable: after it returns, a power cut cannot lose them.
     ///
     /// Single writes are atomic but not individually flushed, so a caller that must know its
