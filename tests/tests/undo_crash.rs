@@ -94,6 +94,10 @@ fn setup(root: &Path) {
     std::fs::set_permissions(root.join("dswap"), std::fs::Permissions::from_mode(0o750)).unwrap();
     write("dswap/file", b"", 0o644);
     symlink("somewhere", root.join("link")).unwrap();
+    let big: Vec<u8> = (0..256 * 1024u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    write("big.bin", &big, 0o644);
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -144,9 +148,12 @@ fn run_helper(root: &Path, mode: &str, kill: Kill) -> bool {
 }
 
 fn open(root: &Path) -> (UndoStore, Vec<Notice>) {
-    let store = runtime()
-        .block_on(UndoStore::open(root, StoreOptions::default()))
-        .unwrap();
+    // As the helper's: `big.bin` is stored as deltas.
+    let options = StoreOptions {
+        big_file_bytes: 64 * 1024,
+        ..StoreOptions::default()
+    };
+    let store = runtime().block_on(UndoStore::open(root, options)).unwrap();
     let notices = store.take_notices();
     (store, notices)
 }

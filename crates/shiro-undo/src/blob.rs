@@ -1,4 +1,12 @@
-//! Content-addressed, compressed, deduplicated blobs: the bytes of pre-images.
+//! Content-addressed, deduplicated blobs: the bytes of pre-images, and of the states a
+//! restore replaced.
+//!
+//! `blobs/<hash>` holds the bytes whose blake3 hash is `<hash>`: zlib-compressed, or raw after
+//! a zero byte (which no zlib stream starts with) for the newest version of a big file.
+//! `blobs/<hash>.delta` holds them as a delta against another blob (see [`crate::delta`]): the
+//! base's 32-byte hash, then the zlib-compressed instructions. A delta is only ever written
+//! against a base that is not a delta itself, so chains never loop; when both files of a hash
+//! exist (a crash while one replaced the other), the whole one is used.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -9,13 +17,45 @@ use flate2::Compression;
 use flate2::read::ZlibDecoder;
 use flate2::write::ZlibEncoder;
 
+use crate::delta;
 use crate::image::ContentHash;
 
-/// The `blobs/` directory of a store. Each blob is named by the hex blake3 hash of its raw
-/// bytes and holds them zlib-compressed.
+/// The first byte of a raw blob.
+const RAW: u8 = 0;
+/// The name suffix of a delta blob.
+const DELTA_SUFFIX: &str = ".delta";
+/// Longer delta chains are refused as damage (a store keeps far fewer versions of a file).
+const MAX_CHAIN: usize = 256;
+/// Blobs of at most this many bytes are compressed at the default level; see
+/// [`Blobs::finish_level`].
+const WELL_COMPRESSED_MAX: usize = 256 * 1024;
+
+/// How a new blob is stored.
+#[derive(Debug)]
+pub(crate) enum Form<'a> {
+    /// zlib at a level.
+    Zlib(&'a [u8], Compression),
+    /// The bytes as they are: the newest version of a big file, the base of the older ones.
+    Raw(&'a [u8]),
+    /// Instructions that rebuild the bytes from the blob `base`, which must be stored and must
+    /// not be a delta. Replaces a whole blob of the same hash.
+    Delta { base: ContentHash, ops: Vec<u8> },
+}
+
+/// The `blobs/` directory of a store.
 #[derive(Debug)]
 pub(crate) struct Blobs {
     dir: PathBuf,
+}
+
+/// What `blobs/` holds: each blob's size on disk (both files, when a hash has two), which
+/// hashes are whole and which are deltas, and the files that are not blobs.
+#[derive(Debug, Default)]
+pub(crate) struct Listing {
+    pub sizes: BTreeMap<ContentHash, u64>,
+    whole: BTreeSet<ContentHash>,
+    deltas: BTreeSet<ContentHash>,
+    strays: Vec<PathBuf>,
 }
 
 impl Blobs {
@@ -31,61 +71,119 @@ impl Blobs {
         self.dir.join(hash.to_hex())
     }
 
-    /// Like [`Blobs::put_all`], with fast compression: for a restore's copies of what it
+    fn delta_path(&self, hash: &ContentHash) -> PathBuf {
+        self.dir.join(format!("{}{DELTA_SUFFIX}", hash.to_hex()))
+    }
+
+    /// Stores every new blob, and returns once all of them are on disk: each is written to a
+    /// temporary file and renamed into place, then one `syncfs` flushes them all and their
+    /// directory entries. A whole blob whose hash is stored in any form is skipped; a delta
+    /// replaces the whole blob of its hash, which is removed only after the flush.
+    ///
+    /// A blob that exists is always complete, even after a crash before the flush (the rename
+    /// comes after the write), so existence is enough for deduplication.
+    pub(crate) fn put_all<'a>(
+        &self,
+        items: impl IntoIterator<Item = (ContentHash, Form<'a>)>,
+    ) -> io::Result<()> {
+        let mut wrote = false;
+        let mut superseded = Vec::new();
+        for (hash, form) in items {
+            let target = match &form {
+                Form::Delta { .. } => {
+                    if self.delta_path(&hash).exists() {
+                        continue;
+                    }
+                    superseded.push(self.path(&hash));
+                    self.delta_path(&hash)
+                }
+                Form::Zlib(..) | Form::Raw(_) => {
+                    if self.path(&hash).exists() || self.delta_path(&hash).exists() {
+                        continue;
+                    }
+                    self.path(&hash)
+                }
+            };
+            let mut temp = tempfile::Builder::new()
+                .prefix(".tmp-")
+                .tempfile_in(&self.dir)?;
+            match form {
+                Form::Zlib(bytes, level) => compress_into(temp.as_file_mut(), bytes, level)?,
+                Form::Raw(bytes) => {
+                    let file = temp.as_file_mut();
+                    file.write_all(&[RAW])?;
+                    file.write_all(bytes)?;
+                }
+                Form::Delta { base, ops } => {
+                    let file = temp.as_file_mut();
+                    file.write_all(base.as_bytes())?;
+                    compress_into(file, &ops, Blobs::finish_level(ops.len()))?;
+                }
+            }
+            temp.persist(&target).map_err(|err| err.error)?;
+            wrote = true;
+        }
+        if !wrote {
+            return Ok(());
+        }
+        // One flush of the file system makes every blob and its directory entry durable;
+        // an fsync per blob cost a flush per file.
+        let dir = fs::File::open(&self.dir)?;
+        rustix::fs::syncfs(&dir)?;
+        for path in superseded {
+            // Not flushed: should a crash bring one back, the whole blob is used and its
+            // delta collected.
+            match fs::remove_file(&path) {
+                Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(err),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the stored form of each of `hashes` that does not read back as its bytes.
+    ///
+    /// Blobs are flushed once per batch, after their renames, so a power cut can leave a blob
+    /// that exists but is empty or cut short; deduplication would then trust it. Crash
+    /// recovery calls this for the blobs of the turn it finishes, so they are written again.
+    pub(crate) fn discard_damaged<'a>(
+        &self,
+        hashes: impl IntoIterator<Item = &'a ContentHash>,
+    ) -> io::Result<()> {
+        for hash in hashes {
+            if let Err(err) = self.get(hash) {
+                if err.kind() != io::ErrorKind::InvalidData {
+                    return Err(err);
+                }
+                for path in [self.path(hash), self.delta_path(hash)] {
+                    match fs::remove_file(&path) {
+                        Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(err),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores `(hash, bytes)` pairs with fast compression: a restore's copies of what it
     /// replaces, which are made on its path.
     pub(crate) fn put_fast<'a>(
         &self,
         items: impl IntoIterator<Item = (&'a ContentHash, &'a [u8])>,
     ) -> io::Result<()> {
-        self.put_all(items, |_| Compression::fast())
+        self.put_all(
+            items
+                .into_iter()
+                .map(|(hash, bytes)| (*hash, Form::Zlib(bytes, Compression::fast()))),
+        )
     }
 
-    /// Stores every `(hash, bytes)` not stored yet, at `level`, and returns once all of them
-    /// are on disk: each blob is written to a temporary file, flushed and renamed into place,
-    /// then the directory is flushed once for all of them.
-    ///
-    /// A blob is flushed before it is renamed, so a blob that exists is always complete, even
-    /// after a crash before the directory is flushed: existence is enough for deduplication.
-    /// The directory is flushed even when every blob was there already: one may have been
-    /// renamed into place by an attempt that failed before flushing it.
-    pub(crate) fn put_all<'a>(
-        &self,
-        items: impl IntoIterator<Item = (&'a ContentHash, &'a [u8])>,
-        level: impl Fn(usize) -> Compression,
-    ) -> io::Result<()> {
-        let mut wrote = false;
-        for (hash, bytes) in items {
-            let path = self.path(hash);
-            if path.exists() {
-                continue;
-            }
-            wrote = true;
-            let mut temp = tempfile::Builder::new()
-                .prefix(".tmp-")
-                .tempfile_in(&self.dir)?;
-            {
-                let mut encoder = ZlibEncoder::new(temp.as_file_mut(), level(bytes.len()));
-                encoder.write_all(bytes)?;
-                encoder.finish()?;
-            }
-            temp.persist(&path).map_err(|err| err.error)?;
-        }
-        if wrote {
-            // One flush of the file system makes every blob and its directory entry durable;
-            // an fsync per blob cost a flush per restored file.
-            let dir = fs::File::open(&self.dir)?;
-            rustix::fs::syncfs(&dir)?;
-        }
-        Ok(())
-    }
-
-    /// The zlib level for a finished turn's pre-image of `len` bytes. Level 6 compresses about
-    /// a third better than level 1 but runs at only 15-20 MB/s on a slow machine, so it is
-    /// kept for the sizes of source files (under 17 ms each); larger files get level 1, so a
-    /// turn on a 10 MiB file does not wait half a second. Recompressing those later, off the
-    /// turn's path, would win both; see docs/performance.md.
+    /// The zlib level for a blob of `len` bytes. Level 6 compresses about a third better than
+    /// level 1 but runs at only 15-25 MB/s on a slow machine, so it is kept for the sizes of
+    /// source files (under 17 ms each); larger ones get level 1. Big files are mostly stored
+    /// as deltas instead (see `docs/formats.md`).
     pub(crate) fn finish_level(len: usize) -> Compression {
-        const WELL_COMPRESSED_MAX: usize = 256 * 1024;
         if len <= WELL_COMPRESSED_MAX {
             Compression::default()
         } else {
@@ -93,73 +191,198 @@ impl Blobs {
         }
     }
 
-    /// Whether the blob is stored.
+    /// Whether the blob can be read: stored whole, or as a delta whose bases can be.
     pub(crate) fn contains(&self, hash: &ContentHash) -> bool {
-        self.path(hash).exists()
+        let mut next = *hash;
+        for _ in 0..MAX_CHAIN {
+            if self.path(&next).exists() {
+                return true;
+            }
+            match self.base_of(&next) {
+                Some(base) => next = base,
+                None => return false,
+            }
+        }
+        false
+    }
+
+    /// Whether the blob is stored whole and raw: the newest version of a big file, which the
+    /// next version replaces with a delta.
+    pub(crate) fn is_raw(&self, hash: &ContentHash) -> bool {
+        let mut first = [0u8; 1];
+        fs::File::open(self.path(hash))
+            .and_then(|mut file| file.read_exact(&mut first))
+            .is_ok_and(|()| first[0] == RAW)
+    }
+
+    /// Whether the blob is stored only as a delta (so it cannot be the base of another).
+    pub(crate) fn is_delta(&self, hash: &ContentHash) -> bool {
+        !self.path(hash).exists() && self.delta_path(hash).exists()
+    }
+
+    /// The base a delta blob names, when `hash` is stored as a delta.
+    fn base_of(&self, hash: &ContentHash) -> Option<ContentHash> {
+        let mut base = [0u8; 32];
+        fs::File::open(self.delta_path(hash))
+            .and_then(|mut file| file.read_exact(&mut base))
+            .ok()
+            .map(|()| ContentHash::from_bytes(base))
     }
 
     /// The raw bytes of a blob, checked against its hash. `Ok(None)` when it is missing;
-    /// an error names a blob that is damaged.
+    /// an error names a blob that is damaged (a missing base included).
     pub(crate) fn get(&self, hash: &ContentHash) -> io::Result<Option<Vec<u8>>> {
-        let stored = match fs::read(self.path(hash)) {
-            Ok(stored) => stored,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(err) => return Err(err),
+        self.get_in_chain(hash, 0)
+    }
+
+    fn get_in_chain(&self, hash: &ContentHash, depth: usize) -> io::Result<Option<Vec<u8>>> {
+        let bytes = match read_optional(&self.path(hash))? {
+            Some(stored) => match stored.split_first() {
+                Some((&RAW, raw)) => raw.to_vec(),
+                _ => inflate(&stored)?,
+            },
+            None => {
+                let Some(stored) = read_optional(&self.delta_path(hash))? else {
+                    return Ok(None);
+                };
+                if depth >= MAX_CHAIN {
+                    return Err(damaged("delta chain too long"));
+                }
+                if stored.len() < 32 {
+                    return Err(damaged("delta too short"));
+                }
+                let (base_hash, ops) = stored.split_at(32);
+                let mut base_bytes = [0u8; 32];
+                base_bytes.copy_from_slice(base_hash);
+                let base_hash = ContentHash::from_bytes(base_bytes);
+                let base = self.get_in_chain(&base_hash, depth + 1)?.ok_or_else(|| {
+                    damaged(&format!("its base blob {} is missing", base_hash.short()))
+                })?;
+                delta::apply(&inflate(ops)?, &base).map_err(damaged)?
+            }
         };
-        // One read of the whole blob, then inflating from memory: a reader over the file
-        // made a system call per 32 KiB.
-        let mut bytes = Vec::with_capacity(stored.len().saturating_mul(3));
-        ZlibDecoder::new(stored.as_slice()).read_to_end(&mut bytes)?;
         if ContentHash::of(&bytes) != *hash {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                "blob content does not match its hash",
-            ));
+            return Err(damaged("blob content does not match its hash"));
         }
         Ok(Some(bytes))
     }
 
-    /// Every blob with its size on disk. Files that are not blobs (temporary files left by a
-    /// crash) are listed under `None`.
-    pub(crate) fn list(&self) -> io::Result<(BTreeMap<ContentHash, u64>, Vec<PathBuf>)> {
-        let mut blobs = BTreeMap::new();
-        let mut strays = Vec::new();
+    /// Every blob with its size on disk, and the files that are not blobs (temporary files
+    /// left by a crash).
+    pub(crate) fn list(&self) -> io::Result<Listing> {
+        let mut listing = Listing::default();
         let entries = match fs::read_dir(&self.dir) {
             Ok(entries) => entries,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok((blobs, strays)),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(listing),
             Err(err) => return Err(err),
         };
         for entry in entries {
             let entry = entry?;
             let name = entry.file_name();
-            match name.to_str().and_then(ContentHash::from_hex) {
+            let name = name.to_str().unwrap_or_default();
+            let (hex, is_delta) = match name.strip_suffix(DELTA_SUFFIX) {
+                Some(hex) => (hex, true),
+                None => (name, false),
+            };
+            match ContentHash::from_hex(hex) {
                 Some(hash) => {
-                    blobs.insert(hash, entry.metadata()?.len());
+                    *listing.sizes.entry(hash).or_default() += entry.metadata()?.len();
+                    if is_delta {
+                        listing.deltas.insert(hash);
+                    } else {
+                        listing.whole.insert(hash);
+                    }
                 }
-                None => strays.push(entry.path()),
+                None => listing.strays.push(entry.path()),
             }
         }
-        Ok((blobs, strays))
+        Ok(listing)
     }
 
-    /// Removes every blob not in `keep`, and any stray file. Returns how many were removed.
+    /// `keep` and every blob a delta among them needs, transitively.
+    pub(crate) fn closure(
+        &self,
+        keep: &BTreeSet<ContentHash>,
+        listing: &Listing,
+    ) -> BTreeSet<ContentHash> {
+        let mut live = keep.clone();
+        let mut pending: Vec<ContentHash> = keep.iter().copied().collect();
+        while let Some(hash) = pending.pop() {
+            if listing.deltas.contains(&hash)
+                && !listing.whole.contains(&hash)
+                && let Some(base) = self.base_of(&hash)
+                && live.insert(base)
+            {
+                pending.push(base);
+            }
+        }
+        live
+    }
+
+    /// The bytes on disk of `keep` and the bases they need.
+    pub(crate) fn size_of(&self, keep: &BTreeSet<ContentHash>, listing: &Listing) -> u64 {
+        self.closure(keep, listing)
+            .iter()
+            .filter_map(|hash| listing.sizes.get(hash))
+            .sum()
+    }
+
+    /// Removes every blob neither in `keep` nor needed by one there, the delta of a hash also
+    /// stored whole, and any stray file. Returns how many files were removed.
     ///
     /// The removals are not flushed: the log no longer refers to these blobs, so one that a
     /// crash brings back is only collected again.
     pub(crate) fn collect(&self, keep: &BTreeSet<ContentHash>) -> io::Result<usize> {
-        let (blobs, strays) = self.list()?;
+        let listing = self.list()?;
+        let live = self.closure(keep, &listing);
         let mut removed = 0;
-        for hash in blobs.keys().filter(|hash| !keep.contains(hash)) {
-            fs::remove_file(self.path(hash))?;
+        let mut remove = |path: PathBuf| -> io::Result<()> {
+            fs::remove_file(path)?;
             removed += 1;
+            Ok(())
+        };
+        for hash in listing.whole.iter().filter(|hash| !live.contains(hash)) {
+            remove(self.path(hash))?;
         }
-        for stray in strays {
+        for hash in &listing.deltas {
+            if !live.contains(hash) || listing.whole.contains(hash) {
+                remove(self.delta_path(hash))?;
+            }
+        }
+        for stray in listing.strays {
             // Only files: a directory here is not ours to remove.
             if stray.is_file() {
-                fs::remove_file(stray)?;
-                removed += 1;
+                remove(stray)?;
             }
         }
         Ok(removed)
     }
+}
+
+fn compress_into(file: &mut fs::File, bytes: &[u8], level: Compression) -> io::Result<()> {
+    let mut encoder = ZlibEncoder::new(file, level);
+    encoder.write_all(bytes)?;
+    encoder.finish().map(drop)
+}
+
+/// Inflates from memory: a reader over the file made a system call per 32 KiB.
+/// Any failure is damage (`InvalidData`): the stream is already in memory.
+fn inflate(stored: &[u8]) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(stored.len().saturating_mul(3));
+    ZlibDecoder::new(stored)
+        .read_to_end(&mut bytes)
+        .map_err(|err| damaged(&err.to_string()))?;
+    Ok(bytes)
+}
+
+fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(err) => Err(err),
+    }
+}
+
+fn damaged(reason: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, reason.to_owned())
 }

@@ -15,6 +15,16 @@ impl ContentHash {
         Self(*blake3::hash(bytes).as_bytes())
     }
 
+    /// The hash with these 32 bytes.
+    pub(crate) fn from_bytes(bytes: [u8; 32]) -> Self {
+        Self(bytes)
+    }
+
+    /// The 32 bytes of the hash.
+    pub(crate) fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+
     /// The 64 lowercase hex digits of the hash.
     pub fn to_hex(&self) -> String {
         blake3::Hash::from_bytes(self.0).to_hex().to_string()

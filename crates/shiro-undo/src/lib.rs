@@ -42,6 +42,7 @@
 
 mod blob;
 mod codec;
+mod delta;
 mod error;
 mod format;
 mod image;

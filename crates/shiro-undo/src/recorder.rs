@@ -169,15 +169,16 @@ impl<M: Mutator> Recording<M> {
         };
         drop(file);
         let id = flight.meta.id;
-        let record = flight.finish(&self.inner, false).await?;
+        let big = self.store.options().big_file_bytes;
+        let record = flight.finish(&self.inner, false, big).await?;
         let path = self.store.path(INFLIGHT_FILE);
         // Only after the commit: until the log holds the turn, the in-flight file is its only
         // record (and holds the bytes of its new pre-images).
         match record {
-            Some((record, pending)) => {
+            Some(finished) => {
                 // Not `recover`: the in-flight file is this turn's own, and it is finishing.
                 let mut state = self.store.load_state()?;
-                self.store.commit_flight(&mut state, record, &pending)?;
+                self.store.commit_flight(&mut state, finished)?;
                 // Not flushed: should a crash bring the file back, its turn id is below the
                 // log's next id, and recovery knows it for a leftover.
                 remove_quietly(&path).map_err(|err| UndoError::io("remove", &path, err))?;
@@ -216,13 +217,21 @@ impl<M: Mutator> Recording<M> {
             };
             // The bytes go into the in-flight file with their record (one flush for both),
             // unless a blob already holds them or this turn already carries them; they become
-            // a blob when the turn finishes.
+            // a blob when the turn finishes. A big file's stored bytes stay in memory until
+            // then, to become a delta against its new version.
+            let big = self.store.options().big_file_bytes;
             let payload = match (&image, bytes) {
                 (Image::File { hash, .. }, Some(bytes))
-                    if !turn.flight.pending.contains_key(hash)
-                        && !self.store.blobs().contains(hash) =>
+                    if !turn.flight.pending.contains_key(hash) =>
                 {
-                    Some(bytes)
+                    if !self.store.blobs().contains(hash) {
+                        Some(bytes)
+                    } else {
+                        if bytes.len() as u64 >= big {
+                            turn.flight.held.insert(*hash, bytes);
+                        }
+                        None
+                    }
                 }
                 _ => None,
             };

@@ -1,5 +1,6 @@
 //! The store: the log on disk, its lock, recovery, undo and redo.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -8,10 +9,11 @@ use std::time::Duration;
 
 use shiro_tools::{FsMutator, Mutator, WorkspacePath};
 
-use crate::blob::Blobs;
+use crate::blob::{Blobs, Form};
 use crate::codec::{
     self, decode_all, decode_framed, encode, read_optional, remove_durably, write_atomic,
 };
+use crate::delta;
 use crate::error::UndoError;
 use crate::format::{
     BLOBS_DIR, ChangeRecord, DAMAGED_LOG_FILE, FORMAT_VERSION, INFLIGHT_FILE, InflightLine,
@@ -42,6 +44,10 @@ pub struct StoreOptions {
     /// How long an operation waits for another process to release the store's lock before it
     /// fails with [`UndoError::Locked`]. Default 10 seconds.
     pub lock_timeout: Duration,
+    /// Files of at least this many bytes are big: a turn that changes one keeps the new
+    /// version whole (uncompressed) and the previous one as a delta against it, so a turn
+    /// costs about what it changed and needs no slow compression. Default 1 MiB.
+    pub big_file_bytes: u64,
 }
 
 impl Default for StoreOptions {
@@ -50,6 +56,7 @@ impl Default for StoreOptions {
             depth: 20,
             max_store_bytes: 1 << 30,
             lock_timeout: Duration::from_secs(10),
+            big_file_bytes: 1 << 20,
         }
     }
 }
@@ -142,8 +149,16 @@ impl UndoStore {
             }),
         };
         let _guard = store.lock()?;
+        // Only a crash leaves blobs no turn refers to (and temporary files) behind; every
+        // recorded turn collects them too. Listing `blobs/` on every open would cost each
+        // command time that grows with the store.
+        let crashed = [JOURNAL_FILE, INFLIGHT_FILE]
+            .iter()
+            .any(|name| store.path(name).exists());
         let state = store.recover(workspace).await?;
-        store.collect(&state)?;
+        if crashed {
+            store.collect(&state)?;
+        }
         Ok(store)
     }
 
@@ -195,12 +210,12 @@ impl UndoStore {
 
     /// The bytes the stored copies take on disk.
     pub fn store_bytes(&self) -> Result<u64, UndoError> {
-        let (blobs, _) = self
+        let listing = self
             .inner
             .blobs
             .list()
             .map_err(|err| UndoError::io("list", self.inner.blobs.dir(), err))?;
-        Ok(blobs.values().sum())
+        Ok(listing.sizes.values().sum())
     }
 
     /// The conflicts that would stop undoing the newest turn right now; empty when it can be
@@ -628,10 +643,19 @@ impl UndoStore {
                 // A write killed before its rename left its temporary file beside the path;
                 // every such path was captured first, so it is among these.
                 restore::sweep_partial_writes(workspace, flight.before.keys()).await;
-                match flight.finish(workspace, true).await? {
-                    Some((record, pending)) => {
-                        let paths = record.paths.len();
-                        self.commit_flight(state, record, &pending)?;
+                match flight
+                    .finish(workspace, true, self.inner.options.big_file_bytes)
+                    .await?
+                {
+                    Some(finished) => {
+                        let paths = finished.record.paths.len();
+                        // A power cut may have left a blob of this turn's attempt to finish
+                        // named but not written; it must not count as stored.
+                        let blobs = &self.inner.blobs;
+                        blobs
+                            .discard_damaged(finished.pending.keys().chain(finished.afters.keys()))
+                            .map_err(|err| UndoError::io("check blobs in", blobs.dir(), err))?;
+                        self.commit_flight(state, finished)?;
                         committed = true;
                         self.notify(Notice::RecoveredTurn { id, summary, paths });
                     }
@@ -648,22 +672,67 @@ impl UndoStore {
         }
     }
 
-    /// Stores the blobs of a finished turn's pre-images (compressed well, flushed), then
-    /// pushes the turn (see [`UndoStore::commit_turn`]). Until the log holds the turn, its
-    /// in-flight file still holds those bytes.
+    /// Stores the blobs of a finished turn's pre-images (flushed), then pushes the turn (see
+    /// [`UndoStore::commit_turn`]). Until the log holds the turn, its in-flight file still
+    /// holds the bytes of the new ones.
+    ///
+    /// A big file's pre-image becomes a delta against its after-image, which is stored whole
+    /// and raw: the next turn on the file finds its pre-image stored already, and in turn
+    /// makes it a delta. Other pre-images are compressed.
     pub(crate) fn commit_flight(
         &self,
         state: &mut LogState,
-        record: TurnRecord,
-        pending: &BTreeMap<ContentHash, Vec<u8>>,
+        finished: Finished,
     ) -> Result<(), UndoError> {
-        self.inner
-            .blobs
-            .put_all(
-                pending.iter().map(|(hash, bytes)| (hash, bytes.as_slice())),
-                Blobs::finish_level,
-            )
-            .map_err(|err| UndoError::io("store a copy in", self.inner.blobs.dir(), err))?;
+        let blobs = &self.inner.blobs;
+        let failed = |err| UndoError::io("store a copy in", blobs.dir(), err);
+        let Finished {
+            record,
+            pending,
+            held,
+            afters,
+        } = finished;
+        let mut items = Vec::new();
+        let mut as_deltas = BTreeSet::new();
+        for path in &record.paths {
+            let (Some(before), Some(after)) = (path.before.hash(), path.after.hash()) else {
+                continue;
+            };
+            // The base must be whole: a delta is never written against a delta, so chains
+            // never loop.
+            let Some(after_bytes) = afters.get(&after) else {
+                continue;
+            };
+            if before == after || as_deltas.contains(&before) || blobs.is_delta(&after) {
+                continue;
+            }
+            // A new pre-image, or the previous turn's after-image, still whole and raw.
+            let before_bytes = if let Some(bytes) = pending.get(&before) {
+                Cow::Borrowed(bytes)
+            } else if blobs.is_raw(&before) {
+                match held.get(&before) {
+                    Some(bytes) => Cow::Borrowed(bytes),
+                    None => match blobs.get(&before).map_err(failed)? {
+                        Some(bytes) => Cow::Owned(bytes),
+                        None => continue,
+                    },
+                }
+            } else {
+                continue;
+            };
+            let Some(ops) = delta::encode(&before_bytes, after_bytes) else {
+                continue;
+            };
+            items.push((after, Form::Raw(after_bytes)));
+            items.push((before, Form::Delta { base: after, ops }));
+            as_deltas.insert(before);
+        }
+        for (hash, bytes) in &pending {
+            if !as_deltas.contains(hash) {
+                items.push((*hash, Form::Zlib(bytes, Blobs::finish_level(bytes.len()))));
+            }
+        }
+        blobs.put_all(items).map_err(failed)?;
         self.commit_turn(state, record)
     }
 
@@ -697,13 +766,12 @@ impl UndoStore {
 
     fn enforce_cap(&self, state: &mut LogState) -> Result<(), UndoError> {
         let cap = self.inner.options.max_store_bytes;
-        let (sizes, _) = self
-            .inner
-            .blobs
+        let blobs = &self.inner.blobs;
+        let listing = blobs
             .list()
-            .map_err(|err| UndoError::io("list", self.inner.blobs.dir(), err))?;
-        let used =
-            |state: &LogState| -> u64 { state.hashes().iter().filter_map(|h| sizes.get(h)).sum() };
+            .map_err(|err| UndoError::io("list", blobs.dir(), err))?;
+        // What the kept turns need, with the bases of their deltas.
+        let used = |state: &LogState| -> u64 { blobs.size_of(&state.hashes(), &listing) };
         let mut total = used(state);
         let mut dropped = Vec::new();
         while total > cap && state.undo.len() > 1 {
@@ -733,6 +801,21 @@ pub(crate) struct Flight {
     pub ran_bash: bool,
     /// The bytes of pre-images not stored as blobs yet, by hash.
     pub pending: BTreeMap<ContentHash, Vec<u8>>,
+    /// The bytes of big pre-images stored already (the previous turn's after-images, kept
+    /// whole), so that finishing can make them deltas without reading them back.
+    pub held: BTreeMap<ContentHash, Vec<u8>>,
+}
+
+/// A finished turn and the bytes its blobs are made from.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub record: TurnRecord,
+    /// New pre-images, to store.
+    pub pending: BTreeMap<ContentHash, Vec<u8>>,
+    /// Stored big pre-images, to make deltas of.
+    pub held: BTreeMap<ContentHash, Vec<u8>>,
+    /// The after-images of big files, the bases of those deltas.
+    pub afters: BTreeMap<ContentHash, Vec<u8>>,
 }
 
 impl Flight {
@@ -744,6 +827,7 @@ impl Flight {
             changes: Vec::new(),
             ran_bash: false,
             pending: BTreeMap::new(),
+            held: BTreeMap::new(),
         }
     }
 
@@ -773,17 +857,25 @@ impl Flight {
     }
 
     /// Reads the after-image of every touched path and keeps the paths that changed, with
-    /// the pending bytes of their pre-images; `None` when none did.
-    #[allow(clippy::type_complexity)]
+    /// the bytes their blobs are made from (after-images only of files of at least `big`
+    /// bytes that were files before); `None` when no path changed.
     pub(crate) async fn finish(
         mut self,
         workspace: &dyn Mutator,
         recovered: bool,
-    ) -> Result<Option<(TurnRecord, BTreeMap<ContentHash, Vec<u8>>)>, UndoError> {
+        big: u64,
+    ) -> Result<Option<Finished>, UndoError> {
         let mut paths = Vec::new();
+        let mut afters = BTreeMap::new();
         for (path, before) in self.before {
-            let (after, _) = real_image(workspace, &path).await?;
+            let (after, bytes) = real_image(workspace, &path).await?;
             if after != before {
+                if let (Image::File { len, .. }, Image::File { hash, .. }, Some(bytes)) =
+                    (&before, &after, bytes)
+                    && *len >= big
+                {
+                    afters.insert(*hash, bytes);
+                }
                 paths.push(PathRecord {
                     path: path.to_string(),
                     before,
@@ -796,6 +888,7 @@ impl Flight {
         }
         let used: BTreeSet<ContentHash> = paths.iter().filter_map(|p| p.before.hash()).collect();
         self.pending.retain(|hash, _| used.contains(hash));
+        self.held.retain(|hash, _| used.contains(hash));
         let record = TurnRecord {
             meta: self.meta,
             tools: self.tools,
@@ -804,7 +897,12 @@ impl Flight {
             recovered,
             paths,
         };
-        Ok(Some((record, self.pending)))
+        Ok(Some(Finished {
+            record,
+            pending: self.pending,
+            held: self.held,
+            afters,
+        }))
     }
 }
 

@@ -391,6 +391,10 @@ fn abstract_op() -> impl Strategy<Value = Abstract> {
         Just(Vec::new()),
         Just(b"hello\n".to_vec()),
         Just(b"hello\r\nworld".to_vec()),
+        // Versions of one text, which big-file deltas encode as a few changed lines.
+        Just(b"first line\nsecond line\nthird line\nfourth line\n".to_vec()),
+        Just(b"first line\nsecond line, edited\nthird line\nfourth line\n".to_vec()),
+        Just(b"first line\nthird line\nfourth line\nand a fifth\n".to_vec()),
         proptest::collection::vec(any::<u8>(), 0..48),
     ];
     let mode = proptest::option::of(proptest::sample::select(FILE_MODES.to_vec()));
@@ -449,6 +453,7 @@ impl Workspace for Disk {
 fn run(
     ws: &impl Workspace,
     state_dir: &std::path::Path,
+    options: StoreOptions,
     setup: &[Abstract],
     turns: &[Vec<Abstract>],
 ) -> Result<(), TestCaseError> {
@@ -463,7 +468,7 @@ fn run(
                 model.apply(&op);
             }
         }
-        let store = UndoStore::open_with(state_dir, &inner, StoreOptions::default())
+        let store = UndoStore::open_with(state_dir, &inner, options)
             .await
             .unwrap();
         let recording = store.recorder(inner.clone());
@@ -575,7 +580,16 @@ proptest! {
     #[test]
     fn undo_then_redo_every_turn_in_memory((setup, turns) in scenario()) {
         let state = fast_tempdir();
-        run(&Mem(MemMutator::new()), state.path(), &setup, &turns)?;
+        run(&Mem(MemMutator::new()), state.path(), StoreOptions::default(), &setup, &turns)?;
+    }
+
+    /// Every file counts as big, so pre-images become deltas against after-images, and
+    /// earlier versions deltas against later ones, across turns, undos and redos.
+    #[test]
+    fn undo_then_redo_every_turn_with_deltas((setup, turns) in scenario()) {
+        let state = fast_tempdir();
+        let options = StoreOptions { big_file_bytes: 8, ..StoreOptions::default() };
+        run(&Mem(MemMutator::new()), state.path(), options, &setup, &turns)?;
     }
 }
 
@@ -586,6 +600,6 @@ proptest! {
     fn undo_then_redo_every_turn_on_disk((setup, turns) in scenario()) {
         let dir = fast_tempdir();
         let fs = FsMutator::new(dir.path()).unwrap();
-        run(&Disk(fs, dir.path().to_path_buf()), dir.path(), &setup, &turns)?;
+        run(&Disk(fs, dir.path().to_path_buf()), dir.path(), StoreOptions::default(), &setup, &turns)?;
     }
 }

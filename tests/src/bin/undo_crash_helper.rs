@@ -17,6 +17,10 @@ use shiro_tools::{
 };
 use shiro_undo::{StoreOptions, TurnStart, UndoOptions, UndoStore};
 
+/// Files this big are stored as deltas: `big.bin` (256 KiB) is one. The test opens its store
+/// with the same value.
+const BIG_FILE_BYTES: u64 = 64 * 1024;
+
 /// Aborts the process at its `abort_at`-th mutating call, before or after performing it.
 struct Aborting {
     inner: FsMutator,
@@ -101,7 +105,7 @@ fn p(s: &str) -> Result<WorkspacePath, String> {
 }
 
 /// The scripted turn: edits, creates (into new nested directories), deletes, moves (also onto
-/// a path freed earlier), file <-> directory replacement, a mode change, a link, and a larger
+/// a path freed earlier), file <-> directory replacement, a mode change, a link, and a big
 /// binary file, so that kills land in every kind of step.
 async fn turn(m: &dyn Mutator) -> Result<(), String> {
     let e = |err: MutatorError| err.to_string();
@@ -136,9 +140,13 @@ async fn turn(m: &dyn Mutator) -> Result<(), String> {
         .map_err(e)?;
     m.remove_file(&p("link")?).await.map_err(e)?;
     m.symlink("elsewhere", &p("link")?).await.map_err(e)?;
-    let big: Vec<u8> = (0..256 * 1024u32)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect();
+    // A big file (see `BIG_FILE_BYTES`) changed in its middle: its pre-image becomes a delta
+    // against its after-image, which is stored raw.
+    let mut big = m.read(&p("big.bin")?).await.map_err(e)?;
+    let middle = big.len() / 2;
+    for byte in big.iter_mut().skip(middle).take(100) {
+        *byte = byte.wrapping_add(1);
+    }
     m.write(&p("big.bin")?, &big, None).await.map_err(e)?;
     m.write(&p("f0")?, b"edited twice\n", None)
         .await
@@ -164,7 +172,11 @@ async fn run(args: &[String]) -> Result<(), String> {
         abort_at,
         after,
     };
-    let store = UndoStore::open(&root, StoreOptions::default())
+    let options = StoreOptions {
+        big_file_bytes: BIG_FILE_BYTES,
+        ..StoreOptions::default()
+    };
+    let store = UndoStore::open(&root, options)
         .await
         .map_err(|err| err.to_string())?;
     match mode.as_str() {

@@ -69,12 +69,14 @@ pub enum Case {
         reps: usize,
         shiro: PathBuf,
     },
-    /// `cp -R backup/. ws/`: the same files copied back from a plain backup.
+    /// `cp -R backup/. ws/`: the same files copied back from a plain backup; with `sync`,
+    /// followed by `sync -f ws`, which makes them durable as `shiro undo` does.
     UndoCp {
         ws: PathBuf,
         list: PathBuf,
         backup: PathBuf,
         reps: usize,
+        sync: bool,
     },
     /// `git checkout TREE -- .` from the shadow git snapshot taken before the turn.
     UndoGit {
@@ -328,6 +330,7 @@ async fn run(case: &Case) -> Result<CaseResult> {
             list,
             backup,
             reps,
+            sync,
         } => {
             let list = read_list(list)?;
             reset(ws, backup, &list)?;
@@ -337,8 +340,13 @@ async fn run(case: &Case) -> Result<CaseResult> {
                 cmd.arg("-R")
                     .arg(format!("{}/.", backup.display()))
                     .arg(format!("{}/", ws.display()));
+                let mut flush = Command::new("sync");
+                flush.arg("-f").arg(ws);
                 let start = Instant::now();
                 run_ok(cmd)?;
+                if *sync {
+                    run_ok(flush)?;
+                }
                 timed(&mut r, start);
             }
         }
@@ -503,11 +511,26 @@ async fn store_size(
         .insert("store_dir".into(), dir_bytes(&ws.join(".shiro/undo"))?);
     r.values
         .insert("turns_logged".into(), store.log()?.len() as u64);
+    let names: Vec<String> = fs::read_dir(ws.join(".shiro/undo/blobs"))?
+        .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<std::io::Result<_>>()?;
+    let deltas = names.iter().filter(|n| n.ends_with(".delta")).count() as u64;
+    r.values.insert("store_deltas".into(), deltas);
+    r.values
+        .insert("store_whole".into(), names.len() as u64 - deltas);
     r.values.insert("git_dir".into(), dir_bytes(git)?);
     let mut gc = git_cmd(ws, git);
     gc.args(["gc", "--quiet", "--prune=now"]);
     run_ok(gc)?;
     r.values.insert("git_dir_gc".into(), dir_bytes(git)?);
+
+    // Undo every turn, newest first: the oldest version is rebuilt through the longest chain
+    // of deltas.
+    for _ in 0..turns {
+        let start = Instant::now();
+        store.undo(&fs, UndoOptions::default()).await?;
+        push(r, "undo", start);
+    }
     Ok(())
 }
 
