@@ -2,11 +2,13 @@
 //! restore replaced.
 //!
 //! `blobs/<hash>` holds the bytes whose blake3 hash is `<hash>`: zlib-compressed, or raw after
-//! a zero byte (which no zlib stream starts with) for the newest version of a big file.
-//! `blobs/<hash>.delta` holds them as a delta against another blob (see [`crate::delta`]): the
-//! base's 32-byte hash, then the zlib-compressed instructions. A delta is only ever written
-//! against a base that is not a delta itself, so chains never loop; when both files of a hash
-//! exist (a crash while one replaced the other), the whole one is used.
+//! a zero byte (which no zlib stream starts with) for the first version of a big file in a
+//! chain. `blobs/<hash>.delta` holds them as a delta against another blob (see
+//! [`crate::delta`]): the base's 32-byte hash, then the zlib-compressed instructions.
+//!
+//! A blob never changes form once written, and a delta is only written against a blob that
+//! exists already, so every base is older than the deltas that need it: chains never loop.
+//! Collection keeps the bases a kept delta needs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -24,8 +26,11 @@ use crate::image::ContentHash;
 const RAW: u8 = 0;
 /// The name suffix of a delta blob.
 const DELTA_SUFFIX: &str = ".delta";
-/// Longer delta chains are refused as damage (a store keeps far fewer versions of a file).
+/// Longer delta chains are refused as damage (writers stop at [`MAX_DELTA_DEPTH`]).
 const MAX_CHAIN: usize = 256;
+/// A new version of a big file is stored whole rather than as a delta when its base is this
+/// deep in a chain already, so reading any version applies at most this many deltas.
+pub(crate) const MAX_DELTA_DEPTH: usize = 16;
 /// Blobs of at most this many bytes are compressed at the default level; see
 /// [`Blobs::finish_level`].
 const WELL_COMPRESSED_MAX: usize = 256 * 1024;
@@ -35,10 +40,10 @@ const WELL_COMPRESSED_MAX: usize = 256 * 1024;
 pub(crate) enum Form<'a> {
     /// zlib at a level.
     Zlib(&'a [u8], Compression),
-    /// The bytes as they are: the newest version of a big file, the base of the older ones.
+    /// The bytes as they are: the start of a chain of deltas.
     Raw(&'a [u8]),
-    /// Instructions that rebuild the bytes from the blob `base`, which must be stored and must
-    /// not be a delta. Replaces a whole blob of the same hash.
+    /// Instructions that rebuild the bytes from the blob `base`, which must be stored already
+    /// (or earlier in the same batch).
     Delta { base: ContentHash, ops: Vec<u8> },
 }
 
@@ -75,34 +80,31 @@ impl Blobs {
         self.dir.join(format!("{}{DELTA_SUFFIX}", hash.to_hex()))
     }
 
-    /// Stores every new blob, and returns once all of them are on disk: each is written to a
-    /// temporary file and renamed into place, then one `syncfs` flushes them all and their
-    /// directory entries. A whole blob whose hash is stored in any form is skipped; a delta
-    /// replaces the whole blob of its hash, which is removed only after the flush.
+    /// Stores every new blob (a hash stored in any form is skipped), and returns once all of
+    /// them are on disk: each is written to a temporary file and renamed into place, then the
+    /// file system is flushed. A few blobs are flushed one by one before their renames, with
+    /// their directory once; a batch of many gets one `syncfs`, which also flushes whatever
+    /// else is waiting on that file system (a tool's unflushed writes).
     ///
-    /// A blob that exists is always complete, even after a crash before the flush (the rename
-    /// comes after the write), so existence is enough for deduplication.
+    /// Only in the second case can a power cut leave a blob named but not written; crash
+    /// recovery checks the blobs of the turn it finishes (see [`Blobs::discard_damaged`]).
     pub(crate) fn put_all<'a>(
         &self,
         items: impl IntoIterator<Item = (ContentHash, Form<'a>)>,
     ) -> io::Result<()> {
-        let mut wrote = false;
-        let mut superseded = Vec::new();
+        const FLUSHED_ONE_BY_ONE: usize = 8;
+        let items: Vec<(ContentHash, Form<'a>)> = items
+            .into_iter()
+            .filter(|(hash, _)| !self.path(hash).exists() && !self.delta_path(hash).exists())
+            .collect();
+        if items.is_empty() {
+            return Ok(());
+        }
+        let one_by_one = items.len() <= FLUSHED_ONE_BY_ONE;
         for (hash, form) in items {
             let target = match &form {
-                Form::Delta { .. } => {
-                    if self.delta_path(&hash).exists() {
-                        continue;
-                    }
-                    superseded.push(self.path(&hash));
-                    self.delta_path(&hash)
-                }
-                Form::Zlib(..) | Form::Raw(_) => {
-                    if self.path(&hash).exists() || self.delta_path(&hash).exists() {
-                        continue;
-                    }
-                    self.path(&hash)
-                }
+                Form::Delta { .. } => self.delta_path(&hash),
+                Form::Zlib(..) | Form::Raw(_) => self.path(&hash),
             };
             let mut temp = tempfile::Builder::new()
                 .prefix(".tmp-")
@@ -120,25 +122,19 @@ impl Blobs {
                     compress_into(file, &ops, Blobs::finish_level(ops.len()))?;
                 }
             }
-            temp.persist(&target).map_err(|err| err.error)?;
-            wrote = true;
-        }
-        if !wrote {
-            return Ok(());
-        }
-        // One flush of the file system makes every blob and its directory entry durable;
-        // an fsync per blob cost a flush per file.
-        let dir = fs::File::open(&self.dir)?;
-        rustix::fs::syncfs(&dir)?;
-        for path in superseded {
-            // Not flushed: should a crash bring one back, the whole blob is used and its
-            // delta collected.
-            match fs::remove_file(&path) {
-                Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(err),
-                _ => {}
+            if one_by_one {
+                temp.as_file().sync_data()?;
             }
+            temp.persist(&target).map_err(|err| err.error)?;
         }
-        Ok(())
+        let dir = fs::File::open(&self.dir)?;
+        if one_by_one {
+            dir.sync_all()
+        } else {
+            // One flush of the file system for every blob and directory entry: an fsync per
+            // blob cost a flush per file.
+            rustix::fs::syncfs(&dir).map_err(io::Error::from)
+        }
     }
 
     /// Removes the stored form of each of `hashes` that does not read back as its bytes.
@@ -206,18 +202,20 @@ impl Blobs {
         false
     }
 
-    /// Whether the blob is stored whole and raw: the newest version of a big file, which the
-    /// next version replaces with a delta.
-    pub(crate) fn is_raw(&self, hash: &ContentHash) -> bool {
-        let mut first = [0u8; 1];
-        fs::File::open(self.path(hash))
-            .and_then(|mut file| file.read_exact(&mut first))
-            .is_ok_and(|()| first[0] == RAW)
-    }
-
-    /// Whether the blob is stored only as a delta (so it cannot be the base of another).
-    pub(crate) fn is_delta(&self, hash: &ContentHash) -> bool {
-        !self.path(hash).exists() && self.delta_path(hash).exists()
+    /// How many deltas reading the blob applies (0 for a whole blob), counting at most to
+    /// `limit`.
+    pub(crate) fn chain_depth(&self, hash: &ContentHash, limit: usize) -> usize {
+        let mut next = *hash;
+        for depth in 0..limit {
+            if self.path(&next).exists() {
+                return depth;
+            }
+            match self.base_of(&next) {
+                Some(base) => next = base,
+                None => return depth,
+            }
+        }
+        limit
     }
 
     /// The base a delta blob names, when `hash` is stored as a delta.
@@ -232,9 +230,18 @@ impl Blobs {
     /// The raw bytes of a blob, checked against its hash. `Ok(None)` when it is missing;
     /// an error names a blob that is damaged (a missing base included).
     pub(crate) fn get(&self, hash: &ContentHash) -> io::Result<Option<Vec<u8>>> {
-        self.get_in_chain(hash, 0)
+        let bytes = self.get_in_chain(hash, 0)?;
+        if bytes
+            .as_ref()
+            .is_some_and(|bytes| ContentHash::of(bytes) != *hash)
+        {
+            return Err(damaged("blob content does not match its hash"));
+        }
+        Ok(bytes)
     }
 
+    /// The bytes of a blob, following its chain, unchecked: checking the end of a chain checks
+    /// every link, since a wrong link would change the result.
     fn get_in_chain(&self, hash: &ContentHash, depth: usize) -> io::Result<Option<Vec<u8>>> {
         let bytes = match read_optional(&self.path(hash))? {
             Some(stored) => match stored.split_first() {
@@ -261,9 +268,6 @@ impl Blobs {
                 delta::apply(&inflate(ops)?, &base).map_err(damaged)?
             }
         };
-        if ContentHash::of(&bytes) != *hash {
-            return Err(damaged("blob content does not match its hash"));
-        }
         Ok(Some(bytes))
     }
 

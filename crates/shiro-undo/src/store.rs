@@ -1,6 +1,5 @@
 //! The store: the log on disk, its lock, recovery, undo and redo.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -9,7 +8,7 @@ use std::time::Duration;
 
 use shiro_tools::{FsMutator, Mutator, WorkspacePath};
 
-use crate::blob::{Blobs, Form};
+use crate::blob::{Blobs, Form, MAX_DELTA_DEPTH};
 use crate::codec::{
     self, decode_all, decode_framed, encode, read_optional, remove_durably, write_atomic,
 };
@@ -676,16 +675,16 @@ impl UndoStore {
     /// [`UndoStore::commit_turn`]). Until the log holds the turn, its in-flight file still
     /// holds the bytes of the new ones.
     ///
-    /// A big file's pre-image becomes a delta against its after-image, which is stored whole
-    /// and raw: the next turn on the file finds its pre-image stored already, and in turn
-    /// makes it a delta. Other pre-images are compressed.
+    /// A big file's after-image is stored too, as a delta against its pre-image (a new one is
+    /// stored raw, the start of a chain): the next turn on the file finds its pre-image
+    /// stored already, and stores only its own delta. A chain [`MAX_DELTA_DEPTH`] deep starts
+    /// again with the after-image whole. Other pre-images are compressed.
     pub(crate) fn commit_flight(
         &self,
         state: &mut LogState,
         finished: Finished,
     ) -> Result<(), UndoError> {
         let blobs = &self.inner.blobs;
-        let failed = |err| UndoError::io("store a copy in", blobs.dir(), err);
         let Finished {
             record,
             pending,
@@ -693,46 +692,49 @@ impl UndoStore {
             afters,
         } = finished;
         let mut items = Vec::new();
-        let mut as_deltas = BTreeSet::new();
+        let mut raw = BTreeSet::new();
+        let mut stored = BTreeSet::new();
         for path in &record.paths {
             let (Some(before), Some(after)) = (path.before.hash(), path.after.hash()) else {
                 continue;
             };
-            // The base must be whole: a delta is never written against a delta, so chains
-            // never loop.
             let Some(after_bytes) = afters.get(&after) else {
                 continue;
             };
-            if before == after || as_deltas.contains(&before) || blobs.is_delta(&after) {
+            if before == after || !stored.insert(after) || blobs.contains(&after) {
                 continue;
             }
-            // A new pre-image, or the previous turn's after-image, still whole and raw.
-            let before_bytes = if let Some(bytes) = pending.get(&before) {
-                Cow::Borrowed(bytes)
-            } else if blobs.is_raw(&before) {
-                match held.get(&before) {
-                    Some(bytes) => Cow::Borrowed(bytes),
-                    None => match blobs.get(&before).map_err(failed)? {
-                        Some(bytes) => Cow::Owned(bytes),
-                        None => continue,
-                    },
-                }
+            // The pre-image: new (stored raw now, starting a chain), or stored already (the
+            // previous turn's after-image), its bytes held since it was captured.
+            let (before_bytes, depth) = if let Some(bytes) = pending.get(&before) {
+                raw.insert(before);
+                (bytes, 0)
+            } else if let Some(bytes) = held.get(&before) {
+                (bytes, blobs.chain_depth(&before, MAX_DELTA_DEPTH))
             } else {
                 continue;
             };
-            let Some(ops) = delta::encode(&before_bytes, after_bytes) else {
-                continue;
-            };
-            items.push((after, Form::Raw(after_bytes)));
-            items.push((before, Form::Delta { base: after, ops }));
-            as_deltas.insert(before);
+            let delta = (depth < MAX_DELTA_DEPTH)
+                .then(|| delta::encode(after_bytes, before_bytes))
+                .flatten();
+            items.push(match delta {
+                Some(ops) => (after, Form::Delta { base: before, ops }),
+                None => (after, Form::Raw(after_bytes)),
+            });
         }
+        // Bases first: a delta's base is on disk before the delta is.
+        let mut batch: Vec<(ContentHash, Form<'_>)> = Vec::new();
         for (hash, bytes) in &pending {
-            if !as_deltas.contains(hash) {
-                items.push((*hash, Form::Zlib(bytes, Blobs::finish_level(bytes.len()))));
-            }
+            batch.push(if raw.contains(hash) {
+                (*hash, Form::Raw(bytes))
+            } else {
+                (*hash, Form::Zlib(bytes, Blobs::finish_level(bytes.len())))
+            });
         }
-        blobs.put_all(items).map_err(failed)?;
+        batch.extend(items);
+        blobs
+            .put_all(batch)
+            .map_err(|err| UndoError::io("store a copy in", blobs.dir(), err))?;
         self.commit_turn(state, record)
     }
 

@@ -684,8 +684,10 @@ fn blob_names(root: &Path) -> Vec<String> {
     names
 }
 
+/// Each version is a delta against the one before; the first of a chain is whole, and a
+/// chain 16 deltas deep starts again with a whole version.
 #[tokio::test]
-async fn a_big_file_keeps_one_whole_version_and_deltas_for_the_rest() {
+async fn a_big_file_is_stored_as_chains_of_deltas() {
     let f = fixture(StoreOptions {
         big_file_bytes: 1024,
         ..StoreOptions::default()
@@ -706,12 +708,12 @@ async fn a_big_file_keeps_one_whole_version_and_deltas_for_the_rest() {
     let deltas = names.iter().filter(|n| n.ends_with(".delta")).count();
     assert_eq!(
         (deltas, names.len()),
-        (20, 21),
-        "twenty deltas and the newest version whole: {names:?}"
+        (19, 21),
+        "21 versions: the first and the 18th whole, 19 deltas: {names:?}"
     );
     let size = versions[0].len() as u64;
     assert!(
-        f.store.store_bytes().unwrap() < size + 20 * 200,
+        f.store.store_bytes().unwrap() < 2 * size + 20 * 200,
         "{} bytes stored for 20 versions of {size} bytes",
         f.store.store_bytes().unwrap()
     );
@@ -777,14 +779,19 @@ async fn a_delta_whose_base_is_lost_refuses_before_changing_anything() {
         ..StoreOptions::default()
     })
     .await;
-    let old = version_of(500, &[]);
-    let new = version_of(500, &[7]);
-    write(&f.ws, "big.txt", &old).await;
-    turn(&f, "edit", &[("big.txt", &new)]).await.unwrap();
+    let first = version_of(500, &[]);
+    let second = version_of(500, &[7]);
+    let third = version_of(500, &[7, 300]);
+    write(&f.ws, "big.txt", &first).await;
+    turn(&f, "edit", &[("big.txt", &second)]).await.unwrap();
+    turn(&f, "edit again", &[("big.txt", &third)])
+        .await
+        .unwrap();
+    // The second version, the pre-image of the newest turn, is a delta against the first.
     let blobs = f.dir.path().join(".shiro/undo/blobs");
-    let base = blobs.join(ContentHash::of(&new).to_hex());
-    assert!(base.exists(), "the after-image is the delta's base");
-    std::fs::remove_file(&base).unwrap();
+    let second_hex = ContentHash::of(&second).to_hex();
+    assert!(blobs.join(format!("{second_hex}.delta")).exists());
+    std::fs::remove_file(blobs.join(ContentHash::of(&first).to_hex())).unwrap();
     let err = f
         .store
         .undo(&f.ws, UndoOptions::default())
@@ -793,7 +800,7 @@ async fn a_delta_whose_base_is_lost_refuses_before_changing_anything() {
     insta::assert_snapshot!("lost_delta_base", err.to_string());
     assert_eq!(
         read(&mem_tree(&f.ws), "big.txt"),
-        new,
+        third,
         "nothing was changed"
     );
 }

@@ -942,24 +942,22 @@ fn store(
             ));
             let _ = write!(
                 doc,
-                "The time of each turn (recorded: the pre-image is read and hashed; when the turn \
-                 finishes, the after-image is read, hashed and stored raw, the previous version \
-                 becomes a delta against it, and the store is synced):\n\n{}",
+                "The time of each turn (recorded: the pre-image is read and hashed, and found stored \
+                 already, as the previous turn's after-image; when the turn finishes, the \
+                 after-image is read, hashed and stored as a delta against the pre-image, and \
+                 flushed):\n\n{}",
                 times.render()
             );
-            let undos = result
-                .as_ref()
-                .ok()
-                .and_then(|r| r.series.get("undo"))
-                .filter(|undos| undos.len() >= 2);
-            if let Some(undos) = undos {
+            if let Ok(undos) = series_cell(&result, "undo") {
                 let _ = writeln!(
                     doc,
-                    "\nThen every turn is undone, newest first: the newest took {}, the oldest \
-                     (its version rebuilt through a chain of {} deltas) {}.",
-                    duration(undos[0]),
-                    undos.len() - 1,
-                    duration(undos[undos.len() - 1]),
+                    "\nThen every turn is undone, newest first; each restores a version rebuilt \
+                     from the whole version that starts its chain (at most 16 deltas): {} \
+                     ({}–{}, n={}).",
+                    duration(undos.median),
+                    duration(undos.min),
+                    duration(undos.max),
+                    undos.n,
                 );
             }
             let store_blobs = v("store_blobs");
