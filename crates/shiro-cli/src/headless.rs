@@ -66,9 +66,12 @@ impl Context {
         Ok((store, notices))
     }
 
-    /// The real workspace.
+    /// The real workspace. Its operations run inline (see [`FsMutator::inline`]): a command
+    /// and a turn of the agent do one file operation at a time, and handing each to a thread
+    /// pool was most of the cost of undoing many files.
     pub fn workspace(&self) -> Result<FsMutator> {
         FsMutator::new(&self.root)
+            .map(FsMutator::inline)
             .with_context(|| format!("cannot use {} as the workspace", self.root.display()))
     }
 }

@@ -299,6 +299,14 @@ async fn mem_and_fs_behave_the_same() {
     let mem = MemMutator::new();
     let mem_transcript = transcript(&mem, outside_str).await;
 
+    let inline_dir = tempfile::tempdir().unwrap();
+    let inline = FsMutator::new(inline_dir.path()).unwrap().inline();
+    assert_eq!(
+        transcript(&inline, outside_str).await,
+        fs_transcript,
+        "running inline changes what the disk does"
+    );
+
     assert_eq!(
         mem_transcript, fs_transcript,
         "the in-memory tree differs from the disk"

@@ -342,7 +342,8 @@ fn header(doc: &mut String, plan: &Plan, shiro: &Path, fsync: &Cell) -> Result<(
          the slowest, then (in bold) the ratio of the median to the row's baseline column. Every \
          repetition does the same work (an edit flips a marker line back and forth; an undo is \
          redone outside the timed region before the next one). In-process cases call the \
-         libraries directly (`Recording<FsMutator>` around the tool, one turn per call); \
+         libraries directly (`Recording<FsMutator>` around the tool, one turn per call, with \
+         `FsMutator::inline` as the CLI uses it); \
          whole-process cases time spawning the release `shiro` binary, `git`, or `cp` until it \
          exits. The machine is shared with other work (compilers), so the spread (min–max) \
          matters as much as the median. Benchmarks are not assertions: the test suite never \

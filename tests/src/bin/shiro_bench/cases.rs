@@ -200,9 +200,14 @@ fn turn(summary: &str) -> TurnStart {
     }
 }
 
+/// The workspace as the CLI uses it: operations run inline, not on tokio's blocking pool.
+fn workspace(ws: &Path) -> Result<FsMutator> {
+    Ok(FsMutator::new(ws)?.inline())
+}
+
 async fn open(ws: &Path) -> Result<(UndoStore, FsMutator)> {
     let store = UndoStore::open(ws, StoreOptions::default()).await?;
-    Ok((store, FsMutator::new(ws)?))
+    Ok((store, workspace(ws)?))
 }
 
 async fn run(case: &Case) -> Result<CaseResult> {
@@ -232,7 +237,7 @@ async fn run(case: &Case) -> Result<CaseResult> {
             }
         }
         Case::ToolEdit { ws, file, reps } => {
-            let fs = FsMutator::new(ws)?;
+            let fs = workspace(ws)?;
             for rep in 0..*reps {
                 let start = Instant::now();
                 tools::edit_file().call(&fs, edit_args(file, rep)).await?;
@@ -375,7 +380,7 @@ async fn run(case: &Case) -> Result<CaseResult> {
             reverse,
             reps,
         } => {
-            let fs = FsMutator::new(ws)?;
+            let fs = workspace(ws)?;
             let (fwd, back) = (patch_args(forward)?, patch_args(reverse)?);
             for _ in 0..*reps {
                 let start = Instant::now();
@@ -410,7 +415,7 @@ async fn run(case: &Case) -> Result<CaseResult> {
             reps,
             shiro,
         } => {
-            let fs = FsMutator::new(ws)?;
+            let fs = workspace(ws)?;
             let back = patch_args(reverse)?;
             for _ in 0..*reps {
                 let mut cmd = Command::new(shiro);
