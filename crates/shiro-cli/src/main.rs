@@ -13,11 +13,17 @@ use shiro_cli::render::Color;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    // A headless command does one thing at a time on one thread; the agent streams from a
+    // model while it waits for the terminal and for Ctrl-C, so it gets worker threads.
+    let headless = matches!(&cli.command, Some(command) if !matches!(command, Command::Demo));
+    let mut builder = if headless {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(2);
+        builder
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("shiro: cannot start the async runtime: {err}");

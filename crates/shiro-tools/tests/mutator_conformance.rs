@@ -282,7 +282,10 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
         "rename e/b.txt -> .git/b",
         m.rename(&p("e/b.txt"), &p(".git/b"))
     );
-    step!("sync", m.sync());
+    step!(
+        "sync",
+        m.sync(&[p("e/b.txt"), p("e"), p("gone/x"), p("top")])
+    );
     t
 }
 
@@ -455,4 +458,22 @@ async fn overwrite_is_in_place_only_for_a_lone_file() {
         b"shared",
         "the other name keeps its bytes"
     );
+}
+
+/// `sync` flushes many paths in chunks and on threads, skipping what is gone or a link.
+#[tokio::test]
+async fn sync_takes_many_paths_of_every_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FsMutator::new(dir.path()).unwrap().inline();
+    let mut paths = Vec::new();
+    fs.create_dir(&p("d")).await.unwrap();
+    for i in 0..600 {
+        let path = p(&format!("d/f{i}"));
+        fs.write(&path, b"x", None).await.unwrap();
+        paths.push(path);
+    }
+    fs.symlink("f0", &p("d/link")).await.unwrap();
+    paths.extend([p("d"), p("d/link"), p("gone"), p("gone/deeper")]);
+    fs.sync(&paths).await.unwrap();
+    assert_eq!(fs.read(&p("d/f599")).await.unwrap(), b"x");
 }

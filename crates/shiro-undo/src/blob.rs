@@ -19,6 +19,8 @@ use flate2::Compression;
 use flate2::read::ZlibDecoder;
 use flate2::write::ZlibEncoder;
 
+use shiro_tools::sync_data_all;
+
 use crate::delta;
 use crate::image::ContentHash;
 
@@ -81,18 +83,16 @@ impl Blobs {
     }
 
     /// Stores every new blob (a hash stored in any form is skipped), and returns once all of
-    /// them are on disk: each is written to a temporary file and renamed into place, then the
-    /// file system is flushed. A few blobs are flushed one by one before their renames, with
-    /// their directory once; a batch of many gets one `syncfs`, which also flushes whatever
-    /// else is waiting on that file system (a tool's unflushed writes).
-    ///
-    /// Only in the second case can a power cut leave a blob named but not written; crash
-    /// recovery checks the blobs of the turn it finishes (see [`Blobs::discard_damaged`]).
+    /// them are on disk: each is written to a temporary file, flushed, and renamed into place,
+    /// then the directory is flushed once. A blob that exists is therefore complete, and
+    /// existence is enough for deduplication. Only these files are flushed, never the whole
+    /// file system, whose other unflushed writes (a build's) could take seconds.
     pub(crate) fn put_all<'a>(
         &self,
         items: impl IntoIterator<Item = (ContentHash, Form<'a>)>,
     ) -> io::Result<()> {
-        const FLUSHED_ONE_BY_ONE: usize = 8;
+        // Open temporary files at once, at most; their flushes run side by side.
+        const AT_ONCE: usize = 256;
         let items: Vec<(ContentHash, Form<'a>)> = items
             .into_iter()
             .filter(|(hash, _)| !self.path(hash).exists() && !self.delta_path(hash).exists())
@@ -100,48 +100,50 @@ impl Blobs {
         if items.is_empty() {
             return Ok(());
         }
-        let one_by_one = items.len() <= FLUSHED_ONE_BY_ONE;
-        for (hash, form) in items {
-            let target = match &form {
-                Form::Delta { .. } => self.delta_path(&hash),
-                Form::Zlib(..) | Form::Raw(_) => self.path(&hash),
-            };
-            let mut temp = tempfile::Builder::new()
-                .prefix(".tmp-")
-                .tempfile_in(&self.dir)?;
-            match form {
-                Form::Zlib(bytes, level) => compress_into(temp.as_file_mut(), bytes, level)?,
-                Form::Raw(bytes) => {
-                    let file = temp.as_file_mut();
-                    file.write_all(&[RAW])?;
-                    file.write_all(bytes)?;
-                }
-                Form::Delta { base, ops } => {
-                    let file = temp.as_file_mut();
-                    file.write_all(base.as_bytes())?;
-                    compress_into(file, &ops, Blobs::finish_level(ops.len()))?;
-                }
+        let mut items = items.into_iter().peekable();
+        while items.peek().is_some() {
+            let mut written = Vec::new();
+            for (hash, form) in items.by_ref().take(AT_ONCE) {
+                let target = match &form {
+                    Form::Delta { .. } => self.delta_path(&hash),
+                    Form::Zlib(..) | Form::Raw(_) => self.path(&hash),
+                };
+                written.push((self.write_temp(form)?, target));
             }
-            if one_by_one {
-                temp.as_file().sync_data()?;
+            let files: Vec<&fs::File> = written.iter().map(|(temp, _)| temp.as_file()).collect();
+            sync_data_all(&files)?;
+            for (temp, target) in written {
+                temp.persist(&target).map_err(|err| err.error)?;
             }
-            temp.persist(&target).map_err(|err| err.error)?;
         }
-        let dir = fs::File::open(&self.dir)?;
-        if one_by_one {
-            dir.sync_all()
-        } else {
-            // One flush of the file system for every blob and directory entry: an fsync per
-            // blob cost a flush per file.
-            rustix::fs::syncfs(&dir).map_err(io::Error::from)
+        fs::File::open(&self.dir)?.sync_all()
+    }
+
+    fn write_temp(&self, form: Form<'_>) -> io::Result<tempfile::NamedTempFile> {
+        let mut temp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempfile_in(&self.dir)?;
+        let file = temp.as_file_mut();
+        match form {
+            Form::Zlib(bytes, level) => compress_into(file, bytes, level)?,
+            Form::Raw(bytes) => {
+                file.write_all(&[RAW])?;
+                file.write_all(bytes)?;
+            }
+            Form::Delta { base, ops } => {
+                file.write_all(base.as_bytes())?;
+                compress_into(file, &ops, Blobs::finish_level(ops.len()))?;
+            }
         }
+        Ok(temp)
     }
 
     /// Removes the stored form of each of `hashes` that does not read back as its bytes.
     ///
-    /// Blobs are flushed once per batch, after their renames, so a power cut can leave a blob
-    /// that exists but is empty or cut short; deduplication would then trust it. Crash
-    /// recovery calls this for the blobs of the turn it finishes, so they are written again.
+    /// Blobs are flushed before they are renamed into place, but a disk error, or a store
+    /// written by a version that flushed after renaming, can leave one that exists and is
+    /// damaged; deduplication would then trust it. Crash recovery calls this for the blobs of
+    /// the turn it finishes, so they are written again.
     pub(crate) fn discard_damaged<'a>(
         &self,
         hashes: impl IntoIterator<Item = &'a ContentHash>,

@@ -13,7 +13,8 @@
 //! - a crash at any point loses nothing: an interrupted turn is recovered as an undoable turn
 //!   and an interrupted restore is completed, both on the next open;
 //! - it never prints, reads the environment or exits the process (notices are returned);
-//! - it depends on shiro-tools only, and only for the `Mutator` seam.
+//! - it depends on shiro-tools only, and only for the `Mutator` seam (and its helper that
+//!   flushes many files at once).
 //!
 //! ```
 //! use shiro_tools::{MemMutator, Mutator, WorkspacePath};

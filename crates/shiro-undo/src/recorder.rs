@@ -217,8 +217,8 @@ impl<M: Mutator> Recording<M> {
             };
             // The bytes go into the in-flight file with their record (one flush for both),
             // unless a blob already holds them or this turn already carries them; they become
-            // a blob when the turn finishes. A big file's stored bytes stay in memory until
-            // then, to become a delta against its new version.
+            // a blob when the turn finishes. A big file's bytes, stored already, stay in
+            // memory until then: its new version is stored as a delta against them.
             let big = self.store.options().big_file_bytes;
             let payload = match (&image, bytes) {
                 (Image::File { hash, .. }, Some(bytes))
@@ -327,8 +327,8 @@ impl<M: Mutator> Mutator for Recording<M> {
         self.inner.rename(from, to).await
     }
 
-    async fn sync(&self) -> Result<(), MutatorError> {
-        self.inner.sync().await
+    async fn sync(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
+        self.inner.sync(paths).await
     }
 }
 

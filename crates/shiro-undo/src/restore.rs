@@ -303,7 +303,8 @@ pub(crate) async fn apply(
     }
     // Single writes are not flushed; one sync makes the whole restore durable before the
     // caller drops its journal. A crash before this point re-runs the restore from the journal.
-    mutator.sync().await?;
+    let paths: Vec<WorkspacePath> = items.into_iter().map(|(path, _)| path).collect();
+    mutator.sync(&paths).await?;
     Ok(notes)
 }
 

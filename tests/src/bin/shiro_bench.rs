@@ -39,6 +39,9 @@ struct Plan {
     undo_files: Vec<usize>,
     undo_reps: usize,
     undo_reps_big: usize,
+    /// MiB of another process's unflushed writes in the undo-under-load rows, and their reps.
+    dirty_mib: usize,
+    loaded_reps: usize,
     patch_lines: usize,
     patch_hunks: usize,
     patch_files: usize,
@@ -57,6 +60,8 @@ impl Plan {
             undo_reps: 15,
             // A 10,000-file undo takes about a minute on a disk where fsync costs milliseconds.
             undo_reps_big: 2,
+            dirty_mib: 512,
+            loaded_reps: 5,
             patch_lines: 100_000,
             patch_hunks: 1_000,
             patch_files: 1_000,
@@ -75,6 +80,8 @@ impl Plan {
             undo_files: vec![1, 100, 1_000],
             undo_reps: 5,
             undo_reps_big: 3,
+            dirty_mib: 128,
+            loaded_reps: 3,
             patch_lines: 10_000,
             patch_hunks: 100,
             patch_files: 100,
@@ -604,8 +611,18 @@ fn undo(
         baseline: 0,
         rows: Vec::new(),
     };
+    let mut loaded = Table {
+        row_header: "turn touched".into(),
+        columns: vec![
+            "`cp -R` of the same files".into(),
+            "`cp -R`, then `sync -f`".into(),
+            "`shiro undo`".into(),
+        ],
+        baseline: 0,
+        rows: Vec::new(),
+    };
     for &n in &plan.undo_files {
-        let list = work.join(format!("undo-list-{n}"));
+        let list = list_path(work, n);
         let files: Vec<String> = (0..n).map(inputs::file_path).collect();
         fs::write(&list, files.join("\n"))?;
         let backup = work.join(format!("undo-backup-{n}"));
@@ -633,6 +650,7 @@ fn undo(
                     backup: backup.clone(),
                     reps,
                     sync: false,
+                    dirty_mib: 0,
                 },
             ),
             runner.cell(
@@ -644,6 +662,7 @@ fn undo(
                     backup: backup.clone(),
                     reps,
                     sync: true,
+                    dirty_mib: 0,
                 },
             ),
             runner.cell(
@@ -655,6 +674,7 @@ fn undo(
                     backup: backup.clone(),
                     reps,
                     shiro: shiro.to_owned(),
+                    dirty_mib: 0,
                 },
             ),
             runner.cell(
@@ -683,6 +703,16 @@ fn undo(
         table
             .rows
             .push((format!("{n} files ({})", bytes(touched)), row));
+        if n == plan.undo_files[0] {
+            loaded.rows.push((
+                format!(
+                    "{n} files ({}), {} MiB unflushed beside",
+                    bytes(touched),
+                    plan.dirty_mib
+                ),
+                undo_under_load(runner, &ws, &list_path(work, n), &backup, shiro, plan),
+            ));
+        }
         fs::remove_dir_all(&backup)?;
     }
     let _ = write!(
@@ -700,6 +730,15 @@ fn undo(
          to show what durability alone costs. The budget is against plain `cp`.\n\n{}",
         table.render(),
         total = bytes(total),
+    );
+    let _ = write!(
+        doc,
+        "\nThe same undo while another process has {} MiB of writes not yet flushed on the same \
+         file system (as a build running beside the agent would), written before each \
+         repetition. `sync -f` must wait for all of it; `shiro undo` flushes only the files it \
+         restored and its own records.\n\n{}",
+        plan.dirty_mib,
+        loaded.render(),
     );
     for (label, cells) in &table.rows {
         let budget = format!("`shiro undo` within 2x of `cp`, turn of {label}");
@@ -736,6 +775,48 @@ fn undo(
     fs::remove_dir_all(&ws)?;
     fs::remove_dir_all(&git)?;
     Ok(())
+}
+
+fn list_path(work: &Path, n: usize) -> PathBuf {
+    work.join(format!("undo-list-{n}"))
+}
+
+/// The undo of section 2's smallest turn, with unflushed writes of another process beside it.
+fn undo_under_load(
+    runner: &mut Runner,
+    ws: &Path,
+    list: &Path,
+    backup: &Path,
+    shiro: &Path,
+    plan: &Plan,
+) -> Vec<Cell> {
+    let sec = "undo";
+    let reps = plan.loaded_reps;
+    let dirty_mib = plan.dirty_mib;
+    let cp = |sync| Case::UndoCp {
+        ws: ws.to_owned(),
+        list: list.to_owned(),
+        backup: backup.to_owned(),
+        reps,
+        sync,
+        dirty_mib,
+    };
+    vec![
+        runner.cell(sec, "cp, beside unflushed writes", &cp(false)),
+        runner.cell(sec, "cp + sync, beside unflushed writes", &cp(true)),
+        runner.cell(
+            sec,
+            "shiro undo, beside unflushed writes",
+            &Case::UndoCli {
+                ws: ws.to_owned(),
+                list: list.to_owned(),
+                backup: backup.to_owned(),
+                reps,
+                shiro: shiro.to_owned(),
+                dirty_mib,
+            },
+        ),
+    ]
 }
 
 /// Section 3: apply_patch on one big file and on many files.

@@ -194,7 +194,7 @@ impl<M: Mutator> Mutator for Hooked<M> {
         self.inner.rename(from, to).await
     }
 
-    async fn sync(&self) -> Result<(), MutatorError> {
-        self.inner.sync().await
+    async fn sync(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
+        self.inner.sync(paths).await
     }
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use async_trait::async_trait;
 
-pub use fs::FsMutator;
+pub use fs::{FsMutator, sync_data_all};
 pub use hooked::{Hook, Hooked, Mutation};
 pub use mem::MemMutator;
 
@@ -198,12 +198,16 @@ pub trait Mutator: Send + Sync {
         self.write(path, bytes, Some(mode)).await
     }
 
-    /// Makes every change made so far durable: after it returns, a power cut cannot lose them.
+    /// Makes the changes made so far to `paths` durable — their contents, and their entries
+    /// in their parent directories (so removals and renames too): after it returns, a power
+    /// cut cannot lose them.
     ///
     /// Single writes are atomic but not individually flushed, so a caller that must know its
-    /// changes reached the disk (an undo about to drop its journal) calls this once, rather
-    /// than paying a flush per file. Mutators without a disk have nothing to do.
-    async fn sync(&self) -> Result<(), MutatorError> {
+    /// changes reached the disk (an undo about to drop its journal) calls this once for all
+    /// its paths. Only those are flushed, never the rest of the file system, whose unflushed
+    /// writes (a build's, say) can take seconds. Mutators without a disk have nothing to do.
+    async fn sync(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
+        let _ = paths;
         Ok(())
     }
 }

@@ -68,6 +68,8 @@ pub enum Case {
         backup: PathBuf,
         reps: usize,
         shiro: PathBuf,
+        /// MiB another "process" writes beside the workspace, unflushed, before each undo.
+        dirty_mib: usize,
     },
     /// `cp -R backup/. ws/`: the same files copied back from a plain backup; with `sync`,
     /// followed by `sync -f ws`, which makes them durable as `shiro undo` does.
@@ -77,6 +79,8 @@ pub enum Case {
         backup: PathBuf,
         reps: usize,
         sync: bool,
+        /// As for `UndoCli`.
+        dirty_mib: usize,
     },
     /// `git checkout TREE -- .` from the shadow git snapshot taken before the turn.
     UndoGit {
@@ -314,6 +318,7 @@ async fn run(case: &Case) -> Result<CaseResult> {
             backup,
             reps,
             shiro,
+            dirty_mib,
         } => {
             let list = read_list(list)?;
             reset(ws, backup, &list)?;
@@ -322,9 +327,11 @@ async fn run(case: &Case) -> Result<CaseResult> {
             for rep in 0..*reps {
                 let mut cmd = Command::new(shiro);
                 cmd.arg("-C").arg(ws).arg("undo");
+                let dirty = write_unflushed(ws, *dirty_mib)?;
                 let start = Instant::now();
                 run_ok(cmd)?;
                 timed(&mut r, start);
+                remove_unflushed(dirty)?;
                 if rep + 1 < *reps {
                     store.redo(&fs, UndoOptions::default()).await?;
                 }
@@ -336,11 +343,13 @@ async fn run(case: &Case) -> Result<CaseResult> {
             backup,
             reps,
             sync,
+            dirty_mib,
         } => {
             let list = read_list(list)?;
             reset(ws, backup, &list)?;
             for _ in 0..*reps {
                 rewrite_plain(ws, &list)?;
+                let dirty = write_unflushed(ws, *dirty_mib)?;
                 let mut cmd = Command::new("cp");
                 cmd.arg("-R")
                     .arg(format!("{}/.", backup.display()))
@@ -353,6 +362,7 @@ async fn run(case: &Case) -> Result<CaseResult> {
                     run_ok(flush)?;
                 }
                 timed(&mut r, start);
+                remove_unflushed(dirty)?;
             }
         }
         Case::UndoGit {
@@ -592,6 +602,28 @@ async fn record_rewrite(store: &UndoStore, fs: &FsMutator, list: &[String]) -> R
 
 /// Puts the pre-images back, so that a case starts from them even if an earlier case failed
 /// half-way (untimed).
+/// Writes `mib` MiB beside the workspace (on its file system) without flushing them, as a
+/// build running meanwhile would; `None` for none.
+fn write_unflushed(ws: &Path, mib: usize) -> Result<Option<PathBuf>> {
+    if mib == 0 {
+        return Ok(None);
+    }
+    let path = ws.with_extension("unflushed");
+    let block = vec![0x5au8; 1 << 20];
+    let mut file = fs::File::create(&path)?;
+    for _ in 0..mib {
+        file.write_all(&block)?;
+    }
+    Ok(Some(path))
+}
+
+fn remove_unflushed(path: Option<PathBuf>) -> Result<()> {
+    if let Some(path) = path {
+        fs::remove_file(path)?;
+    }
+    Ok(())
+}
+
 fn reset(ws: &Path, backup: &Path, list: &[String]) -> Result<()> {
     for file in list {
         fs::copy(backup.join(file), ws.join(file))?;
