@@ -740,7 +740,27 @@ fn undo(
         plan.dirty_mib,
         loaded.render(),
     );
-    for (label, cells) in &table.rows {
+    // The fixed cost of any whole-process case: starting a program, and starting shiro.
+    let spawn = |runner: &mut Runner, label: &str, program: &Path, args: &[&str]| {
+        let case = Case::Spawn {
+            program: program.to_owned(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            reps: plan.undo_reps,
+        };
+        runner.cell("undo", label, &case)
+    };
+    let exec_floor = spawn(runner, "spawn `true`", Path::new("true"), &[]);
+    let shiro_start = spawn(runner, "spawn `shiro --version`", shiro, &["--version"]);
+    let fixed = match (&exec_floor, &shiro_start) {
+        (Ok(floor), Ok(start)) => format!(
+            " Starting a process costs {} (`true`); starting `shiro` costs {} (`shiro --version`).",
+            duration(floor.median),
+            duration(start.median)
+        ),
+        _ => String::new(),
+    };
+    for (row, (label, cells)) in table.rows.iter().enumerate() {
+        let fixed = if row == 0 { fixed.as_str() } else { "" };
         let budget = format!("`shiro undo` within 2x of `cp`, turn of {label}");
         match (&cells[0], &cells[2]) {
             (Ok(cp), Ok(shiro)) => {
@@ -752,7 +772,7 @@ fn undo(
                     .max(1);
                 let extra = shiro.median.saturating_sub(cp.median) / files;
                 let detail = format!(
-                    "`shiro undo` {} against `cp` {} (×{}; `cp` then `sync -f` {}); in process {}. Beyond `cp`, it spends {} per file.{}",
+                    "`shiro undo` {} against `cp` {} (×{}; `cp` then `sync -f` {}); in process {}. Beyond `cp`, it spends {} per file.{}{fixed}",
                     duration(shiro.median),
                     duration(cp.median),
                     ratio(shiro.median, cp.median.max(1)),

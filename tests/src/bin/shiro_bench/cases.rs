@@ -93,6 +93,12 @@ pub enum Case {
     },
     /// A 4 KiB write and `fdatasync` of a small file: what one durable write costs here.
     Fsync { dir: PathBuf, reps: usize },
+    /// Spawning `program args` until it exits: the fixed cost of a whole-process case.
+    Spawn {
+        program: PathBuf,
+        args: Vec<String>,
+        reps: usize,
+    },
     /// The `apply_patch` tool on a bare `FsMutator`.
     PatchTool {
         ws: PathBuf,
@@ -446,6 +452,19 @@ async fn run(case: &Case) -> Result<CaseResult> {
                 timed(&mut r, start);
             }
             fs::remove_file(&path)?;
+        }
+        Case::Spawn {
+            program,
+            args,
+            reps,
+        } => {
+            for _ in 0..*reps {
+                let mut cmd = Command::new(program);
+                cmd.args(args);
+                let start = Instant::now();
+                run_ok(cmd)?;
+                timed(&mut r, start);
+            }
         }
         Case::StoreSize {
             ws,
