@@ -39,13 +39,17 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
             writeln!(t, "{:<44} {}", $label, outcome($e.await)).unwrap()
         };
     }
+    // `stat!(path)`, or `stat!(real_stat, path)` for another way of asking.
     macro_rules! stat {
         ($path:expr) => {
+            stat!(stat, $path)
+        };
+        ($method:ident, $path:expr) => {
             writeln!(
                 t,
                 "{:<44} {}",
-                format!("stat {}", $path),
-                match m.stat(&p($path)).await {
+                format!("{} {}", stringify!($method), $path),
+                match m.$method(&p($path)).await {
                     Ok(stat) => show_stat(&stat, outside),
                     Err(err) => format!("err {err}"),
                 }
@@ -205,25 +209,11 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
     });
 
     // real_stat: the entry itself, reached through real directories only.
-    macro_rules! real_stat {
-        ($path:expr) => {
-            writeln!(
-                t,
-                "{:<44} {}",
-                format!("real_stat {}", $path),
-                match m.real_stat(&p($path)).await {
-                    Ok(stat) => show_stat(&stat, outside),
-                    Err(err) => format!("err {err}"),
-                }
-            )
-            .unwrap()
-        };
-    }
-    real_stat!("e/b.txt");
-    real_stat!("in/b.txt");
-    real_stat!("e/b.txt/x");
-    real_stat!("in");
-    real_stat!("nothing/x");
+    stat!(real_stat, "e/b.txt");
+    stat!(real_stat, "in/b.txt");
+    stat!(real_stat, "e/b.txt/x");
+    stat!(real_stat, "in");
+    stat!(real_stat, "nothing/x");
 
     // overwrite: exact bytes and mode, whatever was there (a link is replaced, not followed).
     step!(

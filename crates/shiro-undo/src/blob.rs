@@ -191,33 +191,29 @@ impl Blobs {
 
     /// Whether the blob can be read: stored whole, or as a delta whose bases can be.
     pub(crate) fn contains(&self, hash: &ContentHash) -> bool {
-        let mut next = *hash;
-        for _ in 0..MAX_CHAIN {
-            if self.path(&next).exists() {
-                return true;
-            }
-            match self.base_of(&next) {
-                Some(base) => next = base,
-                None => return false,
-            }
-        }
-        false
+        self.walk_chain(hash, MAX_CHAIN).1
     }
 
     /// How many deltas reading the blob applies (0 for a whole blob), counting at most to
     /// `limit`.
     pub(crate) fn chain_depth(&self, hash: &ContentHash, limit: usize) -> usize {
+        self.walk_chain(hash, limit).0
+    }
+
+    /// Follows the blob's chain of deltas for at most `limit` links: how many it crossed, and
+    /// whether it ended at a whole blob.
+    fn walk_chain(&self, hash: &ContentHash, limit: usize) -> (usize, bool) {
         let mut next = *hash;
         for depth in 0..limit {
             if self.path(&next).exists() {
-                return depth;
+                return (depth, true);
             }
             match self.base_of(&next) {
                 Some(base) => next = base,
-                None => return depth,
+                None => return (depth, false),
             }
         }
-        limit
+        (limit, false)
     }
 
     /// The base a delta blob names, when `hash` is stored as a delta.
