@@ -91,7 +91,7 @@ impl Blobs {
         &self,
         items: impl IntoIterator<Item = (ContentHash, Form<'a>)>,
     ) -> io::Result<()> {
-        // Open temporary files at once, at most; their flushes run side by side.
+        // At most this many temporary files are open at once; their flushes run side by side.
         const AT_ONCE: usize = 256;
         let items: Vec<(ContentHash, Form<'a>)> = items
             .into_iter()

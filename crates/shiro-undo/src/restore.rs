@@ -29,9 +29,6 @@ pub(crate) struct Planned {
     pub path: WorkspacePath,
     /// What is there now.
     pub now: Image,
-    /// The bytes of `now`, when it is a file the store holds no copy of yet (the restore
-    /// keeps one for the opposite operation). Files already stored are not held in memory.
-    pub now_bytes: Option<Vec<u8>>,
     /// What the log says should be there now.
     pub expected: Image,
     /// What the restore makes it.
@@ -46,24 +43,20 @@ fn sides(record: &crate::format::PathRecord, direction: Direction) -> (&Image, &
     }
 }
 
-/// Reads the current image of every path of `turn`.
+/// Reads the current image of every path of `turn` (the bytes of files are hashed, not
+/// kept: a turn may have touched more than fits in memory).
 pub(crate) async fn plan(
     mutator: &dyn Mutator,
-    blobs: &Blobs,
     turn: &TurnRecord,
     direction: Direction,
 ) -> Result<Vec<Planned>, UndoError> {
     let mut planned = Vec::with_capacity(turn.paths.len());
     for (path, record) in turn.workspace_paths() {
-        let (now, mut now_bytes) = real_image(mutator, &path).await?;
-        if now.hash().is_some_and(|hash| blobs.contains(&hash)) {
-            now_bytes = None;
-        }
+        let (now, _) = real_image(mutator, &path).await?;
         let (expected, becomes) = sides(record, direction);
         planned.push(Planned {
             path,
             now,
-            now_bytes,
             expected: expected.clone(),
             becomes: becomes.clone(),
         });
@@ -132,6 +125,46 @@ async fn foreign_entries(
     }
     foreign.sort();
     Ok(foreign)
+}
+
+/// Stores a copy of each file the restore will replace that the store lacks, so that the
+/// opposite operation can bring it back: read again a few hundred at a time, so memory stays
+/// bounded however many files the turn touched. Returns the paths whose bytes no longer
+/// match what the plan saw (changed meanwhile); their copies are not stored, and the caller
+/// must not go on.
+pub(crate) async fn keep_copies(
+    mutator: &dyn Mutator,
+    blobs: &Blobs,
+    plan: &[Planned],
+) -> Result<Vec<Conflict>, UndoError> {
+    const AT_ONCE: usize = 256;
+    let missing: Vec<(&Planned, ContentHash)> = plan
+        .iter()
+        .filter_map(|item| item.now.hash().map(|hash| (item, hash)))
+        .filter(|(_, hash)| !blobs.contains(hash))
+        .collect();
+    for chunk in missing.chunks(AT_ONCE) {
+        let mut copies = Vec::with_capacity(chunk.len());
+        for (item, hash) in chunk {
+            let (found, bytes) = real_image(mutator, &item.path).await?;
+            match bytes {
+                Some(bytes) if found == item.now => copies.push((*hash, bytes)),
+                _ => {
+                    return Ok(vec![Conflict {
+                        path: item.path.clone(),
+                        kind: ConflictKind::Changed {
+                            expected: item.now.clone(),
+                            found,
+                        },
+                    }]);
+                }
+            }
+        }
+        blobs
+            .put_fast(copies.iter().map(|(hash, bytes)| (hash, bytes.as_slice())))
+            .map_err(|err| UndoError::io("store a copy in", blobs.dir(), err))?;
+    }
+    Ok(Vec::new())
 }
 
 /// Checks that every file the restore writes has its bytes in the store, before anything is
@@ -336,5 +369,61 @@ fn load_blob(
         Ok(Some(bytes)) => Ok(bytes),
         Ok(None) => Err(blob_error("missing".to_owned())),
         Err(err) => Err(blob_error(format!("damaged ({err})"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use shiro_tools::MemMutator;
+
+    use super::*;
+
+    fn file(bytes: &[u8]) -> Image {
+        Image::File {
+            mode: 0o644,
+            len: bytes.len() as u64,
+            hash: ContentHash::of(bytes),
+        }
+    }
+
+    /// The copies are read again after the plan; a file that changed meanwhile is reported,
+    /// not stored under the hash the plan saw.
+    #[tokio::test]
+    async fn a_file_changed_since_the_plan_is_not_copied() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Blobs::new(dir.path().to_path_buf());
+        let ws = MemMutator::new();
+        let kept = WorkspacePath::from_relative("kept").unwrap();
+        let changed = WorkspacePath::from_relative("changed").unwrap();
+        ws.write(&kept, b"as planned", None).await.unwrap();
+        ws.write(&changed, b"edited after the plan", None)
+            .await
+            .unwrap();
+        let planned = |path: &WorkspacePath, seen: &[u8]| Planned {
+            path: path.clone(),
+            now: file(seen),
+            expected: file(seen),
+            becomes: Image::Absent,
+        };
+        let unchanged = [planned(&kept, b"as planned")];
+        assert!(
+            keep_copies(&ws, &blobs, &unchanged)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(
+            blobs.get(&ContentHash::of(b"as planned")).unwrap().unwrap(),
+            b"as planned"
+        );
+
+        let raced = [planned(&changed, b"what the plan saw")];
+        let conflicts = keep_copies(&ws, &blobs, &raced).await.unwrap();
+        assert_eq!(conflicts.len(), 1);
+        assert_eq!(conflicts[0].path, changed);
+        assert!(!blobs.contains(&ContentHash::of(b"edited after the plan")));
+        assert!(!blobs.contains(&ContentHash::of(b"what the plan saw")));
     }
 }

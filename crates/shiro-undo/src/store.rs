@@ -43,9 +43,10 @@ pub struct StoreOptions {
     /// How long an operation waits for another process to release the store's lock before it
     /// fails with [`UndoError::Locked`]. Default 10 seconds.
     pub lock_timeout: Duration,
-    /// Files of at least this many bytes are big: a turn that changes one keeps the new
-    /// version whole (uncompressed) and the previous one as a delta against it, so a turn
-    /// costs about what it changed and needs no slow compression. Default 1 MiB.
+    /// Files of at least this many bytes are big: a turn that changes one stores the new
+    /// version as a delta against the previous one (a chain starts with a version stored
+    /// whole and uncompressed), so a turn costs about what it changed and needs no slow
+    /// compression. Default 1 MiB.
     pub big_file_bytes: u64,
 }
 
@@ -222,7 +223,7 @@ impl UndoStore {
     pub async fn check(&self, workspace: &dyn Mutator) -> Result<Vec<Conflict>, UndoError> {
         let state = self.read_state()?;
         let turn = state.undo.last().ok_or(UndoError::NothingToUndo)?;
-        let plan = restore::plan(workspace, &self.inner.blobs, turn, Direction::Undo).await?;
+        let plan = restore::plan(workspace, turn, Direction::Undo).await?;
         restore::conflicts(workspace, &plan).await
     }
 
@@ -265,7 +266,7 @@ impl UndoStore {
                 Direction::Redo => UndoError::NothingToRedo,
             });
         };
-        let plan = restore::plan(workspace, &self.inner.blobs, &turn, direction).await?;
+        let plan = restore::plan(workspace, &turn, direction).await?;
         let conflicts = restore::conflicts(workspace, &plan).await?;
         if !conflicts.is_empty() && !options.force && !options.dry_run {
             return Err(UndoError::Conflict(ConflictReport {
@@ -300,16 +301,17 @@ impl UndoStore {
 
         // Keep the state being replaced, so the opposite operation can bring it back exactly
         // (after a forced restore, that includes the changes it overwrote).
-        let copies = plan
-            .iter()
-            .filter_map(|item| match (&item.now, &item.now_bytes) {
-                (Image::File { hash, .. }, Some(bytes)) => Some((hash, bytes.as_slice())),
-                _ => None,
-            });
-        self.inner
-            .blobs
-            .put_fast(copies)
-            .map_err(|err| UndoError::io("store a copy in", self.inner.blobs.dir(), err))?;
+        let changed = restore::keep_copies(workspace, &self.inner.blobs, &plan).await?;
+        if !changed.is_empty() {
+            // Changed while this restore ran: refused even when forced, since the copy that
+            // redo would need is not the state the plan saw.
+            return Err(UndoError::Conflict(ConflictReport {
+                turn: turn.meta.id,
+                summary: turn.meta.summary.clone(),
+                direction,
+                conflicts: changed,
+            }));
+        }
         let mut restored = turn.clone();
         for (record, item) in restored.paths.iter_mut().zip(&plan) {
             match direction {
@@ -648,8 +650,8 @@ impl UndoStore {
                 {
                     Some(finished) => {
                         let paths = finished.record.paths.len();
-                        // A power cut may have left a blob of this turn's attempt to finish
-                        // named but not written; it must not count as stored.
+                        // A blob an earlier attempt to finish this turn left damaged (a disk
+                        // error) must not count as stored.
                         let blobs = &self.inner.blobs;
                         blobs
                             .discard_damaged(finished.pending.keys().chain(finished.afters.keys()))
@@ -803,8 +805,9 @@ pub(crate) struct Flight {
     pub ran_bash: bool,
     /// The bytes of pre-images not stored as blobs yet, by hash.
     pub pending: BTreeMap<ContentHash, Vec<u8>>,
-    /// The bytes of big pre-images stored already (the previous turn's after-images, kept
-    /// whole), so that finishing can make them deltas without reading them back.
+    /// The bytes of big pre-images stored already (the previous turn's after-images), so
+    /// that finishing can store the after-images as deltas against them without reading
+    /// them back.
     pub held: BTreeMap<ContentHash, Vec<u8>>,
 }
 
@@ -814,9 +817,9 @@ pub(crate) struct Finished {
     pub record: TurnRecord,
     /// New pre-images, to store.
     pub pending: BTreeMap<ContentHash, Vec<u8>>,
-    /// Stored big pre-images, to make deltas of.
+    /// Stored big pre-images: the bases of the after-images' deltas.
     pub held: BTreeMap<ContentHash, Vec<u8>>,
-    /// The after-images of big files, the bases of those deltas.
+    /// The after-images of big files, stored as deltas against their pre-images.
     pub afters: BTreeMap<ContentHash, Vec<u8>>,
 }
 
