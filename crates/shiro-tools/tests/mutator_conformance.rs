@@ -243,6 +243,12 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
     step!("read e/b.txt (not through the link)", async {
         m.read(&p("e/b.txt")).await.map(String::from_utf8)
     });
+    step!("read_into e/b.txt (a used buffer)", async {
+        m.read_into(&p("e/b.txt"), b"old contents, longer".to_vec())
+            .await
+            .map(String::from_utf8)
+    });
+    step!("read_into nothing", m.read_into(&p("nothing"), Vec::new()));
     step!(
         "overwrite e (a directory)",
         m.overwrite(&p("e"), b"x", 0o644)

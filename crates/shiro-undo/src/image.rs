@@ -138,32 +138,39 @@ impl fmt::Display for Image {
 pub(crate) async fn read_image(
     mutator: &dyn Mutator,
     path: &WorkspacePath,
+    spares: &Spares,
 ) -> Result<(Image, Option<Vec<u8>>), MutatorError> {
     let stat = mutator.stat(path).await?;
-    image_of(mutator, path, stat).await
+    image_of(mutator, path, stat, spares).await
 }
 
 /// The image of the entry at `path` itself (see [`Mutator::real_stat`]), with a file's bytes.
 pub(crate) async fn real_image(
     mutator: &dyn Mutator,
     path: &WorkspacePath,
+    spares: &Spares,
 ) -> Result<(Image, Option<Vec<u8>>), MutatorError> {
     let stat = mutator.real_stat(path).await?;
-    image_of(mutator, path, stat).await
+    image_of(mutator, path, stat, spares).await
 }
 
-/// The image of what `stat` found at `path`, reading the bytes of a file.
+/// The image of what `stat` found at `path`, reading the bytes of a file (into a spare
+/// buffer, when there is one for a file that big).
 async fn image_of(
     mutator: &dyn Mutator,
     path: &WorkspacePath,
     stat: Stat,
+    spares: &Spares,
 ) -> Result<(Image, Option<Vec<u8>>), MutatorError> {
     Ok(match stat {
         Stat::Absent => (Image::Absent, None),
         Stat::Dir { mode } => (Image::Dir { mode }, None),
         Stat::Symlink { target } => (Image::Symlink { target }, None),
-        Stat::File { mode, .. } => {
-            let bytes = mutator.read(path).await?;
+        Stat::File { mode, len } => {
+            let bytes = match spares.take(len) {
+                Some(buf) => mutator.read_into(path, buf).await?,
+                None => mutator.read(path).await?,
+            };
             let image = Image::File {
                 mode,
                 len: bytes.len() as u64,
@@ -172,4 +179,60 @@ async fn image_of(
             (image, Some(bytes))
         }
     })
+}
+
+/// Buffers of big files kept from one turn to read the next turn's into. A long session that
+/// edits a big file turn after turn then reads each version into memory it already has:
+/// fresh memory must be cleared and mapped page by page (about 4 ms for 10 MiB), and giving
+/// it back costs as much again.
+#[derive(Debug, Default)]
+pub(crate) struct Spares {
+    /// Buffers of files at least this big are kept; 0 keeps none.
+    from: u64,
+    buffers: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+impl Spares {
+    /// At most this many buffers are kept, each of at most [`Spares::KEEP_MAX`] bytes.
+    const KEEP: usize = 2;
+    const KEEP_MAX: usize = 256 << 20;
+
+    /// Spares for files of at least `from` bytes.
+    pub(crate) fn new(from: u64) -> Self {
+        Self {
+            from: from.max(1),
+            buffers: std::sync::Mutex::default(),
+        }
+    }
+
+    /// None: nothing is kept and nothing is given out (crash recovery).
+    pub(crate) fn none() -> Self {
+        Self::default()
+    }
+
+    /// A kept buffer for a file of `len` bytes, if the file is big and one is kept.
+    pub(crate) fn take(&self, len: u64) -> Option<Vec<u8>> {
+        if self.from == 0 || len < self.from {
+            return None;
+        }
+        self.buffers.lock().ok()?.pop()
+    }
+
+    /// Keeps what it can of `buffers` (the biggest), and frees the rest.
+    pub(crate) fn give(&self, buffers: impl IntoIterator<Item = Vec<u8>>) {
+        if self.from == 0 {
+            return;
+        }
+        let Ok(mut kept) = self.buffers.lock() else {
+            return;
+        };
+        let from = usize::try_from(self.from).unwrap_or(usize::MAX);
+        kept.extend(
+            buffers
+                .into_iter()
+                .filter(|buf| (from..=Self::KEEP_MAX).contains(&buf.capacity())),
+        );
+        kept.sort_by_key(|buf| std::cmp::Reverse(buf.capacity()));
+        kept.truncate(Self::KEEP);
+    }
 }

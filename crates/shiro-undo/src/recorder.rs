@@ -12,7 +12,7 @@ use tokio::sync::Mutex;
 use crate::codec::remove_durably;
 use crate::error::UndoError;
 use crate::format::{ChangeRecord, FORMAT_VERSION, INFLIGHT_FILE, InflightLine, TurnMeta};
-use crate::image::{Image, read_image};
+use crate::image::{Image, Spares, read_image};
 use crate::lock::LockGuard;
 use crate::report::TurnId;
 use crate::store::{Flight, UndoStore, append_line, open_append, remove_quietly};
@@ -42,6 +42,8 @@ pub struct Recording<M> {
     inner: M,
     store: UndoStore,
     turn: Arc<Mutex<Option<InFlight>>>,
+    /// Buffers of big files kept from one turn for the next.
+    spares: Arc<Spares>,
 }
 
 /// The turn being recorded: it holds the store's lock until it finishes.
@@ -61,10 +63,12 @@ impl<M> std::fmt::Debug for Recording<M> {
 
 impl<M: Mutator> Recording<M> {
     pub(crate) fn new(store: UndoStore, inner: M) -> Self {
+        let spares = Arc::new(Spares::new(store.options().big_file_bytes));
         Self {
             inner,
             store,
             turn: Arc::new(Mutex::new(None)),
+            spares,
         }
     }
 
@@ -170,7 +174,7 @@ impl<M: Mutator> Recording<M> {
         drop(file);
         let id = flight.meta.id;
         let big = self.store.options().big_file_bytes;
-        let record = flight.finish(&self.inner, false, big).await?;
+        let record = flight.finish(&self.inner, false, big, &self.spares).await?;
         let path = self.store.path(INFLIGHT_FILE);
         // Only after the commit: until the log holds the turn, the in-flight file is its only
         // record (and holds the bytes of its new pre-images).
@@ -178,7 +182,8 @@ impl<M: Mutator> Recording<M> {
             Some(finished) => {
                 // Not `recover`: the in-flight file is this turn's own, and it is finishing.
                 let mut state = self.store.load_state()?;
-                self.store.commit_flight(&mut state, finished)?;
+                self.store
+                    .commit_flight(&mut state, finished, &self.spares)?;
                 // Not flushed: should a crash bring the file back, its turn id is below the
                 // log's next id, and recovery knows it for a leftover.
                 remove_quietly(&path).map_err(|err| UndoError::io("remove", &path, err))?;
@@ -209,7 +214,7 @@ impl<M: Mutator> Recording<M> {
             if path.is_protected() || turn.flight.before.contains_key(path) {
                 continue;
             }
-            let (image, bytes) = read_image(&self.inner, path).await?;
+            let (image, bytes) = read_image(&self.inner, path, &self.spares).await?;
             let failed = |source: std::io::Error| MutatorError::Io {
                 op: "record the undo pre-image of",
                 path: path.clone(),
@@ -278,6 +283,10 @@ impl<M: Mutator> Mutator for Recording<M> {
 
     async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
         self.inner.real_stat(path).await
+    }
+
+    async fn read_into(&self, path: &WorkspacePath, buf: Vec<u8>) -> Result<Vec<u8>, MutatorError> {
+        self.inner.read_into(path, buf).await
     }
 
     async fn overwrite(

@@ -17,7 +17,7 @@ use shiro_tools::{
 use crate::blob::Blobs;
 use crate::error::UndoError;
 use crate::format::TurnRecord;
-use crate::image::{ContentHash, Image, real_image};
+use crate::image::{ContentHash, Image, Spares, real_image};
 use crate::report::{Action, Conflict, ConflictKind, Direction};
 
 /// At most this many foreign entries are named in a "directory not empty" conflict.
@@ -52,7 +52,7 @@ pub(crate) async fn plan(
 ) -> Result<Vec<Planned>, UndoError> {
     let mut planned = Vec::with_capacity(turn.paths.len());
     for (path, record) in turn.workspace_paths() {
-        let (now, _) = real_image(mutator, &path).await?;
+        let (now, _) = real_image(mutator, &path, &Spares::none()).await?;
         let (expected, becomes) = sides(record, direction);
         planned.push(Planned {
             path,
@@ -146,7 +146,7 @@ pub(crate) async fn keep_copies(
     for chunk in missing.chunks(AT_ONCE) {
         let mut copies = Vec::with_capacity(chunk.len());
         for (item, hash) in chunk {
-            let (found, bytes) = real_image(mutator, &item.path).await?;
+            let (found, bytes) = real_image(mutator, &item.path, &Spares::none()).await?;
             match bytes {
                 Some(bytes) if found == item.now => copies.push((*hash, bytes)),
                 _ => {

@@ -19,7 +19,7 @@ use crate::format::{
     JOURNAL_FILE, Journal, LOCK_FILE, LOG_FILE, LOG_FORMAT, LogLine, PathRecord, Stack, TurnMeta,
     TurnRecord,
 };
-use crate::image::{ContentHash, Image, real_image};
+use crate::image::{ContentHash, Image, Spares, real_image};
 use crate::lock::{self, LockGuard};
 use crate::recorder::Recording;
 use crate::report::{
@@ -644,8 +644,9 @@ impl UndoStore {
                 // A write killed before its rename left its temporary file beside the path;
                 // every such path was captured first, so it is among these.
                 restore::sweep_partial_writes(workspace, flight.before.keys()).await;
+                let spares = Spares::none();
                 match flight
-                    .finish(workspace, true, self.inner.options.big_file_bytes)
+                    .finish(workspace, true, self.inner.options.big_file_bytes, &spares)
                     .await?
                 {
                     Some(finished) => {
@@ -656,7 +657,7 @@ impl UndoStore {
                         blobs
                             .discard_damaged(finished.pending.keys().chain(finished.afters.keys()))
                             .map_err(|err| UndoError::io("check blobs in", blobs.dir(), err))?;
-                        self.commit_flight(state, finished)?;
+                        self.commit_flight(state, finished, &spares)?;
                         committed = true;
                         self.notify(Notice::RecoveredTurn { id, summary, paths });
                     }
@@ -685,6 +686,7 @@ impl UndoStore {
         &self,
         state: &mut LogState,
         finished: Finished,
+        spares: &Spares,
     ) -> Result<(), UndoError> {
         let blobs = &self.inner.blobs;
         let Finished {
@@ -737,7 +739,14 @@ impl UndoStore {
         blobs
             .put_all(batch)
             .map_err(|err| UndoError::io("store a copy in", blobs.dir(), err))?;
-        self.commit_turn(state, record)
+        let committed = self.commit_turn(state, record);
+        spares.give(
+            pending
+                .into_values()
+                .chain(held.into_values())
+                .chain(afters.into_values()),
+        );
+        committed
     }
 
     /// Pushes a finished turn: clears the redo stack, keeps `depth` turns, saves the log,
@@ -869,18 +878,21 @@ impl Flight {
         workspace: &dyn Mutator,
         recovered: bool,
         big: u64,
+        spares: &Spares,
     ) -> Result<Option<Finished>, UndoError> {
         let mut paths = Vec::new();
         let mut afters = BTreeMap::new();
         for (path, before) in self.before {
-            let (after, bytes) = real_image(workspace, &path).await?;
-            if after != before {
-                if let (Image::File { len, .. }, Image::File { hash, .. }, Some(bytes)) =
-                    (&before, &after, bytes)
-                    && *len >= big
+            let (after, bytes) = real_image(workspace, &path, spares).await?;
+            match (&before, &after, bytes) {
+                (Image::File { len, .. }, Image::File { hash, .. }, Some(bytes))
+                    if *len >= big && after != before =>
                 {
                     afters.insert(*hash, bytes);
                 }
+                (_, _, bytes) => spares.give(bytes),
+            }
+            if after != before {
                 paths.push(PathRecord {
                     path: path.to_string(),
                     before,
@@ -893,7 +905,11 @@ impl Flight {
         }
         let used: BTreeSet<ContentHash> = paths.iter().filter_map(|p| p.before.hash()).collect();
         self.pending.retain(|hash, _| used.contains(hash));
-        self.held.retain(|hash, _| used.contains(hash));
+        let (held, unused): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(hash, _)| used.contains(hash));
+        self.held = held;
+        spares.give(unused.into_values());
         let record = TurnRecord {
             meta: self.meta,
             tools: self.tools,

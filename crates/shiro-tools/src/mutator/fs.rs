@@ -344,6 +344,23 @@ impl Mutator for FsMutator {
         .await
     }
 
+    async fn read_into(
+        &self,
+        path: &WorkspacePath,
+        mut buf: Vec<u8>,
+    ) -> Result<Vec<u8>, MutatorError> {
+        let path = path.clone();
+        self.blocking(move |roots| {
+            let full = roots.checked_following(&path)?;
+            buf.clear();
+            fs::File::open(&full)
+                .and_then(|mut file| std::io::Read::read_to_end(&mut file, &mut buf))
+                .map_err(|err| io_error("read", &path, err))?;
+            Ok(buf)
+        })
+        .await
+    }
+
     async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
         let path = path.clone();
         self.blocking(move |roots| {

@@ -153,6 +153,10 @@ impl<M: Mutator> Mutator for Hooked<M> {
         self.inner.real_stat(path).await
     }
 
+    async fn read_into(&self, path: &WorkspacePath, buf: Vec<u8>) -> Result<Vec<u8>, MutatorError> {
+        self.inner.read_into(path, buf).await
+    }
+
     /// Seen by the hook as a [`Mutation::Write`].
     async fn overwrite(
         &self,

@@ -130,6 +130,15 @@ pub trait Mutator: Send + Sync {
     /// The bytes of a regular file (a symlink is followed when it stays in the workspace).
     async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError>;
 
+    /// Like [`Mutator::read`], into `buf`'s allocation (its contents are replaced): a caller
+    /// that reads big files over and over reuses one buffer instead of getting fresh memory,
+    /// which the system must clear and map page by page, each time. The default reads into
+    /// a new buffer.
+    async fn read_into(&self, path: &WorkspacePath, buf: Vec<u8>) -> Result<Vec<u8>, MutatorError> {
+        drop(buf);
+        self.read(path).await
+    }
+
     /// The entries of a directory, sorted by path.
     async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError>;
 
