@@ -184,7 +184,7 @@ async fn image_of(
 /// Buffers of big files kept from one turn to read the next turn's into. A long session that
 /// edits a big file turn after turn then reads each version into memory it already has:
 /// fresh memory must be cleared and mapped page by page (about 4 ms for 10 MiB), and giving
-/// it back costs as much again.
+/// it back costs as much again. It holds at most two buffers of at most 64 MiB each.
 #[derive(Debug, Default)]
 pub(crate) struct Spares {
     /// Buffers of files at least this big are kept; 0 keeps none.
@@ -195,7 +195,7 @@ pub(crate) struct Spares {
 impl Spares {
     /// At most this many buffers are kept, each of at most [`Spares::KEEP_MAX`] bytes.
     const KEEP: usize = 2;
-    const KEEP_MAX: usize = 256 << 20;
+    const KEEP_MAX: usize = 64 << 20;
 
     /// Spares for files of at least `from` bytes.
     pub(crate) fn new(from: u64) -> Self {
