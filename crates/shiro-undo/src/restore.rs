@@ -128,8 +128,8 @@ async fn foreign_entries(
 }
 
 /// Stores a copy of each file the restore will replace that the store lacks, so that the
-/// opposite operation can bring it back: read again a few hundred at a time, so memory stays
-/// bounded however many files the turn touched. Returns the paths whose bytes no longer
+/// opposite operation can bring it back: read again and stored in batches (256 files or
+/// 16 MiB), so memory stays bounded however much the turn touched. Returns the paths whose bytes no longer
 /// match what the plan saw (changed meanwhile); their copies are not stored, and the caller
 /// must not go on.
 pub(crate) async fn keep_copies(
@@ -137,33 +137,44 @@ pub(crate) async fn keep_copies(
     blobs: &Blobs,
     plan: &[Planned],
 ) -> Result<Vec<Conflict>, UndoError> {
-    const AT_ONCE: usize = 256;
-    let missing: Vec<(&Planned, ContentHash)> = plan
-        .iter()
-        .filter_map(|item| item.now.hash().map(|hash| (item, hash)))
-        .filter(|(_, hash)| !blobs.contains(hash))
-        .collect();
-    for chunk in missing.chunks(AT_ONCE) {
-        let mut copies = Vec::with_capacity(chunk.len());
-        for (item, hash) in chunk {
-            let (found, bytes) = real_image(mutator, &item.path, &Spares::none()).await?;
-            match bytes {
-                Some(bytes) if found == item.now => copies.push((*hash, bytes)),
-                _ => {
-                    return Ok(vec![Conflict {
-                        path: item.path.clone(),
-                        kind: ConflictKind::Changed {
-                            expected: item.now.clone(),
-                            found,
-                        },
-                    }]);
-                }
+    // A batch is stored (and its memory freed) at this many files or bytes.
+    const BATCH_FILES: usize = 256;
+    const BATCH_BYTES: usize = 16 << 20;
+    let store = |copies: &mut Vec<(ContentHash, Vec<u8>)>| {
+        let stored = blobs
+            .put_fast(copies.iter().map(|(hash, bytes)| (hash, bytes.as_slice())))
+            .map_err(|err| UndoError::io("store a copy in", blobs.dir(), err));
+        copies.clear();
+        stored
+    };
+    let mut copies = Vec::new();
+    let mut bytes_held = 0;
+    for item in plan {
+        let Some(hash) = item.now.hash().filter(|hash| !blobs.contains(hash)) else {
+            continue;
+        };
+        let (found, bytes) = real_image(mutator, &item.path, &Spares::none()).await?;
+        match bytes {
+            Some(bytes) if found == item.now => {
+                bytes_held += bytes.len();
+                copies.push((hash, bytes));
+            }
+            _ => {
+                return Ok(vec![Conflict {
+                    path: item.path.clone(),
+                    kind: ConflictKind::Changed {
+                        expected: item.now.clone(),
+                        found,
+                    },
+                }]);
             }
         }
-        blobs
-            .put_fast(copies.iter().map(|(hash, bytes)| (hash, bytes.as_slice())))
-            .map_err(|err| UndoError::io("store a copy in", blobs.dir(), err))?;
+        if copies.len() >= BATCH_FILES || bytes_held >= BATCH_BYTES {
+            store(&mut copies)?;
+            bytes_held = 0;
+        }
     }
+    store(&mut copies)?;
     Ok(Vec::new())
 }
 
