@@ -135,6 +135,18 @@ impl Runner {
     fn cell(&mut self, section: &str, label: &str, case: &Case) -> Cell {
         series_cell(&self.run(section, label, case), "time")
     }
+
+    /// Runs `setup` (untimed, unmeasured, in a process of its own), then the case.
+    fn prepared(&mut self, setup: &Case, section: &str, label: &str, case: &Case) -> Cell {
+        if let Err(err) = self.spawn(setup) {
+            let why = format!("setup failed: {err:#}");
+            eprintln!("shiro_bench:   not measured: {why}");
+            self.log
+                .push((section.to_owned(), label.to_owned(), Err(why.clone())));
+            return Err(why);
+        }
+        self.cell(section, label, case)
+    }
 }
 
 fn series_cell(result: &Result<CaseResult, String>, series: &str) -> Cell {
@@ -621,6 +633,11 @@ fn undo(
         baseline: 0,
         rows: Vec::new(),
     };
+    let record = |list: &Path, backup: &Path| Case::RecordRewrite {
+        ws: ws.clone(),
+        list: list.to_owned(),
+        backup: backup.to_owned(),
+    };
     for &n in &plan.undo_files {
         let list = list_path(work, n);
         let files: Vec<String> = (0..n).map(inputs::file_path).collect();
@@ -665,25 +682,23 @@ fn undo(
                     dirty_mib: 0,
                 },
             ),
-            runner.cell(
+            runner.prepared(
+                &record(&list, &backup),
                 sec,
                 &format!("shiro undo, {n} files"),
                 &Case::UndoCli {
                     ws: ws.clone(),
-                    list: list.clone(),
-                    backup: backup.clone(),
                     reps,
                     shiro: shiro.to_owned(),
                     dirty_mib: 0,
                 },
             ),
-            runner.cell(
+            runner.prepared(
+                &record(&list, &backup),
                 sec,
                 &format!("undo in process, {n} files"),
                 &Case::UndoLib {
                     ws: ws.clone(),
-                    list: list.clone(),
-                    backup: backup.clone(),
                     reps,
                 },
             ),
@@ -824,13 +839,16 @@ fn undo_under_load(
     vec![
         runner.cell(sec, "cp, beside unflushed writes", &cp(false)),
         runner.cell(sec, "cp + sync, beside unflushed writes", &cp(true)),
-        runner.cell(
+        runner.prepared(
+            &Case::RecordRewrite {
+                ws: ws.to_owned(),
+                list: list.to_owned(),
+                backup: backup.to_owned(),
+            },
             sec,
             "shiro undo, beside unflushed writes",
             &Case::UndoCli {
                 ws: ws.to_owned(),
-                list: list.to_owned(),
-                backup: backup.to_owned(),
                 reps,
                 shiro: shiro.to_owned(),
                 dirty_mib,

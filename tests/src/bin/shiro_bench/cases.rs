@@ -22,6 +22,15 @@ use crate::inputs::{MARKER_A, MARKER_B};
 pub enum Case {
     /// Nothing: the harness's own baseline memory.
     Idle,
+    /// Records the turn the undo cases undo (see `record_rewrite`). The harness runs it before
+    /// those cases, as a process of its own: the memory the turn holds must not count as
+    /// theirs, and a child spawned by a big process inherits its peak in `ru_maxrss`.
+    /// It starts by putting the pre-images back (see `reset`).
+    RecordRewrite {
+        ws: PathBuf,
+        list: PathBuf,
+        backup: PathBuf,
+    },
     /// `std::fs::read` + replace + `std::fs::write` of the edit target.
     PlainEdit {
         ws: PathBuf,
@@ -55,17 +64,10 @@ pub enum Case {
         reps: usize,
     },
     /// In-process undo of a turn that rewrote the listed files (redo untimed between reps).
-    UndoLib {
-        ws: PathBuf,
-        list: PathBuf,
-        backup: PathBuf,
-        reps: usize,
-    },
+    UndoLib { ws: PathBuf, reps: usize },
     /// `shiro -C ws undo` of such a turn.
     UndoCli {
         ws: PathBuf,
-        list: PathBuf,
-        backup: PathBuf,
         reps: usize,
         shiro: PathBuf,
         /// MiB another "process" writes beside the workspace, unflushed, before each undo.
@@ -237,6 +239,12 @@ async fn run(case: &Case) -> Result<CaseResult> {
     }
     match case {
         Case::Idle => {}
+        Case::RecordRewrite { ws, list, backup } => {
+            let list = read_list(list)?;
+            reset(ws, backup, &list)?;
+            let (store, fs) = open(ws).await?;
+            record_rewrite(&store, &fs, &list).await?;
+        }
         Case::PlainEdit { ws, file, reps } => {
             let path = ws.join(file);
             for rep in 0..*reps {
@@ -299,16 +307,8 @@ async fn run(case: &Case) -> Result<CaseResult> {
                 timed(&mut r, start);
             }
         }
-        Case::UndoLib {
-            ws,
-            list,
-            backup,
-            reps,
-        } => {
-            let list = read_list(list)?;
-            reset(ws, backup, &list)?;
+        Case::UndoLib { ws, reps } => {
             let (store, fs) = open(ws).await?;
-            record_rewrite(&store, &fs, &list).await?;
             for rep in 0..*reps {
                 let start = Instant::now();
                 store.undo(&fs, UndoOptions::default()).await?;
@@ -320,16 +320,11 @@ async fn run(case: &Case) -> Result<CaseResult> {
         }
         Case::UndoCli {
             ws,
-            list,
-            backup,
             reps,
             shiro,
             dirty_mib,
         } => {
-            let list = read_list(list)?;
-            reset(ws, backup, &list)?;
             let (store, fs) = open(ws).await?;
-            record_rewrite(&store, &fs, &list).await?;
             for rep in 0..*reps {
                 let mut cmd = Command::new(shiro);
                 cmd.arg("-C").arg(ws).arg("undo");
@@ -619,8 +614,6 @@ async fn record_rewrite(store: &UndoStore, fs: &FsMutator, list: &[String]) -> R
     Ok(())
 }
 
-/// Puts the pre-images back, so that a case starts from them even if an earlier case failed
-/// half-way (untimed).
 /// Writes `mib` MiB beside the workspace (on its file system) without flushing them, as a
 /// build running meanwhile would; `None` for none.
 fn write_unflushed(ws: &Path, mib: usize) -> Result<Option<PathBuf>> {
@@ -643,6 +636,8 @@ fn remove_unflushed(path: Option<PathBuf>) -> Result<()> {
     Ok(())
 }
 
+/// Puts the pre-images back, so that a case starts from them even if an earlier case failed
+/// half-way (untimed).
 fn reset(ws: &Path, backup: &Path, list: &[String]) -> Result<()> {
     for file in list {
         fs::copy(backup.join(file), ws.join(file))?;
