@@ -362,7 +362,9 @@ fn header(doc: &mut String, plan: &Plan, shiro: &Path, fsync: &Cell) -> Result<(
          repetition does the same work (an edit flips a marker line back and forth; an undo is \
          redone outside the timed region before the next one). In-process cases call the \
          libraries directly (`Recording<FsMutator>` around the tool, one turn per call, with \
-         `FsMutator::inline` as the CLI uses it); \
+         `FsMutator::inline` as the CLI uses it); before a section's timed cases the harness \
+         flushes the disk (`sync`), so the writeback of the inputs it just wrote does not slow \
+         them; \
          whole-process cases time spawning the release `shiro` binary, `git`, or `cp` until it \
          exits. The machine is shared with other work (compilers), so the spread (min–max) \
          matters as much as the median. Benchmarks are not assertions: the test suite never \
@@ -431,6 +433,7 @@ fn capture(
         // Warm the index: the first snapshot hashes every file; the timed ones only stat.
         run_ok(git_snapshot(&ws, &git))?;
         let cold = started.elapsed();
+        settle()?;
         let label = format!("{count} files ({})", bytes(total));
         let _ = writeln!(
             setup_notes,
@@ -587,6 +590,12 @@ fn flatness(table: &Table, column: usize, what: &str, verdicts: &mut Verdicts) {
     }
 }
 
+/// Flushes every file system (`sync`), so that the writeback of a section's freshly written
+/// inputs does not slow down the flushes of the cases timed after it.
+fn settle() -> Result<()> {
+    run_ok(Command::new("sync")).map(drop)
+}
+
 fn shadow_git_init(ws: &Path, git: &Path) -> Result<()> {
     let mut init = git_cmd(ws, git);
     init.args(["init", "--quiet"]);
@@ -611,6 +620,7 @@ fn undo(
     let total = inputs::workspace(&ws, max, 3, inputs::undo_size)?;
     shadow_git_init(&ws, &git)?;
     let tree = run_ok(git_snapshot(&ws, &git))?.trim().to_owned();
+    settle()?;
     let mut table = Table {
         row_header: "turn touched".into(),
         columns: vec![
@@ -651,6 +661,7 @@ fn undo(
             }
             touched += fs::copy(ws.join(file), &to)?;
         }
+        settle()?;
         let reps = if n >= 1000 {
             plan.undo_reps_big
         } else {
@@ -979,6 +990,7 @@ fn store(
     fs::write(ws.join(FILE), inputs::text(&mut rng, plan.store_file_bytes))?;
     shadow_git_init(&ws, &git)?;
     run_ok(git_snapshot(&ws, &git))?;
+    settle()?;
     let turns = plan.store_turns;
     let result = runner.run(
         "store",
