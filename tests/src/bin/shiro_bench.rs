@@ -803,7 +803,7 @@ fn undo(
                     .max(1);
                 let extra = shiro.median.saturating_sub(cp.median) / files;
                 let detail = format!(
-                    "`shiro undo` {} against `cp` {} (×{}; `cp` then `sync -f` {}); in process {}. Beyond `cp`, it spends {} per file.{}{fixed}",
+                    "`shiro undo` {} against `cp` {} (×{}; `cp` then `sync -f` {}); in process {}. Beyond `cp`, it spends {} per file.{} The slowest repetition (the first stores a copy of each file for redo, the later ones find them stored) took {} (×{}).{fixed}",
                     duration(shiro.median),
                     duration(cp.median),
                     ratio(shiro.median, cp.median.max(1)),
@@ -817,6 +817,8 @@ fn undo(
                     ),
                     duration(extra),
                     verdicts.in_fsyncs(extra),
+                    duration(shiro.max),
+                    ratio(shiro.max, cp.median.max(1)),
                 );
                 verdicts.add(&budget, Some(shiro.median <= 2 * cp.median), detail);
             }
