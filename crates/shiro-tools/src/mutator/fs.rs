@@ -288,14 +288,19 @@ fn flush(roots: &Roots, paths: &[WorkspacePath]) -> io::Result<()> {
     flush_each(&dirs)
 }
 
-/// Flushes each file or directory, a few hundred open at a time.
+/// Flushes each file or directory, a few hundred open at a time. One that is gone by now
+/// (another program removed it) has nothing left to flush.
 fn flush_each(paths: &[PathBuf]) -> io::Result<()> {
     const OPEN_AT_ONCE: usize = 256;
     for chunk in paths.chunks(OPEN_AT_ONCE) {
-        let files = chunk
-            .iter()
-            .map(fs::File::open)
-            .collect::<io::Result<Vec<_>>>()?;
+        let mut files = Vec::with_capacity(chunk.len());
+        for path in chunk {
+            match fs::File::open(path) {
+                Ok(file) => files.push(file),
+                Err(err) if err.kind() == ErrorKind::NotFound => {}
+                Err(err) => return Err(err),
+            }
+        }
         sync_data_all(&files.iter().collect::<Vec<_>>())?;
     }
     Ok(())
