@@ -34,8 +34,8 @@ mod tool;
 pub mod tools;
 
 pub use mutator::{
-    DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DirEntry, FsMutator, Hook, Hooked, MemMutator, Mutation,
-    Mutator, MutatorError, Stat, create_parent_dirs, partial_write_path, sync_data_all,
+    AfterHook, DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DirEntry, FsMutator, Hook, Hooked, MemMutator,
+    Mutation, Mutator, MutatorError, Stat, create_parent_dirs, partial_write_path, sync_data_all,
 };
 pub use path::{PathError, WorkspacePath};
 pub use tool::{Change, Tool, ToolError, ToolOutput, parse_args, schema_of};

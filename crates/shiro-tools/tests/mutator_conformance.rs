@@ -473,3 +473,35 @@ async fn sync_takes_many_paths_of_every_kind() {
     fs.sync(&paths).await.unwrap();
     assert_eq!(fs.read(&p("d/f599")).await.unwrap(), b"x");
 }
+
+/// `Hooked::after` runs once the inner mutator returned, and only for mutations the first
+/// hook let through.
+#[tokio::test]
+async fn the_after_hook_follows_each_mutation_let_through() {
+    use std::sync::{Arc, Mutex};
+    let ws = MemMutator::new();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let (before, after) = (Arc::clone(&log), Arc::clone(&log));
+    let hooked = shiro_tools::Hooked::new(ws.clone(), move |m| {
+        before.lock().unwrap().push(format!("before {}", m.name()));
+        if m.name() == "remove" {
+            return Err(m.fault("refused"));
+        }
+        Ok(())
+    })
+    .after(move |m| after.lock().unwrap().push(format!("after {}", m.name())));
+    hooked.write(&p("a"), b"1", None).await.unwrap();
+    hooked.create_dir(&p("d")).await.unwrap();
+    assert!(hooked.remove_file(&p("a")).await.is_err());
+    assert_eq!(
+        *log.lock().unwrap(),
+        [
+            "before write",
+            "after write",
+            "before create directory",
+            "after create directory",
+            "before remove",
+        ]
+    );
+    assert_eq!(ws.read(&p("a")).await.unwrap(), b"1");
+}

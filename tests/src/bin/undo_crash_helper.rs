@@ -7,97 +7,35 @@
 //! lands inside the store's own writes.
 #![allow(clippy::print_stderr)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use async_trait::async_trait;
-use shiro_tools::{
-    DirEntry, FsMutator, Mutator, MutatorError, Stat, WorkspacePath, create_parent_dirs,
-};
+use shiro_tools::{FsMutator, Hooked, Mutator, MutatorError, WorkspacePath, create_parent_dirs};
 use shiro_undo::{StoreOptions, TurnStart, UndoOptions, UndoStore};
 
 /// Files this big are stored as deltas: `big.bin` (256 KiB) is one. The test opens its store
 /// with the same value.
 const BIG_FILE_BYTES: u64 = 64 * 1024;
 
-/// Aborts the process at its `abort_at`-th mutating call, before or after performing it.
-struct Aborting {
-    inner: FsMutator,
-    calls: AtomicUsize,
-    abort_at: Option<usize>,
-    after: bool,
-}
-
-impl Aborting {
-    async fn around<T>(
-        &self,
-        op: impl Future<Output = Result<T, MutatorError>>,
-    ) -> Result<T, MutatorError> {
-        let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
-        let abort = self.abort_at == Some(call);
-        if abort && !self.after {
+/// A mutator that aborts the process at its `abort_at`-th mutating call, before or after
+/// performing it.
+fn aborting(inner: FsMutator, abort_at: Option<usize>, after: bool) -> Hooked<FsMutator> {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    Hooked::new(inner, move |_| {
+        let call = counted.fetch_add(1, Ordering::SeqCst) + 1;
+        if !after && abort_at == Some(call) {
             std::process::abort();
         }
-        let result = op.await;
-        if abort {
+        Ok(())
+    })
+    .after(move |_| {
+        if after && abort_at == Some(calls.load(Ordering::SeqCst)) {
             std::process::abort();
         }
-        result
-    }
-}
-
-#[async_trait]
-impl Mutator for Aborting {
-    fn root(&self) -> &Path {
-        self.inner.root()
-    }
-    async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
-        self.inner.stat(path).await
-    }
-    async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
-        self.inner.read(path).await
-    }
-    async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
-        self.inner.read_dir(path).await
-    }
-    async fn write(
-        &self,
-        path: &WorkspacePath,
-        bytes: &[u8],
-        mode: Option<u32>,
-    ) -> Result<(), MutatorError> {
-        self.around(self.inner.write(path, bytes, mode)).await
-    }
-    async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
-        self.inner.real_stat(path).await
-    }
-    async fn overwrite(
-        &self,
-        path: &WorkspacePath,
-        bytes: &[u8],
-        mode: u32,
-    ) -> Result<(), MutatorError> {
-        self.around(self.inner.overwrite(path, bytes, mode)).await
-    }
-    async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
-        self.around(self.inner.set_mode(path, mode)).await
-    }
-    async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.around(self.inner.create_dir(path)).await
-    }
-    async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.around(self.inner.symlink(target, path)).await
-    }
-    async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.around(self.inner.remove_file(path)).await
-    }
-    async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        self.around(self.inner.remove_dir(path)).await
-    }
-    async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
-        self.around(self.inner.rename(from, to)).await
-    }
+    })
 }
 
 fn p(s: &str) -> Result<WorkspacePath, String> {
@@ -166,12 +104,7 @@ async fn run(args: &[String]) -> Result<(), String> {
     let after = rest.get(1).is_some_and(|w| w == "after");
     let root = PathBuf::from(root);
     let fs = FsMutator::new(&root).map_err(|err| err.to_string())?;
-    let aborting = Aborting {
-        inner: fs,
-        calls: AtomicUsize::new(0),
-        abort_at,
-        after,
-    };
+    let aborting = aborting(fs, abort_at, after);
     let options = StoreOptions {
         big_file_bytes: BIG_FILE_BYTES,
         ..StoreOptions::default()

@@ -73,7 +73,11 @@ impl Mutation<'_> {
 /// The hook: `Err` stops the mutation before it reaches the inner mutator.
 pub type Hook = dyn Fn(&Mutation<'_>) -> Result<(), MutatorError> + Send + Sync;
 
-/// Delegates to `inner`, calling a hook before every mutation. Reads pass straight through.
+/// A hook called after a mutation the first hook let through, whatever its outcome.
+pub type AfterHook = dyn Fn(&Mutation<'_>) + Send + Sync;
+
+/// Delegates to `inner`, calling a hook before every mutation (and, if set with
+/// [`Hooked::after`], another after it). Reads pass straight through.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicUsize, Ordering};
@@ -95,6 +99,7 @@ pub type Hook = dyn Fn(&Mutation<'_>) -> Result<(), MutatorError> + Send + Sync;
 pub struct Hooked<M> {
     inner: M,
     hook: Arc<Hook>,
+    after: Option<Arc<AfterHook>>,
 }
 
 impl<M> Hooked<M> {
@@ -106,7 +111,32 @@ impl<M> Hooked<M> {
         Self {
             inner,
             hook: Arc::new(hook),
+            after: None,
         }
+    }
+
+    /// Also calls `hook` after each mutation that the first hook let through, once the
+    /// inner mutator has returned (a crash test can stop the process right after a change).
+    #[must_use]
+    pub fn after(self, hook: impl Fn(&Mutation<'_>) + Send + Sync + 'static) -> Self {
+        Self {
+            after: Some(Arc::new(hook)),
+            ..self
+        }
+    }
+
+    /// Runs `op` (the mutation `mutation`) between the hooks.
+    async fn around<T>(
+        &self,
+        mutation: Mutation<'_>,
+        op: impl Future<Output = Result<T, MutatorError>>,
+    ) -> Result<T, MutatorError> {
+        (self.hook)(&mutation)?;
+        let result = op.await;
+        if let Some(after) = &self.after {
+            after(&mutation);
+        }
+        result
     }
 
     /// The wrapped mutator.
@@ -145,8 +175,8 @@ impl<M: Mutator> Mutator for Hooked<M> {
         bytes: &[u8],
         mode: Option<u32>,
     ) -> Result<(), MutatorError> {
-        (self.hook)(&Mutation::Write(path))?;
-        self.inner.write(path, bytes, mode).await
+        self.around(Mutation::Write(path), self.inner.write(path, bytes, mode))
+            .await
     }
 
     async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
@@ -164,38 +194,41 @@ impl<M: Mutator> Mutator for Hooked<M> {
         bytes: &[u8],
         mode: u32,
     ) -> Result<(), MutatorError> {
-        (self.hook)(&Mutation::Write(path))?;
-        self.inner.overwrite(path, bytes, mode).await
+        self.around(
+            Mutation::Write(path),
+            self.inner.overwrite(path, bytes, mode),
+        )
+        .await
     }
 
     async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
-        (self.hook)(&Mutation::SetMode(path))?;
-        self.inner.set_mode(path, mode).await
+        self.around(Mutation::SetMode(path), self.inner.set_mode(path, mode))
+            .await
     }
 
     async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        (self.hook)(&Mutation::CreateDir(path))?;
-        self.inner.create_dir(path).await
+        self.around(Mutation::CreateDir(path), self.inner.create_dir(path))
+            .await
     }
 
     async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
-        (self.hook)(&Mutation::Symlink(path))?;
-        self.inner.symlink(target, path).await
+        self.around(Mutation::Symlink(path), self.inner.symlink(target, path))
+            .await
     }
 
     async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        (self.hook)(&Mutation::RemoveFile(path))?;
-        self.inner.remove_file(path).await
+        self.around(Mutation::RemoveFile(path), self.inner.remove_file(path))
+            .await
     }
 
     async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
-        (self.hook)(&Mutation::RemoveDir(path))?;
-        self.inner.remove_dir(path).await
+        self.around(Mutation::RemoveDir(path), self.inner.remove_dir(path))
+            .await
     }
 
     async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
-        (self.hook)(&Mutation::Rename { from, to })?;
-        self.inner.rename(from, to).await
+        self.around(Mutation::Rename { from, to }, self.inner.rename(from, to))
+            .await
     }
 
     async fn sync(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {

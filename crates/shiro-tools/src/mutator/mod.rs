@@ -13,7 +13,7 @@ use std::path::Path;
 use async_trait::async_trait;
 
 pub use fs::{FsMutator, sync_data_all};
-pub use hooked::{Hook, Hooked, Mutation};
+pub use hooked::{AfterHook, Hook, Hooked, Mutation};
 pub use mem::MemMutator;
 
 use crate::path::{PathError, WorkspacePath};
