@@ -55,14 +55,28 @@ pub(crate) struct Blobs {
     dir: PathBuf,
 }
 
-/// What `blobs/` holds: each blob's size on disk (both files, when a hash has two), which
-/// hashes are whole and which are deltas, and the files that are not blobs.
+/// What `blobs/` holds: the whole blobs and the deltas with their sizes on disk (a hash may
+/// have both, after a crash), and the files that are not blobs.
 #[derive(Debug, Default)]
 pub(crate) struct Listing {
-    pub sizes: BTreeMap<ContentHash, u64>,
-    whole: BTreeSet<ContentHash>,
-    deltas: BTreeSet<ContentHash>,
+    whole: BTreeMap<ContentHash, u64>,
+    deltas: BTreeMap<ContentHash, u64>,
     strays: Vec<PathBuf>,
+}
+
+impl Listing {
+    /// The bytes every blob takes.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.whole.values().chain(self.deltas.values()).sum()
+    }
+
+    /// The bytes the blob of `hash` takes (both files, when it has two).
+    fn size(&self, hash: &ContentHash) -> u64 {
+        [&self.whole, &self.deltas]
+            .iter()
+            .filter_map(|files| files.get(hash))
+            .sum()
+    }
 }
 
 impl Blobs {
@@ -288,12 +302,12 @@ impl Blobs {
             };
             match ContentHash::from_hex(hex) {
                 Some(hash) => {
-                    *listing.sizes.entry(hash).or_default() += entry.metadata()?.len();
-                    if is_delta {
-                        listing.deltas.insert(hash);
+                    let files = if is_delta {
+                        &mut listing.deltas
                     } else {
-                        listing.whole.insert(hash);
-                    }
+                        &mut listing.whole
+                    };
+                    files.insert(hash, entry.metadata()?.len());
                 }
                 None => listing.strays.push(entry.path()),
             }
@@ -310,8 +324,8 @@ impl Blobs {
         let mut live = keep.clone();
         let mut pending: Vec<ContentHash> = keep.iter().copied().collect();
         while let Some(hash) = pending.pop() {
-            if listing.deltas.contains(&hash)
-                && !listing.whole.contains(&hash)
+            if listing.deltas.contains_key(&hash)
+                && !listing.whole.contains_key(&hash)
                 && let Some(base) = self.base_of(&hash)
                 && live.insert(base)
             {
@@ -325,39 +339,41 @@ impl Blobs {
     pub(crate) fn size_of(&self, keep: &BTreeSet<ContentHash>, listing: &Listing) -> u64 {
         self.closure(keep, listing)
             .iter()
-            .filter_map(|hash| listing.sizes.get(hash))
+            .map(|hash| listing.size(hash))
             .sum()
     }
 
     /// Removes every blob neither in `keep` nor needed by one there, the delta of a hash also
-    /// stored whole, and any stray file. Returns how many files were removed.
+    /// stored whole, and any stray file. Returns what remains, so a caller need not list the
+    /// directory again.
     ///
     /// The removals are not flushed: the log no longer refers to these blobs, so one that a
     /// crash brings back is only collected again.
-    pub(crate) fn collect(&self, keep: &BTreeSet<ContentHash>) -> io::Result<usize> {
-        let listing = self.list()?;
+    pub(crate) fn collect(&self, keep: &BTreeSet<ContentHash>) -> io::Result<Listing> {
+        let mut listing = self.list()?;
         let live = self.closure(keep, &listing);
-        let mut removed = 0;
-        let mut remove = |path: PathBuf| -> io::Result<()> {
-            fs::remove_file(path)?;
-            removed += 1;
-            Ok(())
-        };
-        for hash in listing.whole.iter().filter(|hash| !live.contains(hash)) {
-            remove(self.path(hash))?;
+        let mut removed = Vec::new();
+        for hash in listing.whole.keys().filter(|hash| !live.contains(hash)) {
+            fs::remove_file(self.path(hash))?;
+            removed.push(*hash);
         }
-        for hash in &listing.deltas {
-            if !live.contains(hash) || listing.whole.contains(hash) {
-                remove(self.delta_path(hash))?;
+        listing.whole.retain(|hash, _| live.contains(hash));
+        let whole = &listing.whole;
+        for hash in listing.deltas.keys() {
+            if !live.contains(hash) || whole.contains_key(hash) {
+                fs::remove_file(self.delta_path(hash))?;
             }
         }
-        for stray in listing.strays {
+        listing
+            .deltas
+            .retain(|hash, _| live.contains(hash) && !whole.contains_key(hash));
+        for stray in std::mem::take(&mut listing.strays) {
             // Only files: a directory here is not ours to remove.
             if stray.is_file() {
-                remove(stray)?;
+                fs::remove_file(stray)?;
             }
         }
-        Ok(removed)
+        Ok(listing)
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use shiro_tools::{FsMutator, Mutator, WorkspacePath};
 
-use crate::blob::{Blobs, Form, MAX_DELTA_DEPTH};
+use crate::blob::{Blobs, Form, Listing, MAX_DELTA_DEPTH};
 use crate::codec::{
     self, decode_all, decode_framed, encode, read_optional, remove_durably, write_atomic,
 };
@@ -215,7 +215,7 @@ impl UndoStore {
             .blobs
             .list()
             .map_err(|err| UndoError::io("list", self.inner.blobs.dir(), err))?;
-        Ok(listing.sizes.values().sum())
+        Ok(listing.bytes())
     }
 
     /// The conflicts that would stop undoing the newest turn right now; empty when it can be
@@ -765,26 +765,25 @@ impl UndoStore {
             state.undo.drain(..excess);
         }
         self.save_state(state)?;
-        self.collect(state)?;
-        self.enforce_cap(state)
+        let listing = self.collect(state)?;
+        self.enforce_cap(state, &listing)
     }
 
-    fn collect(&self, state: &LogState) -> Result<(), UndoError> {
+    /// Removes the blobs `state` does not need; returns what remains.
+    fn collect(&self, state: &LogState) -> Result<Listing, UndoError> {
         self.inner
             .blobs
             .collect(&state.hashes())
-            .map(drop)
             .map_err(|err| UndoError::io("collect unused blobs in", self.inner.blobs.dir(), err))
     }
 
-    fn enforce_cap(&self, state: &mut LogState) -> Result<(), UndoError> {
+    /// Drops the oldest turns while what the kept ones need (`listing`, after collection)
+    /// is over the size cap.
+    fn enforce_cap(&self, state: &mut LogState, listing: &Listing) -> Result<(), UndoError> {
         let cap = self.inner.options.max_store_bytes;
         let blobs = &self.inner.blobs;
-        let listing = blobs
-            .list()
-            .map_err(|err| UndoError::io("list", blobs.dir(), err))?;
         // What the kept turns need, with the bases of their deltas.
-        let used = |state: &LogState| -> u64 { blobs.size_of(&state.hashes(), &listing) };
+        let used = |state: &LogState| -> u64 { blobs.size_of(&state.hashes(), listing) };
         let mut total = used(state);
         let mut dropped = Vec::new();
         while total > cap && state.undo.len() > 1 {
