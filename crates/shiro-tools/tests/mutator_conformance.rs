@@ -193,6 +193,10 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
     step!("write out/x", m.write(&p("out/x"), b"x", None));
     step!("create_dir out/x", m.create_dir(&p("out/x")));
     step!("read out/secret", m.read(&p("out/secret")));
+    step!(
+        "read_with out/secret",
+        m.read_with(&p("out/secret"), &mut |_| {})
+    );
     step!("read_dir out", async {
         m.read_dir(&p("out")).await.map(|e| e.len())
     });
@@ -249,6 +253,27 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
             .map(String::from_utf8)
     });
     step!("read_into nothing", m.read_into(&p("nothing"), Vec::new()));
+    // Bigger than the pieces `FsMutator` reads at a time.
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    step!("write big (200000 bytes)", m.write(&p("big"), &big, None));
+    step!("read_with big (all bytes, in order)", async {
+        let mut got = Vec::new();
+        let len = m
+            .read_with(&p("big"), &mut |piece| got.extend_from_slice(piece))
+            .await?;
+        Ok::<_, MutatorError>((len, got == big))
+    });
+    step!("read_with e/lnk (now a file)", async {
+        let mut got = Vec::new();
+        m.read_with(&p("e/lnk"), &mut |piece| got.extend_from_slice(piece))
+            .await
+            .map(|len| (len, String::from_utf8(got)))
+    });
+    step!("read_with nothing", m.read_with(&p("nothing"), &mut |_| {}));
+    step!(
+        "read_with e (a directory)",
+        m.read_with(&p("e"), &mut |_| {})
+    );
     step!(
         "overwrite e (a directory)",
         m.overwrite(&p("e"), b"x", 0o644)

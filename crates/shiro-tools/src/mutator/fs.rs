@@ -11,12 +11,16 @@ use async_trait::async_trait;
 use super::{DEFAULT_FILE_MODE, DirEntry, Mutator, MutatorError, Stat, partial_write_path};
 use crate::path::{PathError, WorkspacePath};
 
+/// How many bytes [`Mutator::read_with`] reads at a time: small enough to stay in the
+/// processor's cache, big enough that the calls cost nothing beside the copying.
+const READ_PIECE: usize = 64 * 1024;
+
 /// A [`Mutator`] over the real file system under a root directory.
 ///
 /// Writes go to a temporary file in the same directory, then are renamed over the target, so
 /// a reader or a crashed process sees either the old or the new bytes. Single writes are not
 /// flushed (no `fsync`, as `cp` and editors' plain saves): callers that need durability call
-/// [`Mutator::sync`], which flushes the whole file system once.
+/// [`Mutator::sync`] with the paths they changed.
 ///
 /// Each operation runs on tokio's blocking pool, so it never stalls the async tasks beside
 /// it; [`FsMutator::inline`] runs them on the calling thread instead.
@@ -366,6 +370,36 @@ impl Mutator for FsMutator {
         .await
     }
 
+    /// Inline, through one buffer of 64 KiB; otherwise (on another thread) the
+    /// whole file is read there and handed over at once.
+    async fn read_with(
+        &self,
+        path: &WorkspacePath,
+        sink: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
+    ) -> Result<u64, MutatorError> {
+        if !self.inline {
+            let bytes = self.read(path).await?;
+            sink(&bytes);
+            return Ok(bytes.len() as u64);
+        }
+        let full = self.inner.checked_following(path)?;
+        let failed = |err| io_error("read", path, err);
+        let mut file = fs::File::open(&full).map_err(failed)?;
+        let mut piece = vec![0u8; READ_PIECE];
+        let mut total = 0;
+        loop {
+            match std::io::Read::read(&mut file, &mut piece) {
+                Ok(0) => return Ok(total),
+                Ok(n) => {
+                    sink(&piece[..n]);
+                    total += n as u64;
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(failed(err)),
+            }
+        }
+    }
+
     async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
         let path = path.clone();
         self.blocking(move |roots| {
@@ -391,6 +425,10 @@ impl Mutator for FsMutator {
         bytes: &[u8],
         mode: Option<u32>,
     ) -> Result<(), MutatorError> {
+        if self.inline {
+            // No copy of the bytes for another thread.
+            return write_atomic(&self.inner, path, bytes, mode);
+        }
         let path = path.clone();
         let bytes = bytes.to_vec();
         self.blocking(move |roots| write_atomic(roots, &path, &bytes, mode))
@@ -408,6 +446,9 @@ impl Mutator for FsMutator {
         bytes: &[u8],
         mode: u32,
     ) -> Result<(), MutatorError> {
+        if self.inline {
+            return overwrite(&self.inner, path, bytes, mode);
+        }
         let path = path.clone();
         let bytes = bytes.to_vec();
         self.blocking(move |roots| overwrite(roots, &path, &bytes, mode))

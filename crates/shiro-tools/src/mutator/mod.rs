@@ -139,6 +139,20 @@ pub trait Mutator: Send + Sync {
         self.read(path).await
     }
 
+    /// Like [`Mutator::read`], handing the bytes to `sink` a piece at a time instead of
+    /// returning them, for a caller that only looks at them once (hashing a file): a big file
+    /// then never needs memory of its size. Returns how many bytes there were. The default
+    /// reads the whole file and hands it over at once.
+    async fn read_with(
+        &self,
+        path: &WorkspacePath,
+        sink: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
+    ) -> Result<u64, MutatorError> {
+        let bytes = self.read(path).await?;
+        sink(&bytes);
+        Ok(bytes.len() as u64)
+    }
+
     /// The entries of a directory, sorted by path.
     async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError>;
 
