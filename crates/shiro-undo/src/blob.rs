@@ -252,6 +252,30 @@ impl Blobs {
         Ok(bytes)
     }
 
+    /// Like [`Blobs::get`], reading a raw blob straight into `buf` (whose memory is reused:
+    /// no fresh pages to map, and no copy to drop the blob's first byte).
+    pub(crate) fn get_into(
+        &self,
+        hash: &ContentHash,
+        mut buf: Vec<u8>,
+    ) -> io::Result<Option<Vec<u8>>> {
+        let mut file = match fs::File::open(self.path(hash)) {
+            Ok(file) => file,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return self.get(hash),
+            Err(err) => return Err(err),
+        };
+        let mut first = [0u8; 1];
+        if file.read(&mut first)? != 1 || first[0] != RAW {
+            return self.get(hash);
+        }
+        buf.clear();
+        file.read_to_end(&mut buf)?;
+        if ContentHash::of(&buf) != *hash {
+            return Err(damaged("blob content does not match its hash"));
+        }
+        Ok(Some(buf))
+    }
+
     /// The bytes of a blob, following its chain, unchecked: checking the end of a chain checks
     /// every link, since a wrong link would change the result.
     fn get_in_chain(&self, hash: &ContentHash, depth: usize) -> io::Result<Option<Vec<u8>>> {

@@ -1,4 +1,5 @@
-//! Checksummed JSON lines: every record of the log, the in-flight turn and the journal.
+//! Checksummed JSON lines: every record of the log and of the in-flight turn (and of the
+//! journal of a format-3 store).
 //!
 //! A line is `<blake3 hex of the JSON> <JSON>\n`. A line whose checksum does not match, that
 //! does not parse, or that lacks its newline (a write cut short) is reported and never used;
@@ -25,37 +26,57 @@ pub(crate) struct BadLine {
     pub reason: String,
 }
 
+/// One line of a file of records, as found: its 1-based number, its bytes (without the
+/// newline), and the offset just past it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawLine<'a> {
+    pub number: usize,
+    pub text: &'a [u8],
+    pub end: usize,
+    /// Whether it has its final newline (a write cut short lacks it).
+    pub complete: bool,
+}
+
+impl RawLine<'_> {
+    /// Decodes the line; `Err` says why it cannot be used.
+    pub(crate) fn decode<T: DeserializeOwned>(&self) -> Result<T, String> {
+        if !self.complete {
+            return Err("truncated record (no final newline)".to_owned());
+        }
+        decode_line(self.text)
+    }
+}
+
+/// The lines of `bytes`, in order.
+pub(crate) fn raw_lines(bytes: &[u8]) -> impl Iterator<Item = RawLine<'_>> {
+    let mut start = 0;
+    let mut number = 0;
+    std::iter::from_fn(move || {
+        let rest = bytes.get(start..).filter(|rest| !rest.is_empty())?;
+        number += 1;
+        let (text, end, complete) = match rest.iter().position(|&b| b == b'\n') {
+            Some(at) => (&rest[..at], start + at + 1, true),
+            None => (rest, bytes.len(), false),
+        };
+        start = end;
+        Some(RawLine {
+            number,
+            text,
+            end,
+            complete,
+        })
+    })
+}
+
 /// Decodes every line of `bytes`, in order, keeping the good and reporting the bad.
 pub(crate) fn decode_all<T: DeserializeOwned>(bytes: &[u8]) -> (Vec<(usize, T)>, Vec<BadLine>) {
     let mut good = Vec::new();
     let mut bad = Vec::new();
-    let mut rest = bytes;
-    let mut number = 0;
-    while !rest.is_empty() {
-        number += 1;
-        let (line, complete) = match rest.iter().position(|&b| b == b'\n') {
-            Some(end) => {
-                let line = &rest[..end];
-                rest = &rest[end + 1..];
-                (line, true)
-            }
-            None => {
-                let line = rest;
-                rest = &[];
-                (line, false)
-            }
-        };
-        if !complete {
-            bad.push(BadLine {
-                line: number,
-                reason: "truncated record (no final newline)".to_owned(),
-            });
-            continue;
-        }
-        match decode_line(line) {
-            Ok(value) => good.push((number, value)),
+    for line in raw_lines(bytes) {
+        match line.decode() {
+            Ok(value) => good.push((line.number, value)),
             Err(reason) => bad.push(BadLine {
-                line: number,
+                line: line.number,
                 reason,
             }),
         }

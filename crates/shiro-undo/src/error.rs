@@ -72,9 +72,10 @@ pub enum UndoError {
     /// A file operation on the workspace failed before anything was restored.
     #[error(transparent)]
     Mutator(#[from] MutatorError),
-    /// A restore failed part-way; its journal stays, so it is completed on the next open.
+    /// A restore failed part-way; its `begin` record stays in the log, so it is completed on
+    /// the next open.
     #[error(
-        "restoring turn {turn} stopped: {source}; the journal was kept and the restore will be completed the next time the undo store is opened"
+        "restoring turn {turn} stopped: {source}; the restore will be completed the next time the undo store is opened"
     )]
     RestoreInterrupted {
         /// The turn being restored.

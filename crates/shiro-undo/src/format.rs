@@ -1,4 +1,4 @@
-//! The records of the on-disk format (version 3), as described in `docs/formats.md`.
+//! The records of the on-disk format (version 4), as described in `docs/formats.md`.
 
 use std::collections::BTreeSet;
 
@@ -9,13 +9,15 @@ use crate::image::{ContentHash, Image};
 use crate::report::{Direction, TurnId, TurnSummary};
 
 /// The format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// The `format` field of the log's header line.
 pub(crate) const LOG_FORMAT: &str = "shiro-undo-log";
 
 /// File names inside the store directory.
 pub(crate) const LOG_FILE: &str = "log.jsonl";
 pub(crate) const INFLIGHT_FILE: &str = "inflight.jsonl";
+/// Where stores of format 3 and older kept a restore under way (now a `begin` record of the
+/// log); still read, so that a restore such a store's crash interrupted is completed.
 pub(crate) const JOURNAL_FILE: &str = "journal.jsonl";
 pub(crate) const LOCK_FILE: &str = "lock";
 pub(crate) const BLOBS_DIR: &str = "blobs";
@@ -178,7 +180,8 @@ pub(crate) enum Stack {
     Redo,
 }
 
-/// A line of `log.jsonl`.
+/// A line of `log.jsonl`: a snapshot (`header`, then `turn` lines), then the events appended
+/// since it was written.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "record", rename_all = "snake_case")]
 pub(crate) enum LogLine {
@@ -190,6 +193,27 @@ pub(crate) enum LogLine {
     Turn {
         stack: Stack,
         turn: TurnRecord,
+    },
+    /// A recorded turn: pushed onto the undo stack, which empties the redo stack; the turns
+    /// `dropped` go (past the depth).
+    Push {
+        turn: TurnRecord,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        dropped: Vec<TurnId>,
+    },
+    /// Turns forgotten (past the depth, or for the size cap).
+    Drop {
+        ids: Vec<TurnId>,
+    },
+    /// A restore about to begin, with the images it restores (see [`Journal`]); written and
+    /// flushed before it changes anything.
+    Begin {
+        direction: Direction,
+        turn: TurnRecord,
+    },
+    /// The restore begun last is complete: its turn moves to the other stack.
+    Done {
+        id: TurnId,
     },
 }
 
@@ -216,7 +240,8 @@ pub(crate) enum InflightLine {
     Bash,
 }
 
-/// The one line of `journal.jsonl`: the restore under way, with the images it restores.
+/// The one line of a format-3 `journal.jsonl`: the restore under way, with the images it
+/// restores.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Journal {
     pub version: u32,

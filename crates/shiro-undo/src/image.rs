@@ -154,6 +154,35 @@ pub(crate) async fn real_image(
     image_of(mutator, path, stat, spares).await
 }
 
+/// The image of the entry at `path` itself (see [`Mutator::real_stat`]), hashing a file's
+/// bytes as they are read instead of keeping them (see [`Mutator::read_with`]).
+pub(crate) async fn hashed_image(
+    mutator: &dyn Mutator,
+    path: &WorkspacePath,
+) -> Result<Image, MutatorError> {
+    Ok(match mutator.real_stat(path).await? {
+        Stat::File { mode, .. } => {
+            let (len, hash) = hash_file(mutator, path).await?;
+            Image::File { mode, len, hash }
+        }
+        stat => image_of(mutator, path, stat, &Spares::none()).await?.0,
+    })
+}
+
+/// The length and hash of the file at `path`, read a piece at a time.
+pub(crate) async fn hash_file(
+    mutator: &dyn Mutator,
+    path: &WorkspacePath,
+) -> Result<(u64, ContentHash), MutatorError> {
+    let mut hasher = blake3::Hasher::new();
+    let len = mutator
+        .read_with(path, &mut |piece| {
+            hasher.update(piece);
+        })
+        .await?;
+    Ok((len, ContentHash(*hasher.finalize().as_bytes())))
+}
+
 /// The image of what `stat` found at `path`, reading the bytes of a file (into a spare
 /// buffer, when there is one for a file that big).
 async fn image_of(

@@ -48,6 +48,7 @@ mod error;
 mod format;
 mod image;
 mod lock;
+mod log;
 mod recorder;
 mod report;
 mod restore;

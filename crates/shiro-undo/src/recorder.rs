@@ -289,6 +289,14 @@ impl<M: Mutator> Mutator for Recording<M> {
         self.inner.read_into(path, buf).await
     }
 
+    async fn read_with(
+        &self,
+        path: &WorkspacePath,
+        sink: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
+    ) -> Result<u64, MutatorError> {
+        self.inner.read_with(path, sink).await
+    }
+
     async fn overwrite(
         &self,
         path: &WorkspacePath,

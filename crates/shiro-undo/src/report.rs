@@ -326,7 +326,7 @@ pub enum Notice {
         /// The turn.
         id: TurnId,
     },
-    /// An undo or redo interrupted part-way was completed from its journal.
+    /// An undo or redo interrupted part-way was completed from its record in the log.
     CompletedRestore {
         /// The turn.
         id: TurnId,

@@ -17,11 +17,18 @@ use shiro_tools::{
 use crate::blob::Blobs;
 use crate::error::UndoError;
 use crate::format::TurnRecord;
-use crate::image::{ContentHash, Image, Spares, real_image};
+use crate::image::{ContentHash, Image, Spares, hash_file, hashed_image, real_image};
 use crate::report::{Action, Conflict, ConflictKind, Direction};
 
 /// At most this many foreign entries are named in a "directory not empty" conflict.
 const MAX_NAMED_ENTRIES: usize = 5;
+
+/// The spare buffers a restore reads blobs into: those of files this big (or bigger) are read
+/// into memory it already has (from the file before), since mapping fresh memory page by page
+/// costs as much as copying the bytes.
+pub(crate) fn spares() -> Spares {
+    Spares::new(64 * 1024)
+}
 
 /// One path of a restore: where it is, where it should be, where it goes.
 #[derive(Debug)]
@@ -52,7 +59,7 @@ pub(crate) async fn plan(
 ) -> Result<Vec<Planned>, UndoError> {
     let mut planned = Vec::with_capacity(turn.paths.len());
     for (path, record) in turn.workspace_paths() {
-        let (now, _) = real_image(mutator, &path, &Spares::none()).await?;
+        let now = hashed_image(mutator, &path).await?;
         let (expected, becomes) = sides(record, direction);
         planned.push(Planned {
             path,
@@ -222,7 +229,7 @@ pub(crate) type Seen = BTreeMap<WorkspacePath, Image>;
 /// action differs from the plain one (kept or skipped directories).
 ///
 /// Files are written with [`Mutator::overwrite`]: in place, like `cp`, since a restore
-/// interrupted half-way is finished from its journal, and creating a new file per path (then
+/// interrupted half-way is finished from its `begin` record in the log, and creating a new file per path (then
 /// deleting the old one) was most of a restore's cost on a real disk.
 pub(crate) async fn apply(
     mutator: &dyn Mutator,
@@ -230,6 +237,7 @@ pub(crate) async fn apply(
     turn: &TurnRecord,
     direction: Direction,
     seen: &Seen,
+    spares: &Spares,
 ) -> Result<BTreeMap<WorkspacePath, Action>, UndoError> {
     let mut items: Vec<(WorkspacePath, Image)> = turn
         .workspace_paths()
@@ -312,11 +320,12 @@ pub(crate) async fn apply(
                     }
                     _ => {}
                 }
-                let bytes = load_blob(blobs, path, hash)?;
+                let bytes = load_blob(blobs, path, hash, spares.take(*len))?;
                 if !now.exists() {
                     create_parent_dirs(mutator, path).await?;
                 }
                 mutator.overwrite(path, &bytes, *mode).await?;
+                spares.give(Some(bytes));
             }
             Image::Symlink { target: link } => match mutator.real_stat(path).await? {
                 Stat::Symlink { target: now } if now == *link => {}
@@ -346,7 +355,7 @@ pub(crate) async fn apply(
         }
     }
     // Single writes are not flushed; one sync makes the whole restore durable before the
-    // caller drops its journal. A crash before this point re-runs the restore from the journal.
+    // caller logs it as done. A crash before that re-runs it from its `begin` record.
     let paths: Vec<WorkspacePath> = items.into_iter().map(|(path, _)| path).collect();
     mutator.sync(&paths).await?;
     Ok(notes)
@@ -362,21 +371,23 @@ async fn holds(
 ) -> Result<bool, UndoError> {
     Ok(match seen.get(path) {
         Some(image) => image.hash().as_ref() == Some(hash),
-        None => ContentHash::of(&mutator.read(path).await?) == *hash,
+        None => hash_file(mutator, path).await?.1 == *hash,
     })
 }
 
+/// The bytes of the blob `hash` for `path`, read into `buf` when given.
 fn load_blob(
     blobs: &Blobs,
     path: &WorkspacePath,
     hash: &ContentHash,
+    buf: Option<Vec<u8>>,
 ) -> Result<Vec<u8>, UndoError> {
     let blob_error = |reason: String| UndoError::Blob {
         path: path.clone(),
         hash: hash.to_hex(),
         reason,
     };
-    match blobs.get(hash) {
+    match blobs.get_into(hash, buf.unwrap_or_default()) {
         Ok(Some(bytes)) => Ok(bytes),
         Ok(None) => Err(blob_error("missing".to_owned())),
         Err(err) => Err(blob_error(format!("damaged ({err})"))),

@@ -16,11 +16,11 @@ use crate::delta;
 use crate::error::UndoError;
 use crate::format::{
     BLOBS_DIR, ChangeRecord, DAMAGED_LOG_FILE, FORMAT_VERSION, INFLIGHT_FILE, InflightLine,
-    JOURNAL_FILE, Journal, LOCK_FILE, LOG_FILE, LOG_FORMAT, LogLine, PathRecord, Stack, TurnMeta,
-    TurnRecord,
+    JOURNAL_FILE, Journal, LOCK_FILE, LOG_FILE, LogLine, PathRecord, TurnMeta, TurnRecord,
 };
 use crate::image::{ContentHash, Image, Spares, real_image};
 use crate::lock::{self, LockGuard};
+use crate::log::{self, LogState, Refused};
 use crate::recorder::Recording;
 use crate::report::{
     Action, Conflict, ConflictReport, Direction, Notice, PathOutcome, TurnId, TurnSummary,
@@ -88,35 +88,12 @@ struct Inner {
     notices: Mutex<Vec<Notice>>,
 }
 
-/// The log as read from disk: the undo stack (oldest first) and the redo stack (the next turn
-/// to redo last).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct LogState {
-    pub next_id: u64,
-    pub undo: Vec<TurnRecord>,
-    pub redo: Vec<TurnRecord>,
-}
-
-impl LogState {
-    fn contains(&self, id: TurnId) -> bool {
-        self.undo.iter().chain(&self.redo).any(|t| t.meta.id == id)
-    }
-
-    fn hashes(&self) -> BTreeSet<ContentHash> {
-        self.undo
-            .iter()
-            .chain(&self.redo)
-            .flat_map(TurnRecord::hashes)
-            .collect()
-    }
-}
-
 impl UndoStore {
     /// Opens (creating when needed) the store of the workspace at `workspace_root`, in its
     /// `.shiro/undo/` directory, which gets a `.gitignore` of `*`.
     ///
     /// Opening finishes what a crash interrupted: a restore in progress is completed from its
-    /// journal, and a turn whose process stopped mid-turn becomes a finished, undoable turn.
+    /// record in the log, and a turn whose process stopped mid-turn becomes a finished, undoable turn.
     /// Both leave a [`Notice`].
     pub async fn open(workspace_root: &Path, options: StoreOptions) -> Result<Self, UndoError> {
         let workspace = FsMutator::new(workspace_root)
@@ -152,10 +129,12 @@ impl UndoStore {
         // Only a crash leaves blobs no turn refers to (and temporary files) behind; every
         // recorded turn collects them too. Listing `blobs/` on every open would cost each
         // command time that grows with the store.
-        let crashed = [JOURNAL_FILE, INFLIGHT_FILE]
-            .iter()
-            .any(|name| store.path(name).exists());
-        let state = store.recover(workspace).await?;
+        let mut state = store.load_state()?;
+        let crashed = state.pending.is_some()
+            || [JOURNAL_FILE, INFLIGHT_FILE]
+                .iter()
+                .any(|name| store.path(name).exists());
+        store.recover_loaded(workspace, &mut state).await?;
         if crashed {
             store.collect(&state)?;
         }
@@ -319,48 +298,28 @@ impl UndoStore {
                 Direction::Redo => record.before = item.now.clone(),
             }
         }
-        let journal = Journal {
-            version: FORMAT_VERSION,
-            direction,
-            turn: restored,
-        };
-        let journal_path = self.path(JOURNAL_FILE);
-        let line = encode(&journal).map_err(|err| UndoError::io("encode", &journal_path, err))?;
-        write_atomic(&journal_path, line.as_bytes())
-            .map_err(|err| UndoError::io("write", &journal_path, err))?;
-
+        // Durable before anything changes: a crash from here on is completed on the next open.
+        let id = turn.meta.id;
+        self.append(
+            &mut state,
+            LogLine::Begin {
+                direction,
+                turn: restored.clone(),
+            },
+        )?;
         let seen: restore::Seen = plan
             .iter()
             .map(|item| (item.path.clone(), item.now.clone()))
             .collect();
-        let notes = restore::apply(
-            workspace,
-            &self.inner.blobs,
-            &journal.turn,
-            direction,
-            &seen,
-        )
-        .await
-        .map_err(|err| UndoError::RestoreInterrupted {
-            turn: turn.meta.id,
-            source: Box::new(err),
-        })?;
-        self.finish_restore(&mut state, journal)?;
+        let (blobs, spares) = (&self.inner.blobs, restore::spares());
+        let notes = restore::apply(workspace, blobs, &restored, direction, &seen, &spares)
+            .await
+            .map_err(|err| UndoError::RestoreInterrupted {
+                turn: id,
+                source: Box::new(err),
+            })?;
+        self.append(&mut state, LogLine::Done { id })?;
         Ok(outcome(&notes, false))
-    }
-
-    /// Moves a restored turn to its new stack and drops the journal: the restore is complete.
-    fn finish_restore(&self, state: &mut LogState, journal: Journal) -> Result<(), UndoError> {
-        let id = journal.turn.meta.id;
-        state.undo.retain(|t| t.meta.id != id);
-        state.redo.retain(|t| t.meta.id != id);
-        match journal.direction {
-            Direction::Undo => state.redo.push(journal.turn),
-            Direction::Redo => state.undo.push(journal.turn),
-        }
-        self.save_state(state)?;
-        let path = self.path(JOURNAL_FILE);
-        remove_durably(&path).map_err(|err| UndoError::io("remove", &path, err))
     }
 
     pub(crate) fn lock(&self) -> Result<LockGuard, UndoError> {
@@ -387,8 +346,8 @@ impl UndoStore {
         self.notices().push(notice);
     }
 
-    /// Reads the log without the lock (it is replaced atomically, so it is always whole).
-    /// Damaged records are skipped and reported.
+    /// Reads the log without the lock: it is replaced atomically, and an append still being
+    /// written reads as torn, hence as not yet there. Damaged records are skipped and reported.
     fn read_state(&self) -> Result<LogState, UndoError> {
         let (state, bad) = self.parse_log()?;
         for notice in bad {
@@ -401,16 +360,17 @@ impl UndoStore {
         let path = self.path(LOG_FILE);
         let Some(bytes) = read_optional(&path).map_err(|err| UndoError::io("read", &path, err))?
         else {
-            return Ok((
-                LogState {
-                    next_id: 1,
-                    ..LogState::default()
-                },
-                Vec::new(),
-            ));
+            return Ok((LogState::empty(), Vec::new()));
         };
-        let (lines, bad) = decode_all::<LogLine>(&bytes);
-        let mut notices: Vec<Notice> = bad
+        let parsed = log::parse(&bytes).map_err(|Refused::Version(found)| {
+            UndoError::UnsupportedVersion {
+                path: path.clone(),
+                found,
+                supported: FORMAT_VERSION,
+            }
+        })?;
+        let notices = parsed
+            .bad
             .into_iter()
             .map(|b| Notice::CorruptRecord {
                 file: LOG_FILE.to_owned(),
@@ -418,63 +378,19 @@ impl UndoStore {
                 reason: b.reason,
             })
             .collect();
-        let mut state = LogState::default();
-        let mut header_seen = false;
-        for (number, line) in lines {
-            match line {
-                LogLine::Header {
-                    format,
-                    version,
-                    next_id,
-                } => {
-                    if format != LOG_FORMAT || version > FORMAT_VERSION {
-                        return Err(UndoError::UnsupportedVersion {
-                            path,
-                            found: version,
-                            supported: FORMAT_VERSION,
-                        });
-                    }
-                    header_seen = true;
-                    state.next_id = state.next_id.max(next_id);
-                }
-                LogLine::Turn { stack, turn } => {
-                    if let Err(reason) = turn.validate() {
-                        notices.push(Notice::CorruptRecord {
-                            file: LOG_FILE.to_owned(),
-                            line: number,
-                            reason,
-                        });
-                        continue;
-                    }
-                    state.next_id = state.next_id.max(turn.meta.id.0 + 1);
-                    match stack {
-                        Stack::Undo => state.undo.push(turn),
-                        Stack::Redo => state.redo.push(turn),
-                    }
-                }
-            }
-        }
-        if !header_seen && notices.is_empty() && !(state.undo.is_empty() && state.redo.is_empty()) {
-            notices.push(Notice::CorruptRecord {
-                file: LOG_FILE.to_owned(),
-                line: 1,
-                reason: "missing header".to_owned(),
-            });
-        }
-        state.next_id = state.next_id.max(1);
-        Ok((state, notices))
+        Ok((parsed.state, notices))
     }
 
     /// Reads the log under the lock; a damaged log is copied aside, reported, and rewritten
     /// with its good records so the damage is reported once.
     pub(crate) fn load_state(&self) -> Result<LogState, UndoError> {
-        let (state, bad) = self.parse_log()?;
+        let (mut state, bad) = self.parse_log()?;
         if !bad.is_empty() {
             let path = self.path(LOG_FILE);
             let damaged = self.path(DAMAGED_LOG_FILE);
             fs::copy(&path, &damaged)
                 .map_err(|err| UndoError::io("keep a copy of the damaged log at", &damaged, err))?;
-            self.save_state(&state)?;
+            log::rewrite(&path, &mut state).map_err(|err| UndoError::io("write", &path, err))?;
             for notice in bad {
                 self.notify(notice);
             }
@@ -482,44 +398,65 @@ impl UndoStore {
         Ok(state)
     }
 
-    pub(crate) fn save_state(&self, state: &LogState) -> Result<(), UndoError> {
+    /// Applies `record` to `state` and makes it durable in the log (see [`log::append`]).
+    pub(crate) fn append(&self, state: &mut LogState, record: LogLine) -> Result<(), UndoError> {
         let path = self.path(LOG_FILE);
-        let mut text = encode(&LogLine::Header {
-            format: LOG_FORMAT.to_owned(),
-            version: FORMAT_VERSION,
-            next_id: state.next_id,
-        })
-        .map_err(|err| UndoError::io("encode", &path, err))?;
-        let lines = state
-            .undo
-            .iter()
-            .map(|t| (Stack::Undo, t))
-            .chain(state.redo.iter().map(|t| (Stack::Redo, t)));
-        for (stack, turn) in lines {
-            let line = encode(&LogLine::Turn {
-                stack,
-                turn: turn.clone(),
-            })
-            .map_err(|err| UndoError::io("encode", &path, err))?;
-            text.push_str(&line);
-        }
-        write_atomic(&path, text.as_bytes()).map_err(|err| UndoError::io("write", &path, err))
+        log::append(&path, state, record).map_err(|err| UndoError::io("write", &path, err))
     }
 
     /// Under the lock: completes an interrupted restore, recovers an interrupted turn, and
     /// returns the log.
     pub(crate) async fn recover(&self, workspace: &dyn Mutator) -> Result<LogState, UndoError> {
         let mut state = self.load_state()?;
-        self.recover_journal(workspace, &mut state).await?;
-        self.recover_inflight(workspace, &mut state).await?;
+        self.recover_loaded(workspace, &mut state).await?;
         Ok(state)
     }
 
-    async fn recover_journal(
+    async fn recover_loaded(
         &self,
         workspace: &dyn Mutator,
         state: &mut LogState,
     ) -> Result<(), UndoError> {
+        self.adopt_journal(state)?;
+        self.recover_restore(workspace, state).await?;
+        self.recover_inflight(workspace, state).await
+    }
+
+    /// Completes a restore that a crash interrupted (its `begin` is the log's last record):
+    /// each path converges on its target image, and what is right already is skipped.
+    async fn recover_restore(
+        &self,
+        workspace: &dyn Mutator,
+        state: &mut LogState,
+    ) -> Result<(), UndoError> {
+        let Some(pending) = state.pending.clone() else {
+            return Ok(());
+        };
+        let id = pending.turn.meta.id;
+        let direction = pending.direction;
+        let paths = pending.turn.workspace_paths();
+        restore::sweep_partial_writes(workspace, paths.iter().map(|(path, _)| path)).await;
+        restore::apply(
+            workspace,
+            &self.inner.blobs,
+            &pending.turn,
+            direction,
+            &restore::Seen::new(),
+            &restore::spares(),
+        )
+        .await
+        .map_err(|err| UndoError::RestoreInterrupted {
+            turn: id,
+            source: Box::new(err),
+        })?;
+        self.append(state, LogLine::Done { id })?;
+        self.notify(Notice::CompletedRestore { id, direction });
+        Ok(())
+    }
+
+    /// Moves the journal of a restore that a store of format 3 or older began into the log,
+    /// as its `begin` record, for [`Self::recover_restore`] to complete.
+    fn adopt_journal(&self, state: &mut LogState) -> Result<(), UndoError> {
         let path = self.path(JOURNAL_FILE);
         let Some(bytes) = read_optional(&path).map_err(|err| UndoError::io("read", &path, err))?
         else {
@@ -527,7 +464,9 @@ impl UndoStore {
         };
         let (mut good, bad) = decode_all::<Journal>(&bytes);
         match good.pop() {
-            Some((_, journal)) if bad.is_empty() && journal.turn.validate().is_ok() => {
+            Some((_, journal))
+                if bad.is_empty() && journal.turn.validate().is_ok() && state.pending.is_none() =>
+            {
                 if journal.version > FORMAT_VERSION {
                     return Err(UndoError::UnsupportedVersion {
                         path,
@@ -535,28 +474,17 @@ impl UndoStore {
                         supported: FORMAT_VERSION,
                     });
                 }
-                let id = journal.turn.meta.id;
-                let direction = journal.direction;
-                let paths = journal.turn.workspace_paths();
-                restore::sweep_partial_writes(workspace, paths.iter().map(|(path, _)| path)).await;
-                restore::apply(
-                    workspace,
-                    &self.inner.blobs,
-                    &journal.turn,
-                    direction,
-                    &restore::Seen::new(),
-                )
-                .await
-                .map_err(|err| UndoError::RestoreInterrupted {
-                    turn: id,
-                    source: Box::new(err),
-                })?;
-                self.finish_restore(state, journal)?;
-                self.notify(Notice::CompletedRestore { id, direction });
+                self.append(
+                    state,
+                    LogLine::Begin {
+                        direction: journal.direction,
+                        turn: journal.turn,
+                    },
+                )?;
             }
             _ => {
-                // The journal is made durable before a restore changes anything, so a damaged
-                // journal means the restore never began: dropping it loses nothing.
+                // The journal was made durable before its restore changed anything, so a
+                // damaged journal means the restore never began: dropping it loses nothing.
                 for b in bad {
                     self.notify(Notice::CorruptRecord {
                         file: JOURNAL_FILE.to_owned(),
@@ -564,10 +492,9 @@ impl UndoStore {
                         reason: b.reason,
                     });
                 }
-                remove_durably(&path).map_err(|err| UndoError::io("remove", &path, err))?;
             }
         }
-        Ok(())
+        remove_durably(&path).map_err(|err| UndoError::io("remove", &path, err))
     }
 
     async fn recover_inflight(
@@ -756,15 +683,17 @@ impl UndoStore {
         state: &mut LogState,
         record: TurnRecord,
     ) -> Result<(), UndoError> {
-        state.next_id = state.next_id.max(record.meta.id.0 + 1);
-        state.redo.clear();
-        state.undo.push(record);
+        // Past the depth, the oldest turns go.
         let depth = self.inner.options.depth.max(1);
-        if state.undo.len() > depth {
-            let excess = state.undo.len() - depth;
-            state.undo.drain(..excess);
-        }
-        self.save_state(state)?;
+        let excess = (state.undo.len() + 1).saturating_sub(depth);
+        let dropped: Vec<TurnId> = state.undo.iter().take(excess).map(|t| t.meta.id).collect();
+        self.append(
+            state,
+            LogLine::Push {
+                turn: record,
+                dropped,
+            },
+        )?;
         let listing = self.collect(state)?;
         self.enforce_cap(state, &listing)
     }
@@ -791,7 +720,12 @@ impl UndoStore {
             total = used(state);
         }
         if !dropped.is_empty() {
-            self.save_state(state)?;
+            self.append(
+                state,
+                LogLine::Drop {
+                    ids: dropped.clone(),
+                },
+            )?;
             self.collect(state)?;
             self.notify(Notice::DroppedForSize {
                 dropped,

@@ -479,12 +479,27 @@ async fn a_damaged_log_record_is_reported_and_skipped() {
     again.undo(&f.ws, UndoOptions::default()).await.unwrap();
     assert!(!mem_tree(&f.ws).contains_key("f3"));
 
-    // A record cut short (a torn write) is reported the same way.
+    // A last record cut short is an append a crash interrupted, not damage: it was never
+    // acknowledged. Here it is the `done` of that undo, whose `begin` stays: the next open
+    // completes the undo again (there is nothing left to change) and says so.
     let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.lines().last().unwrap().contains(r#""record":"done""#));
     std::fs::write(&log, &text[..text.len() - 10]).unwrap();
+    let damaged_copy = std::fs::read(f.dir.path().join(".shiro/undo/log.damaged.jsonl")).unwrap();
     let (store, notices) = reopen(f.dir.path(), &f.ws).await;
     insta::assert_snapshot!("truncated_record", notices.join("\n"));
     assert_eq!(store.log().unwrap().len(), 1);
+    assert_eq!(store.redo_log().unwrap().len(), 1);
+    assert!(!mem_tree(&f.ws).contains_key("f3"));
+    assert_eq!(
+        std::fs::read(f.dir.path().join(".shiro/undo/log.damaged.jsonl")).unwrap(),
+        damaged_copy,
+        "no damage to keep a copy of"
+    );
+    let again = UndoStore::open_with(f.dir.path(), &f.ws, StoreOptions::default())
+        .await
+        .unwrap();
+    assert!(again.take_notices().is_empty());
 }
 
 #[tokio::test]
@@ -635,7 +650,7 @@ async fn a_restore_interrupted_at_any_step_is_completed_on_the_next_open() {
             insta::assert_snapshot!("restore_interrupted", err.to_string());
         }
         assert!(matches!(err, UndoError::RestoreInterrupted { .. }), "{err}");
-        assert!(f.store.dir().join("journal.jsonl").exists());
+        assert_eq!(last_record(f.store.dir()), "begin");
 
         let (store, notices) = reopen(f.dir.path(), &f.ws).await;
         if fail_at == 1 {
@@ -643,12 +658,50 @@ async fn a_restore_interrupted_at_any_step_is_completed_on_the_next_open() {
         }
         assert_eq!(mem_tree(&f.ws), before, "fail_at {fail_at}");
         assert!(store.log().unwrap().is_empty() && store.redo_log().unwrap().len() == 1);
-        assert!(!store.dir().join("journal.jsonl").exists());
+        assert_ne!(last_record(store.dir()), "begin");
     }
     assert!(
         steps >= 6,
         "the undo takes at least six mutating steps, each interrupted once ({steps})"
     );
+}
+
+/// The kind of the last record of the store's log (`begin`, `done`, `turn`, …).
+fn last_record(store_dir: &Path) -> String {
+    let text = std::fs::read_to_string(store_dir.join("log.jsonl")).unwrap();
+    let line = text.lines().last().unwrap();
+    let (_, json) = line.split_once(' ').unwrap();
+    let value: serde_json::Value = serde_json::from_str(json).unwrap();
+    value["record"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn a_restore_journaled_by_a_format_3_store_is_completed() {
+    let f = fixture(StoreOptions::default()).await;
+    write(&f.ws, "a", b"before").await;
+    f.rec.begin_turn(start("old store")).await.unwrap();
+    write(&f.rec, "a", b"after").await;
+    f.rec.finish_turn().await.unwrap().unwrap();
+    // What a format-3 shiro left when it crashed mid-undo: the journal, holding the turn with
+    // the images to restore (for an undo of an unchanged file, the turn as logged).
+    let log = std::fs::read_to_string(f.store.dir().join("log.jsonl")).unwrap();
+    let turn_line = log.lines().last().unwrap().split_once(' ').unwrap().1;
+    let turn: serde_json::Value = serde_json::from_str(turn_line).unwrap();
+    let json =
+        serde_json::json!({"version": 3, "direction": "undo", "turn": turn["turn"]}).to_string();
+    let line = format!("{} {json}\n", ContentHash::of(json.as_bytes()).to_hex());
+    std::fs::write(f.store.dir().join("journal.jsonl"), line).unwrap();
+    drop(f.rec);
+
+    let (store, notices) = reopen(f.dir.path(), &f.ws).await;
+    assert_eq!(
+        notices,
+        ["completed the interrupted undo of turn #1; the workspace is as it was before the turn"]
+    );
+    assert_eq!(mem_tree(&f.ws)["a"].1.as_deref(), Some(&b"before"[..]));
+    assert!(store.log().unwrap().is_empty());
+    assert_eq!(store.redo_log().unwrap().len(), 1);
+    assert!(!store.dir().join("journal.jsonl").exists());
 }
 
 #[tokio::test]

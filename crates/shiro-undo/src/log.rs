@@ -1,0 +1,599 @@
+//! `log.jsonl`: the undo and redo stacks, as a snapshot followed by the events appended since
+//! it was written.
+//!
+//! Recording a turn appends one `push` record; a restore appends `begin` before it changes
+//! anything and `done` after. Each append is one write and one `fdatasync` of a file that
+//! exists already, so a change to the log costs the same however long the history is (a
+//! rewrite of the whole file costs a new file, its flush, a rename and a directory flush).
+//! When the events outgrow the snapshot, the next change rewrites the snapshot instead, so
+//! reading the log stays proportional to what it holds.
+
+use std::collections::BTreeSet;
+use std::fs::OpenOptions;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use crate::codec::{BadLine, encode, raw_lines, write_atomic};
+use crate::format::{FORMAT_VERSION, LOG_FORMAT, LogLine, Stack, TurnRecord};
+use crate::image::ContentHash;
+use crate::report::{Direction, TurnId};
+
+/// Events are appended until they take more than this many bytes, or more than the snapshot,
+/// whichever is larger; then the snapshot is rewritten.
+const APPENDED_MAX: u64 = 16 * 1024;
+
+/// The log as read from disk: the undo stack (oldest first), the redo stack (the next turn to
+/// redo last), and a restore that began but did not complete.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LogState {
+    pub next_id: u64,
+    pub undo: Vec<TurnRecord>,
+    pub redo: Vec<TurnRecord>,
+    /// A restore whose `begin` is in the log and its `done` is not: a crash interrupted it.
+    pub pending: Option<Pending>,
+    layout: Layout,
+}
+
+/// A restore under way: the direction, and the turn with the images it restores.
+#[derive(Debug, Clone)]
+pub(crate) struct Pending {
+    pub direction: Direction,
+    pub turn: TurnRecord,
+}
+
+/// Where things are in the file, for the next append.
+#[derive(Debug, Clone, Copy, Default)]
+struct Layout {
+    /// The header's version; 0 when there is no log yet.
+    version: u32,
+    /// Where the last usable record ends: the next append goes there (cutting off a record
+    /// that a crash left torn).
+    end: u64,
+    /// The bytes of the snapshot.
+    snapshot: u64,
+    /// The bytes of the events after it.
+    appended: u64,
+}
+
+impl LogState {
+    /// The state of a store without a log.
+    pub(crate) fn empty() -> Self {
+        Self {
+            next_id: 1,
+            ..Self::default()
+        }
+    }
+
+    pub(crate) fn contains(&self, id: TurnId) -> bool {
+        self.undo.iter().chain(&self.redo).any(|t| t.meta.id == id)
+    }
+
+    /// Every blob the kept turns refer to (a restore under way included).
+    pub(crate) fn hashes(&self) -> BTreeSet<ContentHash> {
+        self.undo
+            .iter()
+            .chain(&self.redo)
+            .chain(self.pending.iter().map(|p| &p.turn))
+            .flat_map(TurnRecord::hashes)
+            .collect()
+    }
+
+    /// Applies one record. `Err` says why the record cannot be applied; the state is then
+    /// unchanged.
+    fn apply(&mut self, line: LogLine) -> Result<(), String> {
+        if let Some(pending) = &self.pending
+            && !matches!(line, LogLine::Done { .. })
+        {
+            return Err(format!(
+                "the restore of turn {} begun before it never completed",
+                pending.turn.meta.id
+            ));
+        }
+        match line {
+            LogLine::Header { next_id, .. } => self.next_id = self.next_id.max(next_id),
+            LogLine::Turn { stack, turn } => {
+                self.check_new(&turn)?;
+                match stack {
+                    Stack::Undo => self.undo.push(turn),
+                    Stack::Redo => self.redo.push(turn),
+                }
+            }
+            LogLine::Push { turn, dropped } => {
+                self.check_new(&turn)?;
+                self.redo.clear();
+                self.undo.push(turn);
+                self.forget(&dropped);
+            }
+            LogLine::Drop { ids } => self.forget(&ids),
+            LogLine::Begin { direction, turn } => {
+                turn.validate()?;
+                self.pending = Some(Pending { direction, turn });
+            }
+            LogLine::Done { id } => match self.pending.take() {
+                Some(Pending { direction, turn }) if turn.meta.id == id => {
+                    self.undo.retain(|t| t.meta.id != id);
+                    self.redo.retain(|t| t.meta.id != id);
+                    match direction {
+                        Direction::Undo => self.redo.push(turn),
+                        Direction::Redo => self.undo.push(turn),
+                    }
+                }
+                other => {
+                    self.pending = other;
+                    return Err(format!("no restore of turn {id} was begun"));
+                }
+            },
+        }
+        Ok(())
+    }
+
+    fn forget(&mut self, ids: &[TurnId]) {
+        self.undo.retain(|t| !ids.contains(&t.meta.id));
+        self.redo.retain(|t| !ids.contains(&t.meta.id));
+    }
+
+    /// Checks a turn about to join a stack, and advances the next id past it.
+    fn check_new(&mut self, turn: &TurnRecord) -> Result<(), String> {
+        turn.validate()?;
+        if self.contains(turn.meta.id) {
+            return Err(format!("turn {} is in the log twice", turn.meta.id));
+        }
+        self.next_id = self.next_id.max(turn.meta.id.0 + 1);
+        Ok(())
+    }
+
+    /// The log as one snapshot: the header, the stacks, and a restore under way.
+    fn snapshot(&self) -> io::Result<String> {
+        let mut text = encode(&LogLine::Header {
+            format: LOG_FORMAT.to_owned(),
+            version: FORMAT_VERSION,
+            next_id: self.next_id,
+        })?;
+        let turns = (self.undo.iter().map(|t| (Stack::Undo, t)))
+            .chain(self.redo.iter().map(|t| (Stack::Redo, t)));
+        for (stack, turn) in turns {
+            text.push_str(&encode(&LogLine::Turn {
+                stack,
+                turn: turn.clone(),
+            })?);
+        }
+        if let Some(pending) = &self.pending {
+            text.push_str(&encode(&LogLine::Begin {
+                direction: pending.direction,
+                turn: pending.turn.clone(),
+            })?);
+        }
+        Ok(text)
+    }
+}
+
+/// A log read from disk, with the records that could not be used.
+#[derive(Debug)]
+pub(crate) struct Parsed {
+    pub state: LogState,
+    pub bad: Vec<BadLine>,
+}
+
+/// Why a log cannot be read at all.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Refused {
+    /// Another format, or a newer version: it is left untouched.
+    Version(u32),
+}
+
+/// Reads a log. A last record that cannot be used is the append a crash cut short (it was
+/// never acknowledged, since an append returns only once flushed; an unlocked reader may
+/// also see one still being written): it is ignored, and the next append replaces it. Any
+/// other record that cannot be used is skipped and returned in `bad`.
+pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
+    let mut state = LogState::empty();
+    let mut bad = Vec::new();
+    let mut version = 0;
+    // Where the snapshot ends (its last line), and where the last usable record ends.
+    let mut snapshot_end = 0;
+    let mut in_snapshot = true;
+    let mut end = 0;
+    // The last line, when it could not be used, and where it starts.
+    let mut torn: Option<(BadLine, usize)> = None;
+    // The line of the last `begin`.
+    let mut begun = 0;
+    for line in raw_lines(bytes) {
+        let start = end;
+        end = line.end;
+        if let Some((earlier, _)) = torn.take() {
+            bad.push(earlier);
+        }
+        let record = match line.decode::<LogLine>() {
+            Ok(record) => record,
+            Err(reason) => {
+                let line = BadLine {
+                    line: line.number,
+                    reason,
+                };
+                torn = Some((line, start));
+                continue;
+            }
+        };
+        if let LogLine::Header {
+            format,
+            version: found,
+            ..
+        } = &record
+        {
+            if format != LOG_FORMAT || *found > FORMAT_VERSION {
+                return Err(Refused::Version(*found));
+            }
+            if line.number == 1 {
+                version = *found;
+            }
+        }
+        in_snapshot &= matches!(record, LogLine::Header { .. } | LogLine::Turn { .. });
+        if !matches!(record, LogLine::Done { .. })
+            && let Some(pending) = state.pending.take()
+        {
+            // Its `done` is damaged, since nothing is appended while a restore is pending.
+            bad.push(BadLine {
+                line: begun,
+                reason: format!(
+                    "the restore of turn {} begun here has no record of completing",
+                    pending.turn.meta.id
+                ),
+            });
+        }
+        if matches!(record, LogLine::Begin { .. }) {
+            begun = line.number;
+        }
+        if in_snapshot {
+            snapshot_end = line.end;
+        }
+        if let Err(reason) = state.apply(record) {
+            bad.push(BadLine {
+                line: line.number,
+                reason,
+            });
+        }
+    }
+    if let Some((last, start)) = torn {
+        end = start;
+        // The snapshot's first line is written atomically with the rest: it is never torn.
+        if last.line == 1 {
+            bad.push(last);
+        }
+    }
+    if version == 0 && bad.is_empty() && !(state.undo.is_empty() && state.redo.is_empty()) {
+        bad.push(BadLine {
+            line: 1,
+            reason: "missing header".to_owned(),
+        });
+    }
+    let snapshot_end = snapshot_end.min(end);
+    state.layout = Layout {
+        version,
+        end: end as u64,
+        snapshot: snapshot_end as u64,
+        appended: (end - snapshot_end) as u64,
+    };
+    Ok(Parsed { state, bad })
+}
+
+/// Applies `record` to `state` and makes it durable in the log at `path`: appended and
+/// flushed (one write: a crash leaves the record whole or torn, and a torn one is ignored),
+/// or, when the events have outgrown the snapshot (or the log is missing, or of an older
+/// version), as a new snapshot that replaces the log atomically.
+pub(crate) fn append(path: &Path, state: &mut LogState, record: LogLine) -> io::Result<()> {
+    let text = encode(&record)?;
+    state.apply(record).map_err(io::Error::other)?;
+    let layout = state.layout;
+    let appended = layout.appended + text.len() as u64;
+    if layout.version < FORMAT_VERSION || appended > APPENDED_MAX.max(layout.snapshot) {
+        return rewrite(path, state);
+    }
+    let file = OpenOptions::new().write(true).open(path)?;
+    if file.metadata()?.len() != layout.end {
+        file.set_len(layout.end)?;
+    }
+    file.write_all_at(text.as_bytes(), layout.end)?;
+    file.sync_data()?;
+    state.layout.end += text.len() as u64;
+    state.layout.appended = appended;
+    Ok(())
+}
+
+/// Replaces the log at `path` with a snapshot of `state`, atomically and durably.
+pub(crate) fn rewrite(path: &Path, state: &mut LogState) -> io::Result<()> {
+    let text = state.snapshot()?;
+    write_atomic(path, text.as_bytes())?;
+    let len = text.len() as u64;
+    state.layout = Layout {
+        version: FORMAT_VERSION,
+        end: len,
+        snapshot: len,
+        appended: 0,
+    };
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::format::TurnMeta;
+
+    fn turn(id: u64) -> TurnRecord {
+        TurnRecord {
+            meta: TurnMeta {
+                id: TurnId(id),
+                time: 0,
+                summary: format!("turn {id}"),
+                history_marker: id,
+                session: None,
+            },
+            tools: Vec::new(),
+            changes: Vec::new(),
+            ran_bash: false,
+            recovered: false,
+            paths: Vec::new(),
+        }
+    }
+
+    fn push(id: u64) -> LogLine {
+        LogLine::Push {
+            turn: turn(id),
+            dropped: Vec::new(),
+        }
+    }
+
+    /// What a state says, for comparing a state with the log read back: the next id, the
+    /// ids on each stack, and the restore under way.
+    type View = (u64, Vec<u64>, Vec<u64>, Option<(u64, Direction)>);
+
+    fn view(state: &LogState) -> View {
+        let ids = |turns: &[TurnRecord]| turns.iter().map(|t| t.meta.id.0).collect();
+        (
+            state.next_id,
+            ids(&state.undo),
+            ids(&state.redo),
+            state
+                .pending
+                .as_ref()
+                .map(|p| (p.turn.meta.id.0, p.direction)),
+        )
+    }
+
+    fn read(path: &Path) -> Parsed {
+        parse(&std::fs::read(path).unwrap()).unwrap()
+    }
+
+    /// One change to the log, as the store makes them.
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Record a turn, keeping at most this many.
+        Push { depth: usize },
+        /// Drop the oldest turn on the undo stack.
+        DropOldest,
+        /// Undo or redo the top turn, completely.
+        Restore(Direction),
+        /// Begin a restore and stop (a crash): always last.
+        Begin(Direction),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (1usize..5).prop_map(|depth| Op::Push { depth }),
+            1 => Just(Op::DropOldest),
+            2 => Just(Op::Restore(Direction::Undo)),
+            1 => Just(Op::Restore(Direction::Redo)),
+        ]
+    }
+
+    /// The records the store would append for `op`, one append each; none when it does not
+    /// apply.
+    fn records(state: &LogState, op: &Op) -> Vec<LogLine> {
+        let top = |direction| match direction {
+            Direction::Undo => state.undo.last(),
+            Direction::Redo => state.redo.last(),
+        };
+        match op {
+            Op::Push { depth } => {
+                let excess = (state.undo.len() + 1).saturating_sub(*depth);
+                let dropped = state.undo.iter().take(excess).map(|t| t.meta.id).collect();
+                vec![LogLine::Push {
+                    turn: turn(state.next_id),
+                    dropped,
+                }]
+            }
+            Op::DropOldest => state
+                .undo
+                .first()
+                .map(|t| LogLine::Drop {
+                    ids: vec![t.meta.id],
+                })
+                .into_iter()
+                .collect(),
+            Op::Restore(direction) | Op::Begin(direction) => top(*direction)
+                .map(|t| {
+                    let mut records = vec![LogLine::Begin {
+                        direction: *direction,
+                        turn: t.clone(),
+                    }];
+                    if matches!(op, Op::Restore(_)) {
+                        records.push(LogLine::Done { id: t.meta.id });
+                    }
+                    records
+                })
+                .unwrap_or_default(),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Whatever the changes, the log read back is the state they made, and an append cut
+        /// short anywhere reads as the state before it, with nothing reported.
+        #[test]
+        fn the_log_read_back_is_the_state_written(
+            ops in proptest::collection::vec(op(), 1..120),
+            crash in proptest::option::of((0..2usize).prop_map(|i| [Direction::Undo, Direction::Redo][i])),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("log.jsonl");
+            let mut state = LogState::empty();
+            let mut ops = ops;
+            ops.extend(crash.map(Op::Begin));
+            let mut last_len = 0;
+            for op in &ops {
+              for record in records(&state, op) {
+                let before = std::fs::read(&path).unwrap_or_default();
+                let view_before = view(&state);
+                append(&path, &mut state, record).unwrap();
+                let parsed = read(&path);
+                prop_assert!(parsed.bad.is_empty(), "{:?}", parsed.bad);
+                prop_assert_eq!(view(&parsed.state), view(&state));
+                let bytes = std::fs::read(&path).unwrap();
+                // Events never take more than the snapshot, or the fixed allowance.
+                prop_assert!(parsed.state.layout.appended <= APPENDED_MAX.max(parsed.state.layout.snapshot));
+                if bytes.starts_with(&before) && bytes.len() > before.len() && !before.is_empty() {
+                    // An append: cut it short anywhere, and it is as if it never happened.
+                    let at = before.len() + cut.index(bytes.len() - before.len());
+                    let torn = parse(&bytes[..at]).unwrap();
+                    prop_assert!(torn.bad.is_empty(), "{:?}", torn.bad);
+                    prop_assert_eq!(view(&torn.state), view_before);
+                    prop_assert_eq!(torn.state.layout.end, before.len() as u64);
+                }
+                last_len = bytes.len();
+              }
+            }
+            prop_assert_eq!(std::fs::metadata(&path).map(|m| m.len() as usize).unwrap_or(0), last_len);
+        }
+    }
+
+    #[test]
+    fn the_next_append_replaces_a_torn_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let mut state = LogState::empty();
+        append(&path, &mut state, push(1)).unwrap();
+        append(&path, &mut state, push(2)).unwrap();
+        let whole = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &whole[..whole.len() - 7]).unwrap();
+        let mut state = read(&path).state;
+        assert_eq!(view(&state).1, [1]);
+        append(&path, &mut state, push(3)).unwrap();
+        let parsed = read(&path);
+        assert!(parsed.bad.is_empty());
+        assert_eq!(view(&parsed.state), (4, vec![1, 3], vec![], None));
+    }
+
+    #[test]
+    fn damage_before_the_last_record_is_reported_and_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let mut state = LogState::empty();
+        for id in 1..=3 {
+            append(&path, &mut state, push(id)).unwrap();
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let damaged = text.replacen("turn 2", "turn X", 1);
+        let parsed = parse(damaged.as_bytes()).unwrap();
+        assert_eq!(view(&parsed.state).1, [1, 3]);
+        assert_eq!(parsed.bad.len(), 1);
+        assert_eq!(parsed.bad[0].line, 3);
+        assert_eq!(parsed.bad[0].reason, "checksum mismatch");
+        assert_eq!(parsed.state.layout.end, damaged.len() as u64);
+    }
+
+    #[test]
+    fn records_out_of_order_are_reported() {
+        let line = |record: LogLine| encode(&record).unwrap();
+        let header = line(LogLine::Header {
+            format: LOG_FORMAT.to_owned(),
+            version: FORMAT_VERSION,
+            next_id: 1,
+        });
+        let begin = line(LogLine::Begin {
+            direction: Direction::Undo,
+            turn: turn(1),
+        });
+        // A `done` without its `begin`, a turn logged twice, and a `begin` whose `done` is
+        // missing before the next record.
+        let text = [
+            header,
+            line(LogLine::Done { id: TurnId(1) }),
+            line(push(1)),
+            line(push(1)),
+            begin,
+            line(push(2)),
+        ]
+        .concat();
+        let parsed = parse(text.as_bytes()).unwrap();
+        let reasons: Vec<(usize, &str)> = parsed
+            .bad
+            .iter()
+            .map(|b| (b.line, b.reason.as_str()))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                (2, "no restore of turn #1 was begun"),
+                (4, "turn #1 is in the log twice"),
+                (
+                    5,
+                    "the restore of turn #1 begun here has no record of completing"
+                ),
+            ]
+        );
+        assert_eq!(view(&parsed.state), (3, vec![1, 2], vec![], None));
+
+        // Without a header, the turns are read and the header reported missing.
+        let headless = line(push(1));
+        let parsed = parse(headless.as_bytes()).unwrap();
+        assert_eq!(parsed.bad[0].reason, "missing header");
+        assert_eq!(view(&parsed.state).1, [1]);
+    }
+
+    #[test]
+    fn a_log_of_an_older_version_is_rewritten_before_it_is_appended_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let old = [
+            encode(&LogLine::Header {
+                format: LOG_FORMAT.to_owned(),
+                version: 3,
+                next_id: 5,
+            })
+            .unwrap(),
+            encode(&LogLine::Turn {
+                stack: Stack::Undo,
+                turn: turn(4),
+            })
+            .unwrap(),
+        ]
+        .concat();
+        std::fs::write(&path, &old).unwrap();
+        let mut state = read(&path).state;
+        append(&path, &mut state, push(5)).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(r#""version":4"#), "{text}");
+        assert!(
+            !text.contains(r#""record":"push""#),
+            "a snapshot, not an append"
+        );
+        assert_eq!(view(&read(&path).state), (6, vec![4, 5], vec![], None));
+
+        let newer = encode(&LogLine::Header {
+            format: LOG_FORMAT.to_owned(),
+            version: FORMAT_VERSION + 1,
+            next_id: 1,
+        })
+        .unwrap();
+        assert_eq!(
+            parse(newer.as_bytes()).unwrap_err(),
+            Refused::Version(FORMAT_VERSION + 1)
+        );
+    }
+}
