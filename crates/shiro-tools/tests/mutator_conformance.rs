@@ -270,6 +270,20 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
             .map(|len| (len, String::from_utf8(got)))
     });
     step!("read_with nothing", m.read_with(&p("nothing"), &mut |_| {}));
+    // In place over a big file, which `FsMutator` compares block by block: the same bytes,
+    // one byte changed in the middle or the last block, shorter, longer.
+    let mut versions = vec![big.clone(), big.clone(), big.clone()];
+    versions[1][100_000] ^= 1;
+    versions[2][199_999] ^= 1;
+    versions.push(big[..70_001].to_vec());
+    versions.push([&big[..], &big[..100_000]].concat());
+    versions.push(big.iter().map(|b| b ^ 0xff).collect());
+    for (i, version) in versions.iter().enumerate() {
+        step!(format!("overwrite big (version {i}), read back"), async {
+            m.overwrite(&p("big"), version, 0o644).await?;
+            m.read(&p("big")).await.map(|got| got == *version)
+        });
+    }
     step!(
         "read_with e (a directory)",
         m.read_with(&p("e"), &mut |_| {})
@@ -482,6 +496,56 @@ async fn overwrite_is_in_place_only_for_a_lone_file() {
 }
 
 /// `sync` flushes many paths in chunks and on threads, skipping what is gone or a link.
+#[tokio::test]
+async fn overwrite_of_a_write_only_file_is_in_place_and_exact() {
+    // (Run as root, the file can be read all the same, and is compared as any other.)
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FsMutator::new(dir.path()).unwrap().inline();
+    let path = dir.path().join("write-only");
+    let old = vec![7u8; 100_000];
+    std::fs::write(&path, &old).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o200)).unwrap();
+    let inode = std::fs::metadata(&path).unwrap().ino();
+    let mut new = old.clone();
+    new[50_000] = 8;
+    fs.overwrite(&p("write-only"), &new, 0o644).await.unwrap();
+    assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode, "in place");
+    assert_eq!(std::fs::read(&path).unwrap(), new);
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Whatever a big file held and whatever replaces it, an overwrite (which compares them
+    /// block by block) leaves exactly the new bytes.
+    #[test]
+    fn overwrite_leaves_exactly_the_new_bytes(
+        old in proptest::collection::vec(0u8..4, 0..300_000),
+        edits in proptest::collection::vec((0usize..300_000, 1usize..9000, proptest::prelude::any::<u8>()), 0..6),
+        new_len in 0usize..300_000,
+    ) {
+        // The new bytes: the old ones resized, with a few runs overwritten.
+        let mut new = old.clone();
+        new.resize(new_len, 1);
+        for (at, len, byte) in edits {
+            let at = at.min(new.len());
+            let end = new.len().min(at + len);
+            new[at..end].fill(byte);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("f"), &old).unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        for inline in [true, false] {
+            let fs = FsMutator::new(dir.path()).unwrap();
+            let fs = if inline { fs.inline() } else { fs };
+            std::fs::write(dir.path().join("f"), &old).unwrap();
+            runtime.block_on(fs.overwrite(&p("f"), &new, 0o644)).unwrap();
+            proptest::prop_assert!(std::fs::read(dir.path().join("f")).unwrap() == new);
+        }
+    }
+}
+
 #[tokio::test]
 async fn sync_takes_many_paths_of_every_kind() {
     let dir = tempfile::tempdir().unwrap();

@@ -2,7 +2,7 @@
 
 use std::fs;
 use std::io::{self, ErrorKind, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt, symlink};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,6 +14,12 @@ use crate::path::{PathError, WorkspacePath};
 /// How many bytes [`Mutator::read_with`] reads at a time: small enough to stay in the
 /// processor's cache, big enough that the calls cost nothing beside the copying.
 const READ_PIECE: usize = 64 * 1024;
+/// [`Mutator::overwrite`] compares a file at least this big with what it writes, and writes
+/// only the blocks that differ.
+const COMPARED_FROM: usize = 64 * 1024;
+/// The unit that [`Mutator::overwrite`] compares and writes: a page, and a block of most
+/// file systems.
+const BLOCK: usize = 4096;
 
 /// A [`Mutator`] over the real file system under a root directory.
 ///
@@ -248,15 +254,29 @@ fn overwrite(
     }
     // `O_NOFOLLOW`: should the file have become a link since the check, the open fails
     // rather than writing where the link leads, and the write replaces the link instead.
-    let Ok(mut file) = fs::OpenOptions::new()
-        .write(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(&full)
-    else {
-        return write_atomic(roots, path, bytes, Some(mode));
+    let open = |read: bool| {
+        fs::OpenOptions::new()
+            .read(read)
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&full)
+    };
+    // A big file is read first, so that only the blocks that differ are written (and later
+    // flushed): undoing an edit of a few lines in a big file writes a few blocks, not the
+    // file. One that cannot be read (mode 200) is written whole.
+    let (mut file, compare) = match open(bytes.len() >= COMPARED_FROM) {
+        Ok(file) => (file, bytes.len() >= COMPARED_FROM),
+        Err(_) => match open(false) {
+            Ok(file) => (file, false),
+            Err(_) => return write_atomic(roots, path, bytes, Some(mode)),
+        },
     };
     let written = (|| -> io::Result<()> {
-        file.write_all(bytes)?;
+        if compare {
+            write_changed(&file, bytes)?;
+        } else {
+            file.write_all(bytes)?;
+        }
         file.set_len(bytes.len() as u64)?;
         if file.metadata()?.permissions().mode() & 0o7777 != mode {
             file.set_permissions(fs::Permissions::from_mode(mode))?;
@@ -264,6 +284,53 @@ fn overwrite(
         Ok(())
     })();
     written.map_err(|err| io_error("write", path, err))
+}
+
+/// Writes `bytes` over `file` from its start, leaving alone the blocks of [`BLOCK`] bytes
+/// that hold them already. The caller sets the length.
+fn write_changed(file: &fs::File, bytes: &[u8]) -> io::Result<()> {
+    let mut piece = vec![0u8; READ_PIECE];
+    let mut at = 0;
+    while at < bytes.len() {
+        let want = &bytes[at..bytes.len().min(at + READ_PIECE)];
+        let found = read_full_at(file, &mut piece[..want.len()], at as u64)?;
+        // Runs of blocks that differ (or lie past the file's end), one write each.
+        let mut run: Option<usize> = None;
+        let mut offset = 0;
+        while offset <= want.len() {
+            let end = want.len().min(offset + BLOCK);
+            let differs = offset < want.len()
+                && (end > found.len() || want[offset..end] != found[offset..end]);
+            match (differs, run) {
+                (true, None) => run = Some(offset),
+                (false, Some(start)) => {
+                    file.write_all_at(&want[start..offset], (at + start) as u64)?;
+                    run = None;
+                }
+                _ => {}
+            }
+            offset += BLOCK;
+        }
+        if let Some(start) = run {
+            file.write_all_at(&want[start..], (at + start) as u64)?;
+        }
+        at += want.len();
+    }
+    Ok(())
+}
+
+/// Reads into `buf` at `offset` until it is full or the file ends; returns what was read.
+fn read_full_at<'a>(file: &fs::File, buf: &'a mut [u8], offset: u64) -> io::Result<&'a [u8]> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read_at(&mut buf[filled..], offset + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(&buf[..filled])
 }
 
 /// See [`Mutator::sync`]: flushes each path that is a file or a directory, then each parent

@@ -210,6 +210,8 @@ pub trait Mutator: Send + Sync {
     /// atomic: a reader, or a crash, may see a mix of the old and new bytes. Anything else (no
     /// file, a link, a file with other names) is replaced as [`Mutator::write`] does, so the
     /// bytes never reach another name of the file. The parent directory must exist.
+    /// `FsMutator` reads a file of 64 KiB or more first and writes only the blocks that
+    /// differ, so that restoring a small edit of a big file writes (and flushes) little.
     ///
     /// The default is [`Mutator::write`].
     async fn overwrite(
