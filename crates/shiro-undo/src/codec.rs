@@ -183,11 +183,37 @@ pub(crate) fn remove_durably(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Opens a file for appending records, creating it (durably) when missing.
-pub(crate) fn open_append(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new().create(true).append(true).open(path)?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))?;
-    Ok(file)
+/// Opens a file for appending records, emptied. An existing file is emptied without a flush
+/// (the first flushed append makes that durable too); a missing one is created, and its
+/// directory flushed so that the file is there after a crash.
+pub(crate) fn open_emptied(path: &Path) -> io::Result<File> {
+    match OpenOptions::new().append(true).open(path) {
+        Ok(file) => {
+            file.set_len(0)?;
+            Ok(file)
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            let file = OpenOptions::new().create(true).append(true).open(path)?;
+            sync_dir(path.parent().unwrap_or(Path::new(".")))?;
+            Ok(file)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// Empties a file if it is there; with `durably`, the emptying is flushed.
+pub(crate) fn empty_file(path: &Path, durably: bool) -> io::Result<()> {
+    match OpenOptions::new().write(true).open(path) {
+        Ok(file) => {
+            file.set_len(0)?;
+            if durably {
+                file.sync_data()?;
+            }
+            Ok(())
+        }
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(err) => Err(err),
+    }
 }
 
 #[cfg(test)]

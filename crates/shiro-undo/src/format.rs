@@ -217,7 +217,10 @@ pub(crate) enum LogLine {
     },
 }
 
-/// A line of `inflight.jsonl`.
+/// A line of `inflight.jsonl`. The file is reused from turn to turn (emptied when a turn
+/// begins, and when it is committed), so every record after `start` names its turn: a record
+/// of another turn is a leftover that an emptying a crash undid, and ends the turn's records.
+/// (Format 3 and older wrote no `turn`, and made a new file per turn.)
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "record", rename_all = "snake_case")]
 pub(crate) enum InflightLine {
@@ -226,6 +229,8 @@ pub(crate) enum InflightLine {
         turn: TurnMeta,
     },
     Path {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn: Option<TurnId>,
         path: String,
         before: Image,
         /// When present, the file's raw bytes follow this record's line in the file: this
@@ -234,10 +239,27 @@ pub(crate) enum InflightLine {
         bytes: Option<u64>,
     },
     Tool {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn: Option<TurnId>,
         name: String,
         changes: Vec<ChangeRecord>,
     },
-    Bash,
+    Bash {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn: Option<TurnId>,
+    },
+}
+
+impl InflightLine {
+    /// The turn a record after `start` names; `None` for `start`, and for records of format 3.
+    pub(crate) fn turn(&self) -> Option<TurnId> {
+        match self {
+            InflightLine::Start { .. } => None,
+            InflightLine::Path { turn, .. }
+            | InflightLine::Tool { turn, .. }
+            | InflightLine::Bash { turn } => *turn,
+        }
+    }
 }
 
 /// The one line of a format-3 `journal.jsonl`: the restore under way, with the images it

@@ -9,13 +9,13 @@ use async_trait::async_trait;
 use shiro_tools::{Change, DirEntry, Mutator, MutatorError, Stat, WorkspacePath};
 use tokio::sync::Mutex;
 
-use crate::codec::remove_durably;
+use crate::codec::{empty_file, open_emptied};
 use crate::error::UndoError;
 use crate::format::{ChangeRecord, FORMAT_VERSION, INFLIGHT_FILE, InflightLine, TurnMeta};
 use crate::image::{Image, Spares, read_image};
 use crate::lock::LockGuard;
 use crate::report::TurnId;
-use crate::store::{Flight, UndoStore, append_line, open_append, remove_quietly};
+use crate::store::{Flight, UndoStore, append_line};
 
 /// How a turn begins.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -107,8 +107,10 @@ impl<M: Mutator> Recording<M> {
             session: start.session,
         };
         let path = self.store.path(INFLIGHT_FILE);
-        // Recovery removed any earlier in-flight file, so this one starts empty.
-        let mut file = open_append(&path).map_err(|err| UndoError::io("create", &path, err))?;
+        // The file is reused: creating one per turn cost a directory flush, which waits
+        // behind whatever else the disk is writing. Records of an earlier turn that an
+        // emptying lost in a crash are told apart by the turn they name.
+        let mut file = open_emptied(&path).map_err(|err| UndoError::io("open", &path, err))?;
         append_line(
             &mut file,
             &InflightLine::Start {
@@ -135,6 +137,7 @@ impl<M: Mutator> Recording<M> {
         let mut slot = self.turn.lock().await;
         if let Some(turn) = slot.as_mut() {
             let line = InflightLine::Tool {
+                turn: Some(turn.flight.meta.id),
                 name: name.to_owned(),
                 changes: changes.iter().map(ChangeRecord::from).collect(),
             };
@@ -150,8 +153,11 @@ impl<M: Mutator> Recording<M> {
     pub async fn note_bash(&self) {
         let mut slot = self.turn.lock().await;
         if let Some(turn) = slot.as_mut() {
-            let _ = append_line(&mut turn.file, &InflightLine::Bash, None, false);
-            turn.flight.apply(InflightLine::Bash, None);
+            let line = InflightLine::Bash {
+                turn: Some(turn.flight.meta.id),
+            };
+            let _ = append_line(&mut turn.file, &line, None, false);
+            turn.flight.apply(line, None);
         }
     }
 
@@ -184,16 +190,16 @@ impl<M: Mutator> Recording<M> {
                 let mut state = self.store.load_state()?;
                 self.store
                     .commit_flight(&mut state, finished, &self.spares)?;
-                // Not flushed: should a crash bring the file back, its turn id is below the
-                // log's next id, and recovery knows it for a leftover.
-                remove_quietly(&path).map_err(|err| UndoError::io("remove", &path, err))?;
+                // Not flushed: should a crash bring the records back, their turn id is below
+                // the log's next id, and recovery knows them for a leftover.
+                empty_file(&path, false).map_err(|err| UndoError::io("empty", &path, err))?;
                 drop(_lock);
                 Ok(Some(id))
             }
             None => {
                 // Flushed: a leftover of an empty turn would be recovered against whatever
                 // the workspace holds by then.
-                remove_durably(&path).map_err(|err| UndoError::io("remove", &path, err))?;
+                empty_file(&path, true).map_err(|err| UndoError::io("empty", &path, err))?;
                 drop(_lock);
                 Ok(None)
             }
@@ -241,6 +247,7 @@ impl<M: Mutator> Recording<M> {
                 _ => None,
             };
             let line = InflightLine::Path {
+                turn: Some(turn.flight.meta.id),
                 path: path.to_string(),
                 before: image,
                 bytes: payload.as_ref().map(|bytes| bytes.len() as u64),

@@ -10,7 +10,7 @@ use shiro_tools::{FsMutator, Mutator, WorkspacePath};
 
 use crate::blob::{Blobs, Form, Listing, MAX_DELTA_DEPTH};
 use crate::codec::{
-    self, decode_all, decode_framed, encode, read_optional, remove_durably, write_atomic,
+    decode_all, decode_framed, empty_file, encode, read_optional, remove_durably, write_atomic,
 };
 use crate::delta;
 use crate::error::UndoError;
@@ -130,10 +130,10 @@ impl UndoStore {
         // recorded turn collects them too. Listing `blobs/` on every open would cost each
         // command time that grows with the store.
         let mut state = store.load_state()?;
+        // (The in-flight file stays between turns, emptied.)
         let crashed = state.pending.is_some()
-            || [JOURNAL_FILE, INFLIGHT_FILE]
-                .iter()
-                .any(|name| store.path(name).exists());
+            || store.path(JOURNAL_FILE).exists()
+            || fs::metadata(store.path(INFLIGHT_FILE)).is_ok_and(|meta| meta.len() > 0);
         store.recover_loaded(workspace, &mut state).await?;
         if crashed {
             store.collect(&state)?;
@@ -507,6 +507,10 @@ impl UndoStore {
         else {
             return Ok(());
         };
+        if bytes.is_empty() {
+            // Between turns.
+            return Ok(());
+        }
         let (records, bad) = decode_framed::<InflightLine>(&bytes, |line| match line {
             InflightLine::Path { bytes, .. } => *bytes,
             _ => None,
@@ -531,18 +535,22 @@ impl UndoStore {
             }
             _ => None,
         };
-        // Whether the log now holds this file's turn, so that removing the file need not be
-        // flushed: should the removal be lost, the turn's id is below the log's next id.
+        // Whether the log now holds this file's turn, so that emptying the file need not be
+        // flushed: should the emptying be lost, the turn's id is below the log's next id.
         let mut committed = false;
         if let Some(meta) = meta {
             // The log's next id passes a turn's id only when that turn is committed (ids are
-            // handed out from it under the lock): such a file is a leftover whose removal a
+            // handed out from it under the lock): such a file is a leftover whose emptying a
             // crash undid, even if its turn has since left the log.
             let stale = meta.id.0 < state.next_id || state.contains(meta.id);
             state.next_id = state.next_id.max(meta.id.0 + 1);
             if !stale {
+                let id = meta.id;
                 let mut flight = Flight::new(meta);
-                for (number, line, payload) in records {
+                // A record of another turn was left by an earlier turn (the emptying of the
+                // file, not flushed, was lost): this turn's records end there.
+                let own = records.take_while(|(_, line, _)| line.turn().is_none_or(|t| t == id));
+                for (number, line, payload) in own {
                     let payload = match (&line, payload) {
                         (
                             InflightLine::Path {
@@ -594,11 +602,7 @@ impl UndoStore {
                 committed = true;
             }
         }
-        if committed {
-            remove_quietly(&path).map_err(|err| UndoError::io("remove", &path, err))
-        } else {
-            remove_durably(&path).map_err(|err| UndoError::io("remove", &path, err))
-        }
+        empty_file(&path, !committed).map_err(|err| UndoError::io("empty", &path, err))
     }
 
     /// Stores the blobs of a finished turn's pre-images (flushed), then pushes the turn (see
@@ -793,13 +797,13 @@ impl Flight {
                     self.before.insert(path, before);
                 }
             }
-            InflightLine::Tool { name, changes } => {
+            InflightLine::Tool { name, changes, .. } => {
                 if !self.tools.contains(&name) {
                     self.tools.push(name);
                 }
                 self.changes.extend(changes);
             }
-            InflightLine::Bash => self.ran_bash = true,
+            InflightLine::Bash { .. } => self.ran_bash = true,
         }
     }
 
@@ -881,14 +885,4 @@ pub(crate) fn append_line(
         return Err(err);
     }
     Ok(())
-}
-
-pub(crate) use codec::open_append;
-
-/// Removes a file if it is there, without flushing the removal (see `recover_inflight`).
-pub(crate) fn remove_quietly(path: &Path) -> std::io::Result<()> {
-    match fs::remove_file(path) {
-        Err(err) if err.kind() != std::io::ErrorKind::NotFound => Err(err),
-        _ => Ok(()),
-    }
 }

@@ -15,7 +15,8 @@ use shiro_tools::{
     Change, Hooked, MemMutator, Mutation, Mutator, MutatorError, Stat, create_parent_dirs,
 };
 use shiro_undo::{
-    ContentHash, Recording, StoreOptions, TurnId, TurnStart, UndoError, UndoOptions, UndoStore,
+    ContentHash, FORMAT_VERSION, Recording, StoreOptions, TurnId, TurnStart, UndoError,
+    UndoOptions, UndoStore,
 };
 
 const FORCE: UndoOptions = UndoOptions {
@@ -541,6 +542,53 @@ async fn a_turn_cut_short_is_recovered_on_the_next_open() {
     assert_eq!(mem_tree(&f.ws), before);
     store.redo(&f.ws, UndoOptions::default()).await.unwrap();
     assert_eq!(mem_tree(&f.ws), after);
+}
+
+/// A checksummed record line of the store's files, as the store writes them.
+fn record_line(json: &serde_json::Value) -> String {
+    let json = json.to_string();
+    format!("{} {json}\n", ContentHash::of(json.as_bytes()).to_hex())
+}
+
+#[tokio::test]
+async fn the_in_flight_file_is_reused_and_an_earlier_turns_records_are_not_recovered() {
+    let f = fixture(StoreOptions::default()).await;
+    let inflight = f.store.dir().join("inflight.jsonl");
+    f.rec.begin_turn(start("one")).await.unwrap();
+    write(&f.rec, "a", b"a").await;
+    f.rec.finish_turn().await.unwrap().unwrap();
+    assert_eq!(
+        std::fs::metadata(&inflight).unwrap().len(),
+        0,
+        "kept, emptied"
+    );
+    let after_one = mem_tree(&f.ws);
+
+    // Turn 2 began, then the process died before its first capture, and the emptying of the
+    // file was lost: turn 2's start is followed by turn 1's record of `a` (absent before).
+    let start_two = serde_json::json!({"record": "start", "version": FORMAT_VERSION,
+        "turn": {"id": 2, "time": 0, "summary": "two", "history_marker": 0, "session": null}});
+    let path_of_one = serde_json::json!({"record": "path", "turn": 1, "path": "a",
+        "before": {"kind": "absent"}});
+    std::fs::write(
+        &inflight,
+        record_line(&start_two) + &record_line(&path_of_one),
+    )
+    .unwrap();
+    drop(f.rec);
+
+    let (store, notices) = reopen(f.dir.path(), &f.ws).await;
+    assert_eq!(
+        notices,
+        ["turn #2 was interrupted before it changed anything; nothing to recover"]
+    );
+    assert_eq!(
+        store.log().unwrap().len(),
+        1,
+        "no turn 2 that would remove `a`"
+    );
+    assert_eq!(mem_tree(&f.ws), after_one);
+    assert_eq!(std::fs::metadata(&inflight).unwrap().len(), 0);
 }
 
 /// Checks, at a path's first mutation in the turn, that its pre-image is already in the
