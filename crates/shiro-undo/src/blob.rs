@@ -23,6 +23,7 @@ use shiro_tools::sync_data_all;
 
 use crate::delta;
 use crate::image::ContentHash;
+use crate::pack::{PACK_SUFFIX, pack_path};
 
 /// The first byte of a raw blob.
 const RAW: u8 = 0;
@@ -56,18 +57,22 @@ pub(crate) struct Blobs {
 }
 
 /// What `blobs/` holds: the whole blobs and the deltas with their sizes on disk (a hash may
-/// have both, after a crash), and the files that are not blobs.
+/// have both, after a crash), the packs (by name), and the files that are none of these.
 #[derive(Debug, Default)]
 pub(crate) struct Listing {
     whole: BTreeMap<ContentHash, u64>,
     deltas: BTreeMap<ContentHash, u64>,
+    packs: BTreeMap<String, u64>,
     strays: Vec<PathBuf>,
 }
 
 impl Listing {
-    /// The bytes every blob takes.
+    /// The bytes every blob and pack takes.
     pub(crate) fn bytes(&self) -> u64 {
-        self.whole.values().chain(self.deltas.values()).sum()
+        (self.whole.values())
+            .chain(self.deltas.values())
+            .chain(self.packs.values())
+            .sum()
     }
 
     /// The bytes the blob of `hash` takes (both files, when it has two).
@@ -176,19 +181,6 @@ impl Blobs {
             }
         }
         Ok(())
-    }
-
-    /// Stores `(hash, bytes)` pairs with fast compression: a restore's copies of what it
-    /// replaces, which are made on its path.
-    pub(crate) fn put_fast<'a>(
-        &self,
-        items: impl IntoIterator<Item = (&'a ContentHash, &'a [u8])>,
-    ) -> io::Result<()> {
-        self.put_all(
-            items
-                .into_iter()
-                .map(|(hash, bytes)| (*hash, Form::Zlib(bytes, Compression::fast()))),
-        )
     }
 
     /// The zlib level for a blob of `len` bytes. Level 6 compresses about a third better than
@@ -320,6 +312,14 @@ impl Blobs {
             let entry = entry?;
             let name = entry.file_name();
             let name = name.to_str().unwrap_or_default();
+            if let Some(pack) = name.strip_suffix(PACK_SUFFIX)
+                && !pack.starts_with('.')
+            {
+                listing
+                    .packs
+                    .insert(pack.to_owned(), entry.metadata()?.len());
+                continue;
+            }
             let (hex, is_delta) = match name.strip_suffix(DELTA_SUFFIX) {
                 Some(hex) => (hex, true),
                 None => (name, false),
@@ -359,22 +359,38 @@ impl Blobs {
         live
     }
 
-    /// The bytes on disk of `keep` and the bases they need.
-    pub(crate) fn size_of(&self, keep: &BTreeSet<ContentHash>, listing: &Listing) -> u64 {
-        self.closure(keep, listing)
-            .iter()
+    /// The bytes on disk of `keep`, the bases they need, and the packs `packs`.
+    pub(crate) fn size_of(
+        &self,
+        keep: &BTreeSet<ContentHash>,
+        packs: &BTreeSet<String>,
+        listing: &Listing,
+    ) -> u64 {
+        let blobs: u64 = (self.closure(keep, listing).iter())
             .map(|hash| listing.size(hash))
-            .sum()
+            .sum();
+        let packs: u64 = (packs.iter())
+            .filter_map(|name| listing.packs.get(name))
+            .sum();
+        blobs + packs
     }
 
     /// Removes every blob neither in `keep` nor needed by one there, the delta of a hash also
-    /// stored whole, and any stray file. Returns what remains, so a caller need not list the
-    /// directory again.
+    /// stored whole, every pack not in `packs`, and any stray file. Returns what remains, so a
+    /// caller need not list the directory again.
     ///
     /// The removals are not flushed: the log no longer refers to these blobs, so one that a
     /// crash brings back is only collected again.
-    pub(crate) fn collect(&self, keep: &BTreeSet<ContentHash>) -> io::Result<Listing> {
+    pub(crate) fn collect(
+        &self,
+        keep: &BTreeSet<ContentHash>,
+        packs: &BTreeSet<String>,
+    ) -> io::Result<Listing> {
         let mut listing = self.list()?;
+        for name in listing.packs.keys().filter(|name| !packs.contains(*name)) {
+            fs::remove_file(pack_path(&self.dir, name))?;
+        }
+        listing.packs.retain(|name, _| packs.contains(name));
         let live = self.closure(keep, &listing);
         let mut removed = Vec::new();
         for hash in listing.whole.keys().filter(|hash| !live.contains(hash)) {

@@ -97,11 +97,40 @@ pub(crate) struct TurnRecord {
     pub recovered: bool,
     /// Sorted by path, each path once.
     pub paths: Vec<PathRecord>,
+    /// The packs (`blobs/<name>.pack`) holding the copies its restores kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub packs: Vec<String>,
 }
 
 impl TurnRecord {
+    /// A turn `id` that touched nothing, for tests.
+    #[cfg(test)]
+    pub(crate) fn empty(id: u64) -> Self {
+        Self {
+            meta: TurnMeta {
+                id: TurnId(id),
+                time: 0,
+                summary: format!("turn {id}"),
+                history_marker: id,
+                session: None,
+            },
+            tools: Vec::new(),
+            changes: Vec::new(),
+            ran_bash: false,
+            recovered: false,
+            paths: Vec::new(),
+            packs: Vec::new(),
+        }
+    }
+
     /// Checks what a checksum cannot: every path is a valid workspace path, once.
     pub(crate) fn validate(&self) -> Result<(), String> {
+        for pack in &self.packs {
+            let plain = |c: char| c.is_ascii_digit() || c.is_ascii_lowercase() || c == '-';
+            if pack.is_empty() || pack.len() > 64 || !pack.chars().all(plain) {
+                return Err(format!("invalid pack name in turn {}", self.meta.id));
+            }
+        }
         let mut seen = BTreeSet::new();
         for record in &self.paths {
             WorkspacePath::from_relative(&record.path)

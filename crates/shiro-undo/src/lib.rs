@@ -49,6 +49,7 @@ mod format;
 mod image;
 mod lock;
 mod log;
+mod pack;
 mod recorder;
 mod report;
 mod restore;

@@ -79,6 +79,16 @@ impl LogState {
             .collect()
     }
 
+    /// The packs the kept turns name (a restore under way included).
+    pub(crate) fn packs(&self) -> BTreeSet<String> {
+        self.undo
+            .iter()
+            .chain(&self.redo)
+            .chain(self.pending.iter().map(|p| &p.turn))
+            .flat_map(|turn| turn.packs.iter().cloned())
+            .collect()
+    }
+
     /// Applies one record. `Err` says why the record cannot be applied; the state is then
     /// unchanged.
     fn apply(&mut self, line: LogLine) -> Result<(), String> {
@@ -321,23 +331,9 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::format::TurnMeta;
 
     fn turn(id: u64) -> TurnRecord {
-        TurnRecord {
-            meta: TurnMeta {
-                id: TurnId(id),
-                time: 0,
-                summary: format!("turn {id}"),
-                history_marker: id,
-                session: None,
-            },
-            tools: Vec::new(),
-            changes: Vec::new(),
-            ran_bash: false,
-            recovered: false,
-            paths: Vec::new(),
-        }
+        TurnRecord::empty(id)
     }
 
     fn push(id: u64) -> LogLine {

@@ -18,6 +18,7 @@ use crate::blob::Blobs;
 use crate::error::UndoError;
 use crate::format::TurnRecord;
 use crate::image::{ContentHash, Image, Spares, hash_file, hashed_image, real_image};
+use crate::pack::{Pack, PackWriter, pack_path};
 use crate::report::{Action, Conflict, ConflictKind, Direction};
 
 /// At most this many foreign entries are named in a "directory not empty" conflict.
@@ -134,64 +135,94 @@ async fn foreign_entries(
     Ok(foreign)
 }
 
-/// Stores a copy of each file the restore will replace that the store lacks, so that the
-/// opposite operation can bring it back: read again and stored in batches (256 files or
-/// 16 MiB), so memory stays bounded however much the turn touched. Returns the paths whose bytes no longer
-/// match what the plan saw (changed meanwhile); their copies are not stored, and the caller
-/// must not go on.
+/// Where a restore finds the bytes it writes: the blobs, and the packs of its turn.
+#[derive(Debug)]
+pub(crate) struct Stored<'a> {
+    blobs: &'a Blobs,
+    packs: Vec<Pack>,
+}
+
+impl<'a> Stored<'a> {
+    /// The blobs, and the packs `turn` names. A pack that cannot be opened is left out: what
+    /// only it held reads as missing, which the restore reports before it changes anything.
+    pub(crate) fn open(blobs: &'a Blobs, turn: &TurnRecord) -> Self {
+        let packs = (turn.packs.iter())
+            .filter_map(|name| Pack::open(&pack_path(blobs.dir(), name)).ok())
+            .collect();
+        Self { blobs, packs }
+    }
+
+    pub(crate) fn contains(&self, hash: &ContentHash) -> bool {
+        self.blobs.contains(hash) || self.packs.iter().any(|pack| pack.contains(hash))
+    }
+
+    /// The bytes of `hash` (a big blob read into `buf`); `Ok(None)` when none holds them.
+    fn get_into(&self, hash: &ContentHash, buf: Vec<u8>) -> std::io::Result<Option<Vec<u8>>> {
+        if let Some(pack) = self.packs.iter().find(|pack| pack.contains(hash)) {
+            return pack.get(hash);
+        }
+        self.blobs.get_into(hash, buf)
+    }
+}
+
+/// Keeps a copy of each file the restore will replace that the store lacks, so that the
+/// opposite operation can bring it back: all of them in one new pack, flushed once (see
+/// [`crate::pack`]), at `target`. Each file is read again, compressed and appended at once,
+/// so memory stays bounded however much the turn touched. Returns whether it wrote the pack
+/// (none was needed otherwise), or the paths whose bytes no longer match what the plan saw
+/// (changed meanwhile): their copies are not kept, and the caller must not go on.
 pub(crate) async fn keep_copies(
     mutator: &dyn Mutator,
-    blobs: &Blobs,
+    stored: &Stored<'_>,
     plan: &[Planned],
-) -> Result<Vec<Conflict>, UndoError> {
-    // A batch is stored (and its memory freed) at this many files or bytes.
-    const BATCH_FILES: usize = 256;
-    const BATCH_BYTES: usize = 16 << 20;
-    let store = |copies: &mut Vec<(ContentHash, Vec<u8>)>| {
-        let stored = blobs
-            .put_fast(copies.iter().map(|(hash, bytes)| (hash, bytes.as_slice())))
-            .map_err(|err| UndoError::io("store a copy in", blobs.dir(), err));
-        copies.clear();
-        stored
-    };
-    let mut copies = Vec::new();
-    let mut bytes_held = 0;
+    target: &std::path::Path,
+) -> Result<Result<bool, Vec<Conflict>>, UndoError> {
+    let dir = stored.blobs.dir();
+    let failed = |err| UndoError::io("keep a copy in", dir, err);
+    let mut pack: Option<PackWriter> = None;
     for item in plan {
-        let Some(hash) = item.now.hash().filter(|hash| !blobs.contains(hash)) else {
+        let Some(hash) = item.now.hash().filter(|hash| !stored.contains(hash)) else {
             continue;
         };
+        if pack.as_ref().is_some_and(|pack| pack.contains(&hash)) {
+            continue;
+        }
         let (found, bytes) = real_image(mutator, &item.path, &Spares::none()).await?;
         match bytes {
             Some(bytes) if found == item.now => {
-                bytes_held += bytes.len();
-                copies.push((hash, bytes));
+                let writer = match &mut pack {
+                    Some(writer) => writer,
+                    None => pack.insert(PackWriter::create(dir).map_err(failed)?),
+                };
+                writer.add(hash, &bytes).map_err(failed)?;
             }
             _ => {
-                return Ok(vec![Conflict {
+                return Ok(Err(vec![Conflict {
                     path: item.path.clone(),
                     kind: ConflictKind::Changed {
                         expected: item.now.clone(),
                         found,
                     },
-                }]);
+                }]));
             }
         }
-        if copies.len() >= BATCH_FILES || bytes_held >= BATCH_BYTES {
-            store(&mut copies)?;
-            bytes_held = 0;
-        }
     }
-    store(&mut copies)?;
-    Ok(Vec::new())
+    match pack {
+        Some(writer) if !writer.is_empty() => {
+            writer.finish(target).map_err(failed)?;
+            Ok(Ok(true))
+        }
+        _ => Ok(Ok(false)),
+    }
 }
 
 /// Checks that every file the restore writes has its bytes in the store, before anything is
 /// changed.
-pub(crate) fn check_blobs(blobs: &Blobs, plan: &[Planned]) -> Result<(), UndoError> {
+pub(crate) fn check_blobs(stored: &Stored<'_>, plan: &[Planned]) -> Result<(), UndoError> {
     for item in plan {
         if let Image::File { hash, .. } = &item.becomes
             && item.now != item.becomes
-            && !blobs.contains(hash)
+            && !stored.contains(hash)
         {
             return Err(UndoError::Blob {
                 path: item.path.clone(),
@@ -233,7 +264,7 @@ pub(crate) type Seen = BTreeMap<WorkspacePath, Image>;
 /// deleting the old one) was most of a restore's cost on a real disk.
 pub(crate) async fn apply(
     mutator: &dyn Mutator,
-    blobs: &Blobs,
+    stored: &Stored<'_>,
     turn: &TurnRecord,
     direction: Direction,
     seen: &Seen,
@@ -320,7 +351,7 @@ pub(crate) async fn apply(
                     }
                     _ => {}
                 }
-                let bytes = load_blob(blobs, path, hash, spares.take(*len))?;
+                let bytes = load_blob(stored, path, hash, spares.take(*len))?;
                 if !now.exists() {
                     create_parent_dirs(mutator, path).await?;
                 }
@@ -377,7 +408,7 @@ async fn holds(
 
 /// The bytes of the blob `hash` for `path`, read into `buf` when given.
 fn load_blob(
-    blobs: &Blobs,
+    stored: &Stored<'_>,
     path: &WorkspacePath,
     hash: &ContentHash,
     buf: Option<Vec<u8>>,
@@ -387,7 +418,7 @@ fn load_blob(
         hash: hash.to_hex(),
         reason,
     };
-    match blobs.get_into(hash, buf.unwrap_or_default()) {
+    match stored.get_into(hash, buf.unwrap_or_default()) {
         Ok(Some(bytes)) => Ok(bytes),
         Ok(None) => Err(blob_error("missing".to_owned())),
         Err(err) => Err(blob_error(format!("damaged ({err})"))),
@@ -410,16 +441,23 @@ mod tests {
         }
     }
 
-    /// The copies are read again after the plan; a file that changed meanwhile is reported,
-    /// not stored under the hash the plan saw.
+    /// The copies are read again after the plan and kept in one pack; a file that changed
+    /// meanwhile is reported, not kept under the hash the plan saw.
     #[tokio::test]
     async fn a_file_changed_since_the_plan_is_not_copied() {
         let dir = tempfile::tempdir().unwrap();
         let blobs = Blobs::new(dir.path().to_path_buf());
+        let turn = TurnRecord {
+            packs: vec!["1-0".to_owned()],
+            ..TurnRecord::empty(1)
+        };
+        let target = pack_path(dir.path(), "1-0");
         let ws = MemMutator::new();
         let kept = WorkspacePath::from_relative("kept").unwrap();
+        let also = WorkspacePath::from_relative("also").unwrap();
         let changed = WorkspacePath::from_relative("changed").unwrap();
         ws.write(&kept, b"as planned", None).await.unwrap();
+        ws.write(&also, b"as planned", None).await.unwrap();
         ws.write(&changed, b"edited after the plan", None)
             .await
             .unwrap();
@@ -429,23 +467,28 @@ mod tests {
             expected: file(seen),
             becomes: Image::Absent,
         };
-        let unchanged = [planned(&kept, b"as planned")];
-        assert!(
-            keep_copies(&ws, &blobs, &unchanged)
-                .await
-                .unwrap()
-                .is_empty()
-        );
+        let unchanged = [planned(&kept, b"as planned"), planned(&also, b"as planned")];
+        let none_yet = Stored::open(&blobs, &turn);
+        let wrote = keep_copies(&ws, &none_yet, &unchanged, &target).await;
+        assert!(matches!(wrote, Ok(Ok(true))), "{wrote:?}");
+        let stored = Stored::open(&blobs, &turn);
+        let hash = ContentHash::of(b"as planned");
         assert_eq!(
-            blobs.get(&ContentHash::of(b"as planned")).unwrap().unwrap(),
+            stored.get_into(&hash, Vec::new()).unwrap().unwrap(),
             b"as planned"
         );
+        // Kept already: no second pack.
+        let again = keep_copies(&ws, &stored, &unchanged, &pack_path(dir.path(), "1-1")).await;
+        assert!(matches!(again, Ok(Ok(false))), "{again:?}");
 
         let raced = [planned(&changed, b"what the plan saw")];
-        let conflicts = keep_copies(&ws, &blobs, &raced).await.unwrap();
+        let other = pack_path(dir.path(), "1-2");
+        let Ok(Err(conflicts)) = keep_copies(&ws, &stored, &raced, &other).await else {
+            panic!("the change is not reported");
+        };
         assert_eq!(conflicts.len(), 1);
         assert_eq!(conflicts[0].path, changed);
-        assert!(!blobs.contains(&ContentHash::of(b"edited after the plan")));
-        assert!(!blobs.contains(&ContentHash::of(b"what the plan saw")));
+        assert!(!other.exists());
+        assert!(!stored.contains(&ContentHash::of(b"what the plan saw")));
     }
 }

@@ -21,6 +21,7 @@ use crate::format::{
 use crate::image::{ContentHash, Image, Spares, real_image};
 use crate::lock::{self, LockGuard};
 use crate::log::{self, LogState, Refused};
+use crate::pack::{Pack, pack_path};
 use crate::recorder::Recording;
 use crate::report::{
     Action, Conflict, ConflictReport, Direction, Notice, PathOutcome, TurnId, TurnSummary,
@@ -178,13 +179,24 @@ impl UndoStore {
     /// The bytes of a stored file, checked against `hash`; `None` when the store does not hold
     /// them. Used with [`PathOutcome::becomes`] to show a dry run as a diff.
     pub fn blob(&self, hash: &ContentHash) -> Result<Option<Vec<u8>>, UndoError> {
-        self.inner.blobs.get(hash).map_err(|err| {
-            UndoError::io(
-                "read blob",
-                &self.inner.blobs.dir().join(hash.to_hex()),
-                err,
-            )
-        })
+        let dir = self.inner.blobs.dir();
+        let failed = |path: &Path, err| UndoError::io("read the stored copy in", path, err);
+        if let Some(bytes) = (self.inner.blobs.get(hash)).map_err(|err| failed(dir, err))? {
+            return Ok(Some(bytes));
+        }
+        // A copy a restore kept is in a pack of a turn that refers to it.
+        let state = self.read_state()?;
+        let turns = state.undo.iter().chain(&state.redo);
+        for turn in turns.filter(|turn| turn.hashes().any(|h| h == *hash)) {
+            for name in &turn.packs {
+                let path = pack_path(dir, name);
+                let pack = Pack::open(&path).map_err(|err| failed(&path, err))?;
+                if let Some(bytes) = pack.get(hash).map_err(|err| failed(&path, err))? {
+                    return Ok(Some(bytes));
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// The bytes the stored copies take on disk.
@@ -255,7 +267,8 @@ impl UndoStore {
                 conflicts,
             }));
         }
-        restore::check_blobs(&self.inner.blobs, &plan)?;
+        let stored = restore::Stored::open(&self.inner.blobs, &turn);
+        restore::check_blobs(&stored, &plan)?;
         let outcome = |notes: &BTreeMap<WorkspacePath, Action>, dry_run: bool| UndoOutcome {
             turn: turn.summary(),
             direction,
@@ -280,18 +293,24 @@ impl UndoStore {
 
         // Keep the state being replaced, so the opposite operation can bring it back exactly
         // (after a forced restore, that includes the changes it overwrote).
-        let changed = restore::keep_copies(workspace, &self.inner.blobs, &plan).await?;
-        if !changed.is_empty() {
-            // Changed while this restore ran: refused even when forced, since the copy that
-            // redo would need is not the state the plan saw.
-            return Err(UndoError::Conflict(ConflictReport {
-                turn: turn.meta.id,
-                summary: turn.meta.summary.clone(),
-                direction,
-                conflicts: changed,
-            }));
-        }
+        // They go in a new pack of the turn's, named after the turn and how many it has.
+        let pack = format!("{}-{}", turn.meta.id.0, turn.packs.len());
+        let target = pack_path(self.inner.blobs.dir(), &pack);
         let mut restored = turn.clone();
+        match restore::keep_copies(workspace, &stored, &plan, &target).await? {
+            Ok(true) => restored.packs.push(pack),
+            Ok(false) => {}
+            Err(changed) => {
+                // Changed while this restore ran: refused even when forced, since the copy
+                // that the opposite operation would need is not the state the plan saw.
+                return Err(UndoError::Conflict(ConflictReport {
+                    turn: turn.meta.id,
+                    summary: turn.meta.summary.clone(),
+                    direction,
+                    conflicts: changed,
+                }));
+            }
+        }
         for (record, item) in restored.paths.iter_mut().zip(&plan) {
             match direction {
                 Direction::Undo => record.after = item.now.clone(),
@@ -311,8 +330,8 @@ impl UndoStore {
             .iter()
             .map(|item| (item.path.clone(), item.now.clone()))
             .collect();
-        let (blobs, spares) = (&self.inner.blobs, restore::spares());
-        let notes = restore::apply(workspace, blobs, &restored, direction, &seen, &spares)
+        let spares = restore::spares();
+        let notes = restore::apply(workspace, &stored, &restored, direction, &seen, &spares)
             .await
             .map_err(|err| UndoError::RestoreInterrupted {
                 turn: id,
@@ -438,7 +457,7 @@ impl UndoStore {
         restore::sweep_partial_writes(workspace, paths.iter().map(|(path, _)| path)).await;
         restore::apply(
             workspace,
-            &self.inner.blobs,
+            &restore::Stored::open(&self.inner.blobs, &pending.turn),
             &pending.turn,
             direction,
             &restore::Seen::new(),
@@ -706,7 +725,7 @@ impl UndoStore {
     fn collect(&self, state: &LogState) -> Result<Listing, UndoError> {
         self.inner
             .blobs
-            .collect(&state.hashes())
+            .collect(&state.hashes(), &state.packs())
             .map_err(|err| UndoError::io("collect unused blobs in", self.inner.blobs.dir(), err))
     }
 
@@ -716,7 +735,8 @@ impl UndoStore {
         let cap = self.inner.options.max_store_bytes;
         let blobs = &self.inner.blobs;
         // What the kept turns need, with the bases of their deltas.
-        let used = |state: &LogState| -> u64 { blobs.size_of(&state.hashes(), listing) };
+        let used =
+            |state: &LogState| -> u64 { blobs.size_of(&state.hashes(), &state.packs(), listing) };
         let mut total = used(state);
         let mut dropped = Vec::new();
         while total > cap && state.undo.len() > 1 {
@@ -854,6 +874,7 @@ impl Flight {
             ran_bash: self.ran_bash,
             recovered,
             paths,
+            packs: Vec::new(),
         };
         Ok(Some(Finished {
             record,

@@ -206,6 +206,63 @@ async fn the_log_keeps_the_newest_turns_up_to_its_depth() {
     assert_eq!(blob_count(f.dir.path()), 3 + 1);
 }
 
+/// The names of the files in `blobs/` with this suffix.
+fn blob_files(root: &Path, suffix: &str) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root.join(".shiro/undo/blobs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(suffix))
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn an_undo_keeps_its_copies_in_one_pack_for_as_long_as_its_turn() {
+    let f = fixture(StoreOptions::default()).await;
+    for i in 0..5u8 {
+        write(&f.ws, &format!("d/f{i}"), &[b'a', i]).await;
+    }
+    let before = mem_tree(&f.ws);
+    let writes: Vec<(String, Vec<u8>)> = (0..5u8)
+        .map(|i| (format!("d/f{i}"), vec![b'b', i]))
+        .collect();
+    let writes: Vec<(&str, &[u8])> = writes.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
+    turn(&f, "five files", &writes).await.unwrap();
+    let after = mem_tree(&f.ws);
+    let loose = blob_files(f.dir.path(), "");
+
+    // The first undo keeps the five files' contents (for redo) in one pack, not five blobs.
+    f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(mem_tree(&f.ws), before);
+    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack"]);
+    assert_eq!(blob_files(f.dir.path(), "").len(), loose.len() + 1);
+    // A dry run of the redo shows the contents from the pack.
+    let (store, _) = reopen(f.dir.path(), &f.ws).await;
+    let planned = store
+        .redo(
+            &f.ws,
+            UndoOptions {
+                dry_run: true,
+                ..UndoOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    let shown = planned.paths[0].becomes.hash().unwrap();
+    assert_eq!(store.blob(&shown).unwrap().unwrap(), read(&after, "d/f0"));
+
+    // Redo reads them back; undoing again finds them kept and writes no other pack.
+    store.redo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(mem_tree(&f.ws), after);
+    store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack"]);
+
+    // A new turn empties the redo stack: the undone turn and its pack go.
+    turn(&f, "another", &[("e", b"e")]).await.unwrap();
+    assert!(blob_files(f.dir.path(), ".pack").is_empty());
+}
+
 fn blob_count(root: &Path) -> usize {
     std::fs::read_dir(root.join(".shiro/undo/blobs"))
         .unwrap()
@@ -686,6 +743,7 @@ async fn a_restore_interrupted_at_any_step_is_completed_on_the_next_open() {
         f.rec.remove_file(&p("swap")).await.unwrap();
         write(&f.rec, "swap/inner", b"i").await;
         f.rec.finish_turn().await.unwrap().unwrap();
+        let after = mem_tree(&f.ws);
 
         let failing = failing_after(f.ws.clone(), fail_at);
         let Err(err) = f.store.undo(&failing, UndoOptions::default()).await else {
@@ -707,6 +765,9 @@ async fn a_restore_interrupted_at_any_step_is_completed_on_the_next_open() {
         assert_eq!(mem_tree(&f.ws), before, "fail_at {fail_at}");
         assert!(store.log().unwrap().is_empty() && store.redo_log().unwrap().len() == 1);
         assert_ne!(last_record(store.dir()), "begin");
+        // What the undo replaced was kept (in its pack) before it began: redo brings it back.
+        store.redo(&f.ws, UndoOptions::default()).await.unwrap();
+        assert_eq!(mem_tree(&f.ws), after, "fail_at {fail_at}");
     }
     assert!(
         steps >= 6,

@@ -1,0 +1,230 @@
+//! Packs: the copies one restore keeps, in one file.
+//!
+//! Before an undo replaces a file's contents, it keeps a copy of them for redo (and a redo,
+//! forced over later changes, of what it replaces). Stored one blob per file, each copy cost
+//! a new file, its flush and a rename: for a turn of many small files, most of the first
+//! undo's time. A restore now writes all its copies into one pack, flushed once, named in the
+//! turn's record (`blobs/<name>.pack`), and kept as long as the turn is in the log.
+//!
+//! A pack is the magic bytes, the copies (each zlib-compressed), an index of
+//! `(hash, offset, length)` entries, and a trailer: the index's offset, the number of entries,
+//! and the magic bytes again. Every copy read back is checked against its hash.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use flate2::Compression;
+use flate2::read::ZlibDecoder;
+use flate2::write::ZlibEncoder;
+
+use crate::image::ContentHash;
+
+const MAGIC: &[u8; 8] = b"SHIROPK1";
+/// A hash, an offset, a length.
+const INDEX_ENTRY: usize = 32 + 8 + 8;
+/// The index's offset, the number of entries, the magic bytes.
+const TRAILER: usize = 8 + 8 + 8;
+/// The name suffix of a pack in `blobs/`.
+pub(crate) const PACK_SUFFIX: &str = ".pack";
+
+/// The path of the pack `name` in the blobs directory `dir`.
+pub(crate) fn pack_path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}{PACK_SUFFIX}"))
+}
+
+/// A pack being written: a temporary file in the blobs directory until [`PackWriter::finish`].
+#[derive(Debug)]
+pub(crate) struct PackWriter {
+    temp: tempfile::NamedTempFile,
+    offset: u64,
+    index: BTreeMap<ContentHash, (u64, u64)>,
+}
+
+impl PackWriter {
+    pub(crate) fn create(dir: &Path) -> io::Result<Self> {
+        let mut temp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+        temp.write_all(MAGIC)?;
+        Ok(Self {
+            temp,
+            offset: MAGIC.len() as u64,
+            index: BTreeMap::new(),
+        })
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    pub(crate) fn contains(&self, hash: &ContentHash) -> bool {
+        self.index.contains_key(hash)
+    }
+
+    /// Appends the copy of `bytes`, whose hash is `hash` (once per hash).
+    pub(crate) fn add(&mut self, hash: ContentHash, bytes: &[u8]) -> io::Result<()> {
+        if self.index.contains_key(&hash) {
+            return Ok(());
+        }
+        let mut encoder = ZlibEncoder::new(Vec::new(), Compression::fast());
+        encoder.write_all(bytes)?;
+        let stored = encoder.finish()?;
+        self.temp.write_all(&stored)?;
+        let len = stored.len() as u64;
+        self.index.insert(hash, (self.offset, len));
+        self.offset += len;
+        Ok(())
+    }
+
+    /// Writes the index, flushes the pack, and renames it to `target`, then flushes the
+    /// directory: once this returns, the pack is on disk whole.
+    pub(crate) fn finish(mut self, target: &Path) -> io::Result<()> {
+        let mut tail = Vec::with_capacity(self.index.len() * INDEX_ENTRY + TRAILER);
+        for (hash, (offset, len)) in &self.index {
+            tail.extend_from_slice(hash.as_bytes());
+            tail.extend_from_slice(&offset.to_le_bytes());
+            tail.extend_from_slice(&len.to_le_bytes());
+        }
+        tail.extend_from_slice(&self.offset.to_le_bytes());
+        tail.extend_from_slice(&(self.index.len() as u64).to_le_bytes());
+        tail.extend_from_slice(MAGIC);
+        self.temp.write_all(&tail)?;
+        self.temp.as_file().sync_data()?;
+        self.temp.persist(target).map_err(|err| err.error)?;
+        let dir = target.parent().unwrap_or(Path::new("."));
+        File::open(dir)?.sync_all()
+    }
+}
+
+/// A pack opened for reading.
+#[derive(Debug)]
+pub(crate) struct Pack {
+    file: File,
+    index: BTreeMap<ContentHash, (u64, u64)>,
+}
+
+impl Pack {
+    /// Opens the pack at `path` and reads its index. A pack that is not whole is damage
+    /// (`InvalidData`).
+    pub(crate) fn open(path: &Path) -> io::Result<Self> {
+        let file = File::open(path)?;
+        let size = file.metadata()?.len();
+        let damaged = || io::Error::new(io::ErrorKind::InvalidData, "damaged pack");
+        if size < (MAGIC.len() + TRAILER) as u64 {
+            return Err(damaged());
+        }
+        let mut trailer = [0u8; TRAILER];
+        file.read_exact_at(&mut trailer, size - TRAILER as u64)?;
+        let (numbers, magic) = trailer.split_at(16);
+        let number = |at: usize| {
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(&numbers[at..at + 8]);
+            u64::from_le_bytes(bytes)
+        };
+        let (index_at, count) = (number(0), number(8));
+        let index_len = count.checked_mul(INDEX_ENTRY as u64).ok_or_else(damaged)?;
+        if magic != MAGIC || index_at.checked_add(index_len) != Some(size - TRAILER as u64) {
+            return Err(damaged());
+        }
+        let mut raw = vec![0u8; usize::try_from(index_len).map_err(|_| damaged())?];
+        file.read_exact_at(&mut raw, index_at)?;
+        let mut index = BTreeMap::new();
+        for entry in raw.chunks_exact(INDEX_ENTRY) {
+            let mut hash = [0u8; 32];
+            hash.copy_from_slice(&entry[..32]);
+            let mut field = [0u8; 8];
+            field.copy_from_slice(&entry[32..40]);
+            let offset = u64::from_le_bytes(field);
+            field.copy_from_slice(&entry[40..48]);
+            let len = u64::from_le_bytes(field);
+            if offset.checked_add(len).is_none_or(|end| end > index_at) {
+                return Err(damaged());
+            }
+            index.insert(ContentHash::from_bytes(hash), (offset, len));
+        }
+        Ok(Self { file, index })
+    }
+
+    pub(crate) fn contains(&self, hash: &ContentHash) -> bool {
+        self.index.contains_key(hash)
+    }
+
+    /// The bytes of `hash`, checked; `Ok(None)` when the pack does not hold them.
+    pub(crate) fn get(&self, hash: &ContentHash) -> io::Result<Option<Vec<u8>>> {
+        let Some(&(offset, len)) = self.index.get(hash) else {
+            return Ok(None);
+        };
+        let damaged = |reason: &str| io::Error::new(io::ErrorKind::InvalidData, reason.to_owned());
+        let mut stored = vec![0u8; usize::try_from(len).map_err(|_| damaged("damaged pack"))?];
+        self.file.read_exact_at(&mut stored, offset)?;
+        let mut bytes = Vec::with_capacity(stored.len().saturating_mul(3));
+        ZlibDecoder::new(&stored[..])
+            .read_to_end(&mut bytes)
+            .map_err(|err| damaged(&err.to_string()))?;
+        if ContentHash::of(&bytes) != *hash {
+            return Err(damaged("copy in pack does not match its hash"));
+        }
+        Ok(Some(bytes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Whatever a pack holds reads back exactly; a hash it does not hold reads as none.
+        #[test]
+        fn a_pack_reads_back_what_was_put_in(
+            copies in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..5000), 0..20),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let mut writer = PackWriter::create(dir.path()).unwrap();
+            for bytes in &copies {
+                writer.add(ContentHash::of(bytes), bytes).unwrap();
+            }
+            let target = pack_path(dir.path(), "p");
+            writer.finish(&target).unwrap();
+            let pack = Pack::open(&target).unwrap();
+            for bytes in &copies {
+                prop_assert_eq!(pack.get(&ContentHash::of(bytes)).unwrap(), Some(bytes.clone()));
+            }
+            let absent = ContentHash::of(b"in no pack");
+            if !copies.iter().any(|c| ContentHash::of(c) == absent) {
+                prop_assert!(pack.get(&absent).unwrap().is_none());
+            }
+        }
+    }
+
+    #[test]
+    fn a_damaged_pack_is_refused_and_a_damaged_copy_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = PackWriter::create(dir.path()).unwrap();
+        let bytes = b"the copy".repeat(100);
+        writer.add(ContentHash::of(&bytes), &bytes).unwrap();
+        let target = pack_path(dir.path(), "p");
+        writer.finish(&target).unwrap();
+        let whole = std::fs::read(&target).unwrap();
+
+        // Cut short anywhere: not a pack.
+        for cut in [0, 5, whole.len() / 2, whole.len() - 1] {
+            std::fs::write(&target, &whole[..cut]).unwrap();
+            let err = Pack::open(&target).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "cut at {cut}");
+        }
+        // A flipped byte in the copy: the index reads, the copy does not.
+        let mut flipped = whole;
+        flipped[MAGIC.len() + 3] ^= 0x40;
+        std::fs::write(&target, &flipped).unwrap();
+        let pack = Pack::open(&target).unwrap();
+        let err = pack.get(&ContentHash::of(&bytes)).unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
+}
