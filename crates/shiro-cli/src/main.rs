@@ -60,7 +60,8 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         return shiro_cli::agent::main(&ctx, &cli.session).await;
     };
     // Ctrl-C must not cut a file operation in half: headless commands finish what they
-    // started (each is one short turn), and the undo log's record of a restore under way covers a hard kill.
+    // started (each is one short turn), and the undo log's record of a restore under way
+    // covers a hard kill.
     let report = tokio::select! {
         report = dispatch(&ctx, command) => report?,
         () = interrupted(command) => {

@@ -766,11 +766,13 @@ fn undo(
          turn with `git checkout TREE -- .` (git's cheapest whole-snapshot restore: it stats \
          every file of the workspace and rewrites the changed ones; tools that restore with \
          `git read-tree` + `git checkout-index -a -f` rewrite every file and are slower). \
-         `shiro undo` checks each file for later changes, journals the restore and syncs it; \
-         `cp` does neither, so the second column adds `sync -f` on the workspace's file system \
-         to show what durability alone costs. The budget is against plain `cp`. The first \
-         repetition of a shiro row also stores a copy of every file it replaces, for redo (it \
-         is the slowest of its row); later ones find those copies stored.\n\n{}",
+         `shiro undo` checks each file for later changes, logs the restore before and after \
+         it, and flushes the files it wrote (writing only the 4 KiB blocks that differ in a \
+         file of 64 KiB or more); `cp` does neither, so the second column adds `sync -f` on \
+         the workspace's file system to show what durability alone costs. The budget is \
+         against plain `cp`. The first repetition of a shiro row also keeps a copy of every \
+         file it replaces, for redo, in one pack (it is the slowest of its row); later ones \
+         find those copies kept.\n\n{}",
         table.render(),
         total = bytes(total),
     );
@@ -815,7 +817,7 @@ fn undo(
                     .max(1);
                 let extra = shiro.median.saturating_sub(cp.median) / files;
                 let detail = format!(
-                    "`shiro undo` {} against `cp` {} (×{}; `cp` then `sync -f` {}); in process {}. Beyond `cp`, it spends {} per file.{} The slowest repetition (the first stores a copy of each file for redo, the later ones find them stored) took {} (×{}).{fixed}",
+                    "`shiro undo` {} against `cp` {} (×{}; `cp` then `sync -f` {}); in process {}. Beyond `cp`, it spends {} per file.{} The slowest repetition (the first keeps a copy of each file for redo, the later ones find them kept) took {} (×{}).{fixed}",
                     duration(shiro.median),
                     duration(cp.median),
                     ratio(shiro.median, cp.median.max(1)),
