@@ -284,6 +284,29 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
             m.read(&p("big")).await.map(|got| got == *version)
         });
     }
+    // The same from a reader, a piece at a time: in reverse order, to change every time.
+    for (i, version) in versions.iter().enumerate().rev() {
+        step!(
+            format!("overwrite_from big (version {i}), read back"),
+            async {
+                let mut source = &version[..];
+                m.overwrite_from(&p("big"), &mut source, version.len() as u64, 0o644)
+                    .await?;
+                m.read(&p("big")).await.map(|got| got == *version)
+            }
+        );
+    }
+    step!("overwrite_from fresh.bin (new file)", async {
+        let mut source = &big[..1000];
+        m.overwrite_from(&p("fresh.bin"), &mut source, 1000, 0o600)
+            .await?;
+        m.read(&p("fresh.bin")).await.map(|got| got == big[..1000])
+    });
+    stat!("fresh.bin");
+    step!(
+        "overwrite_from big, reader 1 byte short",
+        m.overwrite_from(&p("big"), &mut &big[..99_999], 100_000, 0o644)
+    );
     step!(
         "read_with e (a directory)",
         m.read_with(&p("e"), &mut |_| {})

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use flate2::Compression;
@@ -266,6 +266,40 @@ impl Blobs {
             return Err(damaged("blob content does not match its hash"));
         }
         Ok(Some(buf))
+    }
+
+    /// A blob stored raw, checked against its hash (read a piece at a time), opened at the
+    /// start of its bytes, with their length: for a restore to copy into place without
+    /// holding them in memory. `Ok(None)` when the blob is not stored raw.
+    pub(crate) fn open_raw(&self, hash: &ContentHash) -> io::Result<Option<(fs::File, u64)>> {
+        let mut file = match fs::File::open(self.path(hash)) {
+            Ok(file) => file,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let mut first = [0u8; 1];
+        if file.read(&mut first)? != 1 || first[0] != RAW {
+            return Ok(None);
+        }
+        let mut hasher = blake3::Hasher::new();
+        let mut piece = vec![0u8; 64 * 1024];
+        let mut len = 0u64;
+        loop {
+            match file.read(&mut piece) {
+                Ok(0) => break,
+                Ok(n) => {
+                    hasher.update(&piece[..n]);
+                    len += n as u64;
+                }
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+        }
+        if ContentHash::from_bytes(*hasher.finalize().as_bytes()) != *hash {
+            return Err(damaged("blob content does not match its hash"));
+        }
+        file.seek(io::SeekFrom::Start(1))?;
+        Ok(Some((file, len)))
     }
 
     /// The bytes of a blob, following its chain, unchecked: checking the end of a chain checks

@@ -315,6 +315,18 @@ impl<M: Mutator> Mutator for Recording<M> {
         self.inner.overwrite(path, bytes, mode).await
     }
 
+    async fn overwrite_from(
+        &self,
+        path: &WorkspacePath,
+        source: &mut (dyn std::io::Read + Send),
+        len: u64,
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        let mut slot = self.turn.lock().await;
+        self.capture(&mut slot, &[path]).await?;
+        self.inner.overwrite_from(path, source, len, mode).await
+    }
+
     async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
         self.capture(&mut slot, &[path]).await?;

@@ -351,12 +351,23 @@ pub(crate) async fn apply(
                     }
                     _ => {}
                 }
-                let bytes = load_blob(stored, path, hash, spares.take(*len))?;
                 if !now.exists() {
                     create_parent_dirs(mutator, path).await?;
                 }
-                mutator.overwrite(path, &bytes, *mode).await?;
-                spares.give(Some(bytes));
+                // A blob stored raw (a big file's) is copied into place a piece at a time;
+                // others are read into memory.
+                let raw = stored.blobs.open_raw(hash);
+                if let Some((mut source, stored_len)) =
+                    raw.map_err(|err| blob_error(path, hash, &err))?
+                {
+                    mutator
+                        .overwrite_from(path, &mut source, stored_len, *mode)
+                        .await?;
+                } else {
+                    let bytes = load_blob(stored, path, hash, spares.take(*len))?;
+                    mutator.overwrite(path, &bytes, *mode).await?;
+                    spares.give(Some(bytes));
+                }
             }
             Image::Symlink { target: link } => match mutator.real_stat(path).await? {
                 Stat::Symlink { target: now } if now == *link => {}
@@ -413,15 +424,23 @@ fn load_blob(
     hash: &ContentHash,
     buf: Option<Vec<u8>>,
 ) -> Result<Vec<u8>, UndoError> {
-    let blob_error = |reason: String| UndoError::Blob {
-        path: path.clone(),
-        hash: hash.to_hex(),
-        reason,
-    };
     match stored.get_into(hash, buf.unwrap_or_default()) {
         Ok(Some(bytes)) => Ok(bytes),
-        Ok(None) => Err(blob_error("missing".to_owned())),
-        Err(err) => Err(blob_error(format!("damaged ({err})"))),
+        Ok(None) => Err(UndoError::Blob {
+            path: path.clone(),
+            hash: hash.to_hex(),
+            reason: "missing".to_owned(),
+        }),
+        Err(err) => Err(blob_error(path, hash, &err)),
+    }
+}
+
+/// The stored copy of `hash` for `path` cannot be read.
+fn blob_error(path: &WorkspacePath, hash: &ContentHash, err: &std::io::Error) -> UndoError {
+    UndoError::Blob {
+        path: path.clone(),
+        hash: hash.to_hex(),
+        reason: format!("damaged ({err})"),
     }
 }
 

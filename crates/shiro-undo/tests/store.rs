@@ -967,6 +967,42 @@ async fn a_delta_whose_base_is_lost_refuses_before_changing_anything() {
     );
 }
 
+#[tokio::test]
+async fn a_damaged_raw_blob_refuses_before_changing_anything() {
+    let f = fixture(StoreOptions {
+        big_file_bytes: 1024,
+        ..StoreOptions::default()
+    })
+    .await;
+    let first = version_of(500, &[]);
+    let second = version_of(500, &[42]);
+    write(&f.ws, "big.txt", &first).await;
+    turn(&f, "edit", &[("big.txt", &second)]).await.unwrap();
+    // The pre-image starts the file's chain: stored raw (a zero byte, then the bytes), and
+    // copied into place a piece at a time. One flipped bit is caught before any write.
+    let blob = (f.dir.path().join(".shiro/undo/blobs")).join(ContentHash::of(&first).to_hex());
+    let mut stored = std::fs::read(&blob).unwrap();
+    assert_eq!(stored[0], 0, "stored raw");
+    let middle = stored.len() / 2;
+    stored[middle] ^= 1;
+    std::fs::write(&blob, &stored).unwrap();
+    let err = f
+        .store
+        .undo(&f.ws, UndoOptions::default())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("blob content does not match its hash"),
+        "{err}"
+    );
+    assert_eq!(
+        read(&mem_tree(&f.ws), "big.txt"),
+        second,
+        "nothing was changed"
+    );
+}
+
 /// Blobs are flushed once per batch, after their renames: a power cut can leave one named but
 /// empty. Recovery must not trust it, or the turn it finishes could never be undone.
 #[tokio::test]

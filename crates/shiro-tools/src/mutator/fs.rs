@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{DEFAULT_FILE_MODE, DirEntry, Mutator, MutatorError, Stat, partial_write_path};
+use super::{
+    DEFAULT_FILE_MODE, DirEntry, Mutator, MutatorError, Stat, partial_write_path, read_exactly,
+};
 use crate::path::{PathError, WorkspacePath};
 
 /// How many bytes [`Mutator::read_with`] reads at a time: small enough to stay in the
@@ -238,10 +240,34 @@ fn real_stat(roots: &Roots, path: &WorkspacePath) -> Result<Stat, MutatorError> 
 }
 
 /// See [`Mutator::overwrite`].
+/// What an overwrite writes: bytes in memory, or `len` bytes read from a reader.
+enum Source<'a> {
+    Bytes(&'a [u8]),
+    Reader(&'a mut (dyn io::Read + Send), u64),
+}
+
+impl Source<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            Source::Bytes(bytes) => bytes.len() as u64,
+            Source::Reader(_, len) => *len,
+        }
+    }
+
+    /// Where the bytes come from, a piece at a time.
+    fn reader(&mut self) -> Box<dyn io::Read + '_> {
+        match self {
+            Source::Bytes(bytes) => Box::new(*bytes),
+            Source::Reader(reader, len) => Box::new(io::Read::take(&mut **reader, *len)),
+        }
+    }
+}
+
+/// See [`Mutator::overwrite`] and [`Mutator::overwrite_from`].
 fn overwrite(
     roots: &Roots,
     path: &WorkspacePath,
-    bytes: &[u8],
+    mut source: Source<'_>,
     mode: u32,
 ) -> Result<(), MutatorError> {
     let full = roots.writable(path)?;
@@ -249,8 +275,17 @@ fn overwrite(
         Ok(meta) => meta.file_type().is_file() && meta.nlink() == 1,
         Err(_) => false,
     };
+    let len = source.len();
+    let replace = |source: Source<'_>| match source {
+        Source::Bytes(bytes) => write_atomic(roots, path, bytes, Some(mode)),
+        Source::Reader(reader, len) => {
+            let bytes = read_exactly(reader, len)
+                .map_err(|err| io_error("read the bytes to write to", path, err))?;
+            write_atomic(roots, path, &bytes, Some(mode))
+        }
+    };
     if !in_place {
-        return write_atomic(roots, path, bytes, Some(mode));
+        return replace(source);
     }
     // `O_NOFOLLOW`: should the file have become a link since the check, the open fails
     // rather than writing where the link leads, and the write replaces the link instead.
@@ -264,20 +299,31 @@ fn overwrite(
     // A big file is read first, so that only the blocks that differ are written (and later
     // flushed): undoing an edit of a few lines in a big file writes a few blocks, not the
     // file. One that cannot be read (mode 200) is written whole.
-    let (mut file, compare) = match open(bytes.len() >= COMPARED_FROM) {
-        Ok(file) => (file, bytes.len() >= COMPARED_FROM),
+    let big = len >= COMPARED_FROM as u64;
+    let (mut file, compare) = match open(big) {
+        Ok(file) => (file, big),
         Err(_) => match open(false) {
             Ok(file) => (file, false),
-            Err(_) => return write_atomic(roots, path, bytes, Some(mode)),
+            Err(_) => return replace(source),
         },
     };
-    let written = (|| -> io::Result<()> {
-        if compare {
-            write_changed(&file, bytes)?;
-        } else {
-            file.write_all(bytes)?;
+    let mut reader = source.reader();
+    let copied = if compare {
+        write_changed(&file, &mut reader)
+    } else {
+        io::copy(&mut reader, &mut file)
+    };
+    match copied {
+        Ok(copied) if copied == len => {}
+        // The bytes written so far stay: an overwrite is not atomic.
+        Ok(_) => {
+            let short = io::Error::from(ErrorKind::UnexpectedEof);
+            return Err(io_error("read the bytes to write to", path, short));
         }
-        file.set_len(bytes.len() as u64)?;
+        Err(err) => return Err(io_error("write", path, err)),
+    }
+    let written = (|| -> io::Result<()> {
+        file.set_len(len)?;
         if file.metadata()?.permissions().mode() & 0o7777 != mode {
             file.set_permissions(fs::Permissions::from_mode(mode))?;
         }
@@ -286,14 +332,19 @@ fn overwrite(
     written.map_err(|err| io_error("write", path, err))
 }
 
-/// Writes `bytes` over `file` from its start, leaving alone the blocks of [`BLOCK`] bytes
-/// that hold them already. The caller sets the length.
-fn write_changed(file: &fs::File, bytes: &[u8]) -> io::Result<()> {
+/// Writes what `source` yields over `file` from its start, leaving alone the blocks of
+/// [`BLOCK`] bytes that hold it already; returns how many bytes that was. The caller sets
+/// the length.
+fn write_changed(file: &fs::File, source: &mut dyn io::Read) -> io::Result<u64> {
     let mut piece = vec![0u8; READ_PIECE];
-    let mut at = 0;
-    while at < bytes.len() {
-        let want = &bytes[at..bytes.len().min(at + READ_PIECE)];
-        let found = read_full_at(file, &mut piece[..want.len()], at as u64)?;
+    let mut wanted = vec![0u8; READ_PIECE];
+    let mut at = 0u64;
+    loop {
+        let want = read_full(source, &mut wanted)?;
+        if want.is_empty() {
+            return Ok(at);
+        }
+        let found = read_full_at(file, &mut piece[..want.len()], at)?;
         // Runs of blocks that differ (or lie past the file's end), one write each.
         let mut run: Option<usize> = None;
         let mut offset = 0;
@@ -304,7 +355,7 @@ fn write_changed(file: &fs::File, bytes: &[u8]) -> io::Result<()> {
             match (differs, run) {
                 (true, None) => run = Some(offset),
                 (false, Some(start)) => {
-                    file.write_all_at(&want[start..offset], (at + start) as u64)?;
+                    file.write_all_at(&want[start..offset], at + start as u64)?;
                     run = None;
                 }
                 _ => {}
@@ -312,11 +363,24 @@ fn write_changed(file: &fs::File, bytes: &[u8]) -> io::Result<()> {
             offset += BLOCK;
         }
         if let Some(start) = run {
-            file.write_all_at(&want[start..], (at + start) as u64)?;
+            file.write_all_at(&want[start..], at + start as u64)?;
         }
-        at += want.len();
+        at += want.len() as u64;
     }
-    Ok(())
+}
+
+/// Reads from `source` until `buf` is full or the source ends; returns what was read.
+fn read_full<'a>(source: &mut dyn io::Read, buf: &'a mut [u8]) -> io::Result<&'a [u8]> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match source.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(err) if err.kind() == ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(&buf[..filled])
 }
 
 /// Reads into `buf` at `offset` until it is full or the file ends; returns what was read.
@@ -514,12 +578,29 @@ impl Mutator for FsMutator {
         mode: u32,
     ) -> Result<(), MutatorError> {
         if self.inline {
-            return overwrite(&self.inner, path, bytes, mode);
+            return overwrite(&self.inner, path, Source::Bytes(bytes), mode);
         }
         let path = path.clone();
         let bytes = bytes.to_vec();
-        self.blocking(move |roots| overwrite(roots, &path, &bytes, mode))
+        self.blocking(move |roots| overwrite(roots, &path, Source::Bytes(&bytes), mode))
             .await
+    }
+
+    /// Inline, a piece at a time; otherwise the bytes are read first, then written on
+    /// another thread.
+    async fn overwrite_from(
+        &self,
+        path: &WorkspacePath,
+        source: &mut (dyn io::Read + Send),
+        len: u64,
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        if self.inline {
+            return overwrite(&self.inner, path, Source::Reader(source, len), mode);
+        }
+        let bytes = read_exactly(source, len)
+            .map_err(|err| io_error("read the bytes to write to", path, err))?;
+        self.overwrite(path, &bytes, mode).await
     }
 
     async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {

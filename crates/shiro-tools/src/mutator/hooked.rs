@@ -209,6 +209,21 @@ impl<M: Mutator> Mutator for Hooked<M> {
         .await
     }
 
+    /// Seen by the hook as a [`Mutation::Write`].
+    async fn overwrite_from(
+        &self,
+        path: &WorkspacePath,
+        source: &mut (dyn std::io::Read + Send),
+        len: u64,
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        self.around(
+            Mutation::Write(path),
+            self.inner.overwrite_from(path, source, len, mode),
+        )
+        .await
+    }
+
     async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
         self.around(Mutation::SetMode(path), self.inner.set_mode(path, mode))
             .await

@@ -223,6 +223,25 @@ pub trait Mutator: Send + Sync {
         self.write(path, bytes, Some(mode)).await
     }
 
+    /// Like [`Mutator::overwrite`], with the `len` bytes read from `source` as they are
+    /// written, so a big file needs no memory of its size. `source` must yield exactly `len`
+    /// bytes; fewer is an error (`UnexpectedEof`), and more are not read. The default reads
+    /// them all, then overwrites.
+    async fn overwrite_from(
+        &self,
+        path: &WorkspacePath,
+        source: &mut (dyn std::io::Read + Send),
+        len: u64,
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        let bytes = read_exactly(source, len).map_err(|source| MutatorError::Io {
+            op: "read the bytes to write to",
+            path: path.clone(),
+            source,
+        })?;
+        self.overwrite(path, &bytes, mode).await
+    }
+
     /// Makes the changes made so far to `paths` durable — their contents, and their entries
     /// in their parent directories (so removals and renames too): after it returns, a power
     /// cut cannot lose them.
@@ -275,4 +294,15 @@ pub async fn create_parent_dirs(
         }
     }
     Ok(())
+}
+
+/// Reads exactly `len` bytes from `source`; fewer is an error (`UnexpectedEof`).
+pub(crate) fn read_exactly(source: &mut dyn std::io::Read, len: u64) -> std::io::Result<Vec<u8>> {
+    let capacity = usize::try_from(len).map_err(std::io::Error::other)?;
+    let mut bytes = Vec::with_capacity(capacity);
+    std::io::Read::read_to_end(&mut std::io::Read::take(source, len), &mut bytes)?;
+    if bytes.len() != capacity {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(bytes)
 }
