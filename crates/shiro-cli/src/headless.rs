@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, Result, anyhow, bail};
 use shiro_commands::{ExpandContext, FsReader, Registry, Severity, ShRunner, Sources};
 use shiro_tools::{FsMutator, Mutator, Tool, ToolOutput, tools};
-use shiro_undo::{Image, StoreOptions, TurnStart, UndoError, UndoOptions, UndoOutcome, UndoStore};
+use shiro_undo::{
+    Image, Recording, StoreOptions, TurnStart, UndoError, UndoOptions, UndoOutcome, UndoStore,
+};
 
 use crate::cli::{CommandsCommand, RestoreArgs};
 use crate::config::Config;
@@ -155,6 +157,7 @@ async fn run_as_turn(
             session: None,
         })
         .await?;
+    capture_ahead(tool, &recording, &args).await?;
     let result: Result<ToolOutput, _> = tool.call(&recording, args).await;
     match &result {
         Ok(output) => recording.note_tool(tool.name(), &output.changes).await,
@@ -190,6 +193,20 @@ pub enum Way {
     Undo,
     /// `shiro redo`.
     Redo,
+}
+
+/// Captures the pre-images of the paths `tool` says the call will change, with one flush for
+/// all of them, before it runs (see [`Recording::capture_ahead`]). Arguments it cannot read
+/// capture nothing: the call reports them itself.
+pub async fn capture_ahead<M: Mutator>(
+    tool: &dyn Tool,
+    recording: &Recording<M>,
+    args: &serde_json::Value,
+) -> Result<()> {
+    if let Ok(paths) = tool.touched_paths(recording.inner(), args).await {
+        recording.capture_ahead(&paths).await?;
+    }
+    Ok(())
 }
 
 /// `shiro undo` and `shiro redo`.

@@ -206,7 +206,18 @@ impl<M: Mutator> Recording<M> {
         }
     }
 
-    /// Captures the pre-image of each path not yet captured in the in-flight turn, durably.
+    /// Captures now the pre-images of `paths`, which a tool call is about to change (see
+    /// `Tool::touched_paths`), with one flush for all of them: a call that changes a thousand
+    /// files then costs one flush, not a thousand. A path the call then leaves alone is not
+    /// recorded. Outside a turn it does nothing; a path captured already is skipped.
+    pub async fn capture_ahead(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
+        let mut slot = self.turn.lock().await;
+        let paths: Vec<&WorkspacePath> = paths.iter().collect();
+        self.capture(&mut slot, &paths).await
+    }
+
+    /// Captures the pre-image of each path not yet captured in the in-flight turn, durably:
+    /// their records are appended, then flushed once, and only then count as captured.
     async fn capture(
         &self,
         slot: &mut Option<InFlight>,
@@ -215,9 +226,13 @@ impl<M: Mutator> Recording<M> {
         let Some(turn) = slot.as_mut() else {
             return Ok(());
         };
+        let mut appended = Vec::new();
         for &path in paths {
             // Protected paths are refused by every mutator; there is nothing to protect.
-            if path.is_protected() || turn.flight.before.contains_key(path) {
+            if path.is_protected()
+                || turn.flight.before.contains_key(path)
+                || appended.iter().any(|(line, _)| matches!(line, InflightLine::Path { path: p, .. } if p == path.as_str()))
+            {
                 continue;
             }
             let (image, bytes) = read_image(&self.inner, path, &self.spares).await?;
@@ -252,7 +267,19 @@ impl<M: Mutator> Recording<M> {
                 before: image,
                 bytes: payload.as_ref().map(|bytes| bytes.len() as u64),
             };
-            append_line(&mut turn.file, &line, payload.as_deref(), true).map_err(failed)?;
+            append_line(&mut turn.file, &line, payload.as_deref(), false).map_err(failed)?;
+            appended.push((line, payload));
+        }
+        if let Some(&first) = paths.first()
+            && !appended.is_empty()
+        {
+            turn.file.sync_data().map_err(|source| MutatorError::Io {
+                op: "record the undo pre-image of",
+                path: first.clone(),
+                source,
+            })?;
+        }
+        for (line, payload) in appended {
             turn.flight.apply(line, payload);
         }
         Ok(())

@@ -648,6 +648,31 @@ async fn the_in_flight_file_is_reused_and_an_earlier_turns_records_are_not_recov
     assert_eq!(std::fs::metadata(&inflight).unwrap().len(), 0);
 }
 
+#[tokio::test]
+async fn paths_captured_ahead_are_recorded_only_if_the_call_changes_them() {
+    let f = fixture(StoreOptions::default()).await;
+    write(&f.ws, "a", b"a").await;
+    write(&f.ws, "b", b"b").await;
+    let before = mem_tree(&f.ws);
+    // Outside a turn, nothing is captured (and nothing fails).
+    f.rec.capture_ahead(&[p("a")]).await.unwrap();
+
+    f.rec.begin_turn(start("ahead")).await.unwrap();
+    f.rec
+        .capture_ahead(&[p("a"), p("b"), p("new/c"), p("a")])
+        .await
+        .unwrap();
+    write(&f.rec, "a", b"a2").await;
+    write(&f.rec, "new/c", b"c").await;
+    f.rec.finish_turn().await.unwrap().unwrap();
+
+    let turn = &f.store.log().unwrap()[0];
+    let changed: Vec<String> = turn.changes.iter().map(ToString::to_string).collect();
+    insta::assert_snapshot!("captured_ahead", changed.join("\n"));
+    f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(mem_tree(&f.ws), before);
+}
+
 /// Checks, at a path's first mutation in the turn, that its pre-image is already in the
 /// store (its in-flight record, and its bytes when it is a file). Returns how many it checked.
 fn write_ahead_probe(

@@ -295,6 +295,15 @@ impl Agent<'_> {
                 );
             }
         }
+        if tool.is_mutating()
+            && let Err(err) = crate::headless::capture_ahead(tool.as_ref(), recording, &args).await
+        {
+            return (
+                Status::Error,
+                format!("{err:#}; nothing was run"),
+                Vec::new(),
+            );
+        }
         let result = tool.call(recording, args).await;
         if tool.is_mutating() {
             let changes = result

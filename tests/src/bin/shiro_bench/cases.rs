@@ -12,7 +12,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use shiro_tools::{FsMutator, Mutator, Tool, WorkspacePath, tools};
-use shiro_undo::{StoreOptions, TurnStart, UndoOptions, UndoStore};
+use shiro_undo::{Recording, StoreOptions, TurnStart, UndoOptions, UndoStore};
 
 use crate::inputs::{MARKER_A, MARKER_B};
 
@@ -268,9 +268,8 @@ async fn run(case: &Case) -> Result<CaseResult> {
             for rep in 0..*reps {
                 let start = Instant::now();
                 recording.begin_turn(turn("bench edit")).await?;
-                let called = tools::edit_file()
-                    .call(&recording, edit_args(file, rep))
-                    .await;
+                let called =
+                    recorded_call(&recording, &tools::edit_file(), edit_args(file, rep)).await;
                 recording.finish_turn().await?;
                 called?;
                 timed(&mut r, start);
@@ -412,7 +411,7 @@ async fn run(case: &Case) -> Result<CaseResult> {
             for _ in 0..*reps {
                 let start = Instant::now();
                 recording.begin_turn(turn("bench patch")).await?;
-                let called = tools::apply_patch().call(&recording, fwd.clone()).await;
+                let called = recorded_call(&recording, &tools::apply_patch(), fwd.clone()).await;
                 recording.finish_turn().await?;
                 called?;
                 timed(&mut r, start);
@@ -526,7 +525,7 @@ async fn store_size(
         }
         let start = Instant::now();
         recording.begin_turn(turn("bench store")).await?;
-        let called = tools::edit_file().call(&recording, args.clone()).await;
+        let called = recorded_call(&recording, &tools::edit_file(), args.clone()).await;
         recording.finish_turn().await?;
         called?;
         push(r, "recorded", start);
@@ -571,6 +570,19 @@ async fn store_size(
         push(r, "undo", start);
     }
     Ok(())
+}
+
+/// A tool call inside a recorded turn, as the agent and `shiro tool` make it: the paths the
+/// call will change are captured first, with one flush.
+async fn recorded_call(
+    recording: &Recording<FsMutator>,
+    tool: &dyn Tool,
+    args: serde_json::Value,
+) -> Result<shiro_tools::ToolOutput> {
+    if let Ok(paths) = tool.touched_paths(recording.inner(), &args).await {
+        recording.capture_ahead(&paths).await?;
+    }
+    Ok(tool.call(recording, args).await?)
 }
 
 /// The bare tool's edit, timed; then the file is given `text` back.
