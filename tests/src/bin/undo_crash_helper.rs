@@ -124,7 +124,16 @@ async fn run(args: &[String]) -> Result<(), String> {
                 .begin_turn(start)
                 .await
                 .map_err(|err| err.to_string())?;
-            let result = turn(&recording).await;
+            // As the agent does for a tool call: the paths it names, captured ahead with one
+            // flush (f9 only has its mode changed; "unnamed" is never touched).
+            let ahead: Vec<WorkspacePath> = ["f1", "f2", "f3", "f9", "unnamed"]
+                .into_iter()
+                .map(p)
+                .collect::<Result<_, _>>()?;
+            let result = match recording.capture_ahead(&ahead).await {
+                Ok(()) => turn(&recording).await,
+                Err(err) => Err(err.to_string()),
+            };
             recording
                 .finish_turn()
                 .await
