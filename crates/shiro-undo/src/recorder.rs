@@ -227,12 +227,10 @@ impl<M: Mutator> Recording<M> {
             return Ok(());
         };
         let mut appended = Vec::new();
+        let mut batch = std::collections::BTreeSet::new();
         for &path in paths {
             // Protected paths are refused by every mutator; there is nothing to protect.
-            if path.is_protected()
-                || turn.flight.before.contains_key(path)
-                || appended.iter().any(|(line, _)| matches!(line, InflightLine::Path { path: p, .. } if p == path.as_str()))
-            {
+            if path.is_protected() || turn.flight.before.contains_key(path) || !batch.insert(path) {
                 continue;
             }
             let (image, bytes) = read_image(&self.inner, path, &self.spares).await?;

@@ -94,8 +94,8 @@ impl UndoStore {
     /// `.shiro/undo/` directory, which gets a `.gitignore` of `*`.
     ///
     /// Opening finishes what a crash interrupted: a restore in progress is completed from its
-    /// record in the log, and a turn whose process stopped mid-turn becomes a finished, undoable turn.
-    /// Both leave a [`Notice`].
+    /// record in the log, and a turn whose process stopped mid-turn becomes a finished,
+    /// undoable turn. Both leave a [`Notice`].
     pub async fn open(workspace_root: &Path, options: StoreOptions) -> Result<Self, UndoError> {
         let workspace = FsMutator::new(workspace_root)
             .map_err(|err| UndoError::io("open the workspace", workspace_root, err))?;

@@ -73,6 +73,15 @@ async fn turn(f: &Fixture, summary: &str, writes: &[(&str, &[u8])]) -> Option<Tu
     f.rec.finish_turn().await.unwrap()
 }
 
+/// A fixture where files of 1 KiB or more are big (stored as chains of deltas).
+async fn big_file_fixture() -> Fixture {
+    fixture(StoreOptions {
+        big_file_bytes: 1024,
+        ..StoreOptions::default()
+    })
+    .await
+}
+
 /// Opens the store again, as the next shiro command would, with the notices it reports.
 async fn reopen(dir: &Path, ws: &MemMutator) -> (UndoStore, Vec<String>) {
     let store = UndoStore::open_with(dir, ws, StoreOptions::default())
@@ -875,11 +884,7 @@ fn blob_names(root: &Path) -> Vec<String> {
 /// chain 16 deltas deep starts again with a whole version.
 #[tokio::test]
 async fn a_big_file_is_stored_as_chains_of_deltas() {
-    let f = fixture(StoreOptions {
-        big_file_bytes: 1024,
-        ..StoreOptions::default()
-    })
-    .await;
+    let f = big_file_fixture().await;
     let lines = 2000;
     let mut versions = vec![version_of(lines, &[])];
     write(&f.ws, "big.txt", &versions[0]).await;
@@ -961,11 +966,7 @@ async fn dropping_old_turns_keeps_the_bases_newer_ones_need() {
 
 #[tokio::test]
 async fn a_delta_whose_base_is_lost_refuses_before_changing_anything() {
-    let f = fixture(StoreOptions {
-        big_file_bytes: 1024,
-        ..StoreOptions::default()
-    })
-    .await;
+    let f = big_file_fixture().await;
     let first = version_of(500, &[]);
     let second = version_of(500, &[7]);
     let third = version_of(500, &[7, 300]);
@@ -994,11 +995,7 @@ async fn a_delta_whose_base_is_lost_refuses_before_changing_anything() {
 
 #[tokio::test]
 async fn a_damaged_raw_blob_refuses_before_changing_anything() {
-    let f = fixture(StoreOptions {
-        big_file_bytes: 1024,
-        ..StoreOptions::default()
-    })
-    .await;
+    let f = big_file_fixture().await;
     let first = version_of(500, &[]);
     let second = version_of(500, &[42]);
     write(&f.ws, "big.txt", &first).await;
