@@ -244,30 +244,6 @@ impl Blobs {
         Ok(bytes)
     }
 
-    /// Like [`Blobs::get`], reading a raw blob straight into `buf` (whose memory is reused:
-    /// no fresh pages to map, and no copy to drop the blob's first byte).
-    pub(crate) fn get_into(
-        &self,
-        hash: &ContentHash,
-        mut buf: Vec<u8>,
-    ) -> io::Result<Option<Vec<u8>>> {
-        let mut file = match fs::File::open(self.path(hash)) {
-            Ok(file) => file,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return self.get(hash),
-            Err(err) => return Err(err),
-        };
-        let mut first = [0u8; 1];
-        if file.read(&mut first)? != 1 || first[0] != RAW {
-            return self.get(hash);
-        }
-        buf.clear();
-        file.read_to_end(&mut buf)?;
-        if ContentHash::of(&buf) != *hash {
-            return Err(damaged("blob content does not match its hash"));
-        }
-        Ok(Some(buf))
-    }
-
     /// A blob stored raw, checked against its hash (read a piece at a time), opened at the
     /// start of its bytes, with their length: for a restore to copy into place without
     /// holding them in memory. `Ok(None)` when the blob is not stored raw.

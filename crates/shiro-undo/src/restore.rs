@@ -24,13 +24,6 @@ use crate::report::{Action, Conflict, ConflictKind, Direction};
 /// At most this many foreign entries are named in a "directory not empty" conflict.
 const MAX_NAMED_ENTRIES: usize = 5;
 
-/// The spare buffers a restore reads blobs into: those of files this big (or bigger) are read
-/// into memory it already has (from the file before), since mapping fresh memory page by page
-/// costs as much as copying the bytes.
-pub(crate) fn spares() -> Spares {
-    Spares::new(64 * 1024)
-}
-
 /// One path of a restore: where it is, where it should be, where it goes.
 #[derive(Debug)]
 pub(crate) struct Planned {
@@ -156,12 +149,12 @@ impl<'a> Stored<'a> {
         self.blobs.contains(hash) || self.packs.iter().any(|pack| pack.contains(hash))
     }
 
-    /// The bytes of `hash` (a big blob read into `buf`); `Ok(None)` when none holds them.
-    fn get_into(&self, hash: &ContentHash, buf: Vec<u8>) -> std::io::Result<Option<Vec<u8>>> {
+    /// The bytes of `hash`, checked; `Ok(None)` when none holds them.
+    fn get(&self, hash: &ContentHash) -> std::io::Result<Option<Vec<u8>>> {
         if let Some(pack) = self.packs.iter().find(|pack| pack.contains(hash)) {
             return pack.get(hash);
         }
-        self.blobs.get_into(hash, buf)
+        self.blobs.get(hash)
     }
 }
 
@@ -268,7 +261,6 @@ pub(crate) async fn apply(
     turn: &TurnRecord,
     direction: Direction,
     seen: &Seen,
-    spares: &Spares,
 ) -> Result<BTreeMap<WorkspacePath, Action>, UndoError> {
     let mut items: Vec<(WorkspacePath, Image)> = turn
         .workspace_paths()
@@ -364,9 +356,8 @@ pub(crate) async fn apply(
                         .overwrite_from(path, &mut source, stored_len, *mode)
                         .await?;
                 } else {
-                    let bytes = load_blob(stored, path, hash, spares.take(*len))?;
+                    let bytes = load_blob(stored, path, hash)?;
                     mutator.overwrite(path, &bytes, *mode).await?;
-                    spares.give(Some(bytes));
                 }
             }
             Image::Symlink { target: link } => match mutator.real_stat(path).await? {
@@ -417,14 +408,13 @@ async fn holds(
     })
 }
 
-/// The bytes of the blob `hash` for `path`, read into `buf` when given.
+/// The stored bytes of `hash`, which `path` is to hold.
 fn load_blob(
     stored: &Stored<'_>,
     path: &WorkspacePath,
     hash: &ContentHash,
-    buf: Option<Vec<u8>>,
 ) -> Result<Vec<u8>, UndoError> {
-    match stored.get_into(hash, buf.unwrap_or_default()) {
+    match stored.get(hash) {
         Ok(Some(bytes)) => Ok(bytes),
         Ok(None) => Err(UndoError::Blob {
             path: path.clone(),
@@ -492,10 +482,7 @@ mod tests {
         assert!(matches!(wrote, Ok(Ok(true))), "{wrote:?}");
         let stored = Stored::open(&blobs, &turn);
         let hash = ContentHash::of(b"as planned");
-        assert_eq!(
-            stored.get_into(&hash, Vec::new()).unwrap().unwrap(),
-            b"as planned"
-        );
+        assert_eq!(stored.get(&hash).unwrap().unwrap(), b"as planned");
         // Kept already: no second pack.
         let again = keep_copies(&ws, &stored, &unchanged, &pack_path(dir.path(), "1-1")).await;
         assert!(matches!(again, Ok(Ok(false))), "{again:?}");

@@ -330,8 +330,7 @@ impl UndoStore {
             .iter()
             .map(|item| (item.path.clone(), item.now.clone()))
             .collect();
-        let spares = restore::spares();
-        let notes = restore::apply(workspace, &stored, &restored, direction, &seen, &spares)
+        let notes = restore::apply(workspace, &stored, &restored, direction, &seen)
             .await
             .map_err(|err| UndoError::RestoreInterrupted {
                 turn: id,
@@ -461,7 +460,6 @@ impl UndoStore {
             &pending.turn,
             direction,
             &restore::Seen::new(),
-            &restore::spares(),
         )
         .await
         .map_err(|err| UndoError::RestoreInterrupted {
