@@ -491,3 +491,25 @@ fn tool_arguments_can_come_from_a_file() {
         missing.show()
     );
 }
+
+#[test]
+fn a_call_refused_before_it_runs_records_nothing_and_leaves_no_turn_behind() {
+    let ws = Ws::new();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), ws.path().join("out")).unwrap();
+    // The path the call names cannot be captured (it leads outside the workspace), so the
+    // call does not run at all.
+    let args = serde_json::json!({"path": "out/x", "content": "x"}).to_string();
+    let refused = ws.run(&["tool", "write_file", "--args", &args]);
+    assert_eq!(refused.code, 1, "{}", refused.show());
+    assert!(
+        refused.stderr.contains("leads outside the workspace"),
+        "{}",
+        refused.show()
+    );
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    // No turn was recorded, and the next command finds nothing interrupted to report.
+    let log = ws.ok(&["log"]);
+    assert_eq!(log.stdout, "no turns to undo\n");
+    assert_eq!(log.stderr, "", "{}", log.show());
+}

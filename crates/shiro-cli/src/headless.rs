@@ -157,7 +157,11 @@ async fn run_as_turn(
             session: None,
         })
         .await?;
-    capture_ahead(tool, &recording, &args).await?;
+    if let Err(err) = capture_ahead(tool, &recording, &args).await {
+        // Nothing ran: finishing records no turn, and leaves no half-begun one behind.
+        recording.finish_turn().await?;
+        return Err(err);
+    }
     let result: Result<ToolOutput, _> = tool.call(&recording, args).await;
     match &result {
         Ok(output) => recording.note_tool(tool.name(), &output.changes).await,
