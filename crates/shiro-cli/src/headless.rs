@@ -240,14 +240,15 @@ pub async fn dry_run_diff(
     color: Color,
 ) -> Result<String> {
     let mut out = String::new();
+    let copies = store.copies(outcome.turn.id)?;
     for path in &outcome.paths {
         let now_bytes = match &path.now {
             Image::File { .. } => workspace.read(&path.path).await?,
             _ => Vec::new(),
         };
         let becomes_bytes = match path.becomes.hash() {
-            Some(hash) => store
-                .blob(&hash)?
+            Some(hash) => copies
+                .get(&hash)?
                 .ok_or_else(|| anyhow!("the stored copy of {} is missing", path.path))?,
             None => Vec::new(),
         };

@@ -63,4 +63,4 @@ pub use report::{
     Action, Conflict, ConflictKind, ConflictReport, Direction, Notice, PathOutcome, TurnId,
     TurnSummary, UndoOutcome,
 };
-pub use store::{STORE_DIR, StoreOptions, UndoOptions, UndoStore};
+pub use store::{Copies, STORE_DIR, StoreOptions, UndoOptions, UndoStore};

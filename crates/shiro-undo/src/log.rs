@@ -69,22 +69,21 @@ impl LogState {
         self.undo.iter().chain(&self.redo).any(|t| t.meta.id == id)
     }
 
-    /// Every blob the kept turns refer to (a restore under way included).
-    pub(crate) fn hashes(&self) -> BTreeSet<ContentHash> {
-        self.undo
-            .iter()
+    /// The kept turns: both stacks, and a restore's under way (its images may differ).
+    fn kept(&self) -> impl Iterator<Item = &TurnRecord> {
+        (self.undo.iter())
             .chain(&self.redo)
             .chain(self.pending.iter().map(|p| &p.turn))
-            .flat_map(TurnRecord::hashes)
-            .collect()
     }
 
-    /// The packs the kept turns name (a restore under way included).
+    /// Every blob the kept turns refer to.
+    pub(crate) fn hashes(&self) -> BTreeSet<ContentHash> {
+        self.kept().flat_map(TurnRecord::hashes).collect()
+    }
+
+    /// The packs the kept turns name.
     pub(crate) fn packs(&self) -> BTreeSet<String> {
-        self.undo
-            .iter()
-            .chain(&self.redo)
-            .chain(self.pending.iter().map(|p| &p.turn))
+        self.kept()
             .flat_map(|turn| turn.packs.iter().cloned())
             .collect()
     }

@@ -145,12 +145,25 @@ impl<'a> Stored<'a> {
         Self { blobs, packs }
     }
 
+    /// The blobs alone.
+    pub(crate) fn blobs_only(blobs: &'a Blobs) -> Self {
+        Self {
+            blobs,
+            packs: Vec::new(),
+        }
+    }
+
+    /// Where the blobs and packs are.
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        self.blobs.dir()
+    }
+
     pub(crate) fn contains(&self, hash: &ContentHash) -> bool {
         self.blobs.contains(hash) || self.packs.iter().any(|pack| pack.contains(hash))
     }
 
     /// The bytes of `hash`, checked; `Ok(None)` when none holds them.
-    fn get(&self, hash: &ContentHash) -> std::io::Result<Option<Vec<u8>>> {
+    pub(crate) fn get(&self, hash: &ContentHash) -> std::io::Result<Option<Vec<u8>>> {
         if let Some(pack) = self.packs.iter().find(|pack| pack.contains(hash)) {
             return pack.get(hash);
         }

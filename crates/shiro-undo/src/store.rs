@@ -21,7 +21,7 @@ use crate::format::{
 use crate::image::{ContentHash, Image, Spares, real_image};
 use crate::lock::{self, LockGuard};
 use crate::log::{self, LogState, Refused};
-use crate::pack::{Pack, pack_path};
+use crate::pack::pack_path;
 use crate::recorder::Recording;
 use crate::report::{
     Action, Conflict, ConflictReport, Direction, Notice, PathOutcome, TurnId, TurnSummary,
@@ -177,26 +177,33 @@ impl UndoStore {
     }
 
     /// The bytes of a stored file, checked against `hash`; `None` when the store does not hold
-    /// them. Used with [`PathOutcome::becomes`] to show a dry run as a diff.
+    /// them. A copy a restore kept (in a pack) is looked for in the turns that refer to `hash`,
+    /// which reads the log: for the paths of one turn, [`UndoStore::copies`] reads it once.
     pub fn blob(&self, hash: &ContentHash) -> Result<Option<Vec<u8>>, UndoError> {
-        let dir = self.inner.blobs.dir();
-        let failed = |path: &Path, err| UndoError::io("read the stored copy in", path, err);
-        if let Some(bytes) = (self.inner.blobs.get(hash)).map_err(|err| failed(dir, err))? {
+        if let Some(bytes) = Copies::of(self, None).get(hash)? {
             return Ok(Some(bytes));
         }
-        // A copy a restore kept is in a pack of a turn that refers to it.
         let state = self.read_state()?;
         let turns = state.undo.iter().chain(&state.redo);
         for turn in turns.filter(|turn| turn.hashes().any(|h| h == *hash)) {
-            for name in &turn.packs {
-                let path = pack_path(dir, name);
-                let pack = Pack::open(&path).map_err(|err| failed(&path, err))?;
-                if let Some(bytes) = pack.get(hash).map_err(|err| failed(&path, err))? {
-                    return Ok(Some(bytes));
-                }
+            if let Some(bytes) = Copies::of(self, Some(turn)).get(hash)? {
+                return Ok(Some(bytes));
             }
         }
         Ok(None)
+    }
+
+    /// The stored files a restore of turn `id` reads (its blobs, and its packs): for a dry run
+    /// to show as a diff, with [`PathOutcome::becomes`]. A turn no longer in the log has only
+    /// its blobs.
+    pub fn copies(&self, id: TurnId) -> Result<Copies<'_>, UndoError> {
+        let state = self.read_state()?;
+        let turn = state
+            .undo
+            .iter()
+            .chain(&state.redo)
+            .find(|t| t.meta.id == id);
+        Ok(Copies::of(self, turn))
     }
 
     /// The bytes the stored copies take on disk.
@@ -756,6 +763,31 @@ impl UndoStore {
             });
         }
         Ok(())
+    }
+}
+
+/// The stored files of one turn; see [`UndoStore::copies`].
+#[derive(Debug)]
+pub struct Copies<'a> {
+    stored: restore::Stored<'a>,
+}
+
+impl<'a> Copies<'a> {
+    fn of(store: &'a UndoStore, turn: Option<&TurnRecord>) -> Self {
+        let blobs = &store.inner.blobs;
+        let stored = match turn {
+            Some(turn) => restore::Stored::open(blobs, turn),
+            None => restore::Stored::blobs_only(blobs),
+        };
+        Self { stored }
+    }
+
+    /// The bytes of `hash`, checked against it; `None` when neither the blobs nor the turn's
+    /// packs hold them.
+    pub fn get(&self, hash: &ContentHash) -> Result<Option<Vec<u8>>, UndoError> {
+        self.stored
+            .get(hash)
+            .map_err(|err| UndoError::io("read the stored copy in", self.stored.dir(), err))
     }
 }
 

@@ -260,6 +260,8 @@ async fn an_undo_keeps_its_copies_in_one_pack_for_as_long_as_its_turn() {
         .unwrap();
     let shown = planned.paths[0].becomes.hash().unwrap();
     assert_eq!(store.blob(&shown).unwrap().unwrap(), read(&after, "d/f0"));
+    let copies = store.copies(planned.turn.id).unwrap();
+    assert_eq!(copies.get(&shown).unwrap().unwrap(), read(&after, "d/f0"));
 
     // Redo reads them back; undoing again finds them kept and writes no other pack.
     store.redo(&f.ws, UndoOptions::default()).await.unwrap();
