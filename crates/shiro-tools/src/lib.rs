@@ -35,7 +35,8 @@ pub mod tools;
 
 pub use mutator::{
     AfterHook, DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DirEntry, FsMutator, Hook, Hooked, MemMutator,
-    Mutation, Mutator, MutatorError, Stat, create_parent_dirs, partial_write_path, sync_data_all,
+    Mutation, Mutator, MutatorError, PARTIAL_WRITE_SUFFIX, Stat, create_parent_dirs,
+    is_partial_write_of, sync_data_all,
 };
 pub use path::{PathError, WorkspacePath};
 pub use tool::{Change, Tool, ToolError, ToolOutput, parse_args, schema_of};

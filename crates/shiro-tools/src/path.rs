@@ -28,11 +28,41 @@ pub enum PathError {
         /// The link on that path, relative to the root.
         link: String,
     },
-    /// The path is inside a directory that tools may never write (`.git/`, `.shiro/undo/`).
+    /// A symbolic link on the path leads round a loop.
+    #[error("path {path:?} goes through the symbolic link {link:?}, which loops")]
+    SymlinkLoop {
+        /// The path as given.
+        path: String,
+        /// The link on that path, relative to the root.
+        link: String,
+    },
+    /// A mutation met a symbolic link on the path's parent directories: mutations follow no
+    /// link (see [`Mutator::real_path`](crate::Mutator::real_path)).
     #[error(
-        "path {0:?} is inside a protected directory (.git/ or .shiro/undo/); tools never write there"
+        "path {path:?} goes through the symbolic link {link:?}, and shiro changes files only by their real path; nothing was changed"
+    )]
+    ThroughLink {
+        /// The path as given.
+        path: String,
+        /// The link on that path, relative to the root.
+        link: String,
+    },
+    /// The path is inside a directory that tools may never write: `.git/`, or `.shiro/`
+    /// other than `.shiro/commands.md` and `.shiro/commands/`.
+    #[error(
+        "path {0:?} is protected: tools never write in .git/ or .shiro/ (except .shiro/commands.md and .shiro/commands/)"
     )]
     Protected(String),
+    /// The path leads, through links, to a protected path.
+    #[error(
+        "path {path:?} leads to {real:?}, which is protected: tools never write in .git/ or .shiro/ (except .shiro/commands.md and .shiro/commands/)"
+    )]
+    ProtectedThroughLink {
+        /// The path as given.
+        path: String,
+        /// Where it leads, relative to the root.
+        real: String,
+    },
 }
 
 /// A path inside the workspace, relative to its root, normalised to `/`-separated components.
@@ -155,15 +185,22 @@ impl WorkspacePath {
                 && self.rel.as_bytes().get(other.rel.len()) == Some(&b'/'))
     }
 
-    /// Whether tools are forbidden to write here: `.git/` and `.shiro/undo/`, and those
-    /// directories themselves.
+    /// Whether tools are forbidden to write here: anything named `.git` and what is inside
+    /// it (a submodule's too), and `.shiro` and what is inside it, except `.shiro/commands.md`
+    /// and `.shiro/commands/`, which are the user's commands. Names are compared ignoring
+    /// ASCII case, as a case-insensitive file system would resolve them. Check the real path
+    /// (see [`Mutator::real_path`](crate::Mutator::real_path)), not a spelling through a link.
     pub fn is_protected(&self) -> bool {
-        let mut parts = self.components();
-        match parts.next() {
-            Some(".git") => true,
-            Some(".shiro") => parts.next() == Some("undo"),
-            _ => false,
+        let mut parts = self.components().peekable();
+        while let Some(part) = parts.next() {
+            if part.eq_ignore_ascii_case(".git") {
+                return true;
+            }
+            if part.eq_ignore_ascii_case(".shiro") {
+                return !matches!(parts.peek(), Some(&"commands.md" | &"commands"));
+            }
         }
+        false
     }
 
     /// The path on disk under `root`.
@@ -219,8 +256,19 @@ mod tests {
         assert!(p(".git/config").is_protected());
         assert!(p(".shiro/undo/log").is_protected());
         assert!(!p(".shiro/commands.md").is_protected());
+        assert!(!p(".shiro/commands/review.md").is_protected());
+        assert!(!p(".shiro/commands").is_protected());
+        assert!(p(".shiro").is_protected());
+        assert!(p(".shiro/config.toml").is_protected());
+        assert!(p(".shiro/sessions/a.json").is_protected());
+        assert!(p(".shiro/commands.md.bak").is_protected());
+        assert!(p(".GIT/config").is_protected());
+        assert!(p(".Shiro/undo/log.jsonl").is_protected());
+        assert!(p("vendor/lib/.git/hooks/pre-commit").is_protected());
+        assert!(p("sub/.shiro/undo/log.jsonl").is_protected());
         assert!(!p(".github/workflows/ci.yml").is_protected());
         assert!(!p("src/.git_keep").is_protected());
+        assert!(!p("src/.gitignore").is_protected());
     }
 
     #[test]

@@ -147,7 +147,8 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
         m.rename(&p("b.txt"), &p("e/b.txt"))
     );
 
-    // Symbolic links: not followed in the last component, followed on parents inside.
+    // Symbolic links: not followed in the last component, followed on parents inside by
+    // reads and stat; mutations follow none (real_path resolves a path first).
     step!("symlink e -> in", m.symlink("e", &p("in")));
     stat!("in");
     step!("symlink again onto in", m.symlink("e", &p("in")));
@@ -157,6 +158,16 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
     });
     step!("write in/new.txt", m.write(&p("in/new.txt"), b"new", None));
     stat!("e/new.txt");
+    step!("real_path in/new.txt", m.real_path(&p("in/new.txt")));
+    step!("real_path in", m.real_path(&p("in")));
+    step!("symlink ../e -> e/self", m.symlink("../e", &p("e/self")));
+    step!(
+        "real_path in/self/self/x",
+        m.real_path(&p("in/self/self/x"))
+    );
+    step!("remove_file e/self", m.remove_file(&p("e/self")));
+    step!("real_path missing/x", m.real_path(&p("missing/x")));
+    step!("real_path b.txt/x (a file)", m.real_path(&p("b.txt/x")));
     step!("read_dir in", async {
         m.read_dir(&p("in")).await.map(|entries| {
             entries
@@ -184,12 +195,16 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
     stat!("dangling");
     step!("read dangling", m.read(&p("dangling")));
     stat!("dangling/x");
+    step!("real_path dangling/x", m.real_path(&p("dangling/x")));
+    step!("write dangling/x", m.write(&p("dangling/x"), b"x", None));
     step!("remove_file dangling", m.remove_file(&p("dangling")));
     step!("symlink ../.. -> up", m.symlink("../..", &p("up")));
     step!("read up/etc/passwd", m.read(&p("up/etc/passwd")));
     step!("symlink <outside> -> out", m.symlink(outside, &p("out")));
     stat!("out");
     step!("read out", m.read(&p("out")));
+    step!("real_path out/x", m.real_path(&p("out/x")));
+    step!("real_path up/x", m.real_path(&p("up/x")));
     step!("write out/x", m.write(&p("out/x"), b"x", None));
     step!("create_dir out/x", m.create_dir(&p("out/x")));
     step!("read out/secret", m.read(&p("out/secret")));
@@ -211,6 +226,10 @@ async fn transcript(m: &dyn Mutator, outside: &str) -> String {
     step!("read abs/b.txt", async {
         m.read(&p("abs/b.txt")).await.map(String::from_utf8)
     });
+    step!("real_path abs/b.txt", m.real_path(&p("abs/b.txt")));
+    step!("symlink loop -> loop", m.symlink("loop", &p("loop")));
+    step!("real_path loop/x", m.real_path(&p("loop/x")));
+    step!("remove_file loop", m.remove_file(&p("loop")));
 
     // real_stat: the entry itself, reached through real directories only.
     stat!(real_stat, "e/b.txt");
@@ -467,22 +486,57 @@ async fn hostile_paths_are_refused_by_both_mutators() {
     assert!(WorkspacePath::resolve(Path::new("/ws"), "/ws").is_err());
 }
 
-/// A write killed before its rename leaves `.<name>.shiro-tmp`; the next write of the same
-/// path replaces it, and `partial_write_path` names it so recovery can remove it.
+/// A write goes through a temporary file with an unpredictable name created with `O_EXCL`:
+/// a link or a file planted under the old fixed name is never written through or destroyed,
+/// and what a killed write left is recognised by its name and removed by recovery.
 #[tokio::test]
-async fn a_stale_partial_write_is_replaced() {
+async fn temporary_files_are_unpredictable_and_swept() {
+    use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    let fs = FsMutator::new(dir.path()).unwrap();
-    std::fs::create_dir(dir.path().join("d")).unwrap();
-    let path = p("d/a.txt");
-    let temp = shiro_tools::partial_write_path(&path);
-    assert_eq!(temp.as_str(), "d/.a.txt.shiro-tmp");
-    std::fs::write(dir.path().join(temp.as_str()), "junk from a killed write").unwrap();
-    fs.write(&path, b"new", None).await.unwrap();
-    assert_eq!(fs.read(&path).await.unwrap(), b"new");
-    assert_eq!(fs.stat(&temp).await.unwrap(), Stat::Absent);
-    let top = shiro_tools::partial_write_path(&p("top"));
-    assert_eq!(top.as_str(), ".top.shiro-tmp");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(ws.join("d")).unwrap();
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "SECRET\n").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::os::unix::fs::symlink("../../victim", ws.join("d/.a.txt.shiro-tmp")).unwrap();
+    std::fs::write(ws.join("d/.b.txt.shiro-tmp"), "the user's own file").unwrap();
+    let fs = FsMutator::new(&ws).unwrap();
+
+    fs.write(&p("d/a.txt"), b"new", None).await.unwrap();
+    fs.write(&p("d/b.txt"), b"new", None).await.unwrap();
+    assert_eq!(std::fs::read(&victim).unwrap(), b"SECRET\n");
+    let mode = std::fs::metadata(&victim).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert_eq!(fs.read(&p("d/a.txt")).await.unwrap(), b"new");
+    assert!(
+        std::fs::symlink_metadata(ws.join("d/a.txt"))
+            .unwrap()
+            .is_file()
+    );
+    assert_eq!(
+        std::fs::read(ws.join("d/.b.txt.shiro-tmp")).unwrap(),
+        b"the user's own file"
+    );
+
+    // What a killed write leaves matches the pattern; the user's files do not.
+    let stale = ".a.txt.0123456789abcdef.shiro-tmp";
+    std::fs::write(ws.join("d").join(stale), "junk from a killed write").unwrap();
+    std::fs::write(ws.join(".top.fedcba9876543210.shiro-tmp"), "junk").unwrap();
+    assert!(shiro_tools::is_partial_write_of(&p("d/a.txt"), stale));
+    assert!(!shiro_tools::is_partial_write_of(
+        &p("d/a.txt"),
+        ".a.txt.shiro-tmp"
+    ));
+    assert!(!shiro_tools::is_partial_write_of(&p("d/b.txt"), stale));
+    let removed = fs
+        .remove_partial_writes(&[p("d/a.txt"), p("d/b.txt"), p("top")])
+        .await
+        .unwrap();
+    assert_eq!(removed, 2);
+    assert!(!ws.join("d").join(stale).exists());
+    assert!(!ws.join(".top.fedcba9876543210.shiro-tmp").exists());
+    assert!(ws.join("d/.a.txt.shiro-tmp").is_symlink());
+    assert!(ws.join("d/.b.txt.shiro-tmp").exists());
 }
 
 /// `overwrite` writes a lone file in place (same inode, as `cp`), but never reaches another

@@ -10,9 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use shiro_tools::{
-    Mutator, MutatorError, Stat, WorkspacePath, create_parent_dirs, partial_write_path,
-};
+use shiro_tools::{Mutator, MutatorError, Stat, WorkspacePath, create_parent_dirs};
 
 use crate::blob::Blobs;
 use crate::error::UndoError;
@@ -241,20 +239,15 @@ pub(crate) fn check_blobs(stored: &Stored<'_>, plan: &[Planned]) -> Result<(), U
 }
 
 /// Removes what writes killed before their rename left beside `paths` (see
-/// [`partial_write_path`]): crash recovery calls it for every path of the interrupted
-/// operation, so a crash leaves no stray file in the workspace. Best effort: a path it cannot
-/// see safely (under a link that now leads elsewhere, say) is left alone, since a stray
-/// temporary file must never stop a restore.
+/// [`Mutator::remove_partial_writes`]): crash recovery calls it for every path of the
+/// interrupted operation, so a crash leaves no stray file in the workspace. Best effort: a
+/// stray temporary file must never stop a restore.
 pub(crate) async fn sweep_partial_writes<'a>(
     mutator: &dyn Mutator,
     paths: impl IntoIterator<Item = &'a WorkspacePath>,
 ) {
-    for path in paths {
-        let temp = partial_write_path(path);
-        if let Ok(Stat::File { .. }) = mutator.stat(&temp).await {
-            let _ = mutator.remove_file(&temp).await;
-        }
-    }
+    let paths: Vec<WorkspacePath> = paths.into_iter().cloned().collect();
+    let _ = mutator.remove_partial_writes(&paths).await;
 }
 
 /// What a restore found at its paths just before it began (the images of its plan), so that

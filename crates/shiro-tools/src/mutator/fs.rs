@@ -1,15 +1,24 @@
 //! The real disk under a workspace root.
 
+use std::collections::BTreeSet;
+use std::collections::hash_map::RandomState;
 use std::fs;
+use std::hash::{BuildHasher, Hasher};
 use std::io::{self, ErrorKind, Write};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt, symlink};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
 
+use super::fs_jail::{DirFd, Jail, c_to_string, io_error, not_regular, stat_from};
 use super::{
-    DEFAULT_FILE_MODE, DirEntry, Mutator, MutatorError, Stat, partial_write_path, read_exactly,
+    DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DirEntry, Mutator, MutatorError, Stat, partial_write_name,
+    read_exactly,
 };
 use crate::path::{PathError, WorkspacePath};
 
@@ -25,10 +34,18 @@ const BLOCK: usize = 4096;
 
 /// A [`Mutator`] over the real file system under a root directory.
 ///
-/// Writes go to a temporary file in the same directory, then are renamed over the target, so
-/// a reader or a crashed process sees either the old or the new bytes. Single writes are not
-/// flushed (no `fsync`, as `cp` and editors' plain saves): callers that need durability call
-/// [`Mutator::sync`] with the paths they changed.
+/// Every access goes through one directory handle on the root, opened when the mutator is
+/// made: paths are resolved beneath it by the kernel (`openat2` with `RESOLVE_BENEATH` and
+/// `RESOLVE_NO_SYMLINKS` on Linux, a walk of `O_NOFOLLOW` opens elsewhere), never joined
+/// into a string and opened, so no link, planted in a checkout or swapped in by a race, can
+/// send a read or a write outside. Mutations follow no link at all; reads follow links that
+/// stay inside the workspace.
+///
+/// Writes go to a temporary file with an unpredictable name, created with `O_EXCL` in the
+/// same directory, then are renamed over the target, so a reader or a crashed process sees
+/// either the old or the new bytes. Single writes are not flushed (no `fsync`, as `cp` and
+/// editors' plain saves): callers that need durability call [`Mutator::sync`] with the
+/// paths they changed.
 ///
 /// Each operation runs on tokio's blocking pool, so it never stalls the async tasks beside
 /// it; [`FsMutator::inline`] runs them on the calling thread instead.
@@ -42,8 +59,12 @@ pub struct FsMutator {
 struct Roots {
     /// The root as given, for resolving absolute paths a model sends.
     root: PathBuf,
-    /// The canonical root, for checking where symbolic links lead.
-    canonical: PathBuf,
+    /// The handle on the root that every access goes through.
+    jail: Jail,
+    /// Makes temporary names unpredictable: keyed from the system's randomness.
+    random: RandomState,
+    /// Makes each temporary name of this process differ from the last.
+    counter: AtomicU64,
 }
 
 impl FsMutator {
@@ -51,14 +72,14 @@ impl FsMutator {
     pub fn new(root: impl Into<PathBuf>) -> io::Result<Self> {
         let root = root.into();
         let canonical = root.canonicalize()?;
-        if !canonical.is_dir() {
-            return Err(io::Error::new(
-                ErrorKind::NotADirectory,
-                "workspace root is not a directory",
-            ));
-        }
+        let jail = Jail::open(&canonical)?;
         Ok(Self {
-            inner: Arc::new(Roots { root, canonical }),
+            inner: Arc::new(Roots {
+                root,
+                jail,
+                random: RandomState::new(),
+                counter: AtomicU64::new(0),
+            }),
             inline: false,
         })
     }
@@ -91,155 +112,133 @@ impl FsMutator {
 }
 
 impl Roots {
-    /// The on-disk path, after checking that no symbolic link on a parent leads outside.
-    fn checked(&self, path: &WorkspacePath) -> Result<PathBuf, MutatorError> {
-        for ancestor in path.ancestors() {
-            self.check_link(path, &ancestor)?;
-        }
-        Ok(path.to_fs_path(&self.canonical))
-    }
-
-    /// Like [`Roots::checked`], and also for a link in the last component (for reads).
-    fn checked_following(&self, path: &WorkspacePath) -> Result<PathBuf, MutatorError> {
-        let full = self.checked(path)?;
-        self.check_link(path, path)?;
-        Ok(full)
-    }
-
-    /// A mutation target: jailed and not protected.
-    fn writable(&self, path: &WorkspacePath) -> Result<PathBuf, MutatorError> {
+    /// The parent of a mutation's target, which must not be protected.
+    fn parent_for_change(&self, path: &WorkspacePath) -> Result<DirFd<'_>, MutatorError> {
         if path.is_protected() {
             return Err(PathError::Protected(path.to_string()).into());
         }
-        self.checked(path)
+        self.jail.parent_for_change(path)
     }
 
-    fn check_link(&self, path: &WorkspacePath, at: &WorkspacePath) -> Result<(), MutatorError> {
-        let full = at.to_fs_path(&self.canonical);
-        let Ok(meta) = fs::symlink_metadata(&full) else {
-            return Ok(());
-        };
-        if !meta.file_type().is_symlink() {
-            return Ok(());
-        }
-        match full.canonicalize() {
-            Ok(target) if target.starts_with(&self.canonical) => Ok(()),
-            // A dangling link leads nowhere; the operation itself reports what is missing.
-            Err(err) if err.kind() == ErrorKind::NotFound => Ok(()),
-            _ => Err(PathError::SymlinkEscape {
-                path: path.to_string(),
-                link: at.to_string(),
-            }
-            .into()),
-        }
+    /// A fresh unpredictable temporary name for a write of `path`.
+    fn temp_name(&self, path: &WorkspacePath) -> String {
+        let mut hasher = self.random.build_hasher();
+        hasher.write_u64(self.counter.fetch_add(1, Ordering::Relaxed));
+        hasher.write_u32(std::process::id());
+        partial_write_name(path, hasher.finish())
     }
 }
 
-fn io_error(op: &'static str, path: &WorkspacePath, err: io::Error) -> MutatorError {
-    match err.kind() {
-        ErrorKind::NotFound => MutatorError::NotFound(path.clone()),
-        ErrorKind::AlreadyExists => MutatorError::AlreadyExists(path.clone()),
-        ErrorKind::IsADirectory => MutatorError::IsDirectory(path.clone()),
-        ErrorKind::NotADirectory => MutatorError::NotDirectory(path.clone()),
-        ErrorKind::DirectoryNotEmpty => MutatorError::DirectoryNotEmpty(path.clone()),
-        _ => MutatorError::Io {
-            op,
-            path: path.clone(),
-            source: err,
-        },
-    }
-}
-
-fn stat_of(full: &Path, path: &WorkspacePath) -> Result<Stat, MutatorError> {
-    let meta = match fs::symlink_metadata(full) {
-        Ok(meta) => meta,
-        Err(err) if matches!(err.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-            return Ok(Stat::Absent);
-        }
-        Err(err) => return Err(io_error("stat", path, err)),
+/// What is at `name` in `dir` (a link's target read too), or [`Stat::Absent`].
+fn stat_in(dir: &impl AsFd, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+    let name = path.file_name();
+    let stat = match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) => stat,
+        Err(Errno::NOENT | Errno::NOTDIR) => return Ok(Stat::Absent),
+        Err(errno) => return Err(io_error("stat", path, errno.into())),
     };
-    let file_type = meta.file_type();
-    let mode = meta.permissions().mode() & 0o7777;
-    if file_type.is_symlink() {
-        let target = fs::read_link(full).map_err(|err| io_error("readlink", path, err))?;
-        Ok(Stat::Symlink {
-            target: target.to_string_lossy().into_owned(),
-        })
-    } else if file_type.is_dir() {
-        Ok(Stat::Dir { mode })
-    } else {
-        Ok(Stat::File {
-            mode,
-            len: meta.len(),
-        })
-    }
+    stat_from(&stat, path, || {
+        rustix::fs::readlinkat(dir, name, Vec::new())
+            .map(|target| c_to_string(&target))
+            .map_err(|errno| io_error("readlink", path, errno.into()))
+    })
 }
 
-/// The parent must exist and be a directory, as on the in-memory tree.
-fn require_parent(roots: &Roots, path: &WorkspacePath) -> Result<(), MutatorError> {
-    if let Some(parent) = path.parent() {
-        match stat_of(&roots.checked(&parent)?, &parent)? {
-            Stat::Dir { .. } => {}
-            Stat::Absent => return Err(MutatorError::NotFound(parent)),
-            Stat::Symlink { .. } => {
-                // A link to a directory inside the workspace is followed, as parents are.
-                let followed = parent.to_fs_path(&roots.canonical);
-                if !followed.is_dir() {
-                    return Err(MutatorError::NotDirectory(parent));
-                }
+/// See [`Mutator::stat`]: links on the parents are followed when they stay inside.
+fn stat(roots: &Roots, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+    let jail = &roots.jail;
+    let dir = match jail.parent_nolinks(path) {
+        Ok(dir) => dir,
+        // A link on the way (`ENOTDIR` when it is the parent itself, opened as a directory
+        // without following it), or a file: resolved in user space, then opened for real.
+        Err(Errno::LOOP | Errno::NOTDIR) => {
+            let real = jail.real_path(path)?;
+            match jail.parent_nolinks(&real) {
+                Ok(dir) => return stat_in(&dir, &real),
+                Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => return Ok(Stat::Absent),
+                Err(errno) => return Err(io_error("stat", path, errno.into())),
             }
-            Stat::File { .. } => return Err(MutatorError::NotDirectory(parent)),
         }
-    }
-    Ok(())
+        Err(Errno::NOENT) => return Ok(Stat::Absent),
+        Err(errno) => return Err(io_error("stat", path, errno.into())),
+    };
+    stat_in(&dir, path)
 }
 
+/// See [`Mutator::real_stat`]: one open of the parent through real directories only.
+fn real_stat(roots: &Roots, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+    match roots.jail.parent_nolinks(path) {
+        Ok(dir) => stat_in(&dir, path),
+        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => Ok(Stat::Absent),
+        Err(errno) => Err(io_error("stat", path, errno.into())),
+    }
+}
+
+/// Opens the regular file `path` names for reading, following links inside the workspace;
+/// anything else is refused without being read (a named pipe is opened without blocking and
+/// never read).
+fn open_file(roots: &Roots, path: &WorkspacePath) -> Result<fs::File, MutatorError> {
+    let fd = roots.jail.open_following(path, OFlags::RDONLY)?;
+    let stat = rustix::fs::fstat(&fd).map_err(|errno| io_error("read", path, errno.into()))?;
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::RegularFile => Ok(fs::File::from(fd)),
+        FileType::Directory => Err(MutatorError::IsDirectory(path.clone())),
+        other => Err(not_regular(path, other)),
+    }
+}
+
+/// Replaces `path` with a new file holding `bytes`, atomically: a temporary file with an
+/// unpredictable name, created with `O_EXCL` (so it is never an existing file, nor a link
+/// planted under that name), then renamed over the target.
 fn write_atomic(
     roots: &Roots,
     path: &WorkspacePath,
     bytes: &[u8],
     mode: Option<u32>,
 ) -> Result<(), MutatorError> {
-    let full = roots.writable(path)?;
-    require_parent(roots, path)?;
-    let mode = match (mode, stat_of(&full, path)?) {
+    let dir = roots.parent_for_change(path)?;
+    let mode = match (mode, stat_in(&dir, path)?) {
         (_, Stat::Dir { .. }) => return Err(MutatorError::IsDirectory(path.clone())),
         (Some(mode), _) => mode,
         (None, Stat::File { mode, .. }) => mode,
         (None, Stat::Absent | Stat::Symlink { .. }) => DEFAULT_FILE_MODE,
     };
-    // A fixed name beside the target, so that a write killed before its rename leaves a file
-    // that crash recovery can find and remove without listing directories.
-    let temp_path = partial_write_path(path).to_fs_path(&roots.canonical);
-    let written = (|| -> std::io::Result<()> {
-        let mut temp = fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&temp_path)?;
-        temp.write_all(bytes)?;
-        temp.set_permissions(fs::Permissions::from_mode(mode))?;
-        fs::rename(&temp_path, &full)
+    let failed = |err: io::Error| io_error("write", path, err);
+    let (temp, fd) = create_temp(roots, &dir, path).map_err(failed)?;
+    let written = (|| -> io::Result<()> {
+        let mut file = fs::File::from(fd);
+        file.write_all(bytes)?;
+        rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
+        drop(file);
+        rustix::fs::renameat(&dir, temp.as_str(), &dir, path.file_name())?;
+        Ok(())
     })();
     if let Err(err) = written {
-        let _ = fs::remove_file(&temp_path);
-        return Err(io_error("write", path, err));
+        let _ = rustix::fs::unlinkat(&dir, temp.as_str(), AtFlags::empty());
+        return Err(failed(err));
     }
     Ok(())
 }
 
-/// See [`Mutator::real_stat`]: one `lstat` per ancestor, in one blocking step.
-fn real_stat(roots: &Roots, path: &WorkspacePath) -> Result<Stat, MutatorError> {
-    for ancestor in path.ancestors() {
-        let full = ancestor.to_fs_path(&roots.canonical);
-        if !matches!(stat_of(&full, &ancestor)?, Stat::Dir { .. }) {
-            return Ok(Stat::Absent);
+/// Creates a new temporary file for a write of `path` in `dir`, owner-only until its mode is
+/// set; a name that happens to be taken is skipped for another.
+fn create_temp(
+    roots: &Roots,
+    dir: &DirFd<'_>,
+    path: &WorkspacePath,
+) -> io::Result<(String, OwnedFd)> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut tries = 0;
+    loop {
+        let name = roots.temp_name(path);
+        match rustix::fs::openat(dir, name.as_str(), flags, Mode::from_raw_mode(0o600)) {
+            Ok(fd) => return Ok((name, fd)),
+            Err(Errno::EXIST) if tries < 16 => tries += 1,
+            Err(errno) => return Err(errno.into()),
         }
     }
-    stat_of(&path.to_fs_path(&roots.canonical), path)
 }
 
-/// See [`Mutator::overwrite`].
 /// What an overwrite writes: bytes in memory, or `len` bytes read from a reader.
 enum Source<'a> {
     Bytes(&'a [u8]),
@@ -270,11 +269,7 @@ fn overwrite(
     mut source: Source<'_>,
     mode: u32,
 ) -> Result<(), MutatorError> {
-    let full = roots.writable(path)?;
-    let in_place = match fs::symlink_metadata(&full) {
-        Ok(meta) => meta.file_type().is_file() && meta.nlink() == 1,
-        Err(_) => false,
-    };
+    let dir = roots.parent_for_change(path)?;
     let len = source.len();
     let replace = |source: Source<'_>| match source {
         Source::Bytes(bytes) => write_atomic(roots, path, bytes, Some(mode)),
@@ -284,29 +279,40 @@ fn overwrite(
             write_atomic(roots, path, &bytes, Some(mode))
         }
     };
-    if !in_place {
-        return replace(source);
-    }
-    // `O_NOFOLLOW`: should the file have become a link since the check, the open fails
-    // rather than writing where the link leads, and the write replaces the link instead.
+    // `O_NOFOLLOW` and `O_NONBLOCK`: what is there now is opened only if it is a file, and
+    // a named pipe put there is never waited on; what was opened is checked below, so a
+    // file swapped in since is judged by what it is.
     let open = |read: bool| {
-        fs::OpenOptions::new()
-            .read(read)
-            .write(true)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&full)
+        let access = if read { OFlags::RDWR } else { OFlags::WRONLY };
+        rustix::fs::openat(
+            &dir,
+            path.file_name(),
+            access | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
     };
     // A big file is read first, so that only the blocks that differ are written (and later
     // flushed): undoing an edit of a few lines in a big file writes a few blocks, not the
     // file. One that cannot be read (mode 200) is written whole.
     let big = len >= COMPARED_FROM as u64;
-    let (mut file, compare) = match open(big) {
-        Ok(file) => (file, big),
-        Err(_) => match open(false) {
-            Ok(file) => (file, false),
-            Err(_) => return replace(source),
-        },
+    let opened = match open(big) {
+        Ok(fd) => Some((fd, big)),
+        Err(_) if big => open(false).ok().map(|fd| (fd, false)),
+        Err(_) => None,
     };
+    // Only a lone regular file is written in place; anything else (nothing there, a link,
+    // a file with other names) is replaced, so the bytes never reach another name.
+    let Some((fd, compare)) = opened.filter(|(fd, _)| {
+        rustix::fs::fstat(fd).is_ok_and(|stat| {
+            FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile && stat.st_nlink == 1
+        })
+    }) else {
+        if let Stat::File { .. } | Stat::Absent | Stat::Symlink { .. } = stat_in(&dir, path)? {
+            return replace(source);
+        }
+        return Err(MutatorError::IsDirectory(path.clone()));
+    };
+    let mut file = fs::File::from(fd);
     let mut reader = source.reader();
     let copied = if compare {
         write_changed(&file, &mut reader)
@@ -324,12 +330,62 @@ fn overwrite(
     }
     let written = (|| -> io::Result<()> {
         file.set_len(len)?;
-        if file.metadata()?.permissions().mode() & 0o7777 != mode {
-            file.set_permissions(fs::Permissions::from_mode(mode))?;
+        let now = rustix::fs::fstat(&file)?.st_mode & 0o7777;
+        if now != mode {
+            rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
         }
         Ok(())
     })();
     written.map_err(|err| io_error("write", path, err))
+}
+
+/// Changes the mode of the file or directory `path` names in `dir`, never through a link:
+/// the entry is opened without following one and its mode set through that handle.
+fn chmod_nofollow(dir: &DirFd<'_>, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
+    let failed = |errno: Errno| io_error("chmod", path, errno.into());
+    let name = path.file_name();
+    let mode = Mode::from_raw_mode(mode);
+    let handle = OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    // A readable file or directory: its own handle.
+    let flags = handle | OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
+    if let Ok(fd) = rustix::fs::openat(dir, name, flags, Mode::empty()) {
+        let stat = rustix::fs::fstat(&fd).map_err(failed)?;
+        return match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile | FileType::Directory => {
+                rustix::fs::fchmod(&fd, mode).map_err(failed)
+            }
+            other => Err(not_regular(path, other)),
+        };
+    }
+    // One that cannot be read (mode 000, say): a path-only handle, whose mode is set through
+    // `/proc/self/fd`, which names that very file.
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let fd =
+            rustix::fs::openat(dir, name, handle | OFlags::PATH, Mode::empty()).map_err(failed)?;
+        let stat = rustix::fs::fstat(&fd).map_err(failed)?;
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::RegularFile | FileType::Directory => {}
+            FileType::Symlink => return Err(symlink_has_no_mode(path)),
+            other => return Err(not_regular(path, other)),
+        }
+        let proc = format!("/proc/self/fd/{}", fd.as_raw_fd());
+        match rustix::fs::chmod(proc.as_str(), mode) {
+            Ok(()) => return Ok(()),
+            Err(Errno::NOENT) => {}
+            Err(errno) => return Err(failed(errno)),
+        }
+    }
+    // No `/proc`: by name, which the caller checked is a file or a directory a moment ago.
+    rustix::fs::chmodat(dir, name, mode, AtFlags::empty()).map_err(failed)
+}
+
+fn symlink_has_no_mode(path: &WorkspacePath) -> MutatorError {
+    MutatorError::Io {
+        op: "chmod",
+        path: path.clone(),
+        source: io::Error::other("symbolic links have no mode"),
+    }
 }
 
 /// Writes what `source` yields over `file` from its start, leaving alone the blocks of
@@ -397,50 +453,6 @@ fn read_full_at<'a>(file: &fs::File, buf: &'a mut [u8], offset: u64) -> io::Resu
     Ok(&buf[..filled])
 }
 
-/// See [`Mutator::sync`]: flushes each path that is a file or a directory, then each parent
-/// directory (an entry created, removed or renamed lives there).
-fn flush(roots: &Roots, paths: &[WorkspacePath]) -> io::Result<()> {
-    let mut files = Vec::new();
-    let mut dirs = std::collections::BTreeSet::new();
-    for path in paths {
-        let full = path.to_fs_path(&roots.canonical);
-        match fs::symlink_metadata(&full) {
-            Ok(meta) if meta.is_file() => files.push(full.clone()),
-            Ok(meta) if meta.is_dir() => {
-                dirs.insert(full.clone());
-            }
-            _ => {}
-        }
-        let parent = path.parent().map_or_else(
-            || roots.canonical.clone(),
-            |parent| parent.to_fs_path(&roots.canonical),
-        );
-        dirs.insert(parent);
-    }
-    flush_each(&files)?;
-    // A parent removed by the same operation is gone; its own parent is flushed instead.
-    let dirs: Vec<PathBuf> = dirs.into_iter().filter(|dir| dir.is_dir()).collect();
-    flush_each(&dirs)
-}
-
-/// Flushes each file or directory, a few hundred open at a time. One that is gone by now
-/// (another program removed it) has nothing left to flush.
-fn flush_each(paths: &[PathBuf]) -> io::Result<()> {
-    const OPEN_AT_ONCE: usize = 256;
-    for chunk in paths.chunks(OPEN_AT_ONCE) {
-        let mut files = Vec::with_capacity(chunk.len());
-        for path in chunk {
-            match fs::File::open(path) {
-                Ok(file) => files.push(file),
-                Err(err) if err.kind() == ErrorKind::NotFound => {}
-                Err(err) => return Err(err),
-            }
-        }
-        sync_data_all(&files.iter().collect::<Vec<_>>())?;
-    }
-    Ok(())
-}
-
 /// Flushes the data of every file (`fdatasync`), on several threads when there are many:
 /// each flush waits for the device, and concurrent flushes share the wait (on the machine of
 /// `docs/performance.md`, a thousand take about a third of the time they take one after
@@ -463,6 +475,100 @@ pub fn sync_data_all(files: &[&fs::File]) -> io::Result<()> {
     })
 }
 
+/// See [`Mutator::remove_partial_writes`]. A directory that cannot be reached through real
+/// directories, or listed, is skipped.
+fn remove_partial_writes(roots: &Roots, paths: &[WorkspacePath]) -> usize {
+    let mut by_dir: std::collections::BTreeMap<String, Vec<&WorkspacePath>> =
+        std::collections::BTreeMap::new();
+    for path in paths {
+        let dir = path
+            .parent()
+            .map(|p| p.as_str().to_owned())
+            .unwrap_or_default();
+        by_dir.entry(dir).or_default().push(path);
+    }
+    let mut removed = 0;
+    for (dir, paths) in by_dir {
+        let Ok(fd) = roots
+            .jail
+            .open_nolinks(&dir, OFlags::RDONLY | OFlags::DIRECTORY)
+        else {
+            continue;
+        };
+        let Ok(listing) = rustix::fs::Dir::read_from(&fd) else {
+            continue;
+        };
+        for entry in listing.flatten() {
+            let Ok(name) = entry.file_name().to_str() else {
+                continue;
+            };
+            if !paths
+                .iter()
+                .any(|path| super::is_partial_write_of(path, name))
+            {
+                continue;
+            }
+            let regular = rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile);
+            if regular && rustix::fs::unlinkat(&fd, name, AtFlags::empty()).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
+}
+
+/// See [`Mutator::sync`]: flushes each path that is a file or a directory, then each parent
+/// directory (an entry created, removed or renamed lives there). Each is opened beneath the
+/// root through real directories only; one that is gone by now (another program removed it,
+/// or the same restore removed its directory) has nothing left to flush.
+fn flush(roots: &Roots, paths: &[WorkspacePath]) -> io::Result<()> {
+    let mut files = Vec::new();
+    let mut dirs = BTreeSet::new();
+    for path in paths {
+        if let Ok(Some(stat)) = roots.jail.lstat(path.as_str()) {
+            match FileType::from_raw_mode(stat.st_mode) {
+                FileType::RegularFile => files.push(path.as_str().to_owned()),
+                FileType::Directory => {
+                    dirs.insert(path.as_str().to_owned());
+                }
+                _ => {}
+            }
+        }
+        dirs.insert(
+            path.parent()
+                .map(|p| p.as_str().to_owned())
+                .unwrap_or_default(),
+        );
+    }
+    flush_each(roots, &files)?;
+    flush_each(roots, &dirs.into_iter().collect::<Vec<_>>())
+}
+
+/// Flushes each file or directory (relative to the root), a few hundred open at a time.
+fn flush_each(roots: &Roots, paths: &[String]) -> io::Result<()> {
+    const OPEN_AT_ONCE: usize = 256;
+    for chunk in paths.chunks(OPEN_AT_ONCE) {
+        let mut files = Vec::with_capacity(chunk.len());
+        for rel in chunk {
+            let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOCTTY;
+            let opened = match roots.jail.open_nolinks(rel, flags) {
+                // A file that cannot be read (mode 200) can still be flushed through a
+                // handle for writing.
+                Err(Errno::ACCESS) => roots.jail.open_nolinks(rel, OFlags::WRONLY),
+                other => other,
+            };
+            match opened {
+                Ok(fd) => files.push(fs::File::from(fd)),
+                Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => {}
+                Err(errno) => return Err(errno.into()),
+            }
+        }
+        sync_data_all(&files.iter().collect::<Vec<_>>())?;
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl Mutator for FsMutator {
     fn root(&self) -> &Path {
@@ -471,17 +577,17 @@ impl Mutator for FsMutator {
 
     async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
         let path = path.clone();
-        self.blocking(move |roots| stat_of(&roots.checked(&path)?, &path))
+        self.blocking(move |roots| stat(roots, &path)).await
+    }
+
+    async fn real_path(&self, path: &WorkspacePath) -> Result<WorkspacePath, MutatorError> {
+        let path = path.clone();
+        self.blocking(move |roots| roots.jail.real_path(&path))
             .await
     }
 
     async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
-        let path = path.clone();
-        self.blocking(move |roots| {
-            let full = roots.checked_following(&path)?;
-            fs::read(&full).map_err(|err| io_error("read", &path, err))
-        })
-        .await
+        self.read_into(path, Vec::new()).await
     }
 
     async fn read_into(
@@ -491,10 +597,9 @@ impl Mutator for FsMutator {
     ) -> Result<Vec<u8>, MutatorError> {
         let path = path.clone();
         self.blocking(move |roots| {
-            let full = roots.checked_following(&path)?;
+            let mut file = open_file(roots, &path)?;
             buf.clear();
-            fs::File::open(&full)
-                .and_then(|mut file| std::io::Read::read_to_end(&mut file, &mut buf))
+            std::io::Read::read_to_end(&mut file, &mut buf)
                 .map_err(|err| io_error("read", &path, err))?;
             Ok(buf)
         })
@@ -513,9 +618,8 @@ impl Mutator for FsMutator {
             sink(&bytes);
             return Ok(bytes.len() as u64);
         }
-        let full = self.inner.checked_following(path)?;
+        let mut file = open_file(&self.inner, path)?;
         let failed = |err| io_error("read", path, err);
-        let mut file = fs::File::open(&full).map_err(failed)?;
         let mut piece = vec![0u8; READ_PIECE];
         let mut total = 0;
         loop {
@@ -534,15 +638,27 @@ impl Mutator for FsMutator {
     async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
         let path = path.clone();
         self.blocking(move |roots| {
-            let full = roots.checked_following(&path)?;
+            let failed = |errno: Errno| io_error("list", &path, errno.into());
+            let flags = OFlags::RDONLY | OFlags::DIRECTORY;
+            let fd = roots.jail.open_following(&path, flags)?;
+            let listing = rustix::fs::Dir::read_from(&fd).map_err(failed)?;
             let mut entries = Vec::new();
-            for entry in fs::read_dir(&full).map_err(|err| io_error("list", &path, err))? {
-                let entry = entry.map_err(|err| io_error("list", &path, err))?;
-                let name = entry.file_name();
-                let Some(name) = name.to_str() else { continue };
+            for entry in listing {
+                let entry = entry.map_err(failed)?;
+                let Ok(name) = entry.file_name().to_str() else {
+                    continue;
+                };
+                if name == "." || name == ".." {
+                    continue;
+                }
                 let child = path.join(name)?;
-                let stat = stat_of(&entry.path(), &child)?;
-                entries.push(DirEntry { path: child, stat });
+                match stat_in(&fd, &child) {
+                    Ok(Stat::Absent) => {}
+                    Ok(stat) => entries.push(DirEntry { path: child, stat }),
+                    // Named pipes, sockets and devices are not listed: no tool may touch them.
+                    Err(MutatorError::NotRegular { .. }) => {}
+                    Err(err) => return Err(err),
+                }
             }
             entries.sort_by(|a, b| a.path.cmp(&b.path));
             Ok(entries)
@@ -606,19 +722,12 @@ impl Mutator for FsMutator {
     async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
         let path = path.clone();
         self.blocking(move |roots| {
-            let full = roots.writable(&path)?;
-            match stat_of(&full, &path)? {
+            let dir = roots.parent_for_change(&path)?;
+            match stat_in(&dir, &path)? {
                 Stat::Absent => Err(MutatorError::NotFound(path)),
                 // Changing a link's mode would change its target's; links have no mode of their own.
-                Stat::Symlink { .. } => Err(MutatorError::Io {
-                    op: "chmod",
-                    path,
-                    source: io::Error::other("symbolic links have no mode"),
-                }),
-                Stat::File { .. } | Stat::Dir { .. } => {
-                    fs::set_permissions(&full, fs::Permissions::from_mode(mode))
-                        .map_err(|err| io_error("chmod", &path, err))
-                }
+                Stat::Symlink { .. } => Err(symlink_has_no_mode(&path)),
+                Stat::File { .. } | Stat::Dir { .. } => chmod_nofollow(&dir, &path, mode),
             }
         })
         .await
@@ -627,11 +736,12 @@ impl Mutator for FsMutator {
     async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
         let path = path.clone();
         self.blocking(move |roots| {
-            let full = roots.writable(&path)?;
-            require_parent(roots, &path)?;
-            fs::create_dir(&full).map_err(|err| io_error("create directory", &path, err))?;
-            fs::set_permissions(&full, fs::Permissions::from_mode(super::DEFAULT_DIR_MODE))
-                .map_err(|err| io_error("chmod", &path, err))
+            let dir = roots.parent_for_change(&path)?;
+            let name = path.file_name();
+            rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(DEFAULT_DIR_MODE))
+                .map_err(|errno| io_error("create directory", &path, errno.into()))?;
+            // The umask may have taken bits away; the mode is set exactly.
+            chmod_nofollow(&dir, &path, DEFAULT_DIR_MODE)
         })
         .await
     }
@@ -640,9 +750,9 @@ impl Mutator for FsMutator {
         let path = path.clone();
         let target = target.to_owned();
         self.blocking(move |roots| {
-            let full = roots.writable(&path)?;
-            require_parent(roots, &path)?;
-            symlink(&target, &full).map_err(|err| io_error("create symlink", &path, err))
+            let dir = roots.parent_for_change(&path)?;
+            rustix::fs::symlinkat(target.as_str(), &dir, path.file_name())
+                .map_err(|errno| io_error("create symlink", &path, errno.into()))
         })
         .await
     }
@@ -650,12 +760,13 @@ impl Mutator for FsMutator {
     async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
         let path = path.clone();
         self.blocking(move |roots| {
-            let full = roots.writable(&path)?;
-            match stat_of(&full, &path)? {
+            let dir = roots.parent_for_change(&path)?;
+            match stat_in(&dir, &path)? {
                 Stat::Absent => Err(MutatorError::NotFound(path)),
                 Stat::Dir { .. } => Err(MutatorError::IsDirectory(path)),
                 Stat::File { .. } | Stat::Symlink { .. } => {
-                    fs::remove_file(&full).map_err(|err| io_error("remove", &path, err))
+                    rustix::fs::unlinkat(&dir, path.file_name(), AtFlags::empty())
+                        .map_err(|errno| io_error("remove", &path, errno.into()))
                 }
             }
         })
@@ -665,16 +776,24 @@ impl Mutator for FsMutator {
     async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
         let path = path.clone();
         self.blocking(move |roots| {
-            let full = roots.writable(&path)?;
-            match stat_of(&full, &path)? {
+            let dir = roots.parent_for_change(&path)?;
+            match stat_in(&dir, &path)? {
                 Stat::Absent => Err(MutatorError::NotFound(path)),
                 Stat::Dir { .. } => {
-                    fs::remove_dir(&full).map_err(|err| io_error("remove directory", &path, err))
+                    rustix::fs::unlinkat(&dir, path.file_name(), AtFlags::REMOVEDIR)
+                        .map_err(|errno| io_error("remove directory", &path, errno.into()))
                 }
                 Stat::File { .. } | Stat::Symlink { .. } => Err(MutatorError::NotDirectory(path)),
             }
         })
         .await
+    }
+
+    /// Lists each parent directory once, through the jail (the root included).
+    async fn remove_partial_writes(&self, paths: &[WorkspacePath]) -> Result<usize, MutatorError> {
+        let paths = paths.to_vec();
+        self.blocking(move |roots| Ok(remove_partial_writes(roots, &paths)))
+            .await
     }
 
     async fn sync(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
@@ -686,18 +805,18 @@ impl Mutator for FsMutator {
     async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
         let (from, to) = (from.clone(), to.clone());
         self.blocking(move |roots| {
-            let source = roots.writable(&from)?;
-            let dest = roots.writable(&to)?;
-            match stat_of(&source, &from)? {
+            let source = roots.parent_for_change(&from)?;
+            let dest = roots.parent_for_change(&to)?;
+            match stat_in(&source, &from)? {
                 Stat::Absent => return Err(MutatorError::NotFound(from)),
                 Stat::Dir { .. } => return Err(MutatorError::IsDirectory(from)),
                 Stat::File { .. } | Stat::Symlink { .. } => {}
             }
-            if let Stat::Dir { .. } = stat_of(&dest, &to)? {
+            if let Stat::Dir { .. } = stat_in(&dest, &to)? {
                 return Err(MutatorError::IsDirectory(to));
             }
-            require_parent(roots, &to)?;
-            fs::rename(&source, &dest).map_err(|err| io_error("rename", &from, err))
+            rustix::fs::renameat(&source, from.file_name(), &dest, to.file_name())
+                .map_err(|errno| io_error("rename", &from, errno.into()))
         })
         .await
     }

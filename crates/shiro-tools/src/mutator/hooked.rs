@@ -183,6 +183,14 @@ impl<M: Mutator> Mutator for Hooked<M> {
         self.inner.real_stat(path).await
     }
 
+    async fn real_path(&self, path: &WorkspacePath) -> Result<WorkspacePath, MutatorError> {
+        self.inner.real_path(path).await
+    }
+
+    async fn remove_partial_writes(&self, paths: &[WorkspacePath]) -> Result<usize, MutatorError> {
+        self.inner.remove_partial_writes(paths).await
+    }
+
     async fn read_into(&self, path: &WorkspacePath, buf: Vec<u8>) -> Result<Vec<u8>, MutatorError> {
         self.inner.read_into(path, buf).await
     }

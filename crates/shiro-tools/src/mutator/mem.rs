@@ -6,13 +6,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 
-use super::{DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DirEntry, Mutator, MutatorError, Stat};
+use super::{
+    DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DirEntry, Found, Mutator, MutatorError, Stat,
+    resolve_links,
+};
 use crate::path::{PathError, WorkspacePath};
 
 /// The virtual root of every in-memory workspace.
 const MEM_ROOT: &str = "/workspace";
-/// How many links one lookup may follow, as on Linux.
-const MAX_LINKS: usize = 40;
+use super::MAX_LINKS;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Node {
@@ -175,6 +177,8 @@ impl MemMutator {
         }
     }
 
+    /// The key of a mutation's target: mutations follow no link (as on disk), so a link on
+    /// the parents is refused rather than resolved.
     fn writable_key(
         &self,
         tree: &BTreeMap<String, Node>,
@@ -183,7 +187,23 @@ impl MemMutator {
         if path.is_protected() {
             return Err(PathError::Protected(path.to_string()).into());
         }
-        self.key(tree, path)
+        for ancestor in path.ancestors() {
+            match tree.get(ancestor.as_str()) {
+                Some(Node::Dir { .. }) => {}
+                Some(Node::Symlink { .. }) => {
+                    return Err(PathError::ThroughLink {
+                        path: path.to_string(),
+                        link: ancestor.to_string(),
+                    }
+                    .into());
+                }
+                Some(Node::File { .. }) => {
+                    return Err(MutatorError::NotDirectory(parent_or(path)));
+                }
+                None => return Err(MutatorError::NotFound(parent_or(path))),
+            }
+        }
+        Ok(path.as_str().to_owned())
     }
 
     /// Follows links in the last component too, as reads do.
@@ -255,6 +275,17 @@ impl Mutator for MemMutator {
             Resolved::At(key) => Ok(tree.get(&key).map_or(Stat::Absent, Node::stat)),
             Resolved::Missing(_) => Ok(Stat::Absent),
         }
+    }
+
+    async fn real_path(&self, path: &WorkspacePath) -> Result<WorkspacePath, MutatorError> {
+        let tree = self.lock();
+        resolve_links(path, Path::new(MEM_ROOT), &mut |rel| {
+            Ok(match tree.get(rel) {
+                Some(Node::Dir { .. }) => Found::Dir,
+                Some(Node::Symlink { target }) => Found::Link(target.clone()),
+                Some(Node::File { .. }) | None => Found::Other,
+            })
+        })
     }
 
     async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {

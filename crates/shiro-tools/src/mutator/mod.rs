@@ -5,6 +5,7 @@
 //! shiro-undo wraps any `Mutator` in a recorder, so tools never know undo exists.
 
 mod fs;
+mod fs_jail;
 mod hooked;
 mod mem;
 
@@ -100,6 +101,17 @@ pub enum MutatorError {
     /// Flushing the workspace's writes to disk failed.
     #[error("could not flush the workspace to disk: {0}")]
     Sync(#[source] std::io::Error),
+    /// The path names a named pipe, a socket or a device: no tool opens one, since opening
+    /// or reading it can block forever or have effects of its own.
+    #[error(
+        "{path} is a {kind}; shiro never opens named pipes, sockets or devices, so nothing was read or written"
+    )]
+    NotRegular {
+        /// The path concerned.
+        path: WorkspacePath,
+        /// What it is (`named pipe`, `socket`, `device`).
+        kind: &'static str,
+    },
     /// Any other I/O failure.
     #[error("{op} {path}: {source}")]
     Io {
@@ -116,9 +128,13 @@ pub enum MutatorError {
 /// Every file access a tool makes. Implementations must be safe to share between tasks.
 ///
 /// All operations act on the entry named by the path itself: a symbolic link in the last
-/// component is not followed (except by [`Mutator::read`]), while links on parent directories
-/// are followed only when they stay inside the workspace. Every mutation of a protected path
-/// (see [`WorkspacePath::is_protected`]) is refused.
+/// component is not followed (except by the reads). Reads and [`Mutator::stat`] follow links
+/// on parent directories when they stay inside the workspace. Mutations follow no link at all:
+/// a link on a parent directory is refused with [`PathError::ThroughLink`], so a caller
+/// resolves a path first with [`Mutator::real_path`] and records, writes and restores it under
+/// the one name the bytes really have. Every mutation of a protected path (see
+/// [`WorkspacePath::is_protected`]) is refused. Named pipes, sockets and devices are never
+/// opened ([`MutatorError::NotRegular`]).
 #[async_trait]
 pub trait Mutator: Send + Sync {
     /// The workspace root, used to resolve absolute paths the model gives.
@@ -126,6 +142,14 @@ pub trait Mutator: Send + Sync {
 
     /// What the path names.
     async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError>;
+
+    /// The path with every symbolic link on its parent directories resolved: the real path of
+    /// the entry it names (the last component itself is not followed). A link that leads
+    /// outside the workspace is refused ([`PathError::SymlinkEscape`]); a link that leads to
+    /// nothing, or to something that is not a directory, is left as it is, for the operation
+    /// to report. The answer can be stale by the time it is used; mutations then refuse the
+    /// link they meet rather than follow it.
+    async fn real_path(&self, path: &WorkspacePath) -> Result<WorkspacePath, MutatorError>;
 
     /// The bytes of a regular file (a symlink is followed when it stays in the workspace).
     async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError>;
@@ -242,6 +266,15 @@ pub trait Mutator: Send + Sync {
         self.overwrite(path, &bytes, mode).await
     }
 
+    /// Removes the temporary files that writes of `paths` killed before their rename left
+    /// behind (see [`is_partial_write_of`]), for crash recovery; returns how many. Only
+    /// regular files whose names match are removed. Mutators that write no temporary files
+    /// have nothing to do.
+    async fn remove_partial_writes(&self, paths: &[WorkspacePath]) -> Result<usize, MutatorError> {
+        let _ = paths;
+        Ok(0)
+    }
+
     /// Makes the changes made so far to `paths` durable — their contents, and their entries
     /// in their parent directories (so removals and renames too): after it returns, a power
     /// cut cannot lose them.
@@ -256,24 +289,176 @@ pub trait Mutator: Send + Sync {
     }
 }
 
-/// Where [`FsMutator`] writes `path`'s new bytes before renaming them into place:
-/// `.<name>.shiro-tmp` in the same directory. A process killed between the two leaves this
-/// file behind; crash recovery removes it for every path the interrupted operation touched.
-pub fn partial_write_path(path: &WorkspacePath) -> WorkspacePath {
-    // Keep the name within the usual 255-byte limit; a shortened name stays in the same
-    // directory, and writes there are serialised by the undo store's lock.
-    let mut name = path.file_name();
+/// The suffix of the temporary files [`FsMutator`] writes new bytes to before renaming them
+/// into place: `.<name>.<16 hex digits>.shiro-tmp`, in the target's directory.
+pub const PARTIAL_WRITE_SUFFIX: &str = ".shiro-tmp";
+
+/// Whether `name` (an entry of `path`'s directory) is a temporary file that a write of `path`
+/// may have left when it was killed before its rename: `.<name>.<16 hex digits>.shiro-tmp`,
+/// with `<name>` cut to 200 bytes. The random part makes the name unpredictable (it is also
+/// created with `O_EXCL`, so no planted file or link is ever written through); crash recovery
+/// lists the directory and removes what matches for every path the interrupted operation
+/// touched, and nothing else: a user's own `.x.shiro-tmp` is never taken for one.
+pub fn is_partial_write_of(path: &WorkspacePath, name: &str) -> bool {
+    let Some(rest) = name
+        .strip_prefix('.')
+        .and_then(|rest| rest.strip_prefix(partial_write_stem(path)))
+        .and_then(|rest| rest.strip_prefix('.'))
+        .and_then(|rest| rest.strip_suffix(PARTIAL_WRITE_SUFFIX))
+    else {
+        return false;
+    };
+    rest.len() == 16 && rest.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The temporary name for a write of `path` with `random` as its unpredictable part.
+pub(crate) fn partial_write_name(path: &WorkspacePath, random: u64) -> String {
+    format!(
+        ".{}.{random:016x}{PARTIAL_WRITE_SUFFIX}",
+        partial_write_stem(path)
+    )
+}
+
+/// `path`'s file name cut to 200 bytes, so a temporary name stays within the usual 255-byte
+/// limit.
+fn partial_write_stem(path: &WorkspacePath) -> &str {
+    let name = path.file_name();
     let mut end = name.len().min(200);
     while !name.is_char_boundary(end) {
         end -= 1;
     }
-    name = &name[..end];
-    let temp = format!(".{name}.shiro-tmp");
-    match path.parent() {
-        Some(parent) => parent.join(&temp),
-        None => WorkspacePath::from_relative(&temp),
+    &name[..end]
+}
+
+/// What one step of [`resolve_links`] found at a real path (relative to the root).
+pub(crate) enum Found {
+    /// A directory.
+    Dir,
+    /// A symbolic link, with its target.
+    Link(String),
+    /// Anything else, or nothing.
+    Other,
+}
+
+/// How many links one resolution may follow, as on Linux.
+pub(crate) const MAX_LINKS: usize = 40;
+
+/// See [`Mutator::real_path`]: resolves the links on `path`'s parent directories, asking
+/// `lookup` what is at each real path (relative to the root, never through a link). `root` is
+/// the workspace's absolute path, against which absolute link targets are read.
+pub(crate) fn resolve_links(
+    path: &WorkspacePath,
+    root: &Path,
+    lookup: &mut dyn FnMut(&str) -> Result<Found, MutatorError>,
+) -> Result<WorkspacePath, MutatorError> {
+    let components: Vec<&str> = path.components().collect();
+    let Some((last, parents)) = components.split_last() else {
+        return Err(PathError::Empty.into());
+    };
+    let mut real: Vec<String> = Vec::new();
+    let mut hops = 0;
+    for (at, part) in parents.iter().enumerate() {
+        let here = joined(&real, part);
+        let led = match lookup(&here)? {
+            Found::Dir => {
+                let mut dir = real.clone();
+                dir.push((*part).to_owned());
+                Led::Dir(dir)
+            }
+            Found::Link(target) => follow_dir(&real, &target, root, &mut hops, lookup)?,
+            Found::Other => Led::Nowhere,
+        };
+        match led {
+            Led::Dir(dir) => real = dir,
+            Led::Nowhere => {
+                // Missing, not a directory, or a link to nothing: kept as given, for the
+                // operation to report.
+                real.extend(parents[at..].iter().map(|s| (*s).to_owned()));
+                break;
+            }
+            Led::Outside => {
+                return Err(PathError::SymlinkEscape {
+                    path: path.to_string(),
+                    link: here,
+                }
+                .into());
+            }
+            Led::Loop => {
+                return Err(PathError::SymlinkLoop {
+                    path: path.to_string(),
+                    link: here,
+                }
+                .into());
+            }
+        }
     }
-    .unwrap_or_else(|_| path.clone())
+    real.push((*last).to_owned());
+    Ok(WorkspacePath::from_relative(&real.join("/"))?)
+}
+
+/// Where a link leads.
+enum Led {
+    /// To the real directory with these components (none: the root).
+    Dir(Vec<String>),
+    /// To nothing, or to something that is not a directory.
+    Nowhere,
+    /// Outside the root.
+    Outside,
+    /// Round a loop (more than [`MAX_LINKS`] links).
+    Loop,
+}
+
+/// Follows the link `target` found in the real directory `base`.
+fn follow_dir(
+    base: &[String],
+    target: &str,
+    root: &Path,
+    hops: &mut usize,
+    lookup: &mut dyn FnMut(&str) -> Result<Found, MutatorError>,
+) -> Result<Led, MutatorError> {
+    *hops += 1;
+    if *hops > MAX_LINKS {
+        return Ok(Led::Loop);
+    }
+    let (mut cur, rest): (Vec<String>, &str) = if target.starts_with('/') {
+        let Some(root) = root.to_str() else {
+            return Ok(Led::Outside);
+        };
+        match target.strip_prefix(root.trim_end_matches('/')) {
+            Some(inside) if inside.is_empty() || inside.starts_with('/') => (Vec::new(), inside),
+            _ => return Ok(Led::Outside),
+        }
+    } else {
+        (base.to_vec(), target)
+    };
+    for part in rest.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if cur.pop().is_none() {
+                    return Ok(Led::Outside);
+                }
+            }
+            name => match lookup(&joined(&cur, name))? {
+                Found::Dir => cur.push(name.to_owned()),
+                Found::Link(next) => match follow_dir(&cur, &next, root, hops, lookup)? {
+                    Led::Dir(dir) => cur = dir,
+                    other => return Ok(other),
+                },
+                Found::Other => return Ok(Led::Nowhere),
+            },
+        }
+    }
+    Ok(Led::Dir(cur))
+}
+
+/// `dir/name`, or `name` at the root.
+fn joined(dir: &[String], name: &str) -> String {
+    if dir.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{}/{name}", dir.join("/"))
+    }
 }
 
 /// Creates every missing ancestor directory of `path`, outermost first, one
@@ -283,11 +468,11 @@ pub async fn create_parent_dirs(
     path: &WorkspacePath,
 ) -> Result<(), MutatorError> {
     for dir in path.ancestors() {
-        match mutator.stat(&dir).await? {
+        match mutator.real_stat(&dir).await? {
             Stat::Dir { .. } => {}
             Stat::Absent => mutator.create_dir(&dir).await?,
-            // A link to a directory inside the workspace is followed, as the disk does.
-            Stat::Symlink { .. } if mutator.read_dir(&dir).await.is_ok() => {}
+            // Mutations follow no link: the caller resolved the path with `real_path`, so a
+            // link here leads nowhere (or appeared since), and is not a directory to use.
             Stat::File { .. } | Stat::Symlink { .. } => {
                 return Err(MutatorError::NotDirectory(dir));
             }

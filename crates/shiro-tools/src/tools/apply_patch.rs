@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::common::resolve;
 use crate::mutator::{Mutator, MutatorError, Stat};
 use crate::patch::{self, Operation};
-use crate::path::{PathError, WorkspacePath};
+use crate::path::WorkspacePath;
 use crate::text::TextFile;
 use crate::tool::{Change, Tool, ToolError, ToolOutput, parse_args, schema_of};
 
@@ -87,7 +87,7 @@ impl Tool for ApplyPatch {
         let args: ApplyPatchArgs = parse_args(NAME, args.clone())?;
         let patch = parse_patch(&args.patch)?;
         let mut paths: Vec<WorkspacePath> = Vec::new();
-        for (_, path) in named_paths(mutator, &patch)? {
+        for (_, path) in named_paths(mutator, &patch).await? {
             if !paths.contains(&path) {
                 paths.push(path);
             }
@@ -121,31 +121,23 @@ fn parse_patch(text: &str) -> Result<patch::Patch, ToolError> {
 
 /// Every path the patch names, jailed, with the patch line that names it; move destinations
 /// follow their source.
-fn named_paths(
+async fn named_paths(
     mutator: &dyn Mutator,
     patch: &patch::Patch,
 ) -> Result<Vec<(usize, WorkspacePath)>, ToolError> {
     let mut paths = Vec::new();
     for operation in &patch.operations {
         let line = operation.line();
-        paths.push((line, jailed(mutator, operation.path())?));
+        paths.push((line, resolve(mutator, operation.path()).await?));
         if let Operation::Update {
             move_to: Some(dest),
             ..
         } = operation
         {
-            paths.push((line, jailed(mutator, dest)?));
+            paths.push((line, resolve(mutator, dest).await?));
         }
     }
     Ok(paths)
-}
-
-fn jailed(mutator: &dyn Mutator, input: &str) -> Result<WorkspacePath, ToolError> {
-    let path = resolve(mutator, input)?;
-    if path.is_protected() {
-        return Err(PathError::Protected(input.to_owned()).into());
-    }
-    Ok(path)
 }
 
 /// What a deleted entry was, so that it can be put back.
@@ -197,7 +189,7 @@ impl Step {
 
 /// Checks every operation and computes every new file content, writing nothing.
 async fn plan(mutator: &dyn Mutator, patch: &patch::Patch) -> Result<Vec<Step>, ToolError> {
-    let named = named_paths(mutator, patch)?;
+    let named = named_paths(mutator, patch).await?;
     check_distinct(&named)?;
     let mut named = named.into_iter().map(|(_, path)| path);
     let mut steps = Vec::with_capacity(patch.operations.len());

@@ -6,9 +6,27 @@ use crate::path::{PathError, WorkspacePath};
 use crate::text::TextFile;
 use crate::tool::ToolError;
 
-/// Resolves a path the model gave, relative to the workspace root.
-pub(crate) fn resolve(mutator: &dyn Mutator, input: &str) -> Result<WorkspacePath, ToolError> {
-    Ok(WorkspacePath::resolve(mutator.root(), input)?)
+/// Resolves a path the model gave for a file tool to change: relative to the workspace root,
+/// then to its real path (links on its parent directories resolved, see
+/// [`Mutator::real_path`]), which is what is changed, recorded and restored. A path that is
+/// protected, under any spelling, is refused.
+pub(crate) async fn resolve(
+    mutator: &dyn Mutator,
+    input: &str,
+) -> Result<WorkspacePath, ToolError> {
+    let given = WorkspacePath::resolve(mutator.root(), input)?;
+    let real = mutator.real_path(&given).await?;
+    if given.is_protected() || real == given && real.is_protected() {
+        return Err(PathError::Protected(input.to_owned()).into());
+    }
+    if real.is_protected() {
+        return Err(PathError::ProtectedThroughLink {
+            path: input.to_owned(),
+            real: real.to_string(),
+        }
+        .into());
+    }
+    Ok(real)
 }
 
 /// Loads `path` for a text edit, refusing what cannot be edited as text.
@@ -52,11 +70,10 @@ pub(crate) async fn write_creating_parents(
     let mut created = Vec::new();
     let mut result = Ok(());
     for dir in path.ancestors() {
-        match mutator.stat(&dir).await {
+        // `path` is a real path (see `resolve`): a link on it leads nowhere, or appeared since.
+        match mutator.real_stat(&dir).await {
             Ok(Stat::Dir { .. }) => continue,
             Ok(Stat::Absent) => {}
-            // A link to a directory inside the workspace is followed, as the disk does.
-            Ok(Stat::Symlink { .. }) if mutator.read_dir(&dir).await.is_ok() => continue,
             Ok(Stat::File { .. } | Stat::Symlink { .. }) => {
                 result = Err(MutatorError::NotDirectory(dir));
                 break;

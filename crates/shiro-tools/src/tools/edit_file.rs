@@ -139,7 +139,7 @@ impl Tool for EditFile {
         args: &serde_json::Value,
     ) -> Result<Vec<WorkspacePath>, ToolError> {
         let args: EditFileArgs = parse_args(self.name(), args.clone())?;
-        Ok(vec![resolve(mutator, &args.path)?])
+        Ok(vec![resolve(mutator, &args.path).await?])
     }
 
     async fn call(
@@ -148,7 +148,7 @@ impl Tool for EditFile {
         args: serde_json::Value,
     ) -> Result<ToolOutput, ToolError> {
         let args: EditFileArgs = parse_args(self.name(), args)?;
-        let path = resolve(mutator, &args.path)?;
+        let path = resolve(mutator, &args.path).await?;
         let mut file = load_text(mutator, &path).await?;
         let old = file.normalize(&args.old_string).into_owned();
         let new = file.normalize(&args.new_string).into_owned();
@@ -190,7 +190,7 @@ impl Tool for MultiEdit {
         args: &serde_json::Value,
     ) -> Result<Vec<WorkspacePath>, ToolError> {
         let args: MultiEditArgs = parse_args(self.name(), args.clone())?;
-        Ok(vec![resolve(mutator, &args.path)?])
+        Ok(vec![resolve(mutator, &args.path).await?])
     }
 
     async fn call(
@@ -199,7 +199,7 @@ impl Tool for MultiEdit {
         args: serde_json::Value,
     ) -> Result<ToolOutput, ToolError> {
         let args: MultiEditArgs = parse_args(self.name(), args)?;
-        let path = resolve(mutator, &args.path)?;
+        let path = resolve(mutator, &args.path).await?;
         if args.edits.is_empty() {
             return Err(ToolError::refused(
                 "edits is empty; give at least one edit; nothing was changed",

@@ -124,13 +124,30 @@ struct Report {
     bytes_capped: bool,
 }
 
+/// The bytes of the regular file at `full`, or `None` for anything else, or one too big. The
+/// last component is opened without following a link and without blocking, and what was
+/// opened is checked, so a named pipe or device put there since the walk is never read.
+fn read_regular(full: &Path) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits() as i32)
+        .open(full)
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > GREP_MAX_FILE_BYTES {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).ok()?;
+    Some(bytes)
+}
+
 /// Appends the matching lines of one file; binary, unreadable and huge files are skipped.
 fn search_file(regex: &Regex, full: &Path, rel: &str, report: &mut Report) {
-    let too_big = std::fs::metadata(full).map_or(true, |meta| meta.len() > GREP_MAX_FILE_BYTES);
-    if too_big {
-        return;
-    }
-    let Ok(bytes) = std::fs::read(full) else {
+    let Some(bytes) = read_regular(full) else {
         return;
     };
     // The same test as `git` and `rg`: a NUL byte means the file is not text.

@@ -57,7 +57,7 @@ impl Tool for WriteFile {
         args: &serde_json::Value,
     ) -> Result<Vec<WorkspacePath>, ToolError> {
         let args: WriteFileArgs = parse_args(NAME, args.clone())?;
-        Ok(vec![resolve(mutator, &args.path)?])
+        Ok(vec![resolve(mutator, &args.path).await?])
     }
 
     async fn call(
@@ -66,7 +66,7 @@ impl Tool for WriteFile {
         args: serde_json::Value,
     ) -> Result<ToolOutput, ToolError> {
         let args: WriteFileArgs = parse_args(NAME, args)?;
-        let path = resolve(mutator, &args.path)?;
+        let path = resolve(mutator, &args.path).await?;
         let change = match mutator.stat(&path).await? {
             Stat::Absent => Change::Added { path: path.clone() },
             Stat::File { .. } => {
