@@ -51,6 +51,11 @@ impl FsReader {
         if real.is_dir() {
             return refused(format!("{path} is a directory"));
         }
+        // A named pipe would block the open (and the expansion) forever; a device may do
+        // anything when opened. Only regular files are read.
+        if !real.metadata().is_ok_and(|meta| meta.is_file()) {
+            return refused(format!("{path} is not a regular file"));
+        }
         let file = match std::fs::File::open(&real) {
             Ok(file) => file,
             Err(e) => return refused(format!("{path}: {e}")),

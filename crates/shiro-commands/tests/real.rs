@@ -95,6 +95,11 @@ fn fs_reader_reads_and_refuses() {
     std::fs::write(root.join("big.txt"), "é".repeat(100)).unwrap();
     std::os::unix::fs::symlink(outside.path().join("secret.txt"), root.join("link.txt")).unwrap();
     std::os::unix::fs::symlink(root.join("src/a.rs"), root.join("inside-link.rs")).unwrap();
+    // A named pipe would block a plain open forever.
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(root.join("pipe"))
+        .status()
+        .is_ok_and(|status| status.success());
 
     let reader = FsReader::new(root).unwrap();
     let read = |p: &str| block_on(reader.read(p));
@@ -121,6 +126,11 @@ fn fs_reader_reads_and_refuses() {
         refused("link.txt"),
         refused("bin.dat"),
         refused("src"),
+        if fifo {
+            refused("pipe")
+        } else {
+            "pipe is not a regular file".to_owned()
+        },
     ];
     insta::assert_debug_snapshot!(reasons, @r#"
     [
@@ -130,6 +140,7 @@ fn fs_reader_reads_and_refuses() {
         "link.txt is outside the workspace",
         "bin.dat is a binary file",
         "src is a directory",
+        "pipe is not a regular file",
     ]
     "#);
 
