@@ -19,6 +19,9 @@ const TEST_CASES: &str = "256";
 const SOAK_CASES: &str = "20000";
 /// Crash trials (SIGKILL at random points) for `cargo xtask soak`.
 const SOAK_CRASH_TRIALS: &str = "200";
+/// Rounds of the jail's race test (a directory swapped with an outside link while tools
+/// write) for `cargo xtask soak`.
+const SOAK_RACE_ROUNDS: &str = "200000";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -63,6 +66,7 @@ fn run_tests(cases: &str, crash_trials: Option<&str>, extra: &[String]) -> Resul
         .env("INSTA_FORCE_PASS", "0");
     if let Some(trials) = crash_trials {
         cmd.env("SHIRO_CRASH_TRIALS", trials);
+        cmd.env("SHIRO_RACE_ROUNDS", SOAK_RACE_ROUNDS);
     }
     run(cmd)?;
     // Doc tests are not part of `--all-targets`; the crate examples must run too.
