@@ -5,10 +5,9 @@
 mod support;
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt, symlink};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
-use support::{Run, Ws, shiro_bin};
+use support::Ws;
 
 fn write_args(path: &str, content: &str) -> String {
     serde_json::json!({ "path": path, "content": content }).to_string()
@@ -182,36 +181,6 @@ fn links_into_protected_directories_are_refused() {
     assert_eq!(ws.read(".shiro/commands/hi.md"), "Say hi\n");
 }
 
-/// Runs `shiro -C ws ARGS`, failing the test (instead of hanging it) if it takes a minute.
-fn run_bounded(ws: &Ws, args: &[&str]) -> Run {
-    let mut child = Command::new(shiro_bin())
-        .arg("-C")
-        .arg(ws.path())
-        .args(args)
-        .env("SHIRO_CONFIG_DIR", ws.config.path())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("shiro {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 /// Issue 13, item 10: a named pipe is refused by every tool, at once, never opened to block.
 #[test]
 fn named_pipes_are_refused_without_blocking() {
@@ -245,7 +214,7 @@ fn named_pipes_are_refused_without_blocking() {
             vec!["tool", "edit_file", "--args", &edit.to_string()],
         ),
     ] {
-        let run = run_bounded(&ws, &args);
+        let run = ws.run_bounded(&args);
         assert_eq!(run.code, 1, "{label}: {}", run.show());
         out += &format!("{label}: {}", run.stderr);
     }
@@ -255,10 +224,10 @@ fn named_pipes_are_refused_without_blocking() {
         "*** Begin Patch\n*** Delete File: pipe\n*** End Patch\n",
     )
     .unwrap();
-    let run = run_bounded(&ws, &["apply-patch", patch.to_str().unwrap()]);
+    let run = ws.run_bounded(&["apply-patch", patch.to_str().unwrap()]);
     assert_eq!(run.code, 1, "{}", run.show());
     out += &format!("apply-patch Delete File: {}", run.stderr);
-    let grep = run_bounded(&ws, &["tool", "grep", "--args", r#"{"pattern":"x"}"#]);
+    let grep = ws.run_bounded(&["tool", "grep", "--args", r#"{"pattern":"x"}"#]);
     assert_eq!(grep.code, 0, "{}", grep.show());
     insta::assert_snapshot!(out);
     let kind = std::fs::symlink_metadata(ws.path().join("pipe")).unwrap();

@@ -75,9 +75,10 @@ impl Ws {
         self.path().join(rel).symlink_metadata().is_ok()
     }
 
-    /// Runs `shiro -C <ws> ARGS` with `stdin` as input.
-    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
-        let mut child = Command::new(shiro_bin())
+    /// `shiro -C <ws> ARGS`, with its own config directory and no model, every stream piped.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(shiro_bin());
+        command
             .arg("-C")
             .arg(self.path())
             .args(args)
@@ -88,15 +89,40 @@ impl Ws {
             .env_remove("OPENAI_API_KEY")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+            .stderr(Stdio::piped());
+        command
+    }
+
+    /// Runs `shiro -C <ws> ARGS` with `stdin` as input.
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        let mut child = self.command(args).spawn().unwrap();
         child
             .stdin
             .take()
             .unwrap()
             .write_all(stdin.as_bytes())
             .unwrap();
+        self.finish(child)
+    }
+
+    /// Runs `shiro -C <ws> ARGS` with no input, failing the test (rather than hanging it)
+    /// when it takes more than a minute.
+    pub fn run_bounded(&self, args: &[&str]) -> Run {
+        let mut child = self.command(args).stdin(Stdio::null()).spawn().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("shiro {args:?} hung");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        self.finish(child)
+    }
+
+    /// Waits for `child` and collects what it printed, with the workspace's paths replaced.
+    fn finish(&self, child: std::process::Child) -> Run {
         let out = child.wait_with_output().unwrap();
         let clean = |bytes: Vec<u8>| {
             let text = String::from_utf8(bytes).unwrap();

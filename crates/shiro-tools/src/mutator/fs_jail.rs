@@ -22,7 +22,7 @@ use rustix::fs::ResolveFlags;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use rustix::io::Errno;
 
-use super::{Found, MAX_LINKS, MutatorError, Stat, resolve_links};
+use super::{Found, MAX_LINKS, MutatorError, Stat, link_destination, resolve_links};
 use crate::path::{PathError, WorkspacePath};
 
 /// How a directory that is only walked through, or acted in, is opened: no read access is
@@ -228,15 +228,18 @@ impl Jail {
                 path: path.to_string(),
                 link: at.to_string(),
             };
-            let Some(next) = link_destination(at.parent().as_ref(), &target, &self.canonical)
-            else {
+            let dir = at
+                .parent()
+                .map(|dir| dir.as_str().to_owned())
+                .unwrap_or_default();
+            let Some(next) = link_destination(&dir, &target, &self.canonical) else {
                 return Err(escape().into());
             };
             if next.is_empty() {
                 // A link to the root itself: not a file to read.
                 return Err(MutatorError::IsDirectory(path.clone()));
             }
-            at = self.real_path(&WorkspacePath::from_relative(&next)?)?;
+            at = self.real_path(&WorkspacePath::from_relative(&next.join("/"))?)?;
         }
         Err(PathError::SymlinkEscape {
             path: path.to_string(),
@@ -266,35 +269,6 @@ impl Jail {
         self.open_nolinks(real.as_str(), flags)
             .map_err(|errno| io_error("open", path, errno.into()))
     }
-}
-
-/// Where the link `target`, found in the directory `parent` (`None`: the root), leads, as a
-/// path relative to the root (`""`: the root), read lexically; `None` when it leads outside.
-fn link_destination(parent: Option<&WorkspacePath>, target: &str, root: &Path) -> Option<String> {
-    let mut parts: Vec<&str> = Vec::new();
-    let rest = if target.starts_with('/') {
-        let root = root.to_str()?.trim_end_matches('/');
-        let inside = target.strip_prefix(root)?;
-        if !(inside.is_empty() || inside.starts_with('/')) {
-            return None;
-        }
-        inside
-    } else {
-        if let Some(parent) = parent {
-            parts.extend(parent.components());
-        }
-        target
-    };
-    for part in rest.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            other => parts.push(other),
-        }
-    }
-    Some(parts.join("/"))
 }
 
 /// A link target or file name as text (non-UTF-8 bytes replaced).
@@ -361,8 +335,7 @@ mod tests {
     #[test]
     fn link_destinations_stay_inside() {
         let root = Path::new("/ws");
-        let dir = WorkspacePath::from_relative("a/b").unwrap();
-        let at = |target| link_destination(Some(&dir), target, root);
+        let at = |target| link_destination("a/b", target, root).map(|p| p.join("/"));
         assert_eq!(at("c").as_deref(), Some("a/b/c"));
         assert_eq!(at("../c").as_deref(), Some("a/c"));
         assert_eq!(at("../../c").as_deref(), Some("c"));
@@ -371,6 +344,6 @@ mod tests {
         assert_eq!(at("/ws").as_deref(), Some(""));
         assert_eq!(at("/wsx/y"), None);
         assert_eq!(at("/etc/passwd"), None);
-        assert_eq!(link_destination(None, "..", root), None);
+        assert_eq!(link_destination("", "..", root), None);
     }
 }

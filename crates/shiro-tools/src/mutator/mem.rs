@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use super::{
     DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DirEntry, Found, Mutator, MutatorError, Stat,
-    resolve_links,
+    link_destination, resolve_links,
 };
 use crate::path::{PathError, WorkspacePath};
 
@@ -110,7 +110,7 @@ fn resolve(tree: &BTreeMap<String, Node>, path: &WorkspacePath) -> Result<Resolv
                 if links > MAX_LINKS {
                     return Err(escape().into());
                 }
-                let Some(parts) = link_target(&real, target) else {
+                let Some(parts) = link_destination(&real, target, Path::new(MEM_ROOT)) else {
                     return Err(escape().into());
                 };
                 // Start again from the root with the link's target in front of what is left.
@@ -120,36 +120,6 @@ fn resolve(tree: &BTreeMap<String, Node>, path: &WorkspacePath) -> Result<Resolv
         }
     }
     Ok(Resolved::At(join(&real, last)))
-}
-
-/// The components of a link target relative to the root, or `None` when it leads outside.
-fn link_target(link_dir: &str, target: &str) -> Option<Vec<String>> {
-    let mut parts: Vec<String> = Vec::new();
-    let rest = if let Some(abs) = target.strip_prefix('/') {
-        let inside = abs.strip_prefix(&MEM_ROOT[1..])?;
-        if !(inside.is_empty() || inside.starts_with('/')) {
-            return None;
-        }
-        inside
-    } else {
-        parts.extend(
-            link_dir
-                .split('/')
-                .filter(|s| !s.is_empty())
-                .map(str::to_owned),
-        );
-        target
-    };
-    for part in rest.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            other => parts.push(other.to_owned()),
-        }
-    }
-    Some(parts)
 }
 
 fn join(dir: &str, name: &str) -> String {
@@ -220,7 +190,8 @@ impl MemMutator {
                         path: path.to_string(),
                         link: key.clone(),
                     };
-                    let parts = link_target(dir, target).ok_or_else(escape)?;
+                    let parts =
+                        link_destination(dir, target, Path::new(MEM_ROOT)).ok_or_else(escape)?;
                     if parts.is_empty() {
                         return Ok(None);
                     }

@@ -421,12 +421,9 @@ fn follow_dir(
         return Ok(Led::Loop);
     }
     let (mut cur, rest): (Vec<String>, &str) = if target.starts_with('/') {
-        let Some(root) = root.to_str() else {
-            return Ok(Led::Outside);
-        };
-        match target.strip_prefix(root.trim_end_matches('/')) {
-            Some(inside) if inside.is_empty() || inside.starts_with('/') => (Vec::new(), inside),
-            _ => return Ok(Led::Outside),
+        match inside_root(target, root) {
+            Some(inside) => (Vec::new(), inside),
+            None => return Ok(Led::Outside),
         }
     } else {
         (base.to_vec(), target)
@@ -450,6 +447,41 @@ fn follow_dir(
         }
     }
     Ok(Led::Dir(cur))
+}
+
+/// The part of the absolute link target `target` below `root` (`""` for the root itself),
+/// or `None` when it lies outside.
+fn inside_root<'t>(target: &'t str, root: &Path) -> Option<&'t str> {
+    let inside = target.strip_prefix(root.to_str()?.trim_end_matches('/'))?;
+    (inside.is_empty() || inside.starts_with('/')).then_some(inside)
+}
+
+/// Where the link `target`, found in the directory `link_dir` (relative to the root, `""` for
+/// the root), leads, as components relative to the root (none: the root itself), read
+/// lexically; `None` when it leads outside `root`.
+pub(crate) fn link_destination(link_dir: &str, target: &str, root: &Path) -> Option<Vec<String>> {
+    let mut parts: Vec<String> = Vec::new();
+    let rest = if target.starts_with('/') {
+        inside_root(target, root)?
+    } else {
+        parts.extend(
+            link_dir
+                .split('/')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned),
+        );
+        target
+    };
+    for part in rest.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            other => parts.push(other.to_owned()),
+        }
+    }
+    Some(parts)
 }
 
 /// `dir/name`, or `name` at the root.
