@@ -51,7 +51,7 @@ impl AsFd for DirFd<'_> {
 
 /// The workspace root, opened once.
 #[derive(Debug)]
-pub(super) struct Jail {
+pub(crate) struct Jail {
     /// The canonical root, against which absolute link targets are read.
     canonical: std::path::PathBuf,
     /// The handle every access starts from.
@@ -62,7 +62,7 @@ pub(super) struct Jail {
 
 impl Jail {
     /// Opens the directory `canonical` (already canonicalised) as a jail.
-    pub(super) fn open(canonical: &Path) -> io::Result<Self> {
+    pub(crate) fn open(canonical: &Path) -> io::Result<Self> {
         let dir = rustix::fs::open(
             canonical,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -252,7 +252,7 @@ impl Jail {
     /// link-free path is tried first, and only when it meets a link are the links resolved
     /// and the real path opened. `O_NONBLOCK`, so a named pipe is never waited on (the
     /// caller checks the kind of what it opened).
-    pub(super) fn open_following(
+    pub(crate) fn open_following(
         &self,
         path: &WorkspacePath,
         flags: OFlags,

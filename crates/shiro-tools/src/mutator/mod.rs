@@ -5,7 +5,7 @@
 //! shiro-undo wraps any `Mutator` in a recorder, so tools never know undo exists.
 
 mod fs;
-mod fs_jail;
+pub(crate) mod fs_jail;
 mod hooked;
 mod mem;
 

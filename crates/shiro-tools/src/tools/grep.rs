@@ -1,7 +1,6 @@
 //! The `grep` tool: lines matching a regular expression, ignore files honoured.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use async_trait::async_trait;
 use regex::{Regex, RegexBuilder};
@@ -9,6 +8,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::mutator::Mutator;
+use crate::mutator::fs_jail::Jail;
+use crate::path::WorkspacePath;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
 use crate::tools::walk::{self, Kind, PathGlob};
 
@@ -91,17 +92,20 @@ impl Tool for Grep {
         let root = mutator.root().to_path_buf();
         let text = walk::blocking(move |cancel| {
             let start = walk::open(NAME, &root, args.path.as_deref())?;
+            let jail = Jail::open(start.root()).map_err(|err| {
+                ToolError::refused(format!("cannot open the workspace root: {err}"))
+            })?;
             let mut report = Report::default();
             if start.is_dir {
                 walk::walk(&start, None, cancel, |found| {
                     let wanted = found.kind == Kind::File
                         && glob.as_ref().is_none_or(|g| g.is_match(&found.below_start));
                     if wanted {
-                        search_file(&regex, found.full, &found.rel, &mut report);
+                        search_file(&regex, &jail, &found.rel, &mut report);
                     }
                 });
             } else {
-                search_file(&regex, &start.full, &start.rel(), &mut report);
+                search_file(&regex, &jail, &start.rel(), &mut report);
             }
             Ok(report.render(&args.pattern, &start.describe()))
         })
@@ -124,30 +128,29 @@ struct Report {
     bytes_capped: bool,
 }
 
-/// The bytes of the regular file at `full`, or `None` for anything else, or one too big. The
-/// last component is opened without following a link and without blocking, and what was
-/// opened is checked, so a named pipe or device put there since the walk is never read.
-fn read_regular(full: &Path) -> Option<Vec<u8>> {
+/// The bytes of the regular file `rel`, or `None` for anything else, or one too big. It is
+/// opened beneath the jail's handle on the root (so no link swapped in since the walk can send
+/// the read outside) and without blocking, and what was opened is checked, so a named pipe or
+/// device put there since the walk is never read.
+fn read_regular(jail: &Jail, rel: &str) -> Option<Vec<u8>> {
     use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(flags.bits() as i32)
-        .open(full)
+    let path = WorkspacePath::from_relative(rel).ok()?;
+    let fd = jail
+        .open_following(&path, rustix::fs::OFlags::RDONLY)
         .ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.len() > GREP_MAX_FILE_BYTES {
+    let stat = rustix::fs::fstat(&fd).ok()?;
+    let regular = rustix::fs::FileType::from_raw_mode(stat.st_mode).is_file();
+    if !regular || u64::try_from(stat.st_size).map_or(true, |len| len > GREP_MAX_FILE_BYTES) {
         return None;
     }
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes).ok()?;
+    std::fs::File::from(fd).read_to_end(&mut bytes).ok()?;
     Some(bytes)
 }
 
 /// Appends the matching lines of one file; binary, unreadable and huge files are skipped.
-fn search_file(regex: &Regex, full: &Path, rel: &str, report: &mut Report) {
-    let Some(bytes) = read_regular(full) else {
+fn search_file(regex: &Regex, jail: &Jail, rel: &str, report: &mut Report) {
+    let Some(bytes) = read_regular(jail, rel) else {
         return;
     };
     // The same test as `git` and `rg`: a NUL byte means the file is not text.
