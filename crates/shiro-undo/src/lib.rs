@@ -46,6 +46,7 @@ mod codec;
 mod delta;
 mod error;
 mod format;
+mod ground;
 mod image;
 mod lock;
 mod log;
@@ -57,10 +58,11 @@ mod store;
 
 pub use error::UndoError;
 pub use format::FORMAT_VERSION;
+pub use ground::{no_follow_options, state_dir};
 pub use image::{ContentHash, Image};
 pub use recorder::{Recording, TurnStart};
 pub use report::{
     Action, Conflict, ConflictKind, ConflictReport, Direction, Notice, PathOutcome, TurnId,
     TurnSummary, UndoOutcome,
 };
-pub use store::{Copies, STORE_DIR, StoreOptions, UndoOptions, UndoStore};
+pub use store::{Abandoned, Copies, PathStanding, STORE_DIR, StoreOptions, UndoOptions, UndoStore};

@@ -37,7 +37,7 @@ pub(crate) struct Planned {
 }
 
 /// The images a restore in `direction` expects to find and leaves.
-fn sides(record: &crate::format::PathRecord, direction: Direction) -> (&Image, &Image) {
+pub(crate) fn sides(record: &crate::format::PathRecord, direction: Direction) -> (&Image, &Image) {
     match direction {
         Direction::Undo => (&record.after, &record.before),
         Direction::Redo => (&record.before, &record.after),
@@ -222,22 +222,178 @@ pub(crate) async fn keep_copies(
     }
 }
 
-/// Checks that every file the restore writes has its bytes in the store, before anything is
-/// changed.
-pub(crate) fn check_blobs(stored: &Stored<'_>, plan: &[Planned]) -> Result<(), UndoError> {
-    for item in plan {
-        if let Image::File { hash, .. } = &item.becomes
-            && item.now != item.becomes
-            && !stored.contains(hash)
-        {
-            return Err(UndoError::Blob {
-                path: item.path.clone(),
-                hash: hash.to_hex(),
-                reason: "missing".to_owned(),
-            });
+/// Reads every stored copy a restore will write to `targets` in full and checks it against its
+/// hash, before anything is changed: a restore must never stop half-way for a copy it could
+/// have known was missing or damaged. A big file's raw copy is read a piece at a time; other
+/// copies are decoded one at a time and dropped, so memory stays bounded.
+///
+/// A copy found damaged (it does not read back as its hash) is removed from the blobs, so that
+/// a later turn stores those bytes afresh instead of trusting the damaged copy.
+pub(crate) fn verify<'a>(
+    stored: &Stored<'_>,
+    targets: impl IntoIterator<Item = (&'a WorkspacePath, &'a Image)>,
+) -> Result<(), UndoError> {
+    let mut checked = BTreeSet::new();
+    for (path, target) in targets {
+        let Image::File { hash, .. } = target else {
+            continue;
+        };
+        if !checked.insert(*hash) {
+            continue;
+        }
+        let found = match stored.blobs.open_raw(hash) {
+            Ok(Some(_)) => Ok(true),
+            Ok(None) => stored.get(hash).map(|bytes| bytes.is_some()),
+            Err(err) => Err(err),
+        };
+        match found {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(UndoError::Blob {
+                    path: path.clone(),
+                    hash: hash.to_hex(),
+                    reason: "missing".to_owned(),
+                });
+            }
+            Err(err) => {
+                if err.kind() == std::io::ErrorKind::InvalidData {
+                    // Best effort: what matters is that the restore stops.
+                    let _ = stored.blobs.discard_damaged([hash]);
+                }
+                return Err(blob_error(path, hash, &err));
+            }
         }
     }
     Ok(())
+}
+
+/// Where a path of an interrupted restore stands, judged from what is there now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// As the restore found it, or on the way (removed to be replaced by another kind).
+    NotReached,
+    /// As the restore makes it.
+    Done,
+    /// The path the restore was writing when it stopped: it may hold a mix of both.
+    Started,
+    /// Neither: changed by someone else since the restore began.
+    Changed(Image),
+}
+
+/// Judges every path of `turn`, whose restore in `direction` began and did not end, from
+/// what is there now. `started` is the path the restore marked as being written (see
+/// [`Progress`]). The images on the side the restore leaves are what it found there (its
+/// `begin` record holds them), so a path that is neither those nor the target changed since.
+pub(crate) async fn standings(
+    mutator: &dyn Mutator,
+    turn: &TurnRecord,
+    direction: Direction,
+    started: Option<usize>,
+) -> Result<Vec<(WorkspacePath, Standing)>, UndoError> {
+    let mut out = Vec::with_capacity(turn.paths.len());
+    for (index, record) in turn.paths.iter().enumerate() {
+        let Ok(path) = WorkspacePath::from_relative(&record.path) else {
+            continue;
+        };
+        let (from, to) = sides(record, direction);
+        let found = hashed_image(mutator, &path).await?;
+        let standing = if alike(&found, to) {
+            Standing::Done
+        } else if alike(&found, from)
+            // Replacing one kind of entry by another removes it first.
+            || (found == Image::Absent && from.exists() && to.exists())
+        {
+            Standing::NotReached
+        } else if started == Some(index) {
+            Standing::Started
+        } else {
+            Standing::Changed(found)
+        };
+        out.push((path, standing));
+    }
+    Ok(out)
+}
+
+/// Whether `found` is `image` as far as a restore under way can tell: a file with its bytes
+/// (its mode is set after them), a directory (its mode is set last), or the same entry.
+fn alike(found: &Image, image: &Image) -> bool {
+    match (found, image) {
+        (Image::File { hash: a, .. }, Image::File { hash: b, .. }) => a == b,
+        (Image::Dir { .. }, Image::Dir { .. }) => true,
+        (a, b) => a == b,
+    }
+}
+
+/// Marks which path a restore is writing, in the store's `progress` file: 16 bytes, the
+/// restore's run number and the index of the path (plus one) in its turn, rewritten in place
+/// before each file is written and never flushed (a flush per file would cost a restore of
+/// many files most of its time). After a crash of the process the mark is exact (the kernel
+/// keeps it); after a power cut it may be older, and the half-written path then reads as
+/// changed by someone else: the restore is rolled back and that path left as it is, never
+/// overwritten blindly.
+#[derive(Debug)]
+pub(crate) struct Progress {
+    file: Option<std::fs::File>,
+    run: u64,
+}
+
+impl Progress {
+    /// Opens (creating) the progress file at `path` for the restore `run`, clearing its mark.
+    /// Should it fail, the restore runs without marks (see above: never unsafe).
+    pub(crate) fn open(path: &std::path::Path, run: u64) -> Self {
+        let file = crate::ground::no_follow()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .ok();
+        let progress = Self { file, run };
+        progress.mark(None);
+        progress
+    }
+
+    /// Marks the path at `index` of the turn as being written.
+    pub(crate) fn start(&self, index: usize) {
+        self.mark(Some(index));
+    }
+
+    fn mark(&self, index: Option<usize>) {
+        use std::os::unix::fs::FileExt;
+        if let Some(file) = &self.file {
+            let mut bytes = [0u8; 16];
+            bytes[..8].copy_from_slice(&self.run.to_le_bytes());
+            let index = index.map_or(0, |i| i as u64 + 1);
+            bytes[8..].copy_from_slice(&index.to_le_bytes());
+            // A mark that cannot be written only makes a crash here read as a change by
+            // someone else: safe, so not worth failing the restore for.
+            let _ = file.write_all_at(&bytes, 0);
+        }
+    }
+
+    /// The path the restore `run` marked last, if the file at `path` holds a mark of it.
+    pub(crate) fn read(path: &std::path::Path, run: Option<u64>) -> Option<usize> {
+        let run = run?;
+        let bytes = crate::ground::read_optional(path).ok()??;
+        let field = |at: usize| {
+            let mut field = [0u8; 8];
+            field.copy_from_slice(bytes.get(at..at + 8)?);
+            Some(u64::from_le_bytes(field))
+        };
+        if field(0)? != run {
+            return None;
+        }
+        usize::try_from(field(8)?.checked_sub(1)?).ok()
+    }
+}
+
+/// A number for a new restore, to tell its progress marks from an earlier restore's: the
+/// time in nanoseconds with the process id, which no two restores of one store share.
+pub(crate) fn new_run() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 48)
 }
 
 /// Removes what writes killed before their rename left beside `paths` (see
@@ -268,26 +424,30 @@ pub(crate) type Seen = BTreeMap<WorkspacePath, Image>;
 /// Files are written with [`Mutator::overwrite`]: in place, like `cp`, since a restore
 /// interrupted half-way is finished from its `begin` record in the log, and creating a new file per path (then
 /// deleting the old one) was most of a restore's cost on a real disk.
+///
+/// Paths in `leave` are not touched at all (a rollback leaves the paths someone else changed
+/// as they are). Before each file is written, `progress` marks it.
 pub(crate) async fn apply(
     mutator: &dyn Mutator,
     stored: &Stored<'_>,
     turn: &TurnRecord,
     direction: Direction,
     seen: &Seen,
+    leave: &BTreeSet<WorkspacePath>,
+    progress: &Progress,
 ) -> Result<BTreeMap<WorkspacePath, Action>, UndoError> {
-    let mut items: Vec<(WorkspacePath, Image)> = turn
-        .workspace_paths()
-        .into_iter()
-        .map(|(path, record)| {
+    let mut items: Vec<(WorkspacePath, Image, usize)> = (turn.paths.iter().enumerate())
+        .filter_map(|(index, record)| {
+            let path = WorkspacePath::from_relative(&record.path).ok()?;
             let target = sides(record, direction).1.clone();
-            (path, target)
+            (!leave.contains(&path)).then_some((path, target, index))
         })
         .collect();
     let mut notes = BTreeMap::new();
 
     // 1. Removals, deepest first, so a directory is emptied before it is removed.
-    items.sort_by(|(a, _), (b, _)| b.depth().cmp(&a.depth()).then_with(|| b.cmp(a)));
-    for (path, target) in &items {
+    items.sort_by(|(a, ..), (b, ..)| b.depth().cmp(&a.depth()).then_with(|| b.cmp(a)));
+    for (path, target, _) in &items {
         match mutator.real_stat(path).await? {
             Stat::Absent => {}
             Stat::File { .. } if matches!(target, Image::File { .. }) => {}
@@ -315,7 +475,7 @@ pub(crate) async fn apply(
 
     // 2. Directories, shallowest first; their modes come last (step 4).
     items.reverse();
-    for (path, target) in &items {
+    for (path, target, _) in &items {
         if !target.is_dir() {
             continue;
         }
@@ -333,7 +493,7 @@ pub(crate) async fn apply(
     }
 
     // 3. Files and links.
-    for (path, target) in &items {
+    for (path, target, index) in &items {
         if notes.contains_key(path) {
             continue;
         }
@@ -359,6 +519,7 @@ pub(crate) async fn apply(
                 if !now.exists() {
                     create_parent_dirs(mutator, path).await?;
                 }
+                progress.start(*index);
                 // A blob stored raw (a big file's) is copied into place a piece at a time;
                 // others are read into memory.
                 let raw = stored.blobs.open_raw(hash);
@@ -392,7 +553,7 @@ pub(crate) async fn apply(
     }
 
     // 4. Directory modes, deepest first.
-    for (path, target) in items.iter().rev() {
+    for (path, target, _) in items.iter().rev() {
         if let Image::Dir { mode } = target
             && let Stat::Dir { mode: now } = mutator.real_stat(path).await?
             && now != *mode
@@ -402,7 +563,7 @@ pub(crate) async fn apply(
     }
     // Single writes are not flushed; one sync makes the whole restore durable before the
     // caller logs it as done. A crash before that re-runs it from its `begin` record.
-    let paths: Vec<WorkspacePath> = items.into_iter().map(|(path, _)| path).collect();
+    let paths: Vec<WorkspacePath> = items.into_iter().map(|(path, ..)| path).collect();
     mutator.sync(&paths).await?;
     Ok(notes)
 }
