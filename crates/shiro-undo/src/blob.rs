@@ -279,6 +279,26 @@ impl Blobs {
         Ok(Some((file, len)))
     }
 
+    /// A blob stored raw, opened at the start of its bytes, with their length, without
+    /// reading it through: for a restore that checked it (with [`Blobs::open_raw`]) just
+    /// before, under the store's lock. `Ok(None)` when the blob is not stored raw.
+    pub(crate) fn open_raw_checked_already(
+        &self,
+        hash: &ContentHash,
+    ) -> io::Result<Option<(fs::File, u64)>> {
+        let mut file = match open_read(&self.path(hash)) {
+            Ok(file) => file,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let mut first = [0u8; 1];
+        if file.read(&mut first)? != 1 || first[0] != RAW {
+            return Ok(None);
+        }
+        let len = file.metadata()?.len().saturating_sub(1);
+        Ok(Some((file, len)))
+    }
+
     /// The bytes of a blob, following its chain, unchecked: checking the end of a chain checks
     /// every link, since a wrong link would change the result.
     fn get_in_chain(&self, hash: &ContentHash, depth: usize) -> io::Result<Option<Vec<u8>>> {

@@ -133,6 +133,22 @@ async fn foreign_entries(
 pub(crate) struct Stored<'a> {
     blobs: &'a Blobs,
     packs: Vec<Pack>,
+    /// What [`verify`] read, for the restore to write without reading it again.
+    checked: std::sync::Mutex<Checked>,
+}
+
+/// The copies [`verify`] found whole: raw blobs (streamed, so only their hashes are kept)
+/// and other copies' bytes, kept up to [`Checked::KEEP_MAX`] bytes in all so that a restore
+/// does not decode each copy twice.
+#[derive(Debug, Default)]
+struct Checked {
+    raw: BTreeSet<ContentHash>,
+    bytes: BTreeMap<ContentHash, Vec<u8>>,
+    kept: usize,
+}
+
+impl Checked {
+    const KEEP_MAX: usize = 32 << 20;
 }
 
 impl<'a> Stored<'a> {
@@ -142,7 +158,11 @@ impl<'a> Stored<'a> {
         let packs = (turn.packs.iter())
             .filter_map(|name| Pack::open(&pack_path(blobs.dir(), name)).ok())
             .collect();
-        Self { blobs, packs }
+        Self {
+            blobs,
+            packs,
+            checked: std::sync::Mutex::default(),
+        }
     }
 
     /// The blobs alone.
@@ -150,6 +170,7 @@ impl<'a> Stored<'a> {
         Self {
             blobs,
             packs: Vec::new(),
+            checked: std::sync::Mutex::default(),
         }
     }
 
@@ -160,6 +181,55 @@ impl<'a> Stored<'a> {
 
     pub(crate) fn contains(&self, hash: &ContentHash) -> bool {
         self.blobs.contains(hash) || self.packs.iter().any(|pack| pack.contains(hash))
+    }
+
+    fn checked(&self) -> std::sync::MutexGuard<'_, Checked> {
+        // A poisoned lock only means a panic elsewhere; the sets are intact.
+        self.checked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Checks the copy of `hash` in full: `Ok(false)` when none holds it. What it read is
+    /// remembered for [`Stored::take`] and [`Stored::open_raw`].
+    fn check(&self, hash: &ContentHash) -> std::io::Result<bool> {
+        if self.blobs.open_raw(hash)?.is_some() {
+            self.checked().raw.insert(*hash);
+            return Ok(true);
+        }
+        let Some(bytes) = self.get(hash)? else {
+            return Ok(false);
+        };
+        let mut checked = self.checked();
+        if checked.kept + bytes.len() <= Checked::KEEP_MAX {
+            checked.kept += bytes.len();
+            checked.bytes.insert(*hash, bytes);
+        }
+        Ok(true)
+    }
+
+    /// The bytes of `hash`, checked: those [`verify`] read, or read now.
+    fn take(&self, hash: &ContentHash) -> std::io::Result<Option<Vec<u8>>> {
+        let kept = {
+            let mut checked = self.checked();
+            let kept = checked.bytes.remove(hash);
+            checked.kept -= kept.as_ref().map_or(0, Vec::len);
+            kept
+        };
+        match kept {
+            Some(bytes) => Ok(Some(bytes)),
+            None => self.get(hash),
+        }
+    }
+
+    /// The raw blob of `hash`, opened to copy from (see [`Blobs::open_raw`]); checked unless
+    /// [`verify`] checked it already.
+    fn open_raw(&self, hash: &ContentHash) -> std::io::Result<Option<(std::fs::File, u64)>> {
+        if self.checked().raw.contains(hash) {
+            self.blobs.open_raw_checked_already(hash)
+        } else {
+            self.blobs.open_raw(hash)
+        }
     }
 
     /// The bytes of `hash`, checked; `Ok(None)` when none holds them.
@@ -241,12 +311,7 @@ pub(crate) fn verify<'a>(
         if !checked.insert(*hash) {
             continue;
         }
-        let found = match stored.blobs.open_raw(hash) {
-            Ok(Some(_)) => Ok(true),
-            Ok(None) => stored.get(hash).map(|bytes| bytes.is_some()),
-            Err(err) => Err(err),
-        };
-        match found {
+        match stored.check(hash) {
             Ok(true) => {}
             Ok(false) => {
                 return Err(UndoError::Blob {
@@ -335,6 +400,8 @@ fn alike(found: &Image, image: &Image) -> bool {
 pub(crate) struct Progress {
     file: Option<std::fs::File>,
     run: u64,
+    /// The index (plus one) of the path marked last; 0 for none.
+    current: std::sync::atomic::AtomicU64,
 }
 
 impl Progress {
@@ -348,9 +415,37 @@ impl Progress {
             .truncate(false)
             .open(path)
             .ok();
-        let progress = Self { file, run };
+        let progress = Self {
+            file,
+            run,
+            current: std::sync::atomic::AtomicU64::new(0),
+        };
         progress.mark(None);
         progress
+    }
+
+    /// Opens the progress file of the restore `run` to go on with it, keeping the mark it
+    /// holds (`started`): that path may still be half-written, so the mark must stay until
+    /// it is rewritten (see [`apply_marked_first`]).
+    pub(crate) fn resume(path: &std::path::Path, run: u64, started: Option<usize>) -> Self {
+        let file = crate::ground::no_follow()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .ok();
+        Self {
+            file,
+            run,
+            current: std::sync::atomic::AtomicU64::new(started.map_or(0, |i| i as u64 + 1)),
+        }
+    }
+
+    /// The path marked last, if any.
+    pub(crate) fn current(&self) -> Option<usize> {
+        let value = self.current.load(std::sync::atomic::Ordering::SeqCst);
+        usize::try_from(value.checked_sub(1)?).ok()
     }
 
     /// Marks the path at `index` of the turn as being written.
@@ -360,10 +455,12 @@ impl Progress {
 
     fn mark(&self, index: Option<usize>) {
         use std::os::unix::fs::FileExt;
+        let index = index.map_or(0, |i| i as u64 + 1);
+        self.current
+            .store(index, std::sync::atomic::Ordering::SeqCst);
         if let Some(file) = &self.file {
             let mut bytes = [0u8; 16];
             bytes[..8].copy_from_slice(&self.run.to_le_bytes());
-            let index = index.map_or(0, |i| i as u64 + 1);
             bytes[8..].copy_from_slice(&index.to_le_bytes());
             // A mark that cannot be written only makes a crash here read as a change by
             // someone else: safe, so not worth failing the restore for.
@@ -522,7 +619,7 @@ pub(crate) async fn apply(
                 progress.start(*index);
                 // A blob stored raw (a big file's) is copied into place a piece at a time;
                 // others are read into memory.
-                let raw = stored.blobs.open_raw(hash);
+                let raw = stored.open_raw(hash);
                 if let Some((mut source, stored_len)) =
                     raw.map_err(|err| blob_error(path, hash, &err))?
                 {
@@ -568,6 +665,29 @@ pub(crate) async fn apply(
     Ok(notes)
 }
 
+/// Like [`apply`], but first brings the path `progress` marks (the one being written when the
+/// restore stopped, which may hold a mix of two versions) to its target on its own: writing
+/// other paths first would move the mark, and a crash then would leave that mix unmarked.
+pub(crate) async fn apply_marked_first(
+    mutator: &dyn Mutator,
+    stored: &Stored<'_>,
+    turn: &TurnRecord,
+    direction: Direction,
+    leave: &BTreeSet<WorkspacePath>,
+    progress: &Progress,
+) -> Result<BTreeMap<WorkspacePath, Action>, UndoError> {
+    let seen = Seen::new();
+    if let Some(marked) = progress.current().and_then(|i| turn.paths.get(i)) {
+        let others: BTreeSet<WorkspacePath> = (turn.paths.iter())
+            .filter(|record| record.path != marked.path)
+            .filter_map(|record| WorkspacePath::from_relative(&record.path).ok())
+            .chain(leave.iter().cloned())
+            .collect();
+        apply(mutator, stored, turn, direction, &seen, &others, progress).await?;
+    }
+    apply(mutator, stored, turn, direction, &seen, leave, progress).await
+}
+
 /// Whether the file at `path` holds the bytes of `hash`: what the restore saw there, or else
 /// what it reads there now.
 async fn holds(
@@ -588,7 +708,7 @@ fn load_blob(
     path: &WorkspacePath,
     hash: &ContentHash,
 ) -> Result<Vec<u8>, UndoError> {
-    match stored.get(hash) {
+    match stored.take(hash) {
         Ok(Some(bytes)) => Ok(bytes),
         Ok(None) => Err(UndoError::Blob {
             path: path.clone(),
@@ -622,6 +742,69 @@ mod tests {
             len: bytes.len() as u64,
             hash: ContentHash::of(bytes),
         }
+    }
+
+    /// A path left half-written by a restore that stopped (marked in the progress file) is
+    /// rewritten before any other, so that the mark stays on it until it is whole: writing
+    /// another path first would move the mark, and a crash then would leave the mix unmarked.
+    #[tokio::test]
+    async fn the_marked_path_is_rewritten_first() {
+        use std::sync::{Arc, Mutex};
+
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Blobs::new(dir.path().to_path_buf());
+        let mut turn = TurnRecord::empty(1);
+        let mut batch = Vec::new();
+        for name in ["a", "b", "c"] {
+            let before = format!("{name} before");
+            let after = format!("{name} after");
+            batch.push((ContentHash::of(before.as_bytes()), before));
+            turn.paths.push(crate::format::PathRecord {
+                path: name.to_owned(),
+                before: file(batch.last().unwrap().1.as_bytes()),
+                after: file(after.as_bytes()),
+            });
+        }
+        blobs
+            .put_all(batch.iter().map(|(hash, bytes)| {
+                (
+                    *hash,
+                    crate::blob::Form::Zlib(bytes.as_bytes(), flate2::Compression::fast()),
+                )
+            }))
+            .unwrap();
+        let ws = MemMutator::new();
+        for name in ["a", "b", "c"] {
+            let path = WorkspacePath::from_relative(name).unwrap();
+            ws.write(&path, format!("{name} after").as_bytes(), None)
+                .await
+                .unwrap();
+        }
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&order);
+        let hooked = shiro_tools::Hooked::new(ws.clone(), move |m| {
+            seen.lock().unwrap().push(m.path().to_string());
+            Ok(())
+        });
+        let progress = Progress::resume(&dir.path().join("progress"), 9, Some(1));
+        let stored = Stored::open(&blobs, &turn);
+        apply_marked_first(
+            &hooked,
+            &stored,
+            &turn,
+            Direction::Undo,
+            &BTreeSet::new(),
+            &progress,
+        )
+        .await
+        .unwrap();
+        assert_eq!(*order.lock().unwrap(), ["b", "a", "c"]);
+        assert_eq!(
+            Progress::read(&dir.path().join("progress"), Some(9)),
+            Some(2)
+        );
+        let b = WorkspacePath::from_relative("b").unwrap();
+        assert_eq!(ws.read(&b).await.unwrap(), b"b before");
     }
 
     /// The copies are read again after the plan and kept in one pack; a file that changed

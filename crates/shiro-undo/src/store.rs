@@ -504,25 +504,16 @@ impl UndoStore {
         }
         let back = direction.opposite();
         let stored = restore::Stored::open(&self.inner.blobs, &pending.turn);
-        let writes: Vec<(WorkspacePath, Image)> = (pending.turn.paths.iter())
-            .filter_map(|record| {
-                let path = WorkspacePath::from_relative(&record.path).ok()?;
-                (!leave.contains(&path)).then(|| (path, restore::sides(record, back).1.clone()))
-            })
-            .collect();
+        // Only the copies of paths not back already are needed (and checked).
+        let standings = restore::standings(workspace, &pending.turn, back, None)
+            .await
+            .map_err(|err| stuck(&err))?;
+        let writes = needed_writes(&pending.turn, back, &standings, &leave);
         restore::verify(&stored, writes.iter().map(|(path, image)| (path, image)))
             .map_err(|err| stuck(&err))?;
-        restore::apply(
-            workspace,
-            &stored,
-            &pending.turn,
-            back,
-            &restore::Seen::new(),
-            &leave,
-            progress,
-        )
-        .await
-        .map_err(|err| stuck(&err))?;
+        restore::apply_marked_first(workspace, &stored, &pending.turn, back, &leave, progress)
+            .await
+            .map_err(|err| stuck(&err))?;
         let mut note = reason;
         if !leave.is_empty() {
             let paths: Vec<&str> = leave.iter().map(WorkspacePath::as_str).collect();
@@ -712,26 +703,15 @@ impl UndoStore {
             )
         } else {
             let stored = restore::Stored::open(&self.inner.blobs, &pending.turn);
-            let writes: Vec<(WorkspacePath, Image)> = (standings.iter())
-                .filter(|(_, standing)| *standing != restore::Standing::Done)
-                .filter_map(|(path, _)| {
-                    let record = pending
-                        .turn
-                        .paths
-                        .iter()
-                        .find(|r| r.path == path.as_str())?;
-                    Some((path.clone(), restore::sides(record, direction).1.clone()))
-                })
-                .collect();
-            let progress = restore::Progress::open(&progress_path, run);
+            let writes = needed_writes(&pending.turn, direction, &standings, &BTreeSet::new());
+            let progress = restore::Progress::resume(&progress_path, run, started);
             let completed = match restore::verify(&stored, writes.iter().map(|(p, i)| (p, i))) {
                 Ok(()) => {
-                    restore::apply(
+                    restore::apply_marked_first(
                         workspace,
                         &stored,
                         &pending.turn,
                         direction,
-                        &restore::Seen::new(),
                         &BTreeSet::new(),
                         &progress,
                     )
@@ -748,7 +728,7 @@ impl UndoStore {
                 Err(err) => format!("its interrupted {verb} could not be completed: {err}"),
             }
         };
-        let progress = restore::Progress::open(&progress_path, run);
+        let progress = restore::Progress::resume(&progress_path, run, started);
         self.roll_back(workspace, state, changed.clone(), reason.clone(), &progress)
             .await?;
         self.notify(Notice::RolledBackRestore {
@@ -1047,6 +1027,27 @@ impl UndoStore {
         }
         Ok(())
     }
+}
+
+/// The paths of `turn` a restore in `direction` still has to write, with their targets: those
+/// not done already by `standings`, and not to be left.
+fn needed_writes(
+    turn: &TurnRecord,
+    direction: Direction,
+    standings: &[(WorkspacePath, restore::Standing)],
+    leave: &BTreeSet<WorkspacePath>,
+) -> Vec<(WorkspacePath, Image)> {
+    let done: BTreeSet<&WorkspacePath> = (standings.iter())
+        .filter(|(_, standing)| *standing == restore::Standing::Done)
+        .map(|(path, _)| path)
+        .collect();
+    (turn.paths.iter())
+        .filter_map(|record| {
+            let path = WorkspacePath::from_relative(&record.path).ok()?;
+            let needed = !done.contains(&path) && !leave.contains(&path);
+            needed.then(|| (path, restore::sides(record, direction).1.clone()))
+        })
+        .collect()
 }
 
 /// The summary of `turn`, saying so when its restore is under way in `state`.
