@@ -88,6 +88,25 @@ fn a_link_planted_at_a_store_file_is_removed_never_followed() {
     }
 }
 
+/// Item 4: a link planted in `blobs/` under the name of a copy the store is about to keep is
+/// not taken for that copy (nor read, nor written through): the copy is stored in its place.
+#[test]
+fn a_link_planted_as_a_blob_is_never_followed() {
+    let ws = Ws::new();
+    let outside = Outside::new();
+    ws.write("foo", "orig\n");
+    let blobs = ws.path().join(".shiro/undo/blobs");
+    std::fs::create_dir_all(&blobs).unwrap();
+    let name = shiro_undo::ContentHash::of(b"orig\n").to_hex();
+    std::os::unix::fs::symlink(outside.victim(), blobs.join(name)).unwrap();
+    let before = outside.listing();
+
+    assert_eq!(write_file(&ws, "foo", "agent\n").code, 0);
+    ws.ok(&["undo"]);
+    assert_eq!(ws.read("foo"), "orig\n");
+    assert_eq!(outside.listing(), before);
+}
+
 /// Item 4: `.shiro`, `.shiro/undo` or `.shiro/undo/blobs` being a link sends nothing outside:
 /// the store refuses to open, says which link to remove, and nothing is written anywhere.
 #[test]

@@ -373,6 +373,11 @@ pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
     if !redo.is_empty() {
         let ids: Vec<String> = redo.iter().map(|t| t.id.to_string()).collect();
         writeln!(out, "can be redone: {}", ids.join(", "))?;
+        for turn in &redo {
+            if let Some(damage) = &turn.damage {
+                writeln!(out, "    {} damaged: {damage}", turn.id)?;
+            }
+        }
     }
     Ok(Report {
         stdout: out,
