@@ -410,11 +410,21 @@ mod tests {
     }
 
     /// What a state says, for comparing a state with the log read back: the next id, the
-    /// ids on each stack, and the restore under way.
-    type View = (u64, Vec<u64>, Vec<u64>, Option<(u64, Direction)>);
+    /// ids on each stack (with whether the turn is marked damaged), and the restore under way
+    /// (with whether it is being rolled back).
+    type View = (
+        u64,
+        Vec<(u64, bool)>,
+        Vec<(u64, bool)>,
+        Option<(u64, Direction, bool)>,
+    );
 
     fn view(state: &LogState) -> View {
-        let ids = |turns: &[TurnRecord]| turns.iter().map(|t| t.meta.id.0).collect();
+        let ids = |turns: &[TurnRecord]| {
+            (turns.iter())
+                .map(|t| (t.meta.id.0, t.damage.is_some()))
+                .collect()
+        };
         (
             state.next_id,
             ids(&state.undo),
@@ -422,8 +432,12 @@ mod tests {
             state
                 .pending
                 .as_ref()
-                .map(|p| (p.turn.meta.id.0, p.direction)),
+                .map(|p| (p.turn.meta.id.0, p.direction, p.rollback.is_some())),
         )
+    }
+
+    fn ids(view: &[(u64, bool)]) -> Vec<u64> {
+        view.iter().map(|(id, _)| *id).collect()
     }
 
     fn read(path: &Path) -> Parsed {
@@ -441,6 +455,10 @@ mod tests {
         Restore(Direction),
         /// Begin a restore and stop (a crash): always last.
         Begin(Direction),
+        /// Begin a restore, roll it back, and stop it: the turn stays, marked.
+        RollBack(Direction),
+        /// Mark the top turn damaged.
+        Damage,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -449,6 +467,8 @@ mod tests {
             1 => Just(Op::DropOldest),
             2 => Just(Op::Restore(Direction::Undo)),
             1 => Just(Op::Restore(Direction::Redo)),
+            1 => Just(Op::RollBack(Direction::Undo)),
+            1 => Just(Op::Damage),
         ]
     }
 
@@ -476,6 +496,32 @@ mod tests {
                 })
                 .into_iter()
                 .collect(),
+            Op::Damage => top(Direction::Undo)
+                .map(|t| LogLine::Damaged {
+                    id: t.meta.id,
+                    reason: "a copy is damaged".to_owned(),
+                })
+                .into_iter()
+                .collect(),
+            Op::RollBack(direction) => top(*direction)
+                .map(|t| {
+                    vec![
+                        LogLine::Begin {
+                            direction: *direction,
+                            turn: t.clone(),
+                            run: Some(7),
+                        },
+                        LogLine::Rollback {
+                            id: t.meta.id,
+                            reason: "disk full".to_owned(),
+                        },
+                        LogLine::Stopped {
+                            id: t.meta.id,
+                            reason: "disk full".to_owned(),
+                        },
+                    ]
+                })
+                .unwrap_or_default(),
             Op::Restore(direction) | Op::Begin(direction) => top(*direction)
                 .map(|t| {
                     let mut records = vec![LogLine::Begin {
@@ -545,11 +591,14 @@ mod tests {
         let whole = std::fs::read(&path).unwrap();
         std::fs::write(&path, &whole[..whole.len() - 7]).unwrap();
         let mut state = read(&path).state;
-        assert_eq!(view(&state).1, [1]);
+        assert_eq!(ids(&view(&state).1), [1]);
         append(&path, &mut state, push(3)).unwrap();
         let parsed = read(&path);
         assert!(parsed.bad.is_empty());
-        assert_eq!(view(&parsed.state), (4, vec![1, 3], vec![], None));
+        assert_eq!(
+            view(&parsed.state),
+            (4, vec![(1, false), (3, false)], vec![], None)
+        );
     }
 
     #[test]
@@ -563,7 +612,7 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         let damaged = text.replacen("turn 2", "turn X", 1);
         let parsed = parse(damaged.as_bytes()).unwrap();
-        assert_eq!(view(&parsed.state).1, [1, 3]);
+        assert_eq!(ids(&view(&parsed.state).1), [1, 3]);
         assert_eq!(parsed.bad.len(), 1);
         assert_eq!(parsed.bad[0].line, 3);
         assert_eq!(parsed.bad[0].reason, "checksum mismatch");
@@ -611,13 +660,16 @@ mod tests {
                 ),
             ]
         );
-        assert_eq!(view(&parsed.state), (3, vec![1, 2], vec![], None));
+        assert_eq!(
+            view(&parsed.state),
+            (3, vec![(1, false), (2, false)], vec![], None)
+        );
 
         // Without a header, the turns are read and the header reported missing.
         let headless = line(push(1));
         let parsed = parse(headless.as_bytes()).unwrap();
         assert_eq!(parsed.bad[0].reason, "missing header");
-        assert_eq!(view(&parsed.state).1, [1]);
+        assert_eq!(ids(&view(&parsed.state).1), [1]);
     }
 
     #[test]
@@ -650,7 +702,10 @@ mod tests {
             !text.contains(r#""record":"push""#),
             "a snapshot, not an append"
         );
-        assert_eq!(view(&read(&path).state), (6, vec![4, 5], vec![], None));
+        assert_eq!(
+            view(&read(&path).state),
+            (6, vec![(4, false), (5, false)], vec![], None)
+        );
 
         let newer = encode(&LogLine::Header {
             format: LOG_FORMAT.to_owned(),
