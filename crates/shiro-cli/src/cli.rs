@@ -125,6 +125,10 @@ pub struct RestoreArgs {
     /// Overwrite files that changed since the turn
     #[arg(long)]
     pub force: bool,
+    /// Clear an undo or redo that stopped part-way and can be neither completed nor rolled
+    /// back, keeping every file exactly as it is
+    #[arg(long, conflicts_with_all = ["dry_run", "force"])]
+    pub abandon: bool,
 }
 
 /// `shiro commands …`

@@ -52,12 +52,7 @@ impl Context {
     /// Opens the workspace's undo store (recovering what a crash left behind) and returns
     /// it with the notices to show.
     pub async fn open_store(&self) -> Result<(UndoStore, Vec<String>)> {
-        let options = StoreOptions {
-            depth: self.config.undo_depth,
-            max_store_bytes: self.config.max_store_bytes,
-            ..StoreOptions::default()
-        };
-        let store = UndoStore::open(&self.root, options)
+        let store = UndoStore::open(&self.root, self.store_options())
             .await
             .context("cannot open the undo store")?;
         let notices = store
@@ -66,6 +61,15 @@ impl Context {
             .map(ToString::to_string)
             .collect();
         Ok((store, notices))
+    }
+
+    /// The store's options, from the configuration.
+    pub fn store_options(&self) -> StoreOptions {
+        StoreOptions {
+            depth: self.config.undo_depth,
+            max_store_bytes: self.config.max_store_bytes,
+            ..StoreOptions::default()
+        }
     }
 
     /// The real workspace. Its operations run inline (see [`FsMutator::inline`]): a command
@@ -215,6 +219,9 @@ pub async fn capture_ahead<M: Mutator>(
 
 /// `shiro undo` and `shiro redo`.
 pub async fn restore(ctx: &Context, way: Way, args: &RestoreArgs) -> Result<Report> {
+    if args.abandon {
+        return abandon(ctx).await;
+    }
     let (store, notices) = ctx.open_store().await?;
     let workspace = ctx.workspace()?;
     let options = UndoOptions {
@@ -230,6 +237,27 @@ pub async fn restore(ctx: &Context, way: Way, args: &RestoreArgs) -> Result<Repo
         stdout.push_str(&dry_run_diff(&store, &workspace, &outcome, ctx.color).await?);
     }
     Ok(Report { stdout, notices })
+}
+
+/// `shiro undo --abandon`: clears a restore that stopped part-way, changing no file. The
+/// store is opened as it is: opening it normally would first try to complete the restore.
+async fn abandon(ctx: &Context) -> Result<Report> {
+    let store = UndoStore::open_as_is(&ctx.root, ctx.store_options())
+        .await
+        .context("cannot open the undo store")?;
+    let notices = store
+        .take_notices()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let workspace = ctx.workspace()?;
+    match store.abandon(&workspace).await? {
+        Some(abandoned) => Ok(Report {
+            stdout: with_newline(abandoned.to_string()),
+            notices,
+        }),
+        None => bail!("nothing to abandon: no undo or redo stopped part-way in this workspace"),
+    }
 }
 
 /// The unified diff of what a dry run would change: each path from now to what it becomes.
@@ -323,6 +351,9 @@ pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
         if turn.ran_bash {
             writeln!(out, "    (ran bash: its effects are not recorded)")?;
         }
+        if let Some(damage) = &turn.damage {
+            writeln!(out, "    damaged: {damage}")?;
+        }
         if i == 0 {
             if newest_conflicts.is_empty() {
                 writeln!(out, "    next to undo: clean")?;
@@ -342,6 +373,11 @@ pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
     if !redo.is_empty() {
         let ids: Vec<String> = redo.iter().map(|t| t.id.to_string()).collect();
         writeln!(out, "can be redone: {}", ids.join(", "))?;
+        for turn in &redo {
+            if let Some(damage) = &turn.damage {
+                writeln!(out, "    {} damaged: {damage}", turn.id)?;
+            }
+        }
     }
     Ok(Report {
         stdout: out,

@@ -22,6 +22,7 @@ use flate2::write::ZlibEncoder;
 use shiro_tools::sync_data_all;
 
 use crate::delta;
+use crate::ground::{open_read, read_optional};
 use crate::image::ContentHash;
 use crate::pack::{PACK_SUFFIX, pack_path};
 
@@ -114,7 +115,7 @@ impl Blobs {
         const AT_ONCE: usize = 256;
         let items: Vec<(ContentHash, Form<'a>)> = items
             .into_iter()
-            .filter(|(hash, _)| !self.path(hash).exists() && !self.delta_path(hash).exists())
+            .filter(|(hash, _)| !present(&self.path(hash)) && !present(&self.delta_path(hash)))
             .collect();
         if items.is_empty() {
             return Ok(());
@@ -135,7 +136,7 @@ impl Blobs {
                 temp.persist(&target).map_err(|err| err.error)?;
             }
         }
-        fs::File::open(&self.dir)?.sync_all()
+        open_read(&self.dir)?.sync_all()
     }
 
     fn write_temp(&self, form: Form<'_>) -> io::Result<tempfile::NamedTempFile> {
@@ -211,7 +212,7 @@ impl Blobs {
     fn walk_chain(&self, hash: &ContentHash, limit: usize) -> (usize, bool) {
         let mut next = *hash;
         for depth in 0..limit {
-            if self.path(&next).exists() {
+            if present(&self.path(&next)) {
                 return (depth, true);
             }
             match self.base_of(&next) {
@@ -225,7 +226,7 @@ impl Blobs {
     /// The base a delta blob names, when `hash` is stored as a delta.
     fn base_of(&self, hash: &ContentHash) -> Option<ContentHash> {
         let mut base = [0u8; 32];
-        fs::File::open(self.delta_path(hash))
+        open_read(&self.delta_path(hash))
             .and_then(|mut file| file.read_exact(&mut base))
             .ok()
             .map(|()| ContentHash::from_bytes(base))
@@ -248,7 +249,7 @@ impl Blobs {
     /// start of its bytes, with their length: for a restore to copy into place without
     /// holding them in memory. `Ok(None)` when the blob is not stored raw.
     pub(crate) fn open_raw(&self, hash: &ContentHash) -> io::Result<Option<(fs::File, u64)>> {
-        let mut file = match fs::File::open(self.path(hash)) {
+        let mut file = match open_read(&self.path(hash)) {
             Ok(file) => file,
             Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(err) => return Err(err),
@@ -275,6 +276,26 @@ impl Blobs {
             return Err(damaged("blob content does not match its hash"));
         }
         file.seek(io::SeekFrom::Start(1))?;
+        Ok(Some((file, len)))
+    }
+
+    /// A blob stored raw, opened at the start of its bytes, with their length, without
+    /// reading it through: for a restore that checked it (with [`Blobs::open_raw`]) just
+    /// before, under the store's lock. `Ok(None)` when the blob is not stored raw.
+    pub(crate) fn open_raw_checked_already(
+        &self,
+        hash: &ContentHash,
+    ) -> io::Result<Option<(fs::File, u64)>> {
+        let mut file = match open_read(&self.path(hash)) {
+            Ok(file) => file,
+            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let mut first = [0u8; 1];
+        if file.read(&mut first)? != 1 || first[0] != RAW {
+            return Ok(None);
+        }
+        let len = file.metadata()?.len().saturating_sub(1);
         Ok(Some((file, len)))
     }
 
@@ -419,7 +440,7 @@ impl Blobs {
             .retain(|hash, _| live.contains(hash) && !whole.contains_key(hash));
         for stray in std::mem::take(&mut listing.strays) {
             // Only files: a directory here is not ours to remove.
-            if stray.is_file() {
+            if fs::symlink_metadata(&stray).is_ok_and(|meta| !meta.is_dir()) {
                 fs::remove_file(stray)?;
             }
         }
@@ -443,12 +464,9 @@ fn inflate(stored: &[u8]) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    match fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(err),
-    }
+/// Whether a regular file is at `path` (a link there is no blob: reading it would fail).
+fn present(path: &Path) -> bool {
+    fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file())
 }
 
 fn damaged(reason: &str) -> io::Error {

@@ -5,12 +5,14 @@
 //! does not parse, or that lacks its newline (a write cut short) is reported and never used;
 //! the lines around it stay usable.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::Path;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+use crate::ground::{no_follow, open_read};
 
 /// One checksummed line, newline included.
 pub(crate) fn encode<T: Serialize>(value: &T) -> io::Result<String> {
@@ -148,14 +150,7 @@ fn decode_line<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
     serde_json::from_str(json).map_err(|err| format!("unreadable record: {err}"))
 }
 
-/// Reads a whole file; a missing file reads as `None`.
-pub(crate) fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    match fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(err),
-    }
-}
+pub(crate) use crate::ground::read_optional;
 
 /// Replaces `path` with `contents` atomically and durably: a temporary file beside it is
 /// written and flushed, renamed over the target, and the directory is flushed so the rename
@@ -171,7 +166,7 @@ pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
 
 /// Flushes a directory's entries (a created, renamed or removed file) to disk.
 pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+    open_read(dir)?.sync_all()
 }
 
 /// Removes a file if it is there, and makes the removal durable.
@@ -187,13 +182,13 @@ pub(crate) fn remove_durably(path: &Path) -> io::Result<()> {
 /// (the first flushed append makes that durable too); a missing one is created, and its
 /// directory flushed so that the file is there after a crash.
 pub(crate) fn open_emptied(path: &Path) -> io::Result<File> {
-    match OpenOptions::new().append(true).open(path) {
+    match no_follow().append(true).open(path) {
         Ok(file) => {
             file.set_len(0)?;
             Ok(file)
         }
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            let file = OpenOptions::new().create(true).append(true).open(path)?;
+            let file = no_follow().create(true).append(true).open(path)?;
             sync_dir(path.parent().unwrap_or(Path::new(".")))?;
             Ok(file)
         }
@@ -203,7 +198,7 @@ pub(crate) fn open_emptied(path: &Path) -> io::Result<File> {
 
 /// Empties a file if it is there; with `durably`, the emptying is flushed.
 pub(crate) fn empty_file(path: &Path, durably: bool) -> io::Result<()> {
-    match OpenOptions::new().write(true).open(path) {
+    match no_follow().write(true).open(path) {
         Ok(file) => {
             file.set_len(0)?;
             if durably {

@@ -6,7 +6,14 @@ use std::time::Duration;
 
 use shiro_tools::{MutatorError, WorkspacePath};
 
-use crate::report::{ConflictReport, TurnId};
+use crate::report::{ConflictReport, Direction, TurnId};
+
+fn direction_verb(direction: Direction) -> &'static str {
+    match direction {
+        Direction::Undo => "undo",
+        Direction::Redo => "redo",
+    }
+}
 
 /// Why an undo store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -69,25 +76,77 @@ pub enum UndoError {
         #[source]
         source: io::Error,
     },
+    /// The store's directory, or a file of its own, is not what the store made: a link, a
+    /// file of someone else's, something that is not a directory. Nothing was read or
+    /// written through it.
+    #[error("refusing to use the undo store at {}: {problem}", path.display())]
+    UnsafeStore {
+        /// The directory or file concerned.
+        path: PathBuf,
+        /// What is wrong and how to fix it.
+        problem: String,
+    },
     /// A file operation on the workspace failed before anything was restored.
     #[error(transparent)]
     Mutator(#[from] MutatorError),
-    /// A restore failed part-way; its `begin` record stays in the log, so it is completed on
-    /// the next open.
+    /// A restore was refused before it changed anything, because a stored copy it needs is
+    /// missing or damaged (see [`UndoError::Blob`]); the turn is marked in the log.
     #[error(
-        "restoring turn {turn} stopped: {source}; the restore will be completed the next time the undo store is opened"
+        "cannot {} turn {turn}: {source}; nothing was changed, and the turn stays in the log, marked as damaged (see `shiro log`)",
+        direction_verb(*direction)
     )]
-    RestoreInterrupted {
-        /// The turn being restored.
+    Unrestorable {
+        /// The turn.
         turn: TurnId,
+        /// Which way the restore went.
+        direction: Direction,
+        /// What is wrong with its copies.
+        #[source]
+        source: Box<UndoError>,
+    },
+    /// A restore failed part-way and was rolled back: every path it changed is as it was
+    /// before it, and the turn stays where it was, marked in the log.
+    #[error(
+        "the {verb} of turn {turn} failed part-way ({source}); every file it had changed was put back as it was before the {verb}, and the turn can still be {verb}ne",
+        verb = direction_verb(*direction)
+    )]
+    RolledBack {
+        /// The turn.
+        turn: TurnId,
+        /// Which way the restore went.
+        direction: Direction,
         /// What failed.
         #[source]
         source: Box<UndoError>,
     },
+    /// A restore stopped part-way and could be neither completed nor rolled back (its record
+    /// stays in the log; every operation retries it). [`crate::UndoStore::abandon`] clears it.
+    #[error(
+        "the {verb} of turn {turn} stopped part-way and could be neither completed nor rolled back ({reason}); fix the cause and run again to retry, or run `shiro undo --abandon` to keep every file as it is now",
+        verb = direction_verb(*direction)
+    )]
+    RestoreStuck {
+        /// The turn.
+        turn: TurnId,
+        /// Which way the restore went.
+        direction: Direction,
+        /// What failed.
+        reason: String,
+    },
 }
 
 impl UndoError {
+    /// Reading or writing a store file failed. A link where a store file should be (the
+    /// store opens its files without following links) is said to be one.
     pub(crate) fn io(op: &'static str, path: &Path, source: io::Error) -> Self {
+        if crate::ground::is_link(&source) {
+            return UndoError::UnsafeStore {
+                path: path.to_path_buf(),
+                problem: format!(
+                    "it is a symbolic link, which the undo store never follows (it could lead outside the workspace); could not {op} it; remove the link and run again"
+                ),
+            };
+        }
         UndoError::Io {
             op,
             path: path.to_path_buf(),

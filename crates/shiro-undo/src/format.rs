@@ -1,4 +1,4 @@
-//! The records of the on-disk format (version 4), as described in `docs/formats.md`.
+//! The records of the on-disk format (version 5), as described in `docs/formats.md`.
 
 use std::collections::BTreeSet;
 
@@ -9,7 +9,7 @@ use crate::image::{ContentHash, Image};
 use crate::report::{Direction, TurnId, TurnSummary};
 
 /// The format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 /// The `format` field of the log's header line.
 pub(crate) const LOG_FORMAT: &str = "shiro-undo-log";
 
@@ -20,6 +20,8 @@ pub(crate) const INFLIGHT_FILE: &str = "inflight.jsonl";
 /// log); still read, so that a restore such a store's crash interrupted is completed.
 pub(crate) const JOURNAL_FILE: &str = "journal.jsonl";
 pub(crate) const LOCK_FILE: &str = "lock";
+/// Which path a restore is writing (see `docs/formats.md`, "Restores").
+pub(crate) const PROGRESS_FILE: &str = "progress";
 pub(crate) const BLOBS_DIR: &str = "blobs";
 /// Where a damaged log is copied before it is rewritten without its bad records.
 pub(crate) const DAMAGED_LOG_FILE: &str = "log.damaged.jsonl";
@@ -100,6 +102,10 @@ pub(crate) struct TurnRecord {
     /// The packs (`blobs/<name>.pack`) holding the copies its restores kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub packs: Vec<String>,
+    /// Why its last restore could not be made (a damaged copy, a restore rolled back or
+    /// abandoned); cleared when a restore of it completes. Format 5.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
 }
 
 impl TurnRecord {
@@ -120,6 +126,7 @@ impl TurnRecord {
             recovered: false,
             paths: Vec::new(),
             packs: Vec::new(),
+            damage: None,
         }
     }
 
@@ -184,6 +191,7 @@ impl TurnRecord {
             changes,
             ran_bash: self.ran_bash,
             recovered: self.recovered,
+            damage: self.damage.clone(),
         }
     }
 }
@@ -235,10 +243,35 @@ pub(crate) enum LogLine {
         ids: Vec<TurnId>,
     },
     /// A restore about to begin, with the images it restores (see [`Journal`]); written and
-    /// flushed before it changes anything.
+    /// flushed before it changes anything. The turn's images on the side the restore leaves
+    /// are what the restore found there (its plan), so that completing it after a crash can
+    /// tell a path it has not reached yet from one the user changed meanwhile.
     Begin {
         direction: Direction,
         turn: TurnRecord,
+        /// Names this restore in the progress file (see [`crate::restore::Progress`]), so
+        /// that a mark left by an earlier restore is never taken for one of this one's.
+        /// Absent in format 4.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        run: Option<u64>,
+    },
+    /// The restore begun last could not complete (`reason`) and is being rolled back: every
+    /// path it changed is put back as the restore found it. Format 5.
+    Rollback {
+        id: TurnId,
+        reason: String,
+    },
+    /// The restore begun last ended without completing: rolled back, or abandoned. Its turn
+    /// stays on its stack, marked with `reason` (see [`TurnRecord::damage`]). Format 5.
+    Stopped {
+        id: TurnId,
+        reason: String,
+    },
+    /// A turn's stored copies were found damaged before a restore changed anything; the
+    /// turn is marked with `reason`. Format 5.
+    Damaged {
+        id: TurnId,
+        reason: String,
     },
     /// The restore begun last is complete: its turn moves to the other stack.
     Done {

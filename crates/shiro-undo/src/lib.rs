@@ -11,7 +11,12 @@
 //! - the cost of recording and of restoring grows with what a turn changed, never with the
 //!   size of the workspace: nothing here walks the workspace;
 //! - a crash at any point loses nothing: an interrupted turn is recovered as an undoable turn
-//!   and an interrupted restore is completed, both on the next open;
+//!   and an interrupted restore is completed (or, if a path changed meanwhile, rolled back
+//!   around it), both on the next open;
+//! - a restore reads back every stored copy it writes before it changes anything, and a
+//!   restore that cannot complete is rolled back: it never stops half-way on its own;
+//! - the store never follows a link: its directories must be real directories of the user's,
+//!   and its files are opened with `O_NOFOLLOW`;
 //! - it never prints, reads the environment or exits the process (notices are returned);
 //! - it depends on shiro-tools only, and only for the `Mutator` seam (and its helper that
 //!   flushes many files at once).
@@ -46,6 +51,7 @@ mod codec;
 mod delta;
 mod error;
 mod format;
+mod ground;
 mod image;
 mod lock;
 mod log;
@@ -57,10 +63,11 @@ mod store;
 
 pub use error::UndoError;
 pub use format::FORMAT_VERSION;
+pub use ground::{no_follow_options, state_dir};
 pub use image::{ContentHash, Image};
 pub use recorder::{Recording, TurnStart};
 pub use report::{
     Action, Conflict, ConflictKind, ConflictReport, Direction, Notice, PathOutcome, TurnId,
     TurnSummary, UndoOutcome,
 };
-pub use store::{Copies, STORE_DIR, StoreOptions, UndoOptions, UndoStore};
+pub use store::{Abandoned, Copies, PathStanding, STORE_DIR, StoreOptions, UndoOptions, UndoStore};

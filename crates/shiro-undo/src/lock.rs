@@ -1,6 +1,6 @@
 //! The store's lock: one process at a time reads and writes the log.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use fs4::fs_std::FileExt;
 
 use crate::error::UndoError;
+use crate::ground::no_follow;
 
 /// How often a waiting process tries the lock again.
 const POLL: Duration = Duration::from_millis(10);
@@ -21,7 +22,7 @@ pub(crate) struct LockGuard {
 
 /// Takes the lock on `path`, polling until `timeout` has passed.
 pub(crate) fn acquire(path: &Path, timeout: Duration) -> Result<LockGuard, UndoError> {
-    let file = OpenOptions::new()
+    let file = no_follow()
         .create(true)
         .truncate(false)
         .read(true)

@@ -2,20 +2,20 @@
 //! it was written.
 //!
 //! Recording a turn appends one `push` record; a restore appends `begin` before it changes
-//! anything and `done` after. Each append is one write and one `fdatasync` of a file that
+//! anything and `done` after (or, when it cannot complete, `rollback` and then `stopped`). Each append is one write and one `fdatasync` of a file that
 //! exists already, so a change to the log costs the same however long the history is (a
 //! rewrite of the whole file costs a new file, its flush, a rename and a directory flush).
 //! When the events outgrow the snapshot, the next change rewrites the snapshot instead, so
 //! reading the log stays proportional to what it holds.
 
 use std::collections::BTreeSet;
-use std::fs::OpenOptions;
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::codec::{BadLine, encode, raw_lines, write_atomic};
 use crate::format::{FORMAT_VERSION, LOG_FORMAT, LogLine, Stack, TurnRecord};
+use crate::ground::no_follow;
 use crate::image::ContentHash;
 use crate::report::{Direction, TurnId};
 
@@ -40,6 +40,10 @@ pub(crate) struct LogState {
 pub(crate) struct Pending {
     pub direction: Direction,
     pub turn: TurnRecord,
+    /// The restore's name in the progress file; `None` for one begun by format 4.
+    pub run: Option<u64>,
+    /// Why it is being rolled back, once it is.
+    pub rollback: Option<String>,
 }
 
 /// Where things are in the file, for the next append.
@@ -92,7 +96,7 @@ impl LogState {
     /// unchanged.
     fn apply(&mut self, line: LogLine) -> Result<(), String> {
         if let Some(pending) = &self.pending
-            && !matches!(line, LogLine::Done { .. })
+            && !ends_or_continues_a_restore(&line)
         {
             return Err(format!(
                 "the restore of turn {} begun before it never completed",
@@ -115,26 +119,73 @@ impl LogState {
                 self.forget(&dropped);
             }
             LogLine::Drop { ids } => self.forget(&ids),
-            LogLine::Begin { direction, turn } => {
+            LogLine::Begin {
+                direction,
+                turn,
+                run,
+            } => {
                 turn.validate()?;
-                self.pending = Some(Pending { direction, turn });
+                self.pending = Some(Pending {
+                    direction,
+                    turn,
+                    run,
+                    rollback: None,
+                });
             }
-            LogLine::Done { id } => match self.pending.take() {
-                Some(Pending { direction, turn }) if turn.meta.id == id => {
-                    self.undo.retain(|t| t.meta.id != id);
-                    self.redo.retain(|t| t.meta.id != id);
-                    match direction {
-                        Direction::Undo => self.redo.push(turn),
-                        Direction::Redo => self.undo.push(turn),
+            LogLine::Done { id } => {
+                let Pending {
+                    direction,
+                    mut turn,
+                    ..
+                } = self.take_pending(id)?;
+                self.undo.retain(|t| t.meta.id != id);
+                self.redo.retain(|t| t.meta.id != id);
+                turn.damage = None;
+                match direction {
+                    Direction::Undo => self.redo.push(turn),
+                    Direction::Redo => self.undo.push(turn),
+                }
+            }
+            LogLine::Rollback { id, reason } => match &mut self.pending {
+                Some(pending) if pending.turn.meta.id == id => pending.rollback = Some(reason),
+                _ => return Err(format!("no restore of turn {id} was begun")),
+            },
+            LogLine::Stopped { id, reason } => {
+                let pending = self.take_pending(id)?;
+                // The turn stays where it was, with its own images (the workspace is as the
+                // restore found it), keeping the copies the restore made.
+                if let Some(turn) = self.turn_mut(id) {
+                    for pack in pending.turn.packs {
+                        if !turn.packs.contains(&pack) {
+                            turn.packs.push(pack);
+                        }
                     }
+                    turn.damage = Some(reason);
                 }
-                other => {
-                    self.pending = other;
-                    return Err(format!("no restore of turn {id} was begun"));
-                }
+            }
+            LogLine::Damaged { id, reason } => match self.turn_mut(id) {
+                Some(turn) => turn.damage = Some(reason),
+                None => return Err(format!("no turn {id} to mark damaged")),
             },
         }
         Ok(())
+    }
+
+    /// Ends the restore of turn `id` under way.
+    fn take_pending(&mut self, id: TurnId) -> Result<Pending, String> {
+        match self.pending.take() {
+            Some(pending) if pending.turn.meta.id == id => Ok(pending),
+            other => {
+                self.pending = other;
+                Err(format!("no restore of turn {id} was begun"))
+            }
+        }
+    }
+
+    fn turn_mut(&mut self, id: TurnId) -> Option<&mut TurnRecord> {
+        (self.undo.iter_mut())
+            .chain(self.redo.iter_mut())
+            .find(|t| t.meta.id == id)
     }
 
     fn forget(&mut self, ids: &[TurnId]) {
@@ -171,10 +222,26 @@ impl LogState {
             text.push_str(&encode(&LogLine::Begin {
                 direction: pending.direction,
                 turn: pending.turn.clone(),
+                run: pending.run,
             })?);
+            if let Some(reason) = &pending.rollback {
+                text.push_str(&encode(&LogLine::Rollback {
+                    id: pending.turn.meta.id,
+                    reason: reason.clone(),
+                })?);
+            }
         }
         Ok(text)
     }
+}
+
+/// Whether `line` may follow a `begin` whose restore has not ended: only the records that
+/// end or roll back that restore.
+fn ends_or_continues_a_restore(line: &LogLine) -> bool {
+    matches!(
+        line,
+        LogLine::Done { .. } | LogLine::Rollback { .. } | LogLine::Stopped { .. }
+    )
 }
 
 /// A log read from disk, with the records that could not be used.
@@ -238,7 +305,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
             }
         }
         in_snapshot &= matches!(record, LogLine::Header { .. } | LogLine::Turn { .. });
-        if !matches!(record, LogLine::Done { .. })
+        if !ends_or_continues_a_restore(&record)
             && let Some(pending) = state.pending.take()
         {
             // Its `done` is damaged, since nothing is appended while a restore is pending.
@@ -298,7 +365,7 @@ pub(crate) fn append(path: &Path, state: &mut LogState, record: LogLine) -> io::
     if layout.version < FORMAT_VERSION || appended > APPENDED_MAX.max(layout.snapshot) {
         return rewrite(path, state);
     }
-    let file = OpenOptions::new().write(true).open(path)?;
+    let file = no_follow().write(true).open(path)?;
     if file.metadata()?.len() != layout.end {
         file.set_len(layout.end)?;
     }
@@ -343,11 +410,21 @@ mod tests {
     }
 
     /// What a state says, for comparing a state with the log read back: the next id, the
-    /// ids on each stack, and the restore under way.
-    type View = (u64, Vec<u64>, Vec<u64>, Option<(u64, Direction)>);
+    /// ids on each stack (with whether the turn is marked damaged), and the restore under way
+    /// (with whether it is being rolled back).
+    type View = (
+        u64,
+        Vec<(u64, bool)>,
+        Vec<(u64, bool)>,
+        Option<(u64, Direction, bool)>,
+    );
 
     fn view(state: &LogState) -> View {
-        let ids = |turns: &[TurnRecord]| turns.iter().map(|t| t.meta.id.0).collect();
+        let ids = |turns: &[TurnRecord]| {
+            (turns.iter())
+                .map(|t| (t.meta.id.0, t.damage.is_some()))
+                .collect()
+        };
         (
             state.next_id,
             ids(&state.undo),
@@ -355,8 +432,12 @@ mod tests {
             state
                 .pending
                 .as_ref()
-                .map(|p| (p.turn.meta.id.0, p.direction)),
+                .map(|p| (p.turn.meta.id.0, p.direction, p.rollback.is_some())),
         )
+    }
+
+    fn ids(view: &[(u64, bool)]) -> Vec<u64> {
+        view.iter().map(|(id, _)| *id).collect()
     }
 
     fn read(path: &Path) -> Parsed {
@@ -374,6 +455,10 @@ mod tests {
         Restore(Direction),
         /// Begin a restore and stop (a crash): always last.
         Begin(Direction),
+        /// Begin a restore, roll it back, and stop it: the turn stays, marked.
+        RollBack(Direction),
+        /// Mark the top turn damaged.
+        Damage,
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -382,6 +467,8 @@ mod tests {
             1 => Just(Op::DropOldest),
             2 => Just(Op::Restore(Direction::Undo)),
             1 => Just(Op::Restore(Direction::Redo)),
+            1 => Just(Op::RollBack(Direction::Undo)),
+            1 => Just(Op::Damage),
         ]
     }
 
@@ -409,11 +496,38 @@ mod tests {
                 })
                 .into_iter()
                 .collect(),
+            Op::Damage => top(Direction::Undo)
+                .map(|t| LogLine::Damaged {
+                    id: t.meta.id,
+                    reason: "a copy is damaged".to_owned(),
+                })
+                .into_iter()
+                .collect(),
+            Op::RollBack(direction) => top(*direction)
+                .map(|t| {
+                    vec![
+                        LogLine::Begin {
+                            direction: *direction,
+                            turn: t.clone(),
+                            run: Some(7),
+                        },
+                        LogLine::Rollback {
+                            id: t.meta.id,
+                            reason: "disk full".to_owned(),
+                        },
+                        LogLine::Stopped {
+                            id: t.meta.id,
+                            reason: "disk full".to_owned(),
+                        },
+                    ]
+                })
+                .unwrap_or_default(),
             Op::Restore(direction) | Op::Begin(direction) => top(*direction)
                 .map(|t| {
                     let mut records = vec![LogLine::Begin {
                         direction: *direction,
                         turn: t.clone(),
+                        run: Some(7),
                     }];
                     if matches!(op, Op::Restore(_)) {
                         records.push(LogLine::Done { id: t.meta.id });
@@ -477,11 +591,14 @@ mod tests {
         let whole = std::fs::read(&path).unwrap();
         std::fs::write(&path, &whole[..whole.len() - 7]).unwrap();
         let mut state = read(&path).state;
-        assert_eq!(view(&state).1, [1]);
+        assert_eq!(ids(&view(&state).1), [1]);
         append(&path, &mut state, push(3)).unwrap();
         let parsed = read(&path);
         assert!(parsed.bad.is_empty());
-        assert_eq!(view(&parsed.state), (4, vec![1, 3], vec![], None));
+        assert_eq!(
+            view(&parsed.state),
+            (4, vec![(1, false), (3, false)], vec![], None)
+        );
     }
 
     #[test]
@@ -495,7 +612,7 @@ mod tests {
         let text = std::fs::read_to_string(&path).unwrap();
         let damaged = text.replacen("turn 2", "turn X", 1);
         let parsed = parse(damaged.as_bytes()).unwrap();
-        assert_eq!(view(&parsed.state).1, [1, 3]);
+        assert_eq!(ids(&view(&parsed.state).1), [1, 3]);
         assert_eq!(parsed.bad.len(), 1);
         assert_eq!(parsed.bad[0].line, 3);
         assert_eq!(parsed.bad[0].reason, "checksum mismatch");
@@ -513,6 +630,7 @@ mod tests {
         let begin = line(LogLine::Begin {
             direction: Direction::Undo,
             turn: turn(1),
+            run: None,
         });
         // A `done` without its `begin`, a turn logged twice, and a `begin` whose `done` is
         // missing before the next record.
@@ -542,13 +660,16 @@ mod tests {
                 ),
             ]
         );
-        assert_eq!(view(&parsed.state), (3, vec![1, 2], vec![], None));
+        assert_eq!(
+            view(&parsed.state),
+            (3, vec![(1, false), (2, false)], vec![], None)
+        );
 
         // Without a header, the turns are read and the header reported missing.
         let headless = line(push(1));
         let parsed = parse(headless.as_bytes()).unwrap();
         assert_eq!(parsed.bad[0].reason, "missing header");
-        assert_eq!(view(&parsed.state).1, [1]);
+        assert_eq!(ids(&view(&parsed.state).1), [1]);
     }
 
     #[test]
@@ -573,12 +694,18 @@ mod tests {
         let mut state = read(&path).state;
         append(&path, &mut state, push(5)).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.contains(r#""version":4"#), "{text}");
+        assert!(
+            text.contains(&format!(r#""version":{FORMAT_VERSION}"#)),
+            "{text}"
+        );
         assert!(
             !text.contains(r#""record":"push""#),
             "a snapshot, not an append"
         );
-        assert_eq!(view(&read(&path).state), (6, vec![4, 5], vec![], None));
+        assert_eq!(
+            view(&read(&path).state),
+            (6, vec![(4, false), (5, false)], vec![], None)
+        );
 
         let newer = encode(&LogLine::Header {
             format: LOG_FORMAT.to_owned(),

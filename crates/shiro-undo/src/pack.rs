@@ -93,7 +93,7 @@ impl PackWriter {
         self.temp.as_file().sync_data()?;
         self.temp.persist(target).map_err(|err| err.error)?;
         let dir = target.parent().unwrap_or(Path::new("."));
-        File::open(dir)?.sync_all()
+        crate::ground::open_read(dir)?.sync_all()
     }
 }
 
@@ -108,7 +108,7 @@ impl Pack {
     /// Opens the pack at `path` and reads its index. A pack that is not whole is damage
     /// (`InvalidData`).
     pub(crate) fn open(path: &Path) -> io::Result<Self> {
-        let file = File::open(path)?;
+        let file = crate::ground::open_read(path)?;
         let size = file.metadata()?.len();
         let damaged = || io::Error::new(io::ErrorKind::InvalidData, "damaged pack");
         if size < (MAGIC.len() + TRAILER) as u64 {

@@ -31,6 +31,14 @@ pub enum Direction {
 }
 
 impl Direction {
+    /// The other way.
+    pub fn opposite(self) -> Direction {
+        match self {
+            Direction::Undo => Direction::Redo,
+            Direction::Redo => Direction::Undo,
+        }
+    }
+
     fn verb(self) -> &'static str {
         match self {
             Direction::Undo => "undo",
@@ -61,6 +69,10 @@ pub struct TurnSummary {
     pub ran_bash: bool,
     /// Whether it was recovered after its process stopped mid-turn.
     pub recovered: bool,
+    /// Why its last restore could not be made (a damaged stored copy, a restore rolled back
+    /// or abandoned, or one under way); `None` when nothing is wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub damage: Option<String>,
 }
 
 impl fmt::Display for TurnSummary {
@@ -77,6 +89,9 @@ impl fmt::Display for TurnSummary {
         write!(f, ": {}", changes.join(", "))?;
         if self.ran_bash {
             f.write_str(" (ran bash: its effects are not recorded)")?;
+        }
+        if let Some(damage) = &self.damage {
+            write!(f, " [damaged: {damage}]")?;
         }
         Ok(())
     }
@@ -333,6 +348,29 @@ pub enum Notice {
         /// Which way it went.
         direction: Direction,
     },
+    /// A restore that could not be completed (a path changed while it was interrupted, a
+    /// damaged copy, a full disk) was rolled back: every path it had changed is as the restore
+    /// found it, except `left`, which changed meanwhile and were left as they are.
+    RolledBackRestore {
+        /// The turn.
+        id: TurnId,
+        /// Which way the restore went.
+        direction: Direction,
+        /// Why it could not be completed.
+        reason: String,
+        /// Paths left as found.
+        left: Vec<WorkspacePath>,
+    },
+    /// A restore stopped part-way and could be neither completed nor rolled back; it stays
+    /// in the log until it can, or until `shiro undo --abandon` clears it.
+    StuckRestore {
+        /// The turn.
+        id: TurnId,
+        /// Which way the restore went.
+        direction: Direction,
+        /// What failed.
+        reason: String,
+    },
     /// A record of a store file failed its checksum or could not be read; it was not used.
     CorruptRecord {
         /// The store file, relative to the store directory.
@@ -341,6 +379,12 @@ pub enum Notice {
         line: usize,
         /// What was wrong.
         reason: String,
+    },
+    /// A symbolic link was found where one of the store's own files goes (a checkout can
+    /// hold anything) and removed; its target was not touched.
+    RemovedLink {
+        /// The link and its target: `.shiro/undo/inflight.jsonl -> /elsewhere`.
+        link: String,
     },
     /// The oldest turns were dropped to keep the store under its size cap.
     DroppedForSize {
@@ -376,9 +420,43 @@ impl fmt::Display for Notice {
                     Direction::Redo => "after the turn",
                 }
             ),
+            Notice::RolledBackRestore {
+                id,
+                direction,
+                reason,
+                left,
+            } => {
+                write!(
+                    f,
+                    "rolled back the {} of turn {id}: {reason}; every file it had changed is as it was before the {0}",
+                    direction.verb()
+                )?;
+                if !left.is_empty() {
+                    let paths: Vec<&str> = left.iter().map(WorkspacePath::as_str).collect();
+                    write!(
+                        f,
+                        ", except what changed meanwhile, left exactly as found: {}",
+                        paths.join(", ")
+                    )?;
+                }
+                write!(f, "; turn {id} can still be {}ne", direction.verb())
+            }
+            Notice::StuckRestore {
+                id,
+                direction,
+                reason,
+            } => write!(
+                f,
+                "the {verb} of turn {id} stopped part-way and could be neither completed nor rolled back ({reason}); fix the cause and run any shiro command to retry, or run `shiro undo --abandon` to keep every file as it is now",
+                verb = direction.verb()
+            ),
             Notice::CorruptRecord { file, line, reason } => write!(
                 f,
                 "ignored a damaged record in the undo store ({file}, line {line}: {reason}); the rest of the log is intact"
+            ),
+            Notice::RemovedLink { link } => write!(
+                f,
+                "removed a symbolic link from the undo store ({link}): the store never follows links, so its target was not touched; the store uses a file of its own there"
             ),
             Notice::DroppedForSize {
                 dropped,

@@ -35,7 +35,7 @@ pub(crate) struct Planned {
 }
 
 /// The images a restore in `direction` expects to find and leaves.
-fn sides(record: &crate::format::PathRecord, direction: Direction) -> (&Image, &Image) {
+pub(crate) fn sides(record: &crate::format::PathRecord, direction: Direction) -> (&Image, &Image) {
     match direction {
         Direction::Undo => (&record.after, &record.before),
         Direction::Redo => (&record.before, &record.after),
@@ -131,6 +131,22 @@ async fn foreign_entries(
 pub(crate) struct Stored<'a> {
     blobs: &'a Blobs,
     packs: Vec<Pack>,
+    /// What [`verify`] read, for the restore to write without reading it again.
+    checked: std::sync::Mutex<Checked>,
+}
+
+/// The copies [`verify`] found whole: raw blobs (streamed, so only their hashes are kept)
+/// and other copies' bytes, kept up to [`Checked::KEEP_MAX`] bytes in all so that a restore
+/// does not decode each copy twice.
+#[derive(Debug, Default)]
+struct Checked {
+    raw: BTreeSet<ContentHash>,
+    bytes: BTreeMap<ContentHash, Vec<u8>>,
+    kept: usize,
+}
+
+impl Checked {
+    const KEEP_MAX: usize = 32 << 20;
 }
 
 impl<'a> Stored<'a> {
@@ -140,7 +156,11 @@ impl<'a> Stored<'a> {
         let packs = (turn.packs.iter())
             .filter_map(|name| Pack::open(&pack_path(blobs.dir(), name)).ok())
             .collect();
-        Self { blobs, packs }
+        Self {
+            blobs,
+            packs,
+            checked: std::sync::Mutex::default(),
+        }
     }
 
     /// The blobs alone.
@@ -148,6 +168,7 @@ impl<'a> Stored<'a> {
         Self {
             blobs,
             packs: Vec::new(),
+            checked: std::sync::Mutex::default(),
         }
     }
 
@@ -158,6 +179,55 @@ impl<'a> Stored<'a> {
 
     pub(crate) fn contains(&self, hash: &ContentHash) -> bool {
         self.blobs.contains(hash) || self.packs.iter().any(|pack| pack.contains(hash))
+    }
+
+    fn checked(&self) -> std::sync::MutexGuard<'_, Checked> {
+        // A poisoned lock only means a panic elsewhere; the sets are intact.
+        self.checked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Checks the copy of `hash` in full: `Ok(false)` when none holds it. What it read is
+    /// remembered for [`Stored::take`] and [`Stored::open_raw`].
+    fn check(&self, hash: &ContentHash) -> std::io::Result<bool> {
+        if self.blobs.open_raw(hash)?.is_some() {
+            self.checked().raw.insert(*hash);
+            return Ok(true);
+        }
+        let Some(bytes) = self.get(hash)? else {
+            return Ok(false);
+        };
+        let mut checked = self.checked();
+        if checked.kept + bytes.len() <= Checked::KEEP_MAX {
+            checked.kept += bytes.len();
+            checked.bytes.insert(*hash, bytes);
+        }
+        Ok(true)
+    }
+
+    /// The bytes of `hash`, checked: those [`verify`] read, or read now.
+    fn take(&self, hash: &ContentHash) -> std::io::Result<Option<Vec<u8>>> {
+        let kept = {
+            let mut checked = self.checked();
+            let kept = checked.bytes.remove(hash);
+            checked.kept -= kept.as_ref().map_or(0, Vec::len);
+            kept
+        };
+        match kept {
+            Some(bytes) => Ok(Some(bytes)),
+            None => self.get(hash),
+        }
+    }
+
+    /// The raw blob of `hash`, opened to copy from (see [`Blobs::open_raw`]); checked unless
+    /// [`verify`] checked it already.
+    fn open_raw(&self, hash: &ContentHash) -> std::io::Result<Option<(std::fs::File, u64)>> {
+        if self.checked().raw.contains(hash) {
+            self.blobs.open_raw_checked_already(hash)
+        } else {
+            self.blobs.open_raw(hash)
+        }
     }
 
     /// The bytes of `hash`, checked; `Ok(None)` when none holds them.
@@ -220,22 +290,205 @@ pub(crate) async fn keep_copies(
     }
 }
 
-/// Checks that every file the restore writes has its bytes in the store, before anything is
-/// changed.
-pub(crate) fn check_blobs(stored: &Stored<'_>, plan: &[Planned]) -> Result<(), UndoError> {
-    for item in plan {
-        if let Image::File { hash, .. } = &item.becomes
-            && item.now != item.becomes
-            && !stored.contains(hash)
-        {
-            return Err(UndoError::Blob {
-                path: item.path.clone(),
-                hash: hash.to_hex(),
-                reason: "missing".to_owned(),
-            });
+/// Reads every stored copy a restore will write to `targets` in full and checks it against its
+/// hash, before anything is changed: a restore must never stop half-way for a copy it could
+/// have known was missing or damaged. A big file's raw copy is read a piece at a time; other
+/// copies are decoded one at a time and dropped, so memory stays bounded.
+///
+/// A copy found damaged (it does not read back as its hash) is removed from the blobs, so that
+/// a later turn stores those bytes afresh instead of trusting the damaged copy.
+pub(crate) fn verify<'a>(
+    stored: &Stored<'_>,
+    targets: impl IntoIterator<Item = (&'a WorkspacePath, &'a Image)>,
+) -> Result<(), UndoError> {
+    let mut checked = BTreeSet::new();
+    for (path, target) in targets {
+        let Image::File { hash, .. } = target else {
+            continue;
+        };
+        if !checked.insert(*hash) {
+            continue;
+        }
+        match stored.check(hash) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(UndoError::Blob {
+                    path: path.clone(),
+                    hash: hash.to_hex(),
+                    reason: "missing".to_owned(),
+                });
+            }
+            Err(err) => {
+                if err.kind() == std::io::ErrorKind::InvalidData {
+                    // Best effort: what matters is that the restore stops.
+                    let _ = stored.blobs.discard_damaged([hash]);
+                }
+                return Err(blob_error(path, hash, &err));
+            }
         }
     }
     Ok(())
+}
+
+/// Where a path of an interrupted restore stands, judged from what is there now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Standing {
+    /// As the restore found it, or on the way (removed to be replaced by another kind).
+    NotReached,
+    /// As the restore makes it.
+    Done,
+    /// The path the restore was writing when it stopped: it may hold a mix of both.
+    Started,
+    /// Neither: changed by someone else since the restore began.
+    Changed(Image),
+}
+
+/// Judges every path of `turn`, whose restore in `direction` began and did not end, from
+/// what is there now. `started` is the path the restore marked as being written (see
+/// [`Progress`]). The images on the side the restore leaves are what it found there (its
+/// `begin` record holds them), so a path that is neither those nor the target changed since.
+pub(crate) async fn standings(
+    mutator: &dyn Mutator,
+    turn: &TurnRecord,
+    direction: Direction,
+    started: Option<usize>,
+) -> Result<Vec<(WorkspacePath, Standing)>, UndoError> {
+    let mut out = Vec::with_capacity(turn.paths.len());
+    for (index, record) in turn.paths.iter().enumerate() {
+        let Ok(path) = WorkspacePath::from_relative(&record.path) else {
+            continue;
+        };
+        let (from, to) = sides(record, direction);
+        let found = hashed_image(mutator, &path).await?;
+        let standing = if alike(&found, to) {
+            Standing::Done
+        } else if alike(&found, from)
+            // Replacing one kind of entry by another removes it first.
+            || (found == Image::Absent && from.exists() && to.exists())
+        {
+            Standing::NotReached
+        } else if started == Some(index) {
+            Standing::Started
+        } else {
+            Standing::Changed(found)
+        };
+        out.push((path, standing));
+    }
+    Ok(out)
+}
+
+/// Whether `found` is `image` as far as a restore under way can tell: a file with its bytes
+/// (its mode is set after them), a directory (its mode is set last), or the same entry.
+fn alike(found: &Image, image: &Image) -> bool {
+    match (found, image) {
+        (Image::File { hash: a, .. }, Image::File { hash: b, .. }) => a == b,
+        (Image::Dir { .. }, Image::Dir { .. }) => true,
+        (a, b) => a == b,
+    }
+}
+
+/// Marks which path a restore is writing, in the store's `progress` file: 16 bytes, the
+/// restore's run number and the index of the path (plus one) in its turn, rewritten in place
+/// before each file is written and never flushed (a flush per file would cost a restore of
+/// many files most of its time). After a crash of the process the mark is exact (the kernel
+/// keeps it); after a power cut it may be older, and the half-written path then reads as
+/// changed by someone else: the restore is rolled back and that path left as it is, never
+/// overwritten blindly.
+#[derive(Debug)]
+pub(crate) struct Progress {
+    file: Option<std::fs::File>,
+    run: u64,
+    /// The index (plus one) of the path marked last; 0 for none.
+    current: std::sync::atomic::AtomicU64,
+}
+
+impl Progress {
+    /// Opens (creating) the progress file at `path` for the restore `run`, clearing its mark.
+    /// Should it fail, the restore runs without marks (see above: never unsafe).
+    pub(crate) fn open(path: &std::path::Path, run: u64) -> Self {
+        let file = crate::ground::no_follow()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .ok();
+        let progress = Self {
+            file,
+            run,
+            current: std::sync::atomic::AtomicU64::new(0),
+        };
+        progress.mark(None);
+        progress
+    }
+
+    /// Opens the progress file of the restore `run` to go on with it, keeping the mark it
+    /// holds (`started`): that path may still be half-written, so the mark must stay until
+    /// it is rewritten (see [`apply_marked_first`]).
+    pub(crate) fn resume(path: &std::path::Path, run: u64, started: Option<usize>) -> Self {
+        let file = crate::ground::no_follow()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .ok();
+        Self {
+            file,
+            run,
+            current: std::sync::atomic::AtomicU64::new(started.map_or(0, |i| i as u64 + 1)),
+        }
+    }
+
+    /// The path marked last, if any.
+    pub(crate) fn current(&self) -> Option<usize> {
+        let value = self.current.load(std::sync::atomic::Ordering::SeqCst);
+        usize::try_from(value.checked_sub(1)?).ok()
+    }
+
+    /// Marks the path at `index` of the turn as being written.
+    pub(crate) fn start(&self, index: usize) {
+        self.mark(Some(index));
+    }
+
+    fn mark(&self, index: Option<usize>) {
+        use std::os::unix::fs::FileExt;
+        let index = index.map_or(0, |i| i as u64 + 1);
+        self.current
+            .store(index, std::sync::atomic::Ordering::SeqCst);
+        if let Some(file) = &self.file {
+            let mut bytes = [0u8; 16];
+            bytes[..8].copy_from_slice(&self.run.to_le_bytes());
+            bytes[8..].copy_from_slice(&index.to_le_bytes());
+            // A mark that cannot be written only makes a crash here read as a change by
+            // someone else: safe, so not worth failing the restore for.
+            let _ = file.write_all_at(&bytes, 0);
+        }
+    }
+
+    /// The path the restore `run` marked last, if the file at `path` holds a mark of it.
+    pub(crate) fn read(path: &std::path::Path, run: Option<u64>) -> Option<usize> {
+        let run = run?;
+        let bytes = crate::ground::read_optional(path).ok()??;
+        let field = |at: usize| {
+            let mut field = [0u8; 8];
+            field.copy_from_slice(bytes.get(at..at + 8)?);
+            Some(u64::from_le_bytes(field))
+        };
+        if field(0)? != run {
+            return None;
+        }
+        usize::try_from(field(8)?.checked_sub(1)?).ok()
+    }
+}
+
+/// A number for a new restore, to tell its progress marks from an earlier restore's: the
+/// time in nanoseconds with the process id, which no two restores of one store share.
+pub(crate) fn new_run() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 48)
 }
 
 /// Removes what writes killed before their rename left beside `paths` (see
@@ -261,26 +514,30 @@ pub(crate) type Seen = BTreeMap<WorkspacePath, Image>;
 /// Files are written with [`Mutator::overwrite`]: in place, like `cp`, since a restore
 /// interrupted half-way is finished from its `begin` record in the log, and creating a new file per path (then
 /// deleting the old one) was most of a restore's cost on a real disk.
+///
+/// Paths in `leave` are not touched at all (a rollback leaves the paths someone else changed
+/// as they are). Before each file is written, `progress` marks it.
 pub(crate) async fn apply(
     mutator: &dyn Mutator,
     stored: &Stored<'_>,
     turn: &TurnRecord,
     direction: Direction,
     seen: &Seen,
+    leave: &BTreeSet<WorkspacePath>,
+    progress: &Progress,
 ) -> Result<BTreeMap<WorkspacePath, Action>, UndoError> {
-    let mut items: Vec<(WorkspacePath, Image)> = turn
-        .workspace_paths()
-        .into_iter()
-        .map(|(path, record)| {
+    let mut items: Vec<(WorkspacePath, Image, usize)> = (turn.paths.iter().enumerate())
+        .filter_map(|(index, record)| {
+            let path = WorkspacePath::from_relative(&record.path).ok()?;
             let target = sides(record, direction).1.clone();
-            (path, target)
+            (!leave.contains(&path)).then_some((path, target, index))
         })
         .collect();
     let mut notes = BTreeMap::new();
 
     // 1. Removals, deepest first, so a directory is emptied before it is removed.
-    items.sort_by(|(a, _), (b, _)| b.depth().cmp(&a.depth()).then_with(|| b.cmp(a)));
-    for (path, target) in &items {
+    items.sort_by(|(a, ..), (b, ..)| b.depth().cmp(&a.depth()).then_with(|| b.cmp(a)));
+    for (path, target, _) in &items {
         match mutator.real_stat(path).await? {
             Stat::Absent => {}
             Stat::File { .. } if matches!(target, Image::File { .. }) => {}
@@ -308,7 +565,7 @@ pub(crate) async fn apply(
 
     // 2. Directories, shallowest first; their modes come last (step 4).
     items.reverse();
-    for (path, target) in &items {
+    for (path, target, _) in &items {
         if !target.is_dir() {
             continue;
         }
@@ -326,7 +583,7 @@ pub(crate) async fn apply(
     }
 
     // 3. Files and links.
-    for (path, target) in &items {
+    for (path, target, index) in &items {
         if notes.contains_key(path) {
             continue;
         }
@@ -352,9 +609,10 @@ pub(crate) async fn apply(
                 if !now.exists() {
                     create_parent_dirs(mutator, path).await?;
                 }
+                progress.start(*index);
                 // A blob stored raw (a big file's) is copied into place a piece at a time;
                 // others are read into memory.
-                let raw = stored.blobs.open_raw(hash);
+                let raw = stored.open_raw(hash);
                 if let Some((mut source, stored_len)) =
                     raw.map_err(|err| blob_error(path, hash, &err))?
                 {
@@ -385,7 +643,7 @@ pub(crate) async fn apply(
     }
 
     // 4. Directory modes, deepest first.
-    for (path, target) in items.iter().rev() {
+    for (path, target, _) in items.iter().rev() {
         if let Image::Dir { mode } = target
             && let Stat::Dir { mode: now } = mutator.real_stat(path).await?
             && now != *mode
@@ -395,9 +653,32 @@ pub(crate) async fn apply(
     }
     // Single writes are not flushed; one sync makes the whole restore durable before the
     // caller logs it as done. A crash before that re-runs it from its `begin` record.
-    let paths: Vec<WorkspacePath> = items.into_iter().map(|(path, _)| path).collect();
+    let paths: Vec<WorkspacePath> = items.into_iter().map(|(path, ..)| path).collect();
     mutator.sync(&paths).await?;
     Ok(notes)
+}
+
+/// Like [`apply`], but first brings the path `progress` marks (the one being written when the
+/// restore stopped, which may hold a mix of two versions) to its target on its own: writing
+/// other paths first would move the mark, and a crash then would leave that mix unmarked.
+pub(crate) async fn apply_marked_first(
+    mutator: &dyn Mutator,
+    stored: &Stored<'_>,
+    turn: &TurnRecord,
+    direction: Direction,
+    leave: &BTreeSet<WorkspacePath>,
+    progress: &Progress,
+) -> Result<BTreeMap<WorkspacePath, Action>, UndoError> {
+    let seen = Seen::new();
+    if let Some(marked) = progress.current().and_then(|i| turn.paths.get(i)) {
+        let others: BTreeSet<WorkspacePath> = (turn.paths.iter())
+            .filter(|record| record.path != marked.path)
+            .filter_map(|record| WorkspacePath::from_relative(&record.path).ok())
+            .chain(leave.iter().cloned())
+            .collect();
+        apply(mutator, stored, turn, direction, &seen, &others, progress).await?;
+    }
+    apply(mutator, stored, turn, direction, &seen, leave, progress).await
 }
 
 /// Whether the file at `path` holds the bytes of `hash`: what the restore saw there, or else
@@ -420,7 +701,7 @@ fn load_blob(
     path: &WorkspacePath,
     hash: &ContentHash,
 ) -> Result<Vec<u8>, UndoError> {
-    match stored.get(hash) {
+    match stored.take(hash) {
         Ok(Some(bytes)) => Ok(bytes),
         Ok(None) => Err(UndoError::Blob {
             path: path.clone(),
@@ -454,6 +735,69 @@ mod tests {
             len: bytes.len() as u64,
             hash: ContentHash::of(bytes),
         }
+    }
+
+    /// A path left half-written by a restore that stopped (marked in the progress file) is
+    /// rewritten before any other, so that the mark stays on it until it is whole: writing
+    /// another path first would move the mark, and a crash then would leave the mix unmarked.
+    #[tokio::test]
+    async fn the_marked_path_is_rewritten_first() {
+        use std::sync::{Arc, Mutex};
+
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Blobs::new(dir.path().to_path_buf());
+        let mut turn = TurnRecord::empty(1);
+        let mut batch = Vec::new();
+        for name in ["a", "b", "c"] {
+            let before = format!("{name} before");
+            let after = format!("{name} after");
+            batch.push((ContentHash::of(before.as_bytes()), before));
+            turn.paths.push(crate::format::PathRecord {
+                path: name.to_owned(),
+                before: file(batch.last().unwrap().1.as_bytes()),
+                after: file(after.as_bytes()),
+            });
+        }
+        blobs
+            .put_all(batch.iter().map(|(hash, bytes)| {
+                (
+                    *hash,
+                    crate::blob::Form::Zlib(bytes.as_bytes(), flate2::Compression::fast()),
+                )
+            }))
+            .unwrap();
+        let ws = MemMutator::new();
+        for name in ["a", "b", "c"] {
+            let path = WorkspacePath::from_relative(name).unwrap();
+            ws.write(&path, format!("{name} after").as_bytes(), None)
+                .await
+                .unwrap();
+        }
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let seen = Arc::clone(&order);
+        let hooked = shiro_tools::Hooked::new(ws.clone(), move |m| {
+            seen.lock().unwrap().push(m.path().to_string());
+            Ok(())
+        });
+        let progress = Progress::resume(&dir.path().join("progress"), 9, Some(1));
+        let stored = Stored::open(&blobs, &turn);
+        apply_marked_first(
+            &hooked,
+            &stored,
+            &turn,
+            Direction::Undo,
+            &BTreeSet::new(),
+            &progress,
+        )
+        .await
+        .unwrap();
+        assert_eq!(*order.lock().unwrap(), ["b", "a", "c"]);
+        assert_eq!(
+            Progress::read(&dir.path().join("progress"), Some(9)),
+            Some(2)
+        );
+        let b = WorkspacePath::from_relative("b").unwrap();
+        assert_eq!(ws.read(&b).await.unwrap(), b"b before");
     }
 
     /// The copies are read again after the plan and kept in one pack; a file that changed

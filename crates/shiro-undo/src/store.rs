@@ -16,8 +16,10 @@ use crate::delta;
 use crate::error::UndoError;
 use crate::format::{
     BLOBS_DIR, ChangeRecord, DAMAGED_LOG_FILE, FORMAT_VERSION, INFLIGHT_FILE, InflightLine,
-    JOURNAL_FILE, Journal, LOCK_FILE, LOG_FILE, LogLine, PathRecord, TurnMeta, TurnRecord,
+    JOURNAL_FILE, Journal, LOCK_FILE, LOG_FILE, LogLine, PROGRESS_FILE, PathRecord, TurnMeta,
+    TurnRecord,
 };
+use crate::ground;
 use crate::image::{ContentHash, Image, Spares, real_image};
 use crate::lock::{self, LockGuard};
 use crate::log::{self, LogState, Refused};
@@ -31,6 +33,16 @@ use crate::restore;
 
 /// Where the store lives, relative to the workspace root.
 pub const STORE_DIR: &str = ".shiro/undo";
+
+/// The store's own files in its directory: a link planted at one of these names is removed.
+const STORE_FILES: &[&str] = &[
+    LOG_FILE,
+    INFLIGHT_FILE,
+    JOURNAL_FILE,
+    LOCK_FILE,
+    DAMAGED_LOG_FILE,
+    PROGRESS_FILE,
+];
 
 /// How a store behaves; the defaults suit an interactive agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -109,15 +121,39 @@ impl UndoStore {
         workspace: &dyn Mutator,
         options: StoreOptions,
     ) -> Result<Self, UndoError> {
-        let dir = workspace_root.join(STORE_DIR);
-        let blobs_dir = dir.join(BLOBS_DIR);
-        fs::create_dir_all(&blobs_dir)
-            .map_err(|err| UndoError::io("create the undo store", &blobs_dir, err))?;
-        let gitignore = dir.join(".gitignore");
-        if !gitignore.exists() {
-            write_atomic(&gitignore, b"*\n")
-                .map_err(|err| UndoError::io("write", &gitignore, err))?;
+        let store = Self::create(workspace_root, options)?;
+        let _guard = store.lock()?;
+        // Only a crash leaves blobs no turn refers to (and temporary files) behind; every
+        // recorded turn collects them too. Listing `blobs/` on every open would cost each
+        // command time that grows with the store.
+        let mut state = store.load_state()?;
+        // (The in-flight file stays between turns, emptied.)
+        let crashed = state.pending.is_some()
+            || fs::symlink_metadata(store.path(JOURNAL_FILE)).is_ok()
+            || fs::symlink_metadata(store.path(INFLIGHT_FILE)).is_ok_and(|meta| meta.len() > 0);
+        store.recover_loaded(workspace, &mut state).await?;
+        if crashed {
+            store.collect(&state)?;
         }
+        Ok(store)
+    }
+
+    /// Opens the store as it is, completing nothing a crash left (no restore, no turn): for
+    /// [`UndoStore::abandon`], which must see a stuck restore as it stands.
+    pub async fn open_as_is(
+        workspace_root: &Path,
+        options: StoreOptions,
+    ) -> Result<Self, UndoError> {
+        Self::create(workspace_root, options)
+    }
+
+    /// Checks the store's ground and makes its directories; recovers nothing.
+    fn create(workspace_root: &Path, options: StoreOptions) -> Result<Self, UndoError> {
+        // Each directory is checked before anything is opened in it (see `crate::ground`).
+        let dir = ground::state_dir(workspace_root, "undo")?;
+        let blobs_dir = dir.join(BLOBS_DIR);
+        ground::ensure_dir(&blobs_dir, &format!("{STORE_DIR}/{BLOBS_DIR}"))?;
+        let planted = ground::clear_planted_links(&dir, STORE_FILES, STORE_DIR)?;
         let store = Self {
             inner: Arc::new(Inner {
                 dir,
@@ -126,18 +162,8 @@ impl UndoStore {
                 notices: Mutex::new(Vec::new()),
             }),
         };
-        let _guard = store.lock()?;
-        // Only a crash leaves blobs no turn refers to (and temporary files) behind; every
-        // recorded turn collects them too. Listing `blobs/` on every open would cost each
-        // command time that grows with the store.
-        let mut state = store.load_state()?;
-        // (The in-flight file stays between turns, emptied.)
-        let crashed = state.pending.is_some()
-            || store.path(JOURNAL_FILE).exists()
-            || fs::metadata(store.path(INFLIGHT_FILE)).is_ok_and(|meta| meta.len() > 0);
-        store.recover_loaded(workspace, &mut state).await?;
-        if crashed {
-            store.collect(&state)?;
+        for link in planted {
+            store.notify(Notice::RemovedLink { link });
         }
         Ok(store)
     }
@@ -164,16 +190,27 @@ impl UndoStore {
         Recording::new(self.clone(), inner)
     }
 
-    /// The turns that can be undone, newest (the next to undo) first.
+    /// The turns that can be undone, newest (the next to undo) first. A turn whose restore is
+    /// under way (stuck, when the store is open) says so in its `damage`.
     pub fn log(&self) -> Result<Vec<TurnSummary>, UndoError> {
         let state = self.read_state()?;
-        Ok(state.undo.iter().rev().map(TurnRecord::summary).collect())
+        Ok(state
+            .undo
+            .iter()
+            .rev()
+            .map(|t| summary_of(&state, t))
+            .collect())
     }
 
     /// The turns that can be redone, the next to redo first.
     pub fn redo_log(&self) -> Result<Vec<TurnSummary>, UndoError> {
         let state = self.read_state()?;
-        Ok(state.redo.iter().rev().map(TurnRecord::summary).collect())
+        Ok(state
+            .redo
+            .iter()
+            .rev()
+            .map(|t| summary_of(&state, t))
+            .collect())
     }
 
     /// The bytes of a stored file, checked against `hash`; `None` when the store does not hold
@@ -275,7 +312,25 @@ impl UndoStore {
             }));
         }
         let stored = restore::Stored::open(&self.inner.blobs, &turn);
-        restore::check_blobs(&stored, &plan)?;
+        // Every copy the restore writes is read back whole before anything changes.
+        let writes = (plan.iter())
+            .filter(|item| item.now != item.becomes)
+            .map(|item| (&item.path, &item.becomes));
+        if let Err(err) = restore::verify(&stored, writes) {
+            let id = turn.meta.id;
+            self.append(
+                &mut state,
+                LogLine::Damaged {
+                    id,
+                    reason: format!("its {} cannot be made: {err}", direction_verb(direction)),
+                },
+            )?;
+            return Err(UndoError::Unrestorable {
+                turn: id,
+                direction,
+                source: Box::new(err),
+            });
+        }
         let outcome = |notes: &BTreeMap<WorkspacePath, Action>, dry_run: bool| UndoOutcome {
             turn: turn.summary(),
             direction,
@@ -326,25 +381,148 @@ impl UndoStore {
         }
         // Durable before anything changes: a crash from here on is completed on the next open.
         let id = turn.meta.id;
+        let run = restore::new_run();
         self.append(
             &mut state,
             LogLine::Begin {
                 direction,
                 turn: restored.clone(),
+                run: Some(run),
             },
         )?;
+        let progress = restore::Progress::open(&self.path(PROGRESS_FILE), run);
         let seen: restore::Seen = plan
             .iter()
             .map(|item| (item.path.clone(), item.now.clone()))
             .collect();
-        let notes = restore::apply(workspace, &stored, &restored, direction, &seen)
+        // The copies kept above are in a pack the turn did not name when `stored` was opened.
+        let stored = restore::Stored::open(&self.inner.blobs, &restored);
+        let applied = restore::apply(
+            workspace,
+            &stored,
+            &restored,
+            direction,
+            &seen,
+            &BTreeSet::new(),
+            &progress,
+        )
+        .await;
+        match applied {
+            Ok(notes) => {
+                self.append(&mut state, LogLine::Done { id })?;
+                Ok(outcome(&notes, false))
+            }
+            Err(err) => {
+                // It cannot complete (a full disk, a write refused): put back what it changed.
+                let reason = format!("its {} failed part-way: {err}", direction_verb(direction));
+                self.roll_back(workspace, &mut state, BTreeSet::new(), reason, &progress)
+                    .await?;
+                Err(UndoError::RolledBack {
+                    turn: id,
+                    direction,
+                    source: Box::new(err),
+                })
+            }
+        }
+    }
+
+    /// Clears a restore that stopped part-way and could neither be completed nor rolled back,
+    /// keeping every file exactly as it is: its turn stays where it was on its stack, marked
+    /// as abandoned, and the store is free for new turns. Call it on a store opened with
+    /// [`UndoStore::open_as_is`] (opening normally tries to complete the restore first).
+    /// Returns what was abandoned, with where each path stands; `None` when no restore was
+    /// under way.
+    pub async fn abandon(&self, workspace: &dyn Mutator) -> Result<Option<Abandoned>, UndoError> {
+        let _guard = self.lock()?;
+        let mut state = self.load_state()?;
+        self.adopt_journal(&mut state)?;
+        let Some(pending) = state.pending.clone() else {
+            return Ok(None);
+        };
+        let started = restore::Progress::read(&self.path(PROGRESS_FILE), pending.run);
+        let standings =
+            restore::standings(workspace, &pending.turn, pending.direction, started).await?;
+        let id = pending.turn.meta.id;
+        let verb = direction_verb(pending.direction);
+        self.append(
+            &mut state,
+            LogLine::Stopped {
+                id,
+                reason: format!(
+                    "its {verb} stopped part-way and was abandoned (shiro undo --abandon); its files were left as they were"
+                ),
+            },
+        )?;
+        Ok(Some(Abandoned {
+            turn: pending.turn.summary(),
+            direction: pending.direction,
+            paths: (standings.into_iter())
+                .map(|(path, standing)| {
+                    let standing = match standing {
+                        restore::Standing::Done => PathStanding::Restored,
+                        restore::Standing::NotReached => PathStanding::AsBefore,
+                        restore::Standing::Started | restore::Standing::Changed(_) => {
+                            PathStanding::Neither
+                        }
+                    };
+                    (path, standing)
+                })
+                .collect(),
+        }))
+    }
+
+    /// Rolls back the restore under way in `state`: every path not in `leave` is put back as
+    /// the restore found it (the copies kept before it began hold those states), then the log
+    /// records that it stopped, and its turn stays where it was, marked with `reason`. The
+    /// `rollback` record is flushed first, so a crash during the rollback continues it.
+    async fn roll_back(
+        &self,
+        workspace: &dyn Mutator,
+        state: &mut LogState,
+        leave: BTreeSet<WorkspacePath>,
+        reason: String,
+        progress: &restore::Progress,
+    ) -> Result<(), UndoError> {
+        let Some(pending) = state.pending.clone() else {
+            return Ok(());
+        };
+        let id = pending.turn.meta.id;
+        let direction = pending.direction;
+        let stuck = |err: &UndoError| UndoError::RestoreStuck {
+            turn: id,
+            direction,
+            reason: format!("{reason}; rolling it back failed too: {err}"),
+        };
+        if pending.rollback.is_none() {
+            self.append(
+                state,
+                LogLine::Rollback {
+                    id,
+                    reason: reason.clone(),
+                },
+            )?;
+        }
+        let back = direction.opposite();
+        let stored = restore::Stored::open(&self.inner.blobs, &pending.turn);
+        // Only the copies of paths not back already are needed (and checked).
+        let standings = restore::standings(workspace, &pending.turn, back, None)
             .await
-            .map_err(|err| UndoError::RestoreInterrupted {
-                turn: id,
-                source: Box::new(err),
-            })?;
-        self.append(&mut state, LogLine::Done { id })?;
-        Ok(outcome(&notes, false))
+            .map_err(|err| stuck(&err))?;
+        let writes = needed_writes(&pending.turn, back, &standings, &leave);
+        restore::verify(&stored, writes.iter().map(|(path, image)| (path, image)))
+            .map_err(|err| stuck(&err))?;
+        restore::apply_marked_first(workspace, &stored, &pending.turn, back, &leave, progress)
+            .await
+            .map_err(|err| stuck(&err))?;
+        let mut note = reason;
+        if !leave.is_empty() {
+            let paths: Vec<&str> = leave.iter().map(WorkspacePath::as_str).collect();
+            note.push_str(&format!(
+                "; left as found, since they changed meanwhile: {}",
+                paths.join(", ")
+            ));
+        }
+        self.append(state, LogLine::Stopped { id, reason: note })
     }
 
     pub(crate) fn lock(&self) -> Result<LockGuard, UndoError> {
@@ -413,7 +591,12 @@ impl UndoStore {
         if !bad.is_empty() {
             let path = self.path(LOG_FILE);
             let damaged = self.path(DAMAGED_LOG_FILE);
-            fs::copy(&path, &damaged)
+            // Read and written anew rather than copied: `fs::copy` would follow a link
+            // planted at the copy's name.
+            let bytes = read_optional(&path)
+                .map_err(|err| UndoError::io("read", &path, err))?
+                .unwrap_or_default();
+            write_atomic(&damaged, &bytes)
                 .map_err(|err| UndoError::io("keep a copy of the damaged log at", &damaged, err))?;
             log::rewrite(&path, &mut state).map_err(|err| UndoError::io("write", &path, err))?;
             for notice in bad {
@@ -433,7 +616,7 @@ impl UndoStore {
     /// returns the log.
     pub(crate) async fn recover(&self, workspace: &dyn Mutator) -> Result<LogState, UndoError> {
         let mut state = self.load_state()?;
-        self.recover_loaded(workspace, &mut state).await?;
+        self.recover_strictly(workspace, &mut state).await?;
         Ok(state)
     }
 
@@ -443,12 +626,44 @@ impl UndoStore {
         state: &mut LogState,
     ) -> Result<(), UndoError> {
         self.adopt_journal(state)?;
+        match self.recover_restore(workspace, state).await {
+            Ok(()) => {}
+            // Opening still works, so that `shiro log` shows it and `--abandon` can clear it;
+            // whatever needs the log to move on (a restore, a new turn) is refused.
+            Err(UndoError::RestoreStuck {
+                turn,
+                direction,
+                reason,
+            }) => {
+                self.notify(Notice::StuckRestore {
+                    id: turn,
+                    direction,
+                    reason,
+                });
+                return Ok(());
+            }
+            Err(err) => return Err(err),
+        }
+        self.recover_inflight(workspace, state).await
+    }
+
+    /// Like [`Self::recover_loaded`], failing when a restore is stuck.
+    async fn recover_strictly(
+        &self,
+        workspace: &dyn Mutator,
+        state: &mut LogState,
+    ) -> Result<(), UndoError> {
+        self.adopt_journal(state)?;
         self.recover_restore(workspace, state).await?;
         self.recover_inflight(workspace, state).await
     }
 
-    /// Completes a restore that a crash interrupted (its `begin` is the log's last record):
-    /// each path converges on its target image, and what is right already is skipped.
+    /// Completes a restore that a crash interrupted (its `begin` is the log's last record),
+    /// or rolls it back when it cannot be completed. Every path not done yet is checked
+    /// first: one that is neither as the restore found it nor as it makes it (and not the one
+    /// it was writing) was changed by someone meanwhile, and is never overwritten; the restore
+    /// is then rolled back around it. A restore that can be neither completed nor rolled back
+    /// stays in the log, and [`UndoError::RestoreStuck`] says so (see [`UndoStore::abandon`]).
     async fn recover_restore(
         &self,
         workspace: &dyn Mutator,
@@ -459,22 +674,69 @@ impl UndoStore {
         };
         let id = pending.turn.meta.id;
         let direction = pending.direction;
+        let stuck = |err: &UndoError| UndoError::RestoreStuck {
+            turn: id,
+            direction,
+            reason: err.to_string(),
+        };
         let paths = pending.turn.workspace_paths();
         restore::sweep_partial_writes(workspace, paths.iter().map(|(path, _)| path)).await;
-        restore::apply(
-            workspace,
-            &restore::Stored::open(&self.inner.blobs, &pending.turn),
-            &pending.turn,
+        let progress_path = self.path(PROGRESS_FILE);
+        let started = restore::Progress::read(&progress_path, pending.run);
+        let run = pending.run.unwrap_or_else(restore::new_run);
+        let standings = restore::standings(workspace, &pending.turn, direction, started)
+            .await
+            .map_err(|err| stuck(&err))?;
+        let changed: BTreeSet<WorkspacePath> = (standings.iter())
+            .filter(|(_, standing)| matches!(standing, restore::Standing::Changed(_)))
+            .map(|(path, _)| path.clone())
+            .collect();
+        let verb = direction_verb(direction);
+        let reason = if let Some(reason) = &pending.rollback {
+            // A rollback was under way: it continues, around what changed since.
+            reason.clone()
+        } else if !changed.is_empty() {
+            let paths: Vec<&str> = changed.iter().map(WorkspacePath::as_str).collect();
+            format!(
+                "its {verb} was interrupted, and {} changed before it could be completed",
+                paths.join(", ")
+            )
+        } else {
+            let stored = restore::Stored::open(&self.inner.blobs, &pending.turn);
+            let writes = needed_writes(&pending.turn, direction, &standings, &BTreeSet::new());
+            let progress = restore::Progress::resume(&progress_path, run, started);
+            let completed = match restore::verify(&stored, writes.iter().map(|(p, i)| (p, i))) {
+                Ok(()) => {
+                    restore::apply_marked_first(
+                        workspace,
+                        &stored,
+                        &pending.turn,
+                        direction,
+                        &BTreeSet::new(),
+                        &progress,
+                    )
+                    .await
+                }
+                Err(err) => Err(err),
+            };
+            match completed {
+                Ok(_) => {
+                    self.append(state, LogLine::Done { id })?;
+                    self.notify(Notice::CompletedRestore { id, direction });
+                    return Ok(());
+                }
+                Err(err) => format!("its interrupted {verb} could not be completed: {err}"),
+            }
+        };
+        let progress = restore::Progress::resume(&progress_path, run, started);
+        self.roll_back(workspace, state, changed.clone(), reason.clone(), &progress)
+            .await?;
+        self.notify(Notice::RolledBackRestore {
+            id,
             direction,
-            &restore::Seen::new(),
-        )
-        .await
-        .map_err(|err| UndoError::RestoreInterrupted {
-            turn: id,
-            source: Box::new(err),
-        })?;
-        self.append(state, LogLine::Done { id })?;
-        self.notify(Notice::CompletedRestore { id, direction });
+            reason,
+            left: changed.into_iter().collect(),
+        });
         Ok(())
     }
 
@@ -503,6 +765,7 @@ impl UndoStore {
                     LogLine::Begin {
                         direction: journal.direction,
                         turn: journal.turn,
+                        run: None,
                     },
                 )?;
             }
@@ -766,6 +1029,106 @@ impl UndoStore {
     }
 }
 
+/// The paths of `turn` a restore in `direction` still has to write, with their targets: those
+/// not done already by `standings`, and not to be left.
+fn needed_writes(
+    turn: &TurnRecord,
+    direction: Direction,
+    standings: &[(WorkspacePath, restore::Standing)],
+    leave: &BTreeSet<WorkspacePath>,
+) -> Vec<(WorkspacePath, Image)> {
+    let done: BTreeSet<&WorkspacePath> = (standings.iter())
+        .filter(|(_, standing)| *standing == restore::Standing::Done)
+        .map(|(path, _)| path)
+        .collect();
+    (turn.paths.iter())
+        .filter_map(|record| {
+            let path = WorkspacePath::from_relative(&record.path).ok()?;
+            let needed = !done.contains(&path) && !leave.contains(&path);
+            needed.then(|| (path, restore::sides(record, direction).1.clone()))
+        })
+        .collect()
+}
+
+/// The summary of `turn`, saying so when its restore is under way in `state`.
+fn summary_of(state: &LogState, turn: &TurnRecord) -> TurnSummary {
+    let mut summary = turn.summary();
+    if let Some(pending) = state
+        .pending
+        .as_ref()
+        .filter(|p| p.turn.meta.id == turn.meta.id)
+    {
+        let verb = direction_verb(pending.direction);
+        summary.damage = Some(match &pending.rollback {
+            Some(reason) => format!(
+                "its {verb} is stuck part-way: {reason}; the rollback will be retried; `shiro undo --abandon` keeps every file as it is"
+            ),
+            None => format!(
+                "its {verb} was interrupted; it is completed the next time the store is opened"
+            ),
+        });
+    }
+    summary
+}
+
+fn direction_verb(direction: Direction) -> &'static str {
+    match direction {
+        Direction::Undo => "undo",
+        Direction::Redo => "redo",
+    }
+}
+
+/// A restore cleared by [`UndoStore::abandon`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Abandoned {
+    /// Its turn.
+    pub turn: TurnSummary,
+    /// Which way it went.
+    pub direction: Direction,
+    /// Where each path of the turn stands, sorted by path.
+    pub paths: Vec<(WorkspacePath, PathStanding)>,
+}
+
+/// Where a path of an abandoned restore was left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathStanding {
+    /// As the restore would have made it.
+    Restored,
+    /// As it was before the restore.
+    AsBefore,
+    /// Neither: changed since, or half-written when the restore stopped.
+    Neither,
+}
+
+impl std::fmt::Display for Abandoned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let verb = direction_verb(self.direction);
+        writeln!(
+            f,
+            "abandoned the {verb} of turn {} {:?}, which had stopped part-way; every file was left as it is:",
+            self.turn.id, self.turn.summary
+        )?;
+        let text = |standing: &PathStanding| match standing {
+            PathStanding::Restored => format!("{verb}ne"),
+            PathStanding::AsBefore => format!("as before the {verb}"),
+            PathStanding::Neither => "neither (changed since, or half-written)".to_owned(),
+        };
+        let width = (self.paths.iter())
+            .map(|(_, standing)| text(standing).len())
+            .max()
+            .unwrap_or(0);
+        for (path, standing) in &self.paths {
+            writeln!(f, "  {:<width$}  {path}", text(standing))?;
+        }
+        write!(
+            f,
+            "turn {} stays in the log, marked; `shiro {verb} --force` finishes the job",
+            self.turn.id
+        )
+    }
+}
+
 /// The stored files of one turn; see [`UndoStore::copies`].
 #[derive(Debug)]
 pub struct Copies<'a> {
@@ -905,6 +1268,7 @@ impl Flight {
             recovered,
             paths,
             packs: Vec::new(),
+            damage: None,
         };
         Ok(Some(Finished {
             record,

@@ -6,7 +6,7 @@
 //! crash — is skipped with a notice; a damaged line elsewhere is an error, because replaying
 //! past it would give the model a history that never happened.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -67,7 +67,7 @@ impl Session {
         let dir = ensure_dir(root)?;
         let id = new_id();
         let path = dir.join(format!("{id}.jsonl"));
-        let file = OpenOptions::new()
+        let file = shiro_undo::no_follow_options()
             .create_new(true)
             .append(true)
             .open(&path)
@@ -77,7 +77,7 @@ impl Session {
 
     /// Reopens the session `id`, or the newest one when `id` is `None`.
     pub fn reopen(root: &Path, id: Option<&str>) -> Result<Reopened> {
-        let dir = root.join(SESSIONS_DIR);
+        let dir = ensure_dir(root)?;
         let path = match id {
             Some(id) => {
                 let id = id.trim().trim_end_matches(".jsonl");
@@ -96,11 +96,11 @@ impl Session {
             None => latest(&dir)?
                 .with_context(|| format!("no saved session in {} to continue", dir.display()))?,
         };
-        let text = std::fs::read_to_string(&path)
+        let text = read_no_follow(&path)
             .with_context(|| format!("cannot read the session file {}", path.display()))?;
         let (history, notices) = replay(&text)
             .with_context(|| format!("the session file {} is damaged", path.display()))?;
-        let file = OpenOptions::new()
+        let file = shiro_undo::no_follow_options()
             .append(true)
             .open(&path)
             .with_context(|| format!("cannot open the session file {}", path.display()))?;
@@ -166,15 +166,21 @@ pub fn replay(text: &str) -> Result<(Vec<Message>, Vec<String>)> {
 }
 
 /// Creates `.shiro/sessions/` with a `.gitignore` of `*`, so transcripts are never committed.
+/// Like the undo store's, it must be a real directory of the user's (not a link a checkout
+/// planted), and its files are opened without following links.
 fn ensure_dir(root: &Path) -> Result<PathBuf> {
-    let dir = root.join(SESSIONS_DIR);
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let ignore = dir.join(".gitignore");
-    if !ignore.exists() {
-        std::fs::write(&ignore, "*\n")
-            .with_context(|| format!("cannot write {}", ignore.display()))?;
-    }
-    Ok(dir)
+    shiro_undo::state_dir(root, "sessions").context("cannot use the sessions directory")
+}
+
+/// Reads a session file, refusing a link.
+fn read_no_follow(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    shiro_undo::no_follow_options()
+        .read(true)
+        .open(path)?
+        .read_to_string(&mut text)?;
+    Ok(text)
 }
 
 /// The newest `*.jsonl` in `dir` by modification time (names break ties: they start with
@@ -268,5 +274,30 @@ mod tests {
         assert_eq!(again.history, vec![Message::user("hi")]);
         assert!(Session::reopen(root.path(), Some("../x")).is_err());
         assert!(Session::reopen(root.path(), Some("nope")).is_err());
+    }
+
+    /// A checkout can hold `.shiro/sessions` as a link, or a session file as one: neither is
+    /// followed, so no transcript is written, and no file read, outside the workspace.
+    #[test]
+    fn links_in_the_sessions_directory_are_never_followed() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join(".shiro")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join(SESSIONS_DIR)).unwrap();
+        let err = Session::create(root.path()).unwrap_err();
+        assert!(
+            format!("{err:#}").contains(".shiro/sessions is a symbolic link"),
+            "{err:#}"
+        );
+        assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+
+        std::fs::remove_file(root.path().join(SESSIONS_DIR)).unwrap();
+        let secret = outside.path().join("secret");
+        std::fs::write(&secret, "SECRET").unwrap();
+        std::fs::create_dir(root.path().join(SESSIONS_DIR)).unwrap();
+        std::os::unix::fs::symlink(&secret, root.path().join(SESSIONS_DIR).join("s1.jsonl"))
+            .unwrap();
+        assert!(Session::reopen(root.path(), Some("s1")).is_err());
+        assert_eq!(std::fs::read_to_string(&secret).unwrap(), "SECRET");
     }
 }
