@@ -6,10 +6,14 @@
 use std::fmt::Write as _;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context as _, Result, anyhow, bail};
+use async_trait::async_trait;
 use shiro_commands::{ExpandContext, FsReader, Registry, Severity, ShRunner, Sources};
-use shiro_tools::{FsMutator, Mutator, Tool, ToolOutput, tools};
+use shiro_tools::{
+    DirEntry, FsMutator, Mutator, MutatorError, Stat, Tool, ToolOutput, WorkspacePath, tools,
+};
 use shiro_undo::{
     Image, Recording, StoreOptions, TurnStart, UndoError, UndoOptions, UndoOutcome, UndoStore,
 };
@@ -17,6 +21,7 @@ use shiro_undo::{
 use crate::cli::{CommandsCommand, RestoreArgs};
 use crate::config::Config;
 use crate::render::{self, Color, Side};
+use crate::signals::{INTERRUPTED, Signals};
 use crate::trust;
 
 /// The names the agent handles itself; user commands can never take them.
@@ -46,6 +51,8 @@ pub struct Context {
     pub config: Config,
     /// Whether stdout gets colours.
     pub color: Color,
+    /// The process's signal handling: a file-changing command checks it before it starts.
+    pub signals: Signals,
 }
 
 impl Context {
@@ -78,13 +85,42 @@ impl Context {
     }
 }
 
-/// The exit code for an error: 3 when undo or redo was refused because files changed.
+/// The exit code of a command that failed after it had changed files (see
+/// [`FailedAfterChanges`]).
+pub const FAILED_AFTER_CHANGES: u8 = 4;
+
+/// The exit code for an error: 3 when undo or redo was refused because files changed, 4 when
+/// the command failed after changing files, 130 when it was interrupted before it began, and
+/// 1 for every other failure (nothing was changed).
 pub fn exit_code(err: &anyhow::Error) -> u8 {
+    if err.downcast_ref::<FailedAfterChanges>().is_some() {
+        return FAILED_AFTER_CHANGES;
+    }
+    if err.downcast_ref::<InterruptedBeforeStart>().is_some() {
+        return INTERRUPTED;
+    }
     match err.downcast_ref::<UndoError>() {
         Some(UndoError::Conflict(_)) => 3,
         _ => 1,
     }
 }
+
+/// A command failed after it had changed files: exit code 1 ("nothing was changed") would
+/// be false. The message says what was changed and how the undo log holds it; the error it
+/// wraps says what failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct FailedAfterChanges {
+    /// What was changed and where it is recorded.
+    pub message: String,
+    /// The command's normal output, when it has one (the tool's report of what it changed).
+    pub stdout: String,
+}
+
+/// A signal came before a file-changing command began its change, so it did not begin.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted before the change began; nothing was changed")]
+pub struct InterruptedBeforeStart;
 
 /// Output plus notices for stderr.
 #[derive(Debug, Default)]
@@ -93,6 +129,9 @@ pub struct Report {
     pub stdout: String,
     /// Lines for stderr that are not errors (recoveries, dropped turns, honesty notes).
     pub notices: Vec<String>,
+    /// The command that takes back what this one changed and recorded (`shiro undo` after a
+    /// turn, `shiro redo` after an undo); `None` when it changed nothing.
+    pub reverted_by: Option<&'static str>,
 }
 
 /// `shiro tool NAME --args JSON|@FILE`.
@@ -145,11 +184,14 @@ async fn run_as_turn(
         let output = tool.call(&workspace, args).await?;
         return Ok(Report {
             stdout: with_newline(output.text),
-            notices: Vec::new(),
+            ..Report::default()
         });
     }
     let (store, mut notices) = ctx.open_store().await?;
-    let recording = store.recorder(workspace);
+    if ctx.signals.interrupted() {
+        return Err(InterruptedBeforeStart.into());
+    }
+    let recording = store.recorder(Tracked::new(workspace));
     recording
         .begin_turn(TurnStart {
             summary: summary.to_owned(),
@@ -173,14 +215,38 @@ async fn run_as_turn(
             "note: bash's effects are not recorded, so `shiro undo` cannot reverse them".to_owned(),
         );
     }
-    // A failed call changed nothing, so finishing records no turn; a successful one is saved.
-    recording.finish_turn().await?;
+    // A failed call normally changed nothing (apply_patch puts back what it did), so
+    // finishing records no turn; a successful one is saved.
+    let finished = recording.finish_turn().await;
     notices.extend(store.take_notices().iter().map(ToString::to_string));
-    let output = result?;
-    Ok(Report {
-        stdout: with_newline(output.text),
-        notices,
-    })
+    let stdout = |result: &Result<ToolOutput, _>| match result {
+        Ok(output) => with_newline(output.text.clone()),
+        Err(_) => String::new(),
+    };
+    match (result, finished) {
+        (Ok(output), Ok(turn)) => Ok(Report {
+            stdout: with_newline(output.text),
+            notices,
+            reverted_by: turn.map(|_| "shiro undo"),
+        }),
+        (Err(err), Ok(None)) => Err(err.into()),
+        (Err(err), Ok(Some(turn))) => Err(anyhow::Error::new(err).context(FailedAfterChanges {
+            message: format!(
+                "the call failed after changing files; what it changed is recorded as turn {turn} (`shiro undo` reverts it)"
+            ),
+            stdout: String::new(),
+        })),
+        // Every mutation went through the recorder, which made its pre-image durable in
+        // the in-flight record first; that record stays when finishing fails.
+        (result, Err(err)) if recording.inner().changed() => {
+            Err(anyhow::Error::new(err).context(FailedAfterChanges {
+                message: "files were changed, but recording them as a turn failed; the undo log's in-flight record keeps what they replaced, and the next shiro command recovers them as an undoable turn".to_owned(),
+                stdout: stdout(&result),
+            }))
+        }
+        (Ok(_), Err(err)) => Err(err.into()),
+        (Err(err), Err(_)) => Err(err.into()),
+    }
 }
 
 fn with_newline(mut text: String) -> String {
@@ -221,15 +287,165 @@ pub async fn restore(ctx: &Context, way: Way, args: &RestoreArgs) -> Result<Repo
         force: args.force,
         dry_run: args.dry_run,
     };
-    let outcome = match way {
-        Way::Undo => store.undo(&workspace, options).await?,
-        Way::Redo => store.redo(&workspace, options).await?,
+    if !args.dry_run && ctx.signals.interrupted() {
+        return Err(InterruptedBeforeStart.into());
+    }
+    let tracked = Tracked::new(workspace);
+    let result = match way {
+        Way::Undo => store.undo(&tracked, options).await,
+        Way::Redo => store.redo(&tracked, options).await,
+    };
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        // The log's `begin` record comes before the first change, so a restore that
+        // changed anything is completed by the next open.
+        Err(err) if tracked.changed() || matches!(err, UndoError::RestoreInterrupted { .. }) => {
+            let verb = match way {
+                Way::Undo => "undo",
+                Way::Redo => "redo",
+            };
+            return Err(anyhow::Error::new(err).context(FailedAfterChanges {
+                message: format!(
+                    "the {verb} stopped after it began changing files; the undo log records it as under way, and the next shiro command completes it"
+                ),
+                stdout: String::new(),
+            }));
+        }
+        Err(err) => return Err(err.into()),
     };
     let mut stdout = outcome.to_string();
+    let workspace = tracked.inner;
     if args.dry_run {
         stdout.push_str(&dry_run_diff(&store, &workspace, &outcome, ctx.color).await?);
     }
-    Ok(Report { stdout, notices })
+    Ok(Report {
+        stdout,
+        notices,
+        reverted_by: match (args.dry_run, way) {
+            (true, _) => None,
+            (false, Way::Undo) => Some("shiro redo"),
+            (false, Way::Redo) => Some("shiro undo"),
+        },
+    })
+}
+
+/// A [`Mutator`] that notes whether any change was attempted through it: a command that
+/// fails afterwards must not say that nothing was changed.
+struct Tracked<M> {
+    inner: M,
+    changed: AtomicBool,
+}
+
+impl<M: Mutator> Tracked<M> {
+    fn new(inner: M) -> Self {
+        Self {
+            inner,
+            changed: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether a change was attempted (a failed one may have changed a file in part).
+    fn changed(&self) -> bool {
+        self.changed.load(Ordering::SeqCst)
+    }
+
+    fn changing(&self) -> &M {
+        self.changed.store(true, Ordering::SeqCst);
+        &self.inner
+    }
+}
+
+#[async_trait]
+impl<M: Mutator> Mutator for Tracked<M> {
+    fn root(&self) -> &Path {
+        self.inner.root()
+    }
+
+    async fn stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+        self.inner.stat(path).await
+    }
+
+    async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
+        self.inner.read(path).await
+    }
+
+    async fn read_into(&self, path: &WorkspacePath, buf: Vec<u8>) -> Result<Vec<u8>, MutatorError> {
+        self.inner.read_into(path, buf).await
+    }
+
+    async fn read_with(
+        &self,
+        path: &WorkspacePath,
+        sink: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
+    ) -> Result<u64, MutatorError> {
+        self.inner.read_with(path, sink).await
+    }
+
+    async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
+        self.inner.read_dir(path).await
+    }
+
+    async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+        self.inner.real_stat(path).await
+    }
+
+    async fn write(
+        &self,
+        path: &WorkspacePath,
+        bytes: &[u8],
+        mode: Option<u32>,
+    ) -> Result<(), MutatorError> {
+        self.changing().write(path, bytes, mode).await
+    }
+
+    async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
+        self.changing().set_mode(path, mode).await
+    }
+
+    async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.changing().create_dir(path).await
+    }
+
+    async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.changing().symlink(target, path).await
+    }
+
+    async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.changing().remove_file(path).await
+    }
+
+    async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
+        self.changing().remove_dir(path).await
+    }
+
+    async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
+        self.changing().rename(from, to).await
+    }
+
+    async fn overwrite(
+        &self,
+        path: &WorkspacePath,
+        bytes: &[u8],
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        self.changing().overwrite(path, bytes, mode).await
+    }
+
+    async fn overwrite_from(
+        &self,
+        path: &WorkspacePath,
+        source: &mut (dyn std::io::Read + Send),
+        len: u64,
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        self.changing()
+            .overwrite_from(path, source, len, mode)
+            .await
+    }
+
+    async fn sync(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
+        self.inner.sync(paths).await
+    }
 }
 
 /// The unified diff of what a dry run would change: each path from now to what it becomes.
@@ -300,7 +516,11 @@ pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
             "redo": redo.iter().map(|t| t.id.0).collect::<Vec<_>>(),
         });
         let stdout = serde_json::to_string_pretty(&value)? + "\n";
-        return Ok(Report { stdout, notices });
+        return Ok(Report {
+            stdout,
+            notices,
+            ..Report::default()
+        });
     }
     let mut out = String::new();
     if turns.is_empty() {
@@ -346,6 +566,7 @@ pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
     Ok(Report {
         stdout: out,
         notices,
+        ..Report::default()
     })
 }
 
@@ -399,6 +620,7 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
                 return Ok(Report {
                     stdout: serde_json::to_string_pretty(&value)? + "\n",
                     notices: Vec::new(),
+                    ..Report::default()
                 });
             }
             let width = entries.iter().map(|e| e.name.len()).max().unwrap_or(0) + 1;
@@ -423,6 +645,7 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
             Ok(Report {
                 stdout: out,
                 notices: Vec::new(),
+                ..Report::default()
             })
         }
         CommandsCommand::Expand {
@@ -451,6 +674,7 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
             Ok(Report {
                 stdout: with_newline(text),
                 notices: Vec::new(),
+                ..Report::default()
             })
         }
         CommandsCommand::Check => {
@@ -472,6 +696,7 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
             Ok(Report {
                 stdout: out,
                 notices: Vec::new(),
+                ..Report::default()
             })
         }
     }
