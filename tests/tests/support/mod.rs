@@ -75,9 +75,18 @@ impl Ws {
         self.path().join(rel).symlink_metadata().is_ok()
     }
 
-    /// Runs `shiro -C <ws> ARGS` with `stdin` as input.
-    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
-        let mut child = Command::new(shiro_bin())
+    /// A workspace in a new directory under `parent` (a tmpfs, say).
+    pub fn new_in(parent: &Path) -> Self {
+        Self {
+            dir: tempfile::tempdir_in(parent).unwrap(),
+            config: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// `shiro -C <ws> ARGS`, ready to spawn, in the environment every run gets.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(shiro_bin());
+        command
             .arg("-C")
             .arg(self.path())
             .args(args)
@@ -88,15 +97,13 @@ impl Ws {
             .env_remove("OPENAI_API_KEY")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(stdin.as_bytes())
-            .unwrap();
+            .stderr(Stdio::piped());
+        command
+    }
+
+    /// Waits for a child spawned from [`Ws::command`] and returns what it printed, with the
+    /// workspace and config paths replaced by `<ws>` and `<config>`.
+    pub fn finish(&self, child: std::process::Child) -> Run {
         let out = child.wait_with_output().unwrap();
         let clean = |bytes: Vec<u8>| {
             let text = String::from_utf8(bytes).unwrap();
@@ -109,6 +116,18 @@ impl Ws {
             stdout: clean(out.stdout),
             stderr: clean(out.stderr),
         }
+    }
+
+    /// Runs `shiro -C <ws> ARGS` with `stdin` as input.
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        let mut child = self.command(args).spawn().unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        self.finish(child)
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
