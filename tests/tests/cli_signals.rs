@@ -325,6 +325,42 @@ impl Bench<'_> {
         );
         made
     }
+
+    /// Runs `op` and sends SIGINT then SIGTERM after `delay`: "stop now". Whatever the
+    /// command was doing, the next command (`shiro log`) finishes an undo or redo that was
+    /// under way, and records a turn that was under way, which undo takes back. Returns the
+    /// tree after that next command.
+    fn stop_now(&self, op: Op, delay: Duration) -> Tree {
+        let mut child = self.ws.command(&self.args(op)).spawn().unwrap();
+        wait_until_caught(&mut child);
+        std::thread::sleep(delay);
+        signal(&child, Signal::SIGINT);
+        signal(&child, Signal::SIGTERM);
+        let run = self.ws.finish(child);
+        let context = format!(
+            "{op:?} stopped now after {delay:?} (seed {})\n{}",
+            self.seed,
+            run.show()
+        );
+        assert!(matches!(run.code, 0 | 130), "{context}");
+        let log = self.ws.run(&["log"]);
+        assert_eq!(log.code, 0, "{context}\nthen log: {}", log.show());
+        let tree = self.ws.tree();
+        let (start, end) = self.ends(op);
+        let stopped = run.stderr.contains("shiro: stopped at once");
+        if !stopped && run.stderr.contains("nothing was changed") {
+            assert!(tree == *start, "{context}: {}", differ(&tree, start));
+        } else if !stopped {
+            assert!(tree == *end, "{context}: {}", differ(&tree, end));
+        } else if op != Op::ApplyPatch {
+            assert!(
+                tree == *start || tree == *end,
+                "{context}: the next command did not complete the {op:?}: {}",
+                differ(&tree, end)
+            );
+        }
+        tree
+    }
 }
 
 #[test]
@@ -384,6 +420,21 @@ fn interrupting_undo_redo_and_apply_patch_of_20000_files_leaves_before_or_after(
             bench.run(Op::ApplyPatch);
         }
     }
+    // Stop now, at a random moment of each; the next command finishes or records the
+    // change, and the tree goes back to after the patch.
+    if bench.stop_now(Op::Undo, moment(&mut rng, Op::Undo)) != bench.before {
+        bench.run(Op::Undo);
+    }
+    if bench.stop_now(Op::Redo, moment(&mut rng, Op::Redo)) != bench.after {
+        bench.run(Op::Redo);
+    }
+    bench.run(Op::Undo);
+    let tree = bench.stop_now(Op::ApplyPatch, moment(&mut rng, Op::ApplyPatch));
+    if tree != bench.before {
+        // A patch stopped part-way is recorded as a turn of what it changed: undo reverts it.
+        bench.run(Op::Undo);
+    }
+    bench.run(Op::ApplyPatch);
     // Nothing was left half done: the log is clean and the newest turn undoes cleanly.
     let log = ws.ok(&["log"]);
     assert!(log.stderr.is_empty(), "seed {seed}: {}", log.show());
@@ -391,5 +442,31 @@ fn interrupting_undo_redo_and_apply_patch_of_20000_files_leaves_before_or_after(
         log.stdout.contains("next to undo: clean"),
         "seed {seed}: {}",
         log.show()
+    );
+}
+
+#[test]
+fn the_session_catches_signals_from_its_start_ignores_sigint_between_turns_and_ends_at_sigterm() {
+    let ws = Ws::new();
+    // Between turns, SIGINT finds shiro's handler (at a terminal the line editor reads
+    // Ctrl-C as a key), never the default one; the session goes on.
+    let mut child = ws.command(&[]).spawn().unwrap();
+    wait_until_caught(&mut child);
+    signal(&child, Signal::SIGINT);
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"/exit\n").unwrap();
+    drop(stdin);
+    let run = wait_for_exit(&ws, child);
+    assert_eq!(run.code, 0, "{}", run.show());
+    // SIGTERM ends it.
+    let mut child = ws.command(&[]).spawn().unwrap();
+    wait_until_caught(&mut child);
+    signal(&child, Signal::SIGTERM);
+    let run = wait_for_exit(&ws, child);
+    assert_eq!(run.code, 130, "{}", run.show());
+    assert!(
+        run.stderr.ends_with("shiro: interrupted\n"),
+        "{}",
+        run.show()
     );
 }
