@@ -17,25 +17,13 @@ use std::time::{Duration, Instant};
 use shiro_tools::FsMutator;
 use shiro_undo::{Notice, StoreOptions, UndoOptions, UndoStore};
 
+mod support;
+
+use support::Rng;
+
 const HELPER: &str = env!("CARGO_BIN_EXE_undo_crash_helper");
 /// Mutating calls in the helper's scripted turn, with a margin past the end.
 const TURN_CALLS: u64 = 30;
-
-/// A tiny xorshift generator: the seed alone replays a run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 type Tree = BTreeMap<String, String>;
 
@@ -184,16 +172,7 @@ fn a_killed_turn_or_undo_leaves_a_consistent_workspace_and_log() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
-    let seed: u64 = std::env::var("SHIRO_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
+    let seed: u64 = support::seed_from("SHIRO_CRASH_SEED");
     let mut rng = Rng(seed);
 
     // The reference run: the states before and after the scripted turn, and how long it takes.

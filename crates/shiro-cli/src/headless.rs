@@ -6,10 +6,12 @@
 use std::fmt::Write as _;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use shiro_commands::{ExpandContext, FsReader, Registry, Severity, ShRunner, Sources};
-use shiro_tools::{FsMutator, Mutator, Tool, ToolOutput, tools};
+use shiro_tools::{FsMutator, Hooked, Mutator, Tool, ToolOutput, tools};
 use shiro_undo::{
     Image, Recording, StoreOptions, TurnStart, UndoError, UndoOptions, UndoOutcome, UndoStore,
 };
@@ -17,6 +19,7 @@ use shiro_undo::{
 use crate::cli::{CommandsCommand, RestoreArgs};
 use crate::config::Config;
 use crate::render::{self, Color, Side};
+use crate::signals::{INTERRUPTED, Signals};
 use crate::trust;
 
 /// The names the agent handles itself; user commands can never take them.
@@ -46,6 +49,8 @@ pub struct Context {
     pub config: Config,
     /// Whether stdout gets colours.
     pub color: Color,
+    /// The process's signal handling: a file-changing command checks it before it starts.
+    pub signals: Signals,
 }
 
 impl Context {
@@ -82,13 +87,42 @@ impl Context {
     }
 }
 
-/// The exit code for an error: 3 when undo or redo was refused because files changed.
+/// The exit code of a command that failed after it had changed files (see
+/// [`FailedAfterChanges`]).
+pub const FAILED_AFTER_CHANGES: u8 = 4;
+
+/// The exit code for an error: 3 when undo or redo was refused because files changed, 4 when
+/// the command failed after changing files, 130 when it was interrupted before it began, and
+/// 1 for every other failure (nothing was changed).
 pub fn exit_code(err: &anyhow::Error) -> u8 {
+    if err.downcast_ref::<FailedAfterChanges>().is_some() {
+        return FAILED_AFTER_CHANGES;
+    }
+    if err.downcast_ref::<InterruptedBeforeStart>().is_some() {
+        return INTERRUPTED;
+    }
     match err.downcast_ref::<UndoError>() {
         Some(UndoError::Conflict(_)) => 3,
         _ => 1,
     }
 }
+
+/// A command failed after it had changed files: exit code 1 ("nothing was changed") would
+/// be false. The message says what was changed and how the undo log holds it; the error it
+/// wraps says what failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct FailedAfterChanges {
+    /// What was changed and where it is recorded.
+    pub message: String,
+    /// The command's normal output, when it has one (the tool's report of what it changed).
+    pub stdout: String,
+}
+
+/// A signal came before a file-changing command began its change, so it did not begin.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted before the change began; nothing was changed")]
+pub struct InterruptedBeforeStart;
 
 /// Output plus notices for stderr.
 #[derive(Debug, Default)]
@@ -97,6 +131,9 @@ pub struct Report {
     pub stdout: String,
     /// Lines for stderr that are not errors (recoveries, dropped turns, honesty notes).
     pub notices: Vec<String>,
+    /// The command that takes back what this one changed and recorded (`shiro undo` after a
+    /// turn, `shiro redo` after an undo); `None` when it changed nothing.
+    pub reverted_by: Option<&'static str>,
 }
 
 /// `shiro tool NAME --args JSON|@FILE`.
@@ -149,10 +186,14 @@ async fn run_as_turn(
         let output = tool.call(&workspace, args).await?;
         return Ok(Report {
             stdout: with_newline(output.text),
-            notices: Vec::new(),
+            ..Report::default()
         });
     }
     let (store, mut notices) = ctx.open_store().await?;
+    if ctx.signals.interrupted() {
+        return Err(InterruptedBeforeStart.into());
+    }
+    let (workspace, changed) = tracked(workspace);
     let recording = store.recorder(workspace);
     recording
         .begin_turn(TurnStart {
@@ -177,14 +218,38 @@ async fn run_as_turn(
             "note: bash's effects are not recorded, so `shiro undo` cannot reverse them".to_owned(),
         );
     }
-    // A failed call changed nothing, so finishing records no turn; a successful one is saved.
-    recording.finish_turn().await?;
+    // A failed call normally changed nothing (apply_patch puts back what it did), so
+    // finishing records no turn; a successful one is saved.
+    let finished = recording.finish_turn().await;
     notices.extend(store.take_notices().iter().map(ToString::to_string));
-    let output = result?;
-    Ok(Report {
-        stdout: with_newline(output.text),
-        notices,
-    })
+    let stdout = |result: &Result<ToolOutput, _>| match result {
+        Ok(output) => with_newline(output.text.clone()),
+        Err(_) => String::new(),
+    };
+    match (result, finished) {
+        (Ok(output), Ok(turn)) => Ok(Report {
+            stdout: with_newline(output.text),
+            notices,
+            reverted_by: turn.map(|_| "shiro undo"),
+        }),
+        (Err(err), Ok(None)) => Err(err.into()),
+        (Err(err), Ok(Some(turn))) => Err(anyhow::Error::new(err).context(FailedAfterChanges {
+            message: format!(
+                "the call failed after changing files; what it changed is recorded as turn {turn} (`shiro undo` reverts it)"
+            ),
+            stdout: String::new(),
+        })),
+        // Every mutation went through the recorder, which made its pre-image durable in
+        // the in-flight record first; that record stays when finishing fails.
+        (result, Err(err)) if changed.load(Ordering::SeqCst) => {
+            Err(anyhow::Error::new(err).context(FailedAfterChanges {
+                message: "files were changed, but recording them as a turn failed; the undo log's in-flight record keeps what they replaced, and the next shiro command recovers them as an undoable turn".to_owned(),
+                stdout: stdout(&result),
+            }))
+        }
+        (Ok(_), Err(err)) => Err(err.into()),
+        (Err(err), Err(_)) => Err(err.into()),
+    }
 }
 
 fn with_newline(mut text: String) -> String {
@@ -228,15 +293,69 @@ pub async fn restore(ctx: &Context, way: Way, args: &RestoreArgs) -> Result<Repo
         force: args.force,
         dry_run: args.dry_run,
     };
-    let outcome = match way {
-        Way::Undo => store.undo(&workspace, options).await?,
-        Way::Redo => store.redo(&workspace, options).await?,
+    if !args.dry_run && ctx.signals.interrupted() {
+        return Err(InterruptedBeforeStart.into());
+    }
+    let (workspace, changed) = tracked(workspace);
+    let result = match way {
+        Way::Undo => store.undo(&workspace, options).await,
+        Way::Redo => store.redo(&workspace, options).await,
+    };
+    let verb = match way {
+        Way::Undo => "undo",
+        Way::Redo => "redo",
+    };
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        // Rolled back: every file is as it was, which the error says; exit 1 is the truth.
+        Err(err @ UndoError::RolledBack { .. }) => return Err(err.into()),
+        // Neither finished nor rolled back: files were changed, and the error says how to
+        // go on (run again, or `--abandon`).
+        Err(err @ UndoError::RestoreStuck { .. }) => {
+            return Err(anyhow::Error::new(err).context(FailedAfterChanges {
+                message: format!("the {verb} stopped part-way after changing files"),
+                stdout: String::new(),
+            }));
+        }
+        // The log's `begin` record comes before the first change, so a restore that
+        // changed anything and then failed (recording that it is done, say) is completed
+        // by the next open.
+        Err(err) if changed.load(Ordering::SeqCst) => {
+            return Err(anyhow::Error::new(err).context(FailedAfterChanges {
+                message: format!(
+                    "the {verb} stopped after it began changing files; the undo log records it as under way, and the next shiro command completes it"
+                ),
+                stdout: String::new(),
+            }));
+        }
+        Err(err) => return Err(err.into()),
     };
     let mut stdout = outcome.to_string();
     if args.dry_run {
         stdout.push_str(&dry_run_diff(&store, &workspace, &outcome, ctx.color).await?);
     }
-    Ok(Report { stdout, notices })
+    Ok(Report {
+        stdout,
+        notices,
+        reverted_by: match (args.dry_run, way) {
+            (true, _) => None,
+            (false, Way::Undo) => Some("shiro redo"),
+            (false, Way::Redo) => Some("shiro undo"),
+        },
+    })
+}
+
+/// `inner`, noting whether any change was attempted through it: a command that fails
+/// afterwards must not say that nothing was changed. The flag is set before the change, so a
+/// failed one (which may have changed a file in part) counts.
+fn tracked<M: Mutator>(inner: M) -> (Hooked<M>, Arc<AtomicBool>) {
+    let changed = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&changed);
+    let hooked = Hooked::new(inner, move |_| {
+        flag.store(true, Ordering::SeqCst);
+        Ok(())
+    });
+    (hooked, changed)
 }
 
 /// `shiro undo --abandon`: clears a restore that stopped part-way, changing no file. The
@@ -252,9 +371,11 @@ async fn abandon(ctx: &Context) -> Result<Report> {
         .collect();
     let workspace = ctx.workspace()?;
     match store.abandon(&workspace).await? {
+        // Nothing was changed, so there is nothing to revert.
         Some(abandoned) => Ok(Report {
             stdout: with_newline(abandoned.to_string()),
             notices,
+            ..Report::default()
         }),
         None => bail!("nothing to abandon: no undo or redo stopped part-way in this workspace"),
     }
@@ -328,7 +449,11 @@ pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
             "redo": redo.iter().map(|t| t.id.0).collect::<Vec<_>>(),
         });
         let stdout = serde_json::to_string_pretty(&value)? + "\n";
-        return Ok(Report { stdout, notices });
+        return Ok(Report {
+            stdout,
+            notices,
+            ..Report::default()
+        });
     }
     let mut out = String::new();
     if turns.is_empty() {
@@ -382,6 +507,7 @@ pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
     Ok(Report {
         stdout: out,
         notices,
+        ..Report::default()
     })
 }
 
@@ -435,6 +561,7 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
                 return Ok(Report {
                     stdout: serde_json::to_string_pretty(&value)? + "\n",
                     notices: Vec::new(),
+                    ..Report::default()
                 });
             }
             let width = entries.iter().map(|e| e.name.len()).max().unwrap_or(0) + 1;
@@ -459,6 +586,7 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
             Ok(Report {
                 stdout: out,
                 notices: Vec::new(),
+                ..Report::default()
             })
         }
         CommandsCommand::Expand {
@@ -487,6 +615,7 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
             Ok(Report {
                 stdout: with_newline(text),
                 notices: Vec::new(),
+                ..Report::default()
             })
         }
         CommandsCommand::Check => {
@@ -508,6 +637,7 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
             Ok(Report {
                 stdout: out,
                 notices: Vec::new(),
+                ..Report::default()
             })
         }
     }

@@ -2,8 +2,9 @@
 //! agent loop, the REPL and the wiring that `src/main.rs` drives.
 //!
 //! Invariant: only this crate prints, reads the environment, or exits — and within it only
-//! `main.rs` and the modules it names for that do. Modules such as [`provider`] take
-//! everything they need as arguments and report through return values and callbacks.
+//! `main.rs` and the modules it names for that do ([`signals`] among them). Modules such as
+//! [`provider`] take everything they need as arguments and report through return values and
+//! callbacks.
 
 pub mod agent;
 pub mod cli;
@@ -11,4 +12,5 @@ pub mod config;
 pub mod headless;
 pub mod provider;
 pub mod render;
+pub mod signals;
 pub mod trust;

@@ -8,11 +8,22 @@ use std::process::ExitCode;
 use clap::Parser;
 use shiro_cli::cli::{Cli, Command};
 use shiro_cli::config::{self, Config};
-use shiro_cli::headless::{self, Context, Report, Way};
+use shiro_cli::headless::{self, Context, FailedAfterChanges, Report, Way};
 use shiro_cli::render::Color;
+use shiro_cli::signals::{Handling, INTERRUPTED, Signals};
+use shiro_tools::tools;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before any work: a signal that found the default handler would kill the process
+    // part-way through a change (see `shiro_cli::signals`).
+    let signals = match Signals::install(handling(&cli)) {
+        Ok(signals) => signals,
+        Err(err) => {
+            eprintln!("shiro: cannot catch Ctrl-C ({err}); an interrupt will stop shiro at once");
+            Signals::default()
+        }
+    };
     // A headless command does one thing at a time on one thread; the agent streams from a
     // model while it waits for the terminal and for Ctrl-C, so it gets worker threads.
     let headless = matches!(&cli.command, Some(command) if !matches!(command, Command::Demo));
@@ -30,16 +41,46 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(run(cli, signals)) {
         Ok(code) => code,
         Err(err) => {
+            if let Some(failed) = err.downcast_ref::<FailedAfterChanges>() {
+                print_stdout(&failed.stdout);
+            }
             eprintln!("shiro: {err:#}");
             ExitCode::from(headless::exit_code(&err))
         }
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+/// What a signal does to this command (see `docs/cli.md`, "Signals").
+fn handling(cli: &Cli) -> Handling {
+    let Some(command) = &cli.command else {
+        // The REPL hands Ctrl-C to the running turn (see `agent::turn`); `shiro -p` stops,
+        // and the undo log recovers its turn as after a crash, as it always has.
+        return if cli.session.prompt.is_some() {
+            Handling::Stop
+        } else {
+            Handling::Idle
+        };
+    };
+    match command {
+        // Dropping its future kills bash's process group.
+        Command::Tool { name, .. } if name == "bash" => Handling::Cancel,
+        Command::Tool { name, .. } => match tools::find(name) {
+            Some(tool) if tool.is_mutating() => Handling::Finish,
+            _ => Handling::Stop,
+        },
+        Command::ApplyPatch { .. } => Handling::Finish,
+        Command::Undo(args) | Command::Redo(args) if !args.dry_run => Handling::Finish,
+        Command::Undo(_) | Command::Redo(_) | Command::Log { .. } => Handling::Stop,
+        // Dropped rather than stopped: the demo's temporary copy is removed on drop, and
+        // `commands expand` kills the shell substitutions it runs.
+        Command::Commands(_) | Command::Demo => Handling::Cancel,
+    }
+}
+
+async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
     let root = match &cli.global.workspace {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()?,
@@ -55,21 +96,30 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         root,
         config,
         color: Color::detect(std::io::stdout().is_terminal()),
+        signals,
     };
     let Some(command) = &cli.command else {
         return shiro_cli::agent::main(&ctx, &cli.session).await;
     };
-    // Ctrl-C must not cut a file operation in half: headless commands finish what they
-    // started (each is one short turn), and the undo log's record of a restore under way
-    // covers a hard kill.
+    // Under `Handling::Finish` the signal thread only notes a signal, and the command
+    // finishes its change; under `Cancel` the command is dropped here.
     let report = tokio::select! {
         report = dispatch(&ctx, command) => report?,
-        () = interrupted(command) => {
+        () = ctx.signals.cancelled() => {
             eprintln!("shiro: interrupted; the command was stopped");
-            return Ok(ExitCode::from(130));
+            return Ok(ExitCode::from(INTERRUPTED));
         }
     };
     print_report(&report);
+    if handling(&cli) == Handling::Finish && ctx.signals.interrupted() {
+        match report.reverted_by {
+            Some(reverse) => eprintln!(
+                "shiro: interrupted; the change was finished and recorded (`{reverse}` reverts it)"
+            ),
+            None => eprintln!("shiro: interrupted; the command finished, and changed nothing"),
+        }
+        return Ok(ExitCode::from(INTERRUPTED));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -87,31 +137,15 @@ async fn dispatch(ctx: &Context, command: &Command) -> anyhow::Result<Report> {
     }
 }
 
-/// Resolves on Ctrl-C for commands that are safe to stop part-way: a `bash` call (its
-/// process group is killed when dropped) and the read-only ones. Every other command catches
-/// the signal and finishes its change, so a patch never lands half-applied.
-async fn interrupted(command: &Command) {
-    let stoppable = matches!(command, Command::Tool { name, .. } if name == "bash")
-        || matches!(
-            command,
-            Command::Log { .. } | Command::Commands(_) | Command::Demo
-        );
-    if tokio::signal::ctrl_c().await.is_ok() {
-        if stoppable {
-            return;
-        }
-        eprintln!(
-            "shiro: interrupted; finishing the current change so the workspace and the undo log stay consistent"
-        );
-    }
-    std::future::pending::<()>().await;
+fn print_stdout(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    // A closed pipe (`shiro log | head`) is not an error worth a message.
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
 }
 
 fn print_report(report: &Report) {
-    let mut stdout = std::io::stdout().lock();
-    // A closed pipe (`shiro log | head`) is not an error worth a message.
-    let _ = stdout.write_all(report.stdout.as_bytes());
-    let _ = stdout.flush();
+    print_stdout(&report.stdout);
     for notice in &report.notices {
         eprintln!("shiro: {notice}");
     }

@@ -75,7 +75,16 @@ impl Ws {
         self.path().join(rel).symlink_metadata().is_ok()
     }
 
-    /// `shiro -C <ws> ARGS`, with its own config directory and no model, every stream piped.
+    /// A workspace in a new directory under `parent` (a tmpfs, say).
+    pub fn new_in(parent: &Path) -> Self {
+        Self {
+            dir: tempfile::tempdir_in(parent).unwrap(),
+            config: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// `shiro -C <ws> ARGS`, ready to spawn, in the environment every run gets: its own
+    /// config directory, no model, every stream piped.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = Command::new(shiro_bin());
         command
@@ -121,8 +130,9 @@ impl Ws {
         self.finish(child)
     }
 
-    /// Waits for `child` and collects what it printed, with the workspace's paths replaced.
-    fn finish(&self, child: std::process::Child) -> Run {
+    /// Waits for a child spawned from [`Ws::command`] and returns what it printed, with the
+    /// workspace and config paths replaced by `<ws>` and `<config>`.
+    pub fn finish(&self, child: std::process::Child) -> Run {
         let out = child.wait_with_output().unwrap();
         let clean = |bytes: Vec<u8>| {
             let text = String::from_utf8(bytes).unwrap();
@@ -208,4 +218,38 @@ pub fn normalize_times(text: &str) -> String {
         out.push_str(&line);
     }
     out
+}
+
+/// A tiny xorshift generator: the seed alone replays a run.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// A number below `n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// The number in the environment variable `name`, if it holds one.
+pub fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+/// The seed in the environment variable `name`, or a new one from the clock (never 0, which
+/// xorshift cannot leave). Print it, so that a failing run can be replayed.
+pub fn seed_from(name: &str) -> u64 {
+    env_number(name).unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+            | 1
+    })
 }

@@ -21,6 +21,7 @@ use crate::config::Config;
 use crate::headless::{self, Context};
 use crate::provider::{Message, Provider, ReplayProvider};
 use crate::render::Color;
+use crate::signals::Signals;
 
 /// The demo's model: a replay script.
 pub const SCRIPT: &str = include_str!("../../../../examples/demo/script.json");
@@ -74,6 +75,8 @@ pub async fn run(out: Box<dyn Write + Send>, color: Color) -> Result<()> {
         root: root.clone(),
         config,
         color,
+        // The demo runs under `shiro demo`'s own handling: a signal drops it whole.
+        signals: Signals::default(),
     };
     let provider: Box<dyn Provider> = Box::new(ReplayProvider::from_script(SCRIPT)?);
     let tools = shiro_tools::tools::all();

@@ -13,6 +13,7 @@ use super::input::{Input, Read};
 use super::session::{Line, Session};
 use crate::headless::Context;
 use crate::provider::{ChatRequest, Message, Provider, Role, ToolSpec};
+use crate::signals::Handling;
 
 /// The default cap on model calls in one turn.
 pub const DEFAULT_MAX_STEPS: usize = 50;
@@ -139,10 +140,16 @@ impl Agent<'_> {
         let outcome = if self.catch_interrupts {
             // Dropping the steps future cancels the model request or the running tool (bash
             // kills its process group on drop); what the turn changed so far stays recorded.
-            tokio::select! {
+            // The signals were caught since startup, so one that comes before the first poll
+            // is not lost, nor does it find the default handler.
+            let signals = self.ctx.signals.clone();
+            signals.set(Handling::Cancel);
+            let outcome = tokio::select! {
                 outcome = self.steps(&recording, prompt, &mut report) => outcome,
-                () = interrupt() => Err(anyhow!("interrupted by Ctrl-C")),
-            }
+                () = signals.cancelled() => Err(anyhow!("interrupted by Ctrl-C")),
+            };
+            signals.set(Handling::Idle);
+            outcome
         } else {
             self.steps(&recording, prompt, &mut report).await
         };
@@ -385,14 +392,6 @@ fn decide(
     }
 }
 
-/// Resolves on Ctrl-C. If the handler cannot be installed, it never resolves (the turn then
-/// simply cannot be interrupted), rather than ending the turn at once.
-async fn interrupt() {
-    if tokio::signal::ctrl_c().await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
 /// The first line of a prompt, cut to a length fit for `shiro log`.
 fn summary_of(prompt: &str) -> String {
     const MAX: usize = 80;
@@ -415,6 +414,7 @@ mod tests {
     use crate::config::Config;
     use crate::provider::ReplayProvider;
     use crate::render::Color;
+    use crate::signals::Signals;
 
     #[tokio::test]
     async fn the_step_cap_ends_a_turn_that_never_stops_calling_tools() {
@@ -424,6 +424,7 @@ mod tests {
             config: Config::load(&root, None).unwrap(),
             root,
             color: Color::Never,
+            signals: Signals::default(),
         };
         let call = serde_json::json!({"text": "", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]});
         let script = serde_json::json!({"responses": [call, call, call]}).to_string();
