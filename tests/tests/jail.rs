@@ -233,3 +233,39 @@ fn named_pipes_are_refused_without_blocking() {
     let kind = std::fs::symlink_metadata(ws.path().join("pipe")).unwrap();
     assert!(kind.file_type().is_fifo());
 }
+
+/// An undo that would have to replace a named pipe put where the turn's file was refuses,
+/// naming it, and changes nothing: the pipe is not the turn's to remove, and never opened.
+#[test]
+fn an_undo_that_meets_a_named_pipe_refuses() {
+    let ws = Ws::new();
+    ws.write("a.txt", "orig\n");
+    ws.ok(&[
+        "tool",
+        "write_file",
+        "--args",
+        &write_args("a.txt", "agent\n"),
+    ]);
+    std::fs::remove_file(ws.path().join("a.txt")).unwrap();
+    let made = Command::new("mkfifo")
+        .arg(ws.path().join("a.txt"))
+        .status()
+        .is_ok_and(|status| status.success());
+    if !made {
+        eprintln!("skipped: mkfifo is not available here");
+        return;
+    }
+    let run = ws.run_bounded(&["undo"]);
+    assert_eq!(run.code, 1, "{}", run.show());
+    assert!(
+        run.stderr.contains("a.txt is a named pipe"),
+        "{}",
+        run.show()
+    );
+    let kind = std::fs::symlink_metadata(ws.path().join("a.txt")).unwrap();
+    assert!(kind.file_type().is_fifo());
+    // The turn is still there to undo once the pipe is gone.
+    std::fs::remove_file(ws.path().join("a.txt")).unwrap();
+    let log = ws.ok(&["log"]);
+    assert!(log.stdout.contains("write_file"), "{}", log.show());
+}
