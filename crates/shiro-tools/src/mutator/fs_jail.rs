@@ -168,7 +168,7 @@ impl Jail {
 
     /// `lstat` of `rel` with its parents reached through real directories; `None` when
     /// nothing is there (or a parent is not a directory, or is a link).
-    pub(super) fn lstat(&self, rel: &str) -> Result<Option<rustix::fs::Stat>, Errno> {
+    pub(crate) fn lstat(&self, rel: &str) -> Result<Option<rustix::fs::Stat>, Errno> {
         // `""` is the root itself.
         let Ok(path) = WorkspacePath::from_relative(rel) else {
             return Ok(Some(rustix::fs::fstat(&self.dir)?));
@@ -183,6 +183,15 @@ impl Jail {
             Err(Errno::NOENT | Errno::NOTDIR) => Ok(None),
             Err(errno) => Err(errno),
         }
+    }
+
+    /// The target of the link `rel` (its parents reached through real directories only), or
+    /// `None` when there is no link there.
+    pub(crate) fn read_link(&self, rel: &str) -> Option<String> {
+        let path = WorkspacePath::from_relative(rel).ok()?;
+        let parent = self.parent_nolinks(&path).ok()?;
+        let target = rustix::fs::readlinkat(&parent, path.file_name(), Vec::new()).ok()?;
+        Some(c_to_string(&target))
     }
 
     /// See [`super::Mutator::real_path`].

@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::mutator::Mutator;
+use crate::mutator::fs_jail::Jail;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
 use crate::tools::walk::{self, Kind};
 
@@ -68,6 +69,9 @@ impl Tool for ListDir {
                     start.describe()
                 )));
             }
+            let jail = Jail::open(start.root()).map_err(|err| {
+                ToolError::refused(format!("cannot open the workspace root: {err}"))
+            })?;
             let mut lines = Vec::new();
             let mut shown = 0usize;
             walk::walk(&start, Some(1), cancel, |found| {
@@ -75,9 +79,9 @@ impl Tool for ListDir {
                 if lines.len() < LIST_MAX_ENTRIES {
                     lines.push(match found.kind {
                         Kind::Dir => format!("{}/", found.rel),
-                        Kind::Symlink => match std::fs::read_link(found.full) {
-                            Ok(target) => format!("{} -> {}", found.rel, target.display()),
-                            Err(_) => format!("{} -> ?", found.rel),
+                        Kind::Symlink => match jail.read_link(&found.rel) {
+                            Some(target) => format!("{} -> {target}", found.rel),
+                            None => format!("{} -> ?", found.rel),
                         },
                         Kind::File | Kind::Other => found.rel,
                     });

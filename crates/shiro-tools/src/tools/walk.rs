@@ -2,10 +2,12 @@
 //! walking the tree on disk with the `ignore` crate, so `.gitignore` and `.ignore` are honoured.
 //!
 //! The walk goes to disk rather than through the [`Mutator`](crate::Mutator) because a
-//! `Mutator` cannot list the workspace root, and because these tools never write. The jail is
-//! kept by hand: the start is resolved with [`WorkspacePath::resolve`], canonicalised and
-//! checked to lie under the canonical root, and symbolic links met on the way are reported,
-//! never followed.
+//! `Mutator` cannot list the workspace root, and because these tools never write. The start
+//! is resolved with [`WorkspacePath::resolve`], canonicalised and checked to lie under the
+//! canonical root; symbolic links met on the way are reported, never followed; and since the
+//! `ignore` walker opens directories by path, every entry it yields is checked beneath the
+//! jail's handle on the root (the same inode, through real directories only) before it is
+//! reported, and files are read through that handle too.
 
 use std::ffi::OsStr;
 use std::fs;
@@ -16,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use ignore::WalkBuilder;
 
+use crate::mutator::fs_jail::Jail;
 use crate::path::{PathError, WorkspacePath};
 use crate::tool::ToolError;
 
@@ -57,14 +60,12 @@ impl Start {
 
 /// One entry found under the start.
 #[derive(Debug)]
-pub(crate) struct Found<'a> {
+pub(crate) struct Found {
     /// The workspace path, `/`-separated, relative to the root.
     pub rel: String,
     /// The path relative to the start, for matching globs against.
     pub below_start: String,
     pub kind: Kind,
-    /// The entry on disk (not followed if it is a symbolic link).
-    pub full: &'a Path,
 }
 
 /// Resolves the directory or file a walking tool was asked to start from.
@@ -130,7 +131,7 @@ pub(crate) fn walk(
     start: &Start,
     max_depth: Option<usize>,
     cancel: &AtomicBool,
-    mut visit: impl FnMut(Found<'_>),
+    mut visit: impl FnMut(Found),
 ) {
     // Walk from the root so that ignore files between the root and the start apply, pruning
     // every branch that does not lead to the start. If the start itself is ignored, the user
@@ -147,7 +148,7 @@ fn walk_from(
     start: &Start,
     max_depth: Option<usize>,
     cancel: &AtomicBool,
-    visit: &mut impl FnMut(Found<'_>),
+    visit: &mut impl FnMut(Found),
 ) -> bool {
     let start_depth = start
         .full
@@ -174,6 +175,13 @@ fn walk_from(
             !is_hidden_internal(&root, path)
                 && (path.starts_with(&*target) || target.starts_with(path))
         });
+    // The walker opens directories by path; each entry it reports is checked beneath the
+    // jail's handle on the root (the same inode, reached through real directories only), so
+    // a directory swapped for a link while the walk runs never makes it list what lies
+    // outside.
+    let Ok(jail) = Jail::open(&start.root) else {
+        return false;
+    };
     let mut reached = false;
     for entry in builder.build() {
         if cancel.load(Ordering::Relaxed) {
@@ -195,11 +203,15 @@ fn walk_from(
             Some(t) if t.is_file() => Kind::File,
             _ => Kind::Other,
         };
+        let rel = relative(&start.root, path);
+        let inside = matches!(jail.lstat(&rel), Ok(Some(stat)) if Some(stat.st_ino) == entry.ino());
+        if !inside {
+            continue;
+        }
         visit(Found {
-            rel: relative(&start.root, path),
+            rel,
             below_start: slash_path(below),
             kind,
-            full: path,
         });
     }
     reached
