@@ -301,33 +301,78 @@ pub(crate) fn verify<'a>(
     stored: &Stored<'_>,
     targets: impl IntoIterator<Item = (&'a WorkspacePath, &'a Image)>,
 ) -> Result<(), UndoError> {
-    let mut checked = BTreeSet::new();
-    for (path, target) in targets {
-        let Image::File { hash, .. } = target else {
-            continue;
-        };
-        if !checked.insert(*hash) {
-            continue;
-        }
-        match stored.check(hash) {
-            Ok(true) => {}
-            Ok(false) => {
-                return Err(UndoError::Blob {
-                    path: path.clone(),
-                    hash: hash.to_hex(),
-                    reason: "missing".to_owned(),
-                });
+    let mut seen = BTreeSet::new();
+    let wanted: Vec<(&WorkspacePath, &ContentHash)> = targets
+        .into_iter()
+        .filter_map(|(path, target)| match target {
+            Image::File { hash, .. } => Some((path, hash)),
+            _ => None,
+        })
+        .filter(|(_, hash)| seen.insert(**hash))
+        .collect();
+    // Checking a copy is decoding and hashing it, work for a processor: the copies are split
+    // between a few threads. The first failure in the restore's own order is reported.
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, VERIFY_THREADS);
+    let first_failure = if threads < 2 || wanted.len() < 2 * threads {
+        first_bad(stored, &wanted, 0)
+    } else {
+        let chunk = wanted.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let workers: Vec<_> = wanted
+                .chunks(chunk)
+                .enumerate()
+                .map(|(n, part)| scope.spawn(move || first_bad(stored, part, n * chunk)))
+                .collect();
+            workers
+                .into_iter()
+                .filter_map(|worker| {
+                    worker.join().unwrap_or_else(|_| {
+                        Some((0, Err(std::io::Error::other("a checking thread failed"))))
+                    })
+                })
+                .min_by_key(|(at, _)| *at)
+        })
+    };
+    let Some((at, failure)) = first_failure else {
+        return Ok(());
+    };
+    let (path, hash) = wanted[at];
+    match failure {
+        Ok(()) => Err(UndoError::Blob {
+            path: path.clone(),
+            hash: hash.to_hex(),
+            reason: "missing".to_owned(),
+        }),
+        Err(err) => {
+            if err.kind() == std::io::ErrorKind::InvalidData {
+                // Best effort: what matters is that the restore stops.
+                let _ = stored.blobs.discard_damaged([hash]);
             }
-            Err(err) => {
-                if err.kind() == std::io::ErrorKind::InvalidData {
-                    // Best effort: what matters is that the restore stops.
-                    let _ = stored.blobs.discard_damaged([hash]);
-                }
-                return Err(blob_error(path, hash, &err));
-            }
+            Err(blob_error(path, hash, &err))
         }
     }
-    Ok(())
+}
+
+/// How many threads [`verify`] checks copies on at most.
+const VERIFY_THREADS: usize = 4;
+
+/// Checks each copy of `part` in turn; the first that is missing (`Ok(())`) or damaged
+/// (`Err`), with its index in the whole list (`offset` is the index of `part[0]`).
+#[allow(clippy::type_complexity)]
+fn first_bad(
+    stored: &Stored<'_>,
+    part: &[(&WorkspacePath, &ContentHash)],
+    offset: usize,
+) -> Option<(usize, std::io::Result<()>)> {
+    part.iter()
+        .enumerate()
+        .find_map(|(n, (_, hash))| match stored.check(hash) {
+            Ok(true) => None,
+            Ok(false) => Some((offset + n, Ok(()))),
+            Err(err) => Some((offset + n, Err(err))),
+        })
 }
 
 /// Where a path of an interrupted restore stands, judged from what is there now.
@@ -798,6 +843,53 @@ mod tests {
         );
         let b = WorkspacePath::from_relative("b").unwrap();
         assert_eq!(ws.read(&b).await.unwrap(), b"b before");
+    }
+
+    /// With enough copies to check on several threads, the first one missing in the
+    /// restore's own order is the one reported, and every other is found whole.
+    #[test]
+    fn verify_reports_the_first_missing_copy_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Blobs::new(dir.path().to_path_buf());
+        let turn = TurnRecord {
+            packs: vec!["1-0".to_owned()],
+            ..TurnRecord::empty(1)
+        };
+        let contents: Vec<Vec<u8>> = (0..40)
+            .map(|i| format!("copy {i}\n").into_bytes())
+            .collect();
+        let mut writer = PackWriter::create(dir.path()).unwrap();
+        for (i, bytes) in contents.iter().enumerate() {
+            if i != 23 && i != 31 {
+                writer.add(ContentHash::of(bytes), bytes).unwrap();
+            }
+        }
+        writer.finish(&pack_path(dir.path(), "1-0")).unwrap();
+        let stored = Stored::open(&blobs, &turn);
+        let targets: Vec<(WorkspacePath, Image)> = contents
+            .iter()
+            .enumerate()
+            .map(|(i, bytes)| {
+                (
+                    WorkspacePath::from_relative(&format!("f{i:02}")).unwrap(),
+                    file(bytes),
+                )
+            })
+            .collect();
+        let err = verify(&stored, targets.iter().map(|(p, i)| (p, i))).unwrap_err();
+        match err {
+            UndoError::Blob { path, reason, .. } => {
+                assert_eq!(path.as_str(), "f23");
+                assert_eq!(reason, "missing");
+            }
+            other => panic!("{other:?}"),
+        }
+        let whole: Vec<_> = targets
+            .iter()
+            .filter(|(p, _)| !matches!(p.as_str(), "f23" | "f31"))
+            .map(|(p, i)| (p, i))
+            .collect();
+        verify(&stored, whole).unwrap();
     }
 
     /// The copies are read again after the plan and kept in one pack; a file that changed
