@@ -60,11 +60,7 @@ impl Context {
         let store = UndoStore::open(&self.root, self.store_options())
             .await
             .context("cannot open the undo store")?;
-        let notices = store
-            .take_notices()
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let notices = notices_of(&store);
         Ok((store, notices))
     }
 
@@ -221,7 +217,7 @@ async fn run_as_turn(
     // A failed call normally changed nothing (apply_patch puts back what it did), so
     // finishing records no turn; a successful one is saved.
     let finished = recording.finish_turn().await;
-    notices.extend(store.take_notices().iter().map(ToString::to_string));
+    notices.extend(notices_of(&store));
     let stdout = |result: &Result<ToolOutput, _>| match result {
         Ok(output) => with_newline(output.text.clone()),
         Err(_) => String::new(),
@@ -358,17 +354,22 @@ fn tracked<M: Mutator>(inner: M) -> (Hooked<M>, Arc<AtomicBool>) {
     (hooked, changed)
 }
 
+/// The store's notices gathered so far, as lines to show.
+fn notices_of(store: &UndoStore) -> Vec<String> {
+    store
+        .take_notices()
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+}
+
 /// `shiro undo --abandon`: clears a restore that stopped part-way, changing no file. The
 /// store is opened as it is: opening it normally would first try to complete the restore.
 async fn abandon(ctx: &Context) -> Result<Report> {
     let store = UndoStore::open_as_is(&ctx.root, ctx.store_options())
         .await
         .context("cannot open the undo store")?;
-    let notices = store
-        .take_notices()
-        .iter()
-        .map(ToString::to_string)
-        .collect();
+    let notices = notices_of(&store);
     let workspace = ctx.workspace()?;
     match store.abandon(&workspace).await? {
         // Nothing was changed, so there is nothing to revert.

@@ -249,15 +249,9 @@ impl Blobs {
     /// start of its bytes, with their length: for a restore to copy into place without
     /// holding them in memory. `Ok(None)` when the blob is not stored raw.
     pub(crate) fn open_raw(&self, hash: &ContentHash) -> io::Result<Option<(fs::File, u64)>> {
-        let mut file = match open_read(&self.path(hash)) {
-            Ok(file) => file,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(err) => return Err(err),
-        };
-        let mut first = [0u8; 1];
-        if file.read(&mut first)? != 1 || first[0] != RAW {
+        let Some(mut file) = self.open_raw_bytes(hash)? else {
             return Ok(None);
-        }
+        };
         let mut hasher = blake3::Hasher::new();
         let mut piece = vec![0u8; 64 * 1024];
         let mut len = 0u64;
@@ -286,6 +280,16 @@ impl Blobs {
         &self,
         hash: &ContentHash,
     ) -> io::Result<Option<(fs::File, u64)>> {
+        let Some(file) = self.open_raw_bytes(hash)? else {
+            return Ok(None);
+        };
+        let len = file.metadata()?.len().saturating_sub(1);
+        Ok(Some((file, len)))
+    }
+
+    /// The blob of `hash` opened just past its form byte, when it is stored raw; `None`
+    /// when it is missing or stored otherwise.
+    fn open_raw_bytes(&self, hash: &ContentHash) -> io::Result<Option<fs::File>> {
         let mut file = match open_read(&self.path(hash)) {
             Ok(file) => file,
             Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -295,8 +299,7 @@ impl Blobs {
         if file.read(&mut first)? != 1 || first[0] != RAW {
             return Ok(None);
         }
-        let len = file.metadata()?.len().saturating_sub(1);
-        Ok(Some((file, len)))
+        Ok(Some(file))
     }
 
     /// The bytes of a blob, following its chain, unchecked: checking the end of a chain checks

@@ -448,16 +448,22 @@ pub(crate) struct Progress {
 }
 
 impl Progress {
-    /// Opens (creating) the progress file at `path` for the restore `run`, clearing its mark.
-    /// Should it fail, the restore runs without marks (see above: never unsafe).
-    pub(crate) fn open(path: &std::path::Path, run: u64) -> Self {
-        let file = crate::ground::no_follow()
+    /// The progress file at `path`, created if missing, never through a link; `None` when it
+    /// cannot be opened.
+    fn open_file(path: &std::path::Path) -> Option<std::fs::File> {
+        crate::ground::no_follow()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .open(path)
-            .ok();
+            .ok()
+    }
+
+    /// Opens (creating) the progress file at `path` for the restore `run`, clearing its mark.
+    /// Should it fail, the restore runs without marks (see above: never unsafe).
+    pub(crate) fn open(path: &std::path::Path, run: u64) -> Self {
+        let file = Self::open_file(path);
         let progress = Self {
             file,
             run,
@@ -471,13 +477,7 @@ impl Progress {
     /// holds (`started`): that path may still be half-written, so the mark must stay until
     /// it is rewritten (see [`apply_marked_first`]).
     pub(crate) fn resume(path: &std::path::Path, run: u64, started: Option<usize>) -> Self {
-        let file = crate::ground::no_follow()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .ok();
+        let file = Self::open_file(path);
         Self {
             file,
             run,
