@@ -1,4 +1,4 @@
-//! The records of the on-disk format (version 5), as described in `docs/formats.md`.
+//! The records of the on-disk format (version 6), as described in `docs/formats.md`.
 
 use std::collections::BTreeSet;
 
@@ -6,10 +6,11 @@ use serde::{Deserialize, Serialize};
 use shiro_tools::{Change, WorkspacePath};
 
 use crate::image::{ContentHash, Image};
+use crate::recorder::BashCapture;
 use crate::report::{Direction, TurnId, TurnSummary};
 
 /// The format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 /// The `format` field of the log's header line.
 pub(crate) const LOG_FORMAT: &str = "shiro-undo-log";
 
@@ -96,6 +97,14 @@ pub(crate) struct TurnRecord {
     pub tools: Vec<String>,
     pub changes: Vec<ChangeRecord>,
     pub ran_bash: bool,
+    /// Whether a `bash` call of the turn ran with capture off: what it did is not known.
+    /// Format 6; read as `ran_bash` from older formats, which never captured bash.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub bash_uncaptured: bool,
+    /// The paths `bash` calls of the turn changed that cannot be restored (capture `detect`);
+    /// sorted, each once. Format 6.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bash_unrestorable: Vec<String>,
     pub recovered: bool,
     /// Sorted by path, each path once.
     pub paths: Vec<PathRecord>,
@@ -123,6 +132,8 @@ impl TurnRecord {
             tools: Vec::new(),
             changes: Vec::new(),
             ran_bash: false,
+            bash_uncaptured: false,
+            bash_unrestorable: Vec::new(),
             recovered: false,
             paths: Vec::new(),
             packs: Vec::new(),
@@ -149,7 +160,25 @@ impl TurnRecord {
                 ));
             }
         }
+        for (i, path) in self.bash_unrestorable.iter().enumerate() {
+            WorkspacePath::from_relative(path)
+                .map_err(|err| format!("invalid path in turn {}: {err}", self.meta.id))?;
+            if i > 0 && self.bash_unrestorable[i - 1] >= *path {
+                return Err(format!(
+                    "paths bash changed in turn {} are not sorted, each once",
+                    self.meta.id
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// Reads a record of format `version` as the current format: before format 6, bash was
+    /// never captured.
+    pub(crate) fn upgrade(&mut self, version: u32) {
+        if version < 6 && self.ran_bash {
+            self.bash_uncaptured = true;
+        }
     }
 
     /// The paths as workspace paths. Records are validated when read, so none is dropped.
@@ -190,6 +219,12 @@ impl TurnRecord {
             tools: self.tools.clone(),
             changes,
             ran_bash: self.ran_bash,
+            bash_uncaptured: self.bash_uncaptured,
+            bash_unrestorable: self
+                .bash_unrestorable
+                .iter()
+                .filter_map(|path| WorkspacePath::from_relative(path).ok())
+                .collect(),
             recovered: self.recovered,
             damage: self.damage.clone(),
         }
@@ -309,7 +344,21 @@ pub(crate) enum InflightLine {
     Bash {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         turn: Option<TurnId>,
+        /// Absent before format 6, which never captured bash.
+        #[serde(default = "capture_off")]
+        capture: BashCapture,
+        /// The paths the call changed that cannot be restored (capture `detect`). Format 6.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        unrestorable: Vec<String>,
     },
+}
+
+fn capture_off() -> BashCapture {
+    BashCapture::Off
+}
+
+fn is_false(value: &bool) -> bool {
+    !value
 }
 
 impl InflightLine {
@@ -319,7 +368,7 @@ impl InflightLine {
             InflightLine::Start { .. } => None,
             InflightLine::Path { turn, .. }
             | InflightLine::Tool { turn, .. }
-            | InflightLine::Bash { turn } => *turn,
+            | InflightLine::Bash { turn, .. } => *turn,
         }
     }
 }
@@ -331,4 +380,84 @@ pub(crate) struct Journal {
     pub version: u32,
     pub direction: Direction,
     pub turn: TurnRecord,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn a_bash_record_without_capture_reads_as_capture_off() {
+        // Format 5, and format 3 (no turn).
+        for json in [r#"{"record":"bash","turn":8}"#, r#"{"record":"bash"}"#] {
+            let line: InflightLine = serde_json::from_str(json).unwrap();
+            let InflightLine::Bash {
+                capture,
+                unrestorable,
+                ..
+            } = line
+            else {
+                panic!("not a bash record: {line:?}");
+            };
+            assert_eq!(capture, BashCapture::Off);
+            assert!(unrestorable.is_empty());
+        }
+        let line = InflightLine::Bash {
+            turn: Some(TurnId(8)),
+            capture: BashCapture::Detect,
+            unrestorable: vec!["a b/c".to_owned()],
+        };
+        assert_eq!(
+            serde_json::to_string(&line).unwrap(),
+            r#"{"record":"bash","turn":8,"capture":"detect","unrestorable":["a b/c"]}"#
+        );
+        let line = InflightLine::Bash {
+            turn: Some(TurnId(8)),
+            capture: BashCapture::Overlay,
+            unrestorable: Vec::new(),
+        };
+        assert_eq!(
+            serde_json::to_string(&line).unwrap(),
+            r#"{"record":"bash","turn":8,"capture":"overlay"}"#
+        );
+    }
+
+    #[test]
+    fn a_turn_of_format_5_that_ran_bash_reads_as_uncaptured() {
+        let mut old = TurnRecord::empty(1);
+        old.ran_bash = true;
+        let json = serde_json::to_value(&old).unwrap();
+        assert!(json.get("bash_uncaptured").is_none(), "skipped when false");
+        assert!(
+            json.get("bash_unrestorable").is_none(),
+            "skipped when empty"
+        );
+        let mut read: TurnRecord = serde_json::from_value(json).unwrap();
+        assert_eq!(read, old, "format 6 reads it as written");
+        read.upgrade(5);
+        assert!(read.bash_uncaptured);
+        assert!(read.summary().bash_uncaptured);
+        let mut quiet = TurnRecord::empty(2);
+        quiet.upgrade(5);
+        assert!(!quiet.bash_uncaptured, "a turn without bash stays so");
+    }
+
+    #[test]
+    fn the_paths_bash_changed_must_be_valid_sorted_and_once() {
+        let check = |paths: &[&str]| {
+            let mut turn = TurnRecord::empty(3);
+            turn.bash_unrestorable = paths.iter().map(|p| (*p).to_owned()).collect();
+            turn.validate()
+        };
+        assert_eq!(check(&["a", "b/c", "z"]), Ok(()));
+        assert!(check(&["../outside"]).unwrap_err().contains("invalid path"));
+        assert!(check(&["/abs"]).unwrap_err().contains("invalid path"));
+        assert_eq!(
+            check(&["b", "a"]),
+            Err("paths bash changed in turn #3 are not sorted, each once".to_owned())
+        );
+        assert!(check(&["a", "a"]).is_err());
+    }
 }

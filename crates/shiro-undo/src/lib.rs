@@ -65,7 +65,7 @@ pub use error::UndoError;
 pub use format::FORMAT_VERSION;
 pub use ground::{no_follow_options, state_dir};
 pub use image::{ContentHash, Image};
-pub use recorder::{Recording, TurnStart};
+pub use recorder::{BashCapture, Recording, TurnStart};
 pub use report::{
     Action, Conflict, ConflictKind, ConflictReport, Direction, Notice, PathOutcome, TurnId,
     TurnSummary, UndoOutcome,

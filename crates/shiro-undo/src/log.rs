@@ -343,6 +343,12 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
             reason: "missing header".to_owned(),
         });
     }
+    if version < FORMAT_VERSION {
+        let pending = state.pending.iter_mut().map(|p| &mut p.turn);
+        for turn in state.undo.iter_mut().chain(&mut state.redo).chain(pending) {
+            turn.upgrade(version);
+        }
+    }
     let snapshot_end = snapshot_end.min(end);
     state.layout = Layout {
         version,
@@ -717,5 +723,52 @@ mod tests {
             parse(newer.as_bytes()).unwrap_err(),
             Refused::Version(FORMAT_VERSION + 1)
         );
+    }
+
+    #[test]
+    fn turns_of_a_log_before_format_6_that_ran_bash_read_as_uncaptured() {
+        let ran_bash = |id| {
+            let mut turn = turn(id);
+            turn.ran_bash = true;
+            turn
+        };
+        let log = |version| {
+            [
+                encode(&LogLine::Header {
+                    format: LOG_FORMAT.to_owned(),
+                    version,
+                    next_id: 4,
+                })
+                .unwrap(),
+                encode(&LogLine::Turn {
+                    stack: Stack::Undo,
+                    turn: ran_bash(1),
+                })
+                .unwrap(),
+                encode(&LogLine::Turn {
+                    stack: Stack::Redo,
+                    turn: turn(2),
+                })
+                .unwrap(),
+                encode(&LogLine::Begin {
+                    direction: Direction::Undo,
+                    turn: ran_bash(1),
+                    run: None,
+                })
+                .unwrap(),
+            ]
+            .concat()
+        };
+        let uncaptured = |state: &LogState| {
+            let pending = state.pending.iter().map(|p| &p.turn);
+            (state.undo.iter().chain(&state.redo).chain(pending))
+                .map(|t| t.bash_uncaptured)
+                .collect::<Vec<_>>()
+        };
+        let old = parse(log(5).as_bytes()).unwrap();
+        assert!(old.bad.is_empty());
+        assert_eq!(uncaptured(&old.state), [true, false, true]);
+        let current = parse(log(FORMAT_VERSION).as_bytes()).unwrap();
+        assert_eq!(uncaptured(&current.state), [false, false, false]);
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
 use shiro_tools::{Change, DirEntry, Mutator, MutatorError, Stat, WorkspacePath};
 use tokio::sync::Mutex;
 
@@ -27,6 +28,20 @@ pub struct TurnStart {
     pub history_marker: u64,
     /// The session making the turn; `None` for a headless command.
     pub session: Option<String>,
+}
+
+/// How the changes a `bash` call made to the workspace were captured (see `docs/undo.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BashCapture {
+    /// It ran against an overlay whose changes were applied through the [`Recording`]: they
+    /// are recorded, and undone, like any tool's.
+    Overlay,
+    /// It ran directly on the workspace, which was compared before and after: the paths it
+    /// was seen to change cannot be restored.
+    Detect,
+    /// It ran directly on the workspace and nothing is known of what it changed.
+    Off,
 }
 
 /// A [`Mutator`] that records every mutation of the in-flight turn, then performs it
@@ -148,15 +163,23 @@ impl<M: Mutator> Recording<M> {
         }
     }
 
-    /// Notes that `bash` ran in this turn: its effects are not captured, and undo says so.
+    /// Notes that a `bash` call ran in this turn, how its changes were captured, and, for
+    /// [`BashCapture::Detect`], the paths it changed, which cannot be restored (a path this
+    /// turn captured before the call can: undoing the turn puts back its earlier image).
+    /// `shiro log` and undo name those paths, and say when a call ran with capture off.
     /// Ignored outside a turn.
-    pub async fn note_bash(&self) {
+    pub async fn note_bash(&self, capture: BashCapture, unrestorable: &[WorkspacePath]) {
         let mut slot = self.turn.lock().await;
         if let Some(turn) = slot.as_mut() {
             let line = InflightLine::Bash {
                 turn: Some(turn.flight.meta.id),
+                capture,
+                unrestorable: unrestorable.iter().map(ToString::to_string).collect(),
             };
-            let _ = append_line(&mut turn.file, &line, None, false);
+            // Flushed when it says what undo cannot do, lest a crash make that silent. If the
+            // write fails, only a crash loses the note: the turn still holds it.
+            let sync = capture == BashCapture::Off || !unrestorable.is_empty();
+            let _ = append_line(&mut turn.file, &line, None, sync);
             turn.flight.apply(line, None);
         }
     }

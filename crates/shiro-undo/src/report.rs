@@ -65,8 +65,15 @@ pub struct TurnSummary {
     /// What it changed: the changes its tools reported, or, when none were reported (a
     /// turn recovered after a crash), the changes read from its recorded paths.
     pub changes: Vec<Change>,
-    /// Whether it ran `bash`, whose effects undo does not cover.
+    /// Whether it ran `bash`. What `bash` changed in the workspace is undone with the turn,
+    /// except when [`Self::bash_uncaptured`], and the paths of [`Self::bash_unrestorable`].
     pub ran_bash: bool,
+    /// Whether a `bash` call ran with capture off: what it did is not recorded, nor undone.
+    pub bash_uncaptured: bool,
+    /// The paths `bash` changed that cannot be restored (it ran with capture `detect`),
+    /// sorted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bash_unrestorable: Vec<WorkspacePath>,
     /// Whether it was recovered after its process stopped mid-turn.
     pub recovered: bool,
     /// Why its last restore could not be made (a damaged stored copy, a restore rolled back
@@ -76,7 +83,7 @@ pub struct TurnSummary {
 }
 
 impl fmt::Display for TurnSummary {
-    /// `#3 "fix the parser" (session s1): M src/a.rs, A src/b.rs`, plus the bash note.
+    /// `#3 "fix the parser" (session s1): M src/a.rs, A src/b.rs`, plus the bash notes.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {:?}", self.id, self.summary)?;
         if let Some(session) = &self.session {
@@ -86,9 +93,22 @@ impl fmt::Display for TurnSummary {
             f.write_str(" [recovered after a crash]")?;
         }
         let changes: Vec<String> = self.changes.iter().map(ToString::to_string).collect();
-        write!(f, ": {}", changes.join(", "))?;
-        if self.ran_bash {
-            f.write_str(" (ran bash: its effects are not recorded)")?;
+        // A turn whose only change bash made, unrestorable, lists none.
+        if !changes.is_empty() {
+            write!(f, ": {}", changes.join(", "))?;
+        }
+        if self.bash_uncaptured {
+            f.write_str(" (ran bash without capture: its effects are not recorded)")?;
+        }
+        if !self.bash_unrestorable.is_empty() {
+            write!(
+                f,
+                " (bash changed {} that cannot be restored: {})",
+                files(self.bash_unrestorable.len()),
+                named(&self.bash_unrestorable, MAX_NAMED_IN_LINE)
+            )?;
+        } else if self.ran_bash && !self.bash_uncaptured {
+            f.write_str(" (ran bash)")?;
         }
         if let Some(damage) = &self.damage {
             write!(f, " [damaged: {damage}]")?;
@@ -227,11 +247,24 @@ impl fmt::Display for UndoOutcome {
                 writeln!(f, "  {conflict}")?;
             }
         }
-        if self.turn.ran_bash {
+        if self.turn.bash_uncaptured {
             writeln!(
                 f,
-                "note: this turn ran bash; effects of its commands are not undone or redone"
+                "note: this turn ran bash without capture; effects of its commands are not undone or redone"
             )?;
+        }
+        let unrestorable = &self.turn.bash_unrestorable;
+        if !unrestorable.is_empty() {
+            let count = files(unrestorable.len());
+            write!(f, "note: bash changed {count} that cannot be restored:")?;
+            if unrestorable.len() <= MAX_INLINE_IN_NOTE {
+                writeln!(f, " {}", named(unrestorable, MAX_INLINE_IN_NOTE))?;
+            } else {
+                writeln!(f)?;
+                for path in unrestorable {
+                    writeln!(f, "  {path}")?;
+                }
+            }
         }
         Ok(())
     }
@@ -333,8 +366,11 @@ pub enum Notice {
         id: TurnId,
         /// Its summary.
         summary: String,
-        /// How many paths it changed.
+        /// How many paths it changed (that undo restores).
         paths: usize,
+        /// The paths `bash` changed that cannot be restored, sorted.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        unrestorable: Vec<WorkspacePath>,
     },
     /// A turn interrupted before it changed anything was discarded.
     DiscardedEmptyTurn {
@@ -400,11 +436,33 @@ pub enum Notice {
 impl fmt::Display for Notice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Notice::RecoveredTurn { id, summary, paths } => write!(
-                f,
-                "recovered turn {id} {summary:?}, interrupted before it finished; it changed {paths} {} and can be undone",
-                if *paths == 1 { "path" } else { "paths" }
-            ),
+            Notice::RecoveredTurn {
+                id,
+                summary,
+                paths,
+                unrestorable,
+            } => {
+                write!(
+                    f,
+                    "recovered turn {id} {summary:?}, interrupted before it finished"
+                )?;
+                if *paths > 0 {
+                    write!(
+                        f,
+                        "; it changed {paths} {} and can be undone",
+                        if *paths == 1 { "path" } else { "paths" }
+                    )?;
+                }
+                if !unrestorable.is_empty() {
+                    write!(
+                        f,
+                        "; bash changed {} that cannot be restored: {}",
+                        files(unrestorable.len()),
+                        named(unrestorable, MAX_NAMED_IN_LINE)
+                    )?;
+                }
+                Ok(())
+            }
             Notice::DiscardedEmptyTurn { id } => {
                 write!(
                     f,
@@ -479,6 +537,26 @@ impl fmt::Display for Notice {
             }
         }
     }
+}
+
+/// How many paths a one-line text names before it counts the rest.
+const MAX_NAMED_IN_LINE: usize = 10;
+/// How many paths a restore's note names on its own line; more get a line each.
+const MAX_INLINE_IN_NOTE: usize = 3;
+
+/// `1 file`, `2 files`.
+fn files(count: usize) -> String {
+    format!("{count} {}", if count == 1 { "file" } else { "files" })
+}
+
+/// `a, b, c`, or the first `max` of `paths` and `and 2 more`.
+fn named(paths: &[WorkspacePath], max: usize) -> String {
+    let shown: Vec<&str> = paths.iter().take(max).map(WorkspacePath::as_str).collect();
+    let mut text = shown.join(", ");
+    if paths.len() > max {
+        text.push_str(&format!(" and {} more", paths.len() - max));
+    }
+    text
 }
 
 /// `1.0 GiB`, `512 KiB`, `17 bytes`.

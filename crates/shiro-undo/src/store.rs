@@ -24,7 +24,7 @@ use crate::image::{ContentHash, Image, Spares, real_image};
 use crate::lock::{self, LockGuard};
 use crate::log::{self, LogState, Refused};
 use crate::pack::pack_path;
-use crate::recorder::Recording;
+use crate::recorder::{BashCapture, Recording};
 use crate::report::{
     Action, Conflict, ConflictReport, Direction, Notice, PathOutcome, TurnId, TurnSummary,
     UndoOutcome,
@@ -760,11 +760,13 @@ impl UndoStore {
                         supported: FORMAT_VERSION,
                     });
                 }
+                let mut turn = journal.turn;
+                turn.upgrade(journal.version);
                 self.append(
                     state,
                     LogLine::Begin {
                         direction: journal.direction,
-                        turn: journal.turn,
+                        turn,
                         run: None,
                     },
                 )?;
@@ -873,6 +875,7 @@ impl UndoStore {
                 {
                     Some(finished) => {
                         let paths = finished.record.paths.len();
+                        let unrestorable = finished.record.summary().bash_unrestorable;
                         // A blob an earlier attempt to finish this turn left damaged (a disk
                         // error) must not count as stored.
                         let blobs = &self.inner.blobs;
@@ -881,7 +884,12 @@ impl UndoStore {
                             .map_err(|err| UndoError::io("check blobs in", blobs.dir(), err))?;
                         self.commit_flight(state, finished, &spares)?;
                         committed = true;
-                        self.notify(Notice::RecoveredTurn { id, summary, paths });
+                        self.notify(Notice::RecoveredTurn {
+                            id,
+                            summary,
+                            paths,
+                            unrestorable,
+                        });
                     }
                     None => self.notify(Notice::DiscardedEmptyTurn { id }),
                 }
@@ -1162,6 +1170,10 @@ pub(crate) struct Flight {
     pub tools: Vec<String>,
     pub changes: Vec<ChangeRecord>,
     pub ran_bash: bool,
+    /// Whether a `bash` call ran with capture off.
+    pub bash_uncaptured: bool,
+    /// The paths `bash` calls changed that cannot be restored.
+    pub bash_unrestorable: BTreeSet<String>,
     /// The bytes of pre-images not stored as blobs yet, by hash.
     pub pending: BTreeMap<ContentHash, Vec<u8>>,
     /// The bytes of big pre-images stored already (the previous turn's after-images), so
@@ -1190,6 +1202,8 @@ impl Flight {
             tools: Vec::new(),
             changes: Vec::new(),
             ran_bash: false,
+            bash_uncaptured: false,
+            bash_unrestorable: BTreeSet::new(),
             pending: BTreeMap::new(),
             held: BTreeMap::new(),
         }
@@ -1216,13 +1230,30 @@ impl Flight {
                 }
                 self.changes.extend(changes);
             }
-            InflightLine::Bash { .. } => self.ran_bash = true,
+            InflightLine::Bash {
+                capture,
+                unrestorable,
+                ..
+            } => {
+                self.ran_bash = true;
+                self.bash_uncaptured |= capture == BashCapture::Off;
+                for path in unrestorable {
+                    // A path captured before the call is restored with the turn: its
+                    // pre-image is older than what the call did to it.
+                    if let Ok(valid) = WorkspacePath::from_relative(&path)
+                        && !self.before.contains_key(&valid)
+                    {
+                        self.bash_unrestorable.insert(valid.to_string());
+                    }
+                }
+            }
         }
     }
 
     /// Reads the after-image of every touched path and keeps the paths that changed, with
     /// the bytes their blobs are made from (after-images only of files of at least `big`
-    /// bytes that were files before); `None` when no path changed.
+    /// bytes that were files before); `None` when no path changed and `bash` changed none
+    /// that cannot be restored (such a turn is kept, so that the log names them).
     pub(crate) async fn finish(
         mut self,
         workspace: &dyn Mutator,
@@ -1250,7 +1281,7 @@ impl Flight {
                 });
             }
         }
-        if paths.is_empty() {
+        if paths.is_empty() && self.bash_unrestorable.is_empty() {
             return Ok(None);
         }
         let used: BTreeSet<ContentHash> = paths.iter().filter_map(|p| p.before.hash()).collect();
@@ -1265,6 +1296,8 @@ impl Flight {
             tools: self.tools,
             changes: self.changes,
             ran_bash: self.ran_bash,
+            bash_uncaptured: self.bash_uncaptured,
+            bash_unrestorable: self.bash_unrestorable.into_iter().collect(),
             recovered,
             paths,
             packs: Vec::new(),
@@ -1300,4 +1333,88 @@ pub(crate) fn append_line(
         return Err(err);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn bash(capture: BashCapture, paths: &[&str]) -> InflightLine {
+        InflightLine::Bash {
+            turn: Some(TurnId(1)),
+            capture,
+            unrestorable: paths.iter().map(|p| (*p).to_owned()).collect(),
+        }
+    }
+
+    fn path(name: &str) -> InflightLine {
+        InflightLine::Path {
+            turn: Some(TurnId(1)),
+            path: name.to_owned(),
+            before: Image::Absent,
+            bytes: None,
+        }
+    }
+
+    fn flight(lines: Vec<InflightLine>) -> Flight {
+        let mut flight = Flight::new(TurnRecord::empty(1).meta);
+        for line in lines {
+            flight.apply(line, None);
+        }
+        flight
+    }
+
+    #[test]
+    fn a_flight_gathers_what_its_bash_calls_left_unrestorable() {
+        let captured = flight(vec![bash(BashCapture::Overlay, &[])]);
+        assert!(captured.ran_bash);
+        assert!(!captured.bash_uncaptured);
+        assert!(captured.bash_unrestorable.is_empty());
+
+        let mixed = flight(vec![
+            path("early"),
+            bash(BashCapture::Detect, &["z", "early", "b/c"]),
+            path("z"),
+            bash(BashCapture::Overlay, &[]),
+            bash(BashCapture::Detect, &["b/c", "a", "../outside"]),
+        ]);
+        assert!(mixed.ran_bash);
+        assert!(!mixed.bash_uncaptured);
+        // `early` was captured before bash changed it, so undo restores it; `z`, captured
+        // after, is restored only to what bash made it; the invalid path is dropped.
+        assert_eq!(
+            mixed.bash_unrestorable.iter().collect::<Vec<_>>(),
+            ["a", "b/c", "z"]
+        );
+
+        let off = flight(vec![
+            bash(BashCapture::Detect, &[]),
+            bash(BashCapture::Off, &[]),
+            bash(BashCapture::Overlay, &[]),
+        ]);
+        assert!(off.bash_uncaptured, "one call without capture is enough");
+        assert!(off.bash_unrestorable.is_empty());
+
+        let none = flight(vec![path("a")]);
+        assert!(!none.ran_bash && !none.bash_uncaptured);
+    }
+
+    #[tokio::test]
+    async fn a_turn_whose_only_change_bash_cannot_restore_is_kept() {
+        let workspace = shiro_tools::MemMutator::new();
+        let spares = Spares::none();
+        let finish = |lines| flight(lines).finish(&workspace, false, u64::MAX, &spares);
+        let finished = finish(vec![bash(BashCapture::Detect, &["b", "a"])])
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(finished.record.paths.is_empty());
+        assert_eq!(finished.record.bash_unrestorable, ["a", "b"]);
+        assert!(finished.record.validate().is_ok());
+        // Nothing known to name: as before, a turn that changed nothing is not kept.
+        let off = finish(vec![bash(BashCapture::Off, &[])]).await.unwrap();
+        assert!(off.is_none());
+    }
 }

@@ -15,8 +15,8 @@ use shiro_tools::{
     Change, Hooked, MemMutator, Mutation, Mutator, MutatorError, Stat, create_parent_dirs,
 };
 use shiro_undo::{
-    ContentHash, FORMAT_VERSION, Recording, StoreOptions, TurnId, TurnStart, UndoError,
-    UndoOptions, UndoStore,
+    BashCapture, ContentHash, FORMAT_VERSION, Recording, StoreOptions, TurnId, TurnStart,
+    UndoError, UndoOptions, UndoStore,
 };
 
 const FORCE: UndoOptions = UndoOptions {
@@ -418,7 +418,7 @@ async fn the_log_lists_turns_with_their_changes_and_the_bash_note() {
         )
         .await;
     f.rec.note_tool("bash", &[]).await;
-    f.rec.note_bash().await;
+    f.rec.note_bash(BashCapture::Off, &[]).await;
     f.rec.finish_turn().await.unwrap().unwrap();
     turn(&f, "headless write", &[("src/lib.rs", b"")])
         .await
@@ -432,6 +432,71 @@ async fn the_log_lists_turns_with_their_changes_and_the_bash_note() {
     let outcome = f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
     assert_eq!(outcome.turn.history_marker, 12);
     insta::assert_snapshot!("undo_with_bash_note", outcome.to_string());
+}
+
+/// Records a turn that writes `writes`, then runs bash with `capture`, which changed
+/// `unrestorable` (made here too, as a bash run directly would).
+async fn bash_turn(
+    f: &Fixture,
+    summary: &str,
+    writes: &[&str],
+    capture: BashCapture,
+    unrestorable: &[&str],
+) -> Option<TurnId> {
+    f.rec.begin_turn(start(summary)).await.unwrap();
+    for path in writes {
+        write(&f.rec, path, b"tool").await;
+    }
+    for path in unrestorable {
+        write(&f.ws, path, b"bash").await;
+    }
+    f.rec.note_tool("bash", &[]).await;
+    let paths: Vec<_> = unrestorable.iter().map(|path| p(path)).collect();
+    f.rec.note_bash(capture, &paths).await;
+    f.rec.finish_turn().await.unwrap()
+}
+
+#[tokio::test]
+async fn the_log_and_undo_say_how_bash_was_captured() {
+    let f = fixture(StoreOptions::default()).await;
+    let many: Vec<String> = (1..=12).map(|i| format!("out/{i:02}.o")).collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    bash_turn(&f, "overlay", &["a"], BashCapture::Overlay, &[]).await;
+    bash_turn(&f, "one", &["b"], BashCapture::Detect, &["x"]).await;
+    bash_turn(&f, "three", &[], BashCapture::Detect, &["z", "y", "x"]).await;
+    bash_turn(&f, "many", &["c"], BashCapture::Detect, &many).await;
+    bash_turn(&f, "off", &["d"], BashCapture::Off, &[]).await;
+    // Two calls in one turn: one without capture, one that left a path unrestorable.
+    f.rec.begin_turn(start("both")).await.unwrap();
+    write(&f.rec, "e", b"tool").await;
+    f.rec.note_bash(BashCapture::Off, &[]).await;
+    f.rec.note_bash(BashCapture::Detect, &[p("w")]).await;
+    f.rec.finish_turn().await.unwrap().unwrap();
+
+    let log = f.store.log().unwrap();
+    assert_eq!(
+        log.len(),
+        6,
+        "the turn bash alone changed is kept, to name its files"
+    );
+    let text: Vec<String> = log.iter().map(|t| t.to_string()).collect();
+    insta::assert_snapshot!("bash_log_lines", text.join("\n"));
+    let mut json = serde_json::to_value(&log[2]).unwrap();
+    json["time"] = 0.into();
+    insta::assert_snapshot!(
+        "bash_log_json",
+        serde_json::to_string_pretty(&json).unwrap()
+    );
+    let mut undone = Vec::new();
+    for _ in 0..log.len() {
+        let outcome = f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+        undone.push(outcome.to_string());
+    }
+    insta::assert_snapshot!("bash_undo_notes", undone.join("\n"));
+    // What bash changed stays; what the tools changed is undone.
+    let tree = mem_tree(&f.ws);
+    assert_eq!(read(&tree, "x"), b"bash");
+    assert!(!tree.contains_key("a") && !tree.contains_key("e"));
 }
 
 #[tokio::test]
@@ -660,6 +725,80 @@ async fn the_in_flight_file_is_reused_and_an_earlier_turns_records_are_not_recov
 }
 
 #[tokio::test]
+async fn a_turn_cut_short_after_bash_keeps_what_bash_could_not_capture() {
+    let f = fixture(StoreOptions::default()).await;
+    write(&f.ws, "a", b"before").await;
+    f.rec.begin_turn(start("build")).await.unwrap();
+    write(&f.rec, "a", b"tool").await;
+    // Bash, run directly, changed `a` again and made `gen/out`.
+    write(&f.ws, "a", b"bash").await;
+    write(&f.ws, "gen/out", b"bash").await;
+    f.rec
+        .note_bash(BashCapture::Detect, &[p("gen/out"), p("gen"), p("a")])
+        .await;
+    // The process dies: the recorder is never finished.
+    drop(f.rec);
+
+    let (store, notices) = reopen(f.dir.path(), &f.ws).await;
+    insta::assert_snapshot!(notices.join("\n"), @r#"recovered turn #1 "build", interrupted before it finished; it changed 1 path and can be undone; bash changed 2 files that cannot be restored: gen, gen/out"#);
+    let log = store.log().unwrap();
+    insta::assert_snapshot!(log[0].to_string(), @r#"#1 "build" (session s1) [recovered after a crash]: M a (bash changed 2 files that cannot be restored: gen, gen/out)"#);
+    let outcome = store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    insta::assert_snapshot!(outcome.to_string(), @r#"
+    undid turn #1 "build" of session s1
+      restored  a
+    note: bash changed 2 files that cannot be restored: gen, gen/out
+    "#);
+    // `a` was captured before bash changed it: undo restored it, bash's change too.
+    let tree = mem_tree(&f.ws);
+    assert_eq!(read(&tree, "a"), b"before");
+    assert_eq!(read(&tree, "gen/out"), b"bash");
+}
+
+#[tokio::test]
+async fn in_flight_bash_records_are_recovered_with_their_capture() {
+    let f = fixture(StoreOptions::default()).await;
+    let inflight = f.store.dir().join("inflight.jsonl");
+    drop(f.rec);
+    let start = |version: u32, id: u64| {
+        serde_json::json!({"record": "start", "version": version, "turn": {"id": id,
+            "time": 0, "summary": "crashed", "history_marker": 0, "session": null}})
+    };
+
+    // Format 6: a turn whose only change is one bash made, which cannot be restored.
+    write(&f.ws, "made-by-bash", b"x").await;
+    let detect = serde_json::json!({"record": "bash", "turn": 1, "capture": "detect",
+        "unrestorable": ["made-by-bash"]});
+    std::fs::write(
+        &inflight,
+        record_line(&start(FORMAT_VERSION, 1)) + &record_line(&detect),
+    )
+    .unwrap();
+    let (store, notices) = reopen(f.dir.path(), &f.ws).await;
+    insta::assert_snapshot!(notices.join("\n"), @r#"recovered turn #1 "crashed", interrupted before it finished; bash changed 1 file that cannot be restored: made-by-bash"#);
+    let turn = &store.log().unwrap()[0];
+    assert_eq!(turn.bash_unrestorable, [p("made-by-bash")]);
+    assert!(turn.ran_bash && !turn.bash_uncaptured);
+    drop(store);
+
+    // Format 5 wrote no capture: bash was never captured then.
+    let path = serde_json::json!({"record": "path", "turn": 2, "path": "a",
+        "before": {"kind": "absent"}});
+    write(&f.ws, "a", b"a").await;
+    let bash = serde_json::json!({"record": "bash", "turn": 2});
+    std::fs::write(
+        &inflight,
+        record_line(&start(5, 2)) + &record_line(&path) + &record_line(&bash),
+    )
+    .unwrap();
+    let (store, _) = reopen(f.dir.path(), &f.ws).await;
+    let turn = &store.log().unwrap()[0];
+    assert_eq!(turn.id, TurnId(2));
+    assert!(turn.ran_bash && turn.bash_uncaptured);
+    assert!(turn.bash_unrestorable.is_empty());
+}
+
+#[tokio::test]
 async fn paths_captured_ahead_are_recorded_only_if_the_call_changes_them() {
     let f = fixture(StoreOptions::default()).await;
     write(&f.ws, "a", b"a").await;
@@ -849,8 +988,9 @@ async fn a_restore_journaled_by_a_format_3_store_is_completed() {
     let log = std::fs::read_to_string(f.store.dir().join("log.jsonl")).unwrap();
     let turn_line = log.lines().last().unwrap().split_once(' ').unwrap().1;
     let turn: serde_json::Value = serde_json::from_str(turn_line).unwrap();
-    let json =
-        serde_json::json!({"version": 3, "direction": "undo", "turn": turn["turn"]}).to_string();
+    let mut turn = turn["turn"].clone();
+    turn["ran_bash"] = true.into();
+    let json = serde_json::json!({"version": 3, "direction": "undo", "turn": turn}).to_string();
     let line = format!("{} {json}\n", ContentHash::of(json.as_bytes()).to_hex());
     std::fs::write(f.store.dir().join("journal.jsonl"), line).unwrap();
     drop(f.rec);
@@ -862,7 +1002,9 @@ async fn a_restore_journaled_by_a_format_3_store_is_completed() {
     );
     assert_eq!(mem_tree(&f.ws)["a"].1.as_deref(), Some(&b"before"[..]));
     assert!(store.log().unwrap().is_empty());
-    assert_eq!(store.redo_log().unwrap().len(), 1);
+    let redo = store.redo_log().unwrap();
+    assert_eq!(redo.len(), 1);
+    assert!(redo[0].bash_uncaptured, "format 3 never captured bash");
     assert!(!store.dir().join("journal.jsonl").exists());
 }
 
