@@ -16,6 +16,32 @@ pub struct ConfigFile {
     /// `[model]`
     #[serde(default)]
     pub model: ModelConfig,
+    /// `[bash]`
+    #[serde(default)]
+    pub bash: BashConfig,
+}
+
+/// `[bash]`: how bash commands' file changes are captured.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BashConfig {
+    /// `overlay` (the default; falls back to `detect` where overlays are refused), `detect`
+    /// or `off`.
+    pub capture: Option<BashCapture>,
+}
+
+/// How bash commands' file changes are captured (see `docs/undo.md`).
+#[derive(Debug, Default, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum BashCapture {
+    /// Through an overlay of the workspace, so they are undone like any tool's; where
+    /// overlays are refused, `Detect`, with a notice.
+    #[default]
+    Overlay,
+    /// Run directly; the changed paths are named, and cannot be undone.
+    Detect,
+    /// Run directly; nothing is known about what changed.
+    Off,
 }
 
 /// `[undo]`: depth and store size.
@@ -49,6 +75,8 @@ pub struct Config {
     pub max_store_bytes: u64,
     /// `[model]` as merged.
     pub model: ModelConfig,
+    /// `[bash] capture` as merged.
+    pub bash_capture: BashCapture,
     /// The user's config directory, when there is one (user commands live there too).
     pub user_dir: Option<PathBuf>,
 }
@@ -86,6 +114,11 @@ impl Config {
                 base_url: project.model.base_url.or(user.model.base_url),
                 timeout_secs: project.model.timeout_secs.or(user.model.timeout_secs),
             },
+            bash_capture: project
+                .bash
+                .capture
+                .or(user.bash.capture)
+                .unwrap_or_default(),
             user_dir,
         })
     }
@@ -148,5 +181,42 @@ mod tests {
         );
         std::fs::write(ws.path().join(".shiro/config.toml"), "[undo]\ndepth = 0\n").unwrap();
         assert!(Config::load(ws.path(), None).is_err());
+        std::fs::write(
+            ws.path().join(".shiro/config.toml"),
+            "[bash]\ncapture = \"sometimes\"\n",
+        )
+        .unwrap();
+        let err = Config::load(ws.path(), None).unwrap_err();
+        assert!(
+            format!("{err:#}").contains(
+                "unknown variant `sometimes`, expected one of `overlay`, `detect`, `off`"
+            ),
+            "{err:#}"
+        );
+    }
+
+    #[test]
+    fn bash_capture_defaults_to_overlay_and_the_workspace_wins() {
+        let user = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        assert_eq!(
+            Config::load(ws.path(), None).unwrap().bash_capture,
+            BashCapture::Overlay
+        );
+        std::fs::write(
+            user.path().join("config.toml"),
+            "[bash]\ncapture = \"off\"\n",
+        )
+        .unwrap();
+        let config = Config::load(ws.path(), Some(user.path().to_owned())).unwrap();
+        assert_eq!(config.bash_capture, BashCapture::Off);
+        std::fs::create_dir(ws.path().join(".shiro")).unwrap();
+        std::fs::write(
+            ws.path().join(".shiro/config.toml"),
+            "[bash]\ncapture = \"detect\"\n",
+        )
+        .unwrap();
+        let config = Config::load(ws.path(), Some(user.path().to_owned())).unwrap();
+        assert_eq!(config.bash_capture, BashCapture::Detect);
     }
 }

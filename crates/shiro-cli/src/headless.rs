@@ -11,13 +11,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use shiro_commands::{ExpandContext, FsReader, Registry, Severity, ShRunner, Sources};
-use shiro_tools::{FsMutator, Hooked, Mutator, Tool, ToolOutput, tools};
+use shiro_tools::capture::{Auto, BashRunner, CaptureMode, Detect, Direct, Overlay};
+use shiro_tools::tools::Bash;
+use shiro_tools::{FsMutator, Hooked, Mutator, Tool, ToolOutput, WorkspacePath, tools};
 use shiro_undo::{
     Image, Recording, StoreOptions, TurnStart, UndoError, UndoOptions, UndoOutcome, UndoStore,
 };
 
 use crate::cli::{CommandsCommand, RestoreArgs};
-use crate::config::Config;
+use crate::config::{BashCapture, Config};
 use crate::render::{self, Color, Side};
 use crate::signals::{INTERRUPTED, Signals};
 use crate::trust;
@@ -51,9 +53,34 @@ pub struct Context {
     pub color: Color,
     /// The process's signal handling: a file-changing command checks it before it starts.
     pub signals: Signals,
+    /// The `bash` tool as configured (see [`bash_tool`]); clones share its runner.
+    pub bash: Bash,
+}
+
+/// The `bash` tool as `[bash] capture` says: over an overlay, falling back to detection
+/// where overlays are refused; detection only; or no capture. A signal that asks the running
+/// work to stop stops its command, whose changes are then still captured.
+pub fn bash_tool(config: &Config, signals: &Signals) -> Bash {
+    let runner: Arc<dyn BashRunner> = match config.bash_capture {
+        // The helper is this very binary (`main` hands it the helper's arguments first).
+        BashCapture::Overlay => Arc::new(Auto::new(Overlay::new("/proc/self/exe"), Detect)),
+        BashCapture::Detect => Arc::new(Detect),
+        BashCapture::Off => Arc::new(Direct),
+    };
+    Bash::new(runner).with_stop(signals.stops())
 }
 
 impl Context {
+    /// Every tool, `bash` as configured.
+    pub fn tools(&self) -> Vec<Box<dyn Tool>> {
+        tools::all_with(self.bash.clone())
+    }
+
+    /// The tool called `name`, if there is one.
+    pub fn tool(&self, name: &str) -> Option<Box<dyn Tool>> {
+        self.tools().into_iter().find(|tool| tool.name() == name)
+    }
+
     /// Opens the workspace's undo store (recovering what a crash left behind) and returns
     /// it with the notices to show.
     pub async fn open_store(&self) -> Result<(UndoStore, Vec<String>)> {
@@ -134,7 +161,7 @@ pub struct Report {
 
 /// `shiro tool NAME --args JSON|@FILE`.
 pub async fn tool(ctx: &Context, name: &str, args: &str) -> Result<Report> {
-    let tool = tools::find(name).ok_or_else(|| {
+    let tool = ctx.tool(name).ok_or_else(|| {
         let names: Vec<&str> = tools::all().iter().map(|t| t.name()).collect();
         anyhow!("unknown tool {name:?}; the tools are: {}", names.join(", "))
     })?;
@@ -208,11 +235,14 @@ async fn run_as_turn(
         Ok(output) => recording.note_tool(tool.name(), &output.changes).await,
         Err(_) => recording.note_tool(tool.name(), &[]).await,
     }
-    if tool.name() == "bash" {
-        recording.note_bash().await;
-        notices.push(
-            "note: bash's effects are not recorded, so `shiro undo` cannot reverse them".to_owned(),
-        );
+    if tool.name() == "bash"
+        && let Ok(output) = &result
+    {
+        let mode = output.capture.unwrap_or(CaptureMode::Off);
+        recording
+            .note_bash(undo_capture(mode), &output.unrestorable)
+            .await;
+        notices.extend(bash_note(mode, &output.unrestorable, "`shiro undo`"));
     }
     // A failed call normally changed nothing (apply_patch puts back what it did), so
     // finishing records no turn; a successful one is saved.
@@ -245,6 +275,45 @@ async fn run_as_turn(
         }
         (Ok(_), Err(err)) => Err(err.into()),
         (Err(err), Err(_)) => Err(err.into()),
+    }
+}
+
+/// How the undo log names a capture mode.
+pub fn undo_capture(mode: CaptureMode) -> shiro_undo::BashCapture {
+    match mode {
+        CaptureMode::Overlay => shiro_undo::BashCapture::Overlay,
+        CaptureMode::Detect => shiro_undo::BashCapture::Detect,
+        CaptureMode::Off => shiro_undo::BashCapture::Off,
+    }
+}
+
+/// What a person is told after a bash call whose changes `undo` (the command that reverses
+/// the turn) cannot all reverse; nothing when they were all captured.
+pub fn bash_note(mode: CaptureMode, unrestorable: &[WorkspacePath], undo: &str) -> Option<String> {
+    match mode {
+        CaptureMode::Overlay => None,
+        CaptureMode::Detect if unrestorable.is_empty() => None,
+        CaptureMode::Detect => {
+            const SHOWN: usize = 10;
+            let n = unrestorable.len();
+            let mut names: Vec<&str> = unrestorable
+                .iter()
+                .take(SHOWN)
+                .map(WorkspacePath::as_str)
+                .collect();
+            let more = format!("and {} more", n.saturating_sub(SHOWN));
+            if n > SHOWN {
+                names.push(&more);
+            }
+            Some(format!(
+                "note: bash changed {n} {} that {undo} cannot restore (bash capture is detect-only): {}",
+                if n == 1 { "file" } else { "files" },
+                names.join(", ")
+            ))
+        }
+        CaptureMode::Off => Some(format!(
+            "note: bash ran without capture, so {undo} cannot reverse its effects"
+        )),
     }
 }
 
@@ -474,8 +543,30 @@ pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
         for change in &turn.changes {
             writeln!(out, "    {change}")?;
         }
-        if turn.ran_bash {
-            writeln!(out, "    (ran bash: its effects are not recorded)")?;
+        if turn.bash_uncaptured {
+            writeln!(
+                out,
+                "    (ran bash without capture: its effects are not recorded)"
+            )?;
+        }
+        if !turn.bash_unrestorable.is_empty() {
+            const LISTED: usize = 20;
+            let n = turn.bash_unrestorable.len();
+            writeln!(
+                out,
+                "    bash changed {n} {} that cannot be restored:",
+                if n == 1 { "file" } else { "files" }
+            )?;
+            for path in turn.bash_unrestorable.iter().take(LISTED) {
+                writeln!(out, "      {path}")?;
+            }
+            if n > LISTED {
+                writeln!(
+                    out,
+                    "      … and {} more (`shiro log --json` lists them all)",
+                    n - LISTED
+                )?;
+            }
         }
         if let Some(damage) = &turn.damage {
             writeln!(out, "    damaged: {damage}")?;

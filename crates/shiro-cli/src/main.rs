@@ -11,9 +11,19 @@ use shiro_cli::config::{self, Config};
 use shiro_cli::headless::{self, Context, FailedAfterChanges, Report, Way};
 use shiro_cli::render::Color;
 use shiro_cli::signals::{Handling, INTERRUPTED, Signals};
-use shiro_tools::tools;
+use shiro_tools::{capture, tools};
 
 fn main() -> ExitCode {
+    // The bash overlay's helpers: first, while the process has one thread (see
+    // `shiro_tools::capture`).
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if args
+        .first()
+        .is_some_and(|first| first == capture::HELPER_OVERLAY || first == capture::HELPER_INIT)
+    {
+        let code = capture::run_helper(&args);
+        std::process::exit(code);
+    }
     let cli = Cli::parse();
     // Before any work: a signal that found the default handler would kill the process
     // part-way through a change (see `shiro_cli::signals`).
@@ -65,8 +75,9 @@ fn handling(cli: &Cli) -> Handling {
         };
     };
     match command {
-        // Dropping its future kills bash's process group.
-        Command::Tool { name, .. } if name == "bash" => Handling::Cancel,
+        // The command is stopped (its process group killed), and what it changed is still
+        // committed and recorded.
+        Command::Tool { name, .. } if name == "bash" => Handling::Finish,
         Command::Tool { name, .. } => match tools::find(name) {
             Some(tool) if tool.is_mutating() => Handling::Finish,
             _ => Handling::Stop,
@@ -92,11 +103,13 @@ async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
         anyhow::bail!("workspace {} is not a directory", root.display());
     }
     let config = Config::load(&root, config::user_config_dir())?;
+    let bash = headless::bash_tool(&config, &signals);
     let ctx = Context {
         root,
         config,
         color: Color::detect(std::io::stdout().is_terminal()),
         signals,
+        bash,
     };
     let Some(command) = &cli.command else {
         return shiro_cli::agent::main(&ctx, &cli.session).await;

@@ -51,6 +51,9 @@ pub struct Signals {
 struct Shared {
     state: Mutex<State>,
     hand: watch::Sender<u64>,
+    /// Bumped by every first signal under [`Handling::Cancel`] or [`Handling::Finish`]: a
+    /// running `bash` command stops on it and still commits what it changed.
+    stop: watch::Sender<u64>,
 }
 
 #[derive(Debug)]
@@ -83,6 +86,7 @@ impl Default for Signals {
 impl Signals {
     fn with(handling: Handling) -> Self {
         let (hand, handed) = watch::channel(0);
+        let (stop, _) = watch::channel(0);
         Self {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -90,6 +94,7 @@ impl Signals {
                     pending: false,
                 }),
                 hand,
+                stop,
             }),
             handed,
         }
@@ -115,6 +120,12 @@ impl Signals {
         let mut state = self.shared.lock();
         state.handling = handling;
         state.pending = false;
+    }
+
+    /// Changes each time a signal asks the running work to stop (the first signal under
+    /// [`Handling::Cancel`] or [`Handling::Finish`]); the `bash` tool watches it.
+    pub fn stops(&self) -> watch::Receiver<u64> {
+        self.shared.stop.subscribe()
     }
 
     /// Whether a signal came since the handling was last set.
@@ -161,10 +172,12 @@ impl Shared {
             }
             (Handling::Cancel, false, _) => {
                 state.pending = true;
+                self.stop.send_modify(|n| *n += 1);
                 self.hand.send_modify(|n| *n += 1);
             }
             (Handling::Finish, false, _) => {
                 state.pending = true;
+                self.stop.send_modify(|n| *n += 1);
                 eprintln!(
                     "shiro: interrupted; finishing the current change so the workspace and the undo log stay consistent (interrupt again to stop at once)"
                 );

@@ -26,6 +26,7 @@
 //! # });
 //! ```
 
+pub mod capture;
 mod mutator;
 pub mod patch;
 mod path;

@@ -61,6 +61,12 @@ pub struct ToolOutput {
     pub text: String,
     /// What changed on disk, in the order it happened; empty for read-only tools.
     pub changes: Vec<Change>,
+    /// How `bash` captured its command's changes; `None` for the other tools.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capture: Option<crate::capture::CaptureMode>,
+    /// Paths a `bash` command changed that nothing can restore (it ran without an overlay).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unrestorable: Vec<WorkspacePath>,
 }
 
 /// Why a tool call failed. The message tells the model what to do next and whether anything

@@ -348,6 +348,12 @@ impl<M: Mutator> Mutator for Recording<M> {
         self.inner.remove_partial_writes(paths).await
     }
 
+    /// Captures the pre-images of `paths` now, with one flush (see
+    /// [`Recording::capture_ahead`]).
+    async fn prepare(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
+        self.capture_ahead(paths).await
+    }
+
     async fn read_into(&self, path: &WorkspacePath, buf: Vec<u8>) -> Result<Vec<u8>, MutatorError> {
         self.inner.read_into(path, buf).await
     }

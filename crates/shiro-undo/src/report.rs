@@ -422,6 +422,15 @@ pub enum Notice {
         /// The link and its target: `.shiro/undo/inflight.jsonl -> /elsewhere`.
         link: String,
     },
+    /// A bash command's changes, whose commit a crash cut short, were applied in full from
+    /// the overlay layer it left; the interrupted turn's record holds their pre-images.
+    FinishedBashCommit {
+        /// How many steps were still to apply.
+        steps: usize,
+    },
+    /// A bash command cut short before its changes counted (its process was killed while it
+    /// ran) left an overlay layer; it was discarded, so the workspace has none of its changes.
+    DiscardedBashLayer,
     /// The oldest turns were dropped to keep the store under its size cap.
     DroppedForSize {
         /// The turns dropped, oldest first.
@@ -515,6 +524,14 @@ impl fmt::Display for Notice {
             Notice::RemovedLink { link } => write!(
                 f,
                 "removed a symbolic link from the undo store ({link}): the store never follows links, so its target was not touched; the store uses a file of its own there"
+            ),
+            Notice::FinishedBashCommit { steps } => write!(
+                f,
+                "finished applying the changes of a bash command that was interrupted while they were applied ({steps} {} left); the turn that ran it can be undone",
+                if *steps == 1 { "step was" } else { "steps were" }
+            ),
+            Notice::DiscardedBashLayer => f.write_str(
+                "discarded the changes of a bash command that was cut short before it ended; the workspace has none of them",
             ),
             Notice::DroppedForSize {
                 dropped,

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use shiro_tools::capture::LayerRecovery;
 use shiro_tools::{FsMutator, Mutator, WorkspacePath};
 
 use crate::blob::{Blobs, Form, Listing, MAX_DELTA_DEPTH};
@@ -791,6 +792,18 @@ impl UndoStore {
         workspace: &dyn Mutator,
         state: &mut LogState,
     ) -> Result<(), UndoError> {
+        // First a bash command's overlay layer that a crash left: a commit cut short is
+        // finished (the in-flight record below holds the pre-images of all it changes), a
+        // command cut short is discarded.
+        for recovered in shiro_tools::capture::recover_layers(workspace)
+            .await
+            .map_err(UndoError::Mutator)?
+        {
+            self.notify(match recovered {
+                LayerRecovery::Finished { steps } => Notice::FinishedBashCommit { steps },
+                LayerRecovery::Discarded => Notice::DiscardedBashLayer,
+            });
+        }
         let path = self.path(INFLIGHT_FILE);
         let Some(bytes) = read_optional(&path).map_err(|err| UndoError::io("read", &path, err))?
         else {

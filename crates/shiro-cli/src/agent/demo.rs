@@ -77,6 +77,8 @@ pub async fn run(out: Box<dyn Write + Send>, color: Color) -> Result<()> {
         color,
         // The demo runs under `shiro demo`'s own handling: a signal drops it whole.
         signals: Signals::default(),
+        // The demo's bash is never called; its edits are the file tools'.
+        bash: shiro_tools::tools::bash(),
     };
     let provider: Box<dyn Provider> = Box::new(ReplayProvider::from_script(SCRIPT)?);
     let tools = shiro_tools::tools::all();
@@ -95,6 +97,7 @@ pub async fn run(out: Box<dyn Write + Send>, color: Color) -> Result<()> {
         },
         max_steps: DEFAULT_MAX_STEPS,
         catch_interrupts: false,
+        bash_running: tokio::sync::watch::Sender::new(false),
     };
     agent.push(Message::system(SYSTEM_PROMPT))?;
     agent.printer.info(&format!(

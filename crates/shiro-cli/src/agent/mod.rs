@@ -66,7 +66,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         mode,
         ctx.color,
     );
-    let tools = shiro_tools::tools::all();
+    let tools = ctx.tools();
     let mut agent = Agent {
         ctx,
         provider,
@@ -82,6 +82,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         },
         max_steps: DEFAULT_MAX_STEPS,
         catch_interrupts: !headless,
+        bash_running: tokio::sync::watch::Sender::new(false),
     };
     if agent.history.is_empty() {
         agent.push(Message::system(SYSTEM_PROMPT))?;

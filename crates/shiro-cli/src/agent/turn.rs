@@ -4,6 +4,7 @@
 
 use anyhow::{Context as _, Result, anyhow};
 use serde_json::Value;
+use shiro_tools::capture::CaptureMode;
 use shiro_tools::{Change, FsMutator, Tool};
 use shiro_undo::{Recording, TurnStart};
 
@@ -11,7 +12,7 @@ use super::approve::{self, Answer, Approvals, Decision, Policy};
 use super::events::{Event, Printer, Status};
 use super::input::{Input, Read};
 use super::session::{Line, Session};
-use crate::headless::Context;
+use crate::headless::{self, Context};
 use crate::provider::{ChatRequest, Message, Provider, Role, ToolSpec};
 use crate::signals::Handling;
 
@@ -49,6 +50,9 @@ pub struct Agent<'a> {
     pub max_steps: usize,
     /// Whether Ctrl-C stops a running turn (the REPL) rather than the process.
     pub catch_interrupts: bool,
+    /// True while a `bash` call runs: Ctrl-C then stops its command (the tool watches the
+    /// same signal) and lets it commit what it changed before the turn is dropped.
+    pub bash_running: tokio::sync::watch::Sender<bool>,
 }
 
 impl std::fmt::Debug for Agent<'_> {
@@ -74,6 +78,8 @@ pub struct TurnReport {
     pub error: Option<String>,
     /// Whether it ran `bash`.
     pub ran_bash: bool,
+    /// What the user is told about bash calls whose changes `/undo` cannot all reverse.
+    pub bash_notes: Vec<String>,
 }
 
 /// The tool specs the model is offered.
@@ -144,9 +150,20 @@ impl Agent<'_> {
             // is not lost, nor does it find the default handler.
             let signals = self.ctx.signals.clone();
             signals.set(Handling::Cancel);
+            let mut running = self.bash_running.subscribe();
+            let steps = self.steps(&recording, prompt, &mut report);
+            tokio::pin!(steps);
             let outcome = tokio::select! {
-                outcome = self.steps(&recording, prompt, &mut report) => outcome,
-                () = signals.cancelled() => Err(anyhow!("interrupted by Ctrl-C")),
+                outcome = &mut steps => outcome,
+                () = signals.cancelled() => {
+                    // A running bash command stops on the same signal; its changes are
+                    // committed and noted before the rest of the turn is dropped.
+                    tokio::select! {
+                        _ = &mut steps => {}
+                        _ = running.wait_for(|running| !running) => {}
+                    }
+                    Err(anyhow!("interrupted by Ctrl-C"))
+                }
             };
             signals.set(Handling::Idle);
             outcome
@@ -175,8 +192,8 @@ impl Agent<'_> {
             steps: report.steps,
             error: report.error.clone(),
         });
-        if report.ran_bash && report.turn_id.is_some() {
-            self.printer.info("note: this turn ran bash; /undo restores its file-tool changes, not the effects of its commands");
+        for note in &report.bash_notes {
+            self.printer.info(note);
         }
         Ok(report)
     }
@@ -311,6 +328,7 @@ impl Agent<'_> {
                 Vec::new(),
             );
         }
+        self.bash_running.send_replace(is_bash);
         let result = tool.call(recording, args).await;
         if tool.is_mutating() {
             let changes = result
@@ -319,10 +337,17 @@ impl Agent<'_> {
                 .unwrap_or_default();
             recording.note_tool(tool.name(), changes).await;
         }
-        if is_bash {
-            recording.note_bash().await;
+        if is_bash && let Ok(output) = &result {
+            let mode = output.capture.unwrap_or(CaptureMode::Off);
+            recording
+                .note_bash(headless::undo_capture(mode), &output.unrestorable)
+                .await;
             report.ran_bash = true;
+            report
+                .bash_notes
+                .extend(headless::bash_note(mode, &output.unrestorable, "/undo"));
         }
+        self.bash_running.send_replace(false);
         match result {
             Ok(output) => (Status::Ok, output.text, output.changes),
             Err(err) => (Status::Error, err.to_string(), Vec::new()),
@@ -425,6 +450,7 @@ mod tests {
             root,
             color: Color::Never,
             signals: Signals::default(),
+            bash: shiro_tools::tools::bash(),
         };
         let call = serde_json::json!({"text": "", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]});
         let script = serde_json::json!({"responses": [call, call, call]}).to_string();
@@ -449,6 +475,7 @@ mod tests {
             },
             max_steps: 2,
             catch_interrupts: false,
+            bash_running: tokio::sync::watch::Sender::new(false),
         };
         let report = agent.turn("look around").await.unwrap();
         assert_eq!(report.steps, 2);

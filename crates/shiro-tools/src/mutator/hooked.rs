@@ -191,6 +191,10 @@ impl<M: Mutator> Mutator for Hooked<M> {
         self.inner.remove_partial_writes(paths).await
     }
 
+    async fn prepare(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
+        self.inner.prepare(paths).await
+    }
+
     async fn read_into(&self, path: &WorkspacePath, buf: Vec<u8>) -> Result<Vec<u8>, MutatorError> {
         self.inner.read_into(path, buf).await
     }

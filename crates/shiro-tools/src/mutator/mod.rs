@@ -266,6 +266,15 @@ pub trait Mutator: Send + Sync {
         self.overwrite(path, &bytes, mode).await
     }
 
+    /// Says that the caller is about to change `paths` (each one, or entries under it), so
+    /// that a recorder captures their pre-images now, in one batch with one flush, rather
+    /// than one flush per change. A path the caller then leaves alone costs nothing more. The
+    /// default, for mutators that record nothing, does nothing.
+    async fn prepare(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
+        let _ = paths;
+        Ok(())
+    }
+
     /// Removes the temporary files that writes of `paths` killed before their rename left
     /// behind (see [`is_partial_write_of`]), for crash recovery; returns how many. Only
     /// regular files whose names match are removed. Mutators that write no temporary files

@@ -110,7 +110,11 @@ impl Tool for ApplyPatch {
             .map(ToString::to_string)
             .collect::<Vec<_>>()
             .join("\n");
-        Ok(ToolOutput { text, changes })
+        Ok(ToolOutput {
+            text,
+            changes,
+            ..ToolOutput::default()
+        })
     }
 }
 

@@ -1,12 +1,13 @@
 //! The `bash` tool: a shell command in the workspace root, bounded in time and output, with
-//! every process it starts killed when it ends, times out or is cancelled.
+//! every process it starts killed when it ends, times out, is stopped or is cancelled. What it
+//! changes is captured by the tool's [`BashRunner`] (see [`crate::capture`]).
 
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 use std::io;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt as _;
-use std::path::Path;
 use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -14,9 +15,11 @@ use rustix::process::{Pid, Signal, kill_process_group};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::io::AsyncReadExt as _;
-use tokio::process::{Child, Command};
+use tokio::process::Child;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::capture::{BashCapture, BashRunner, CaptureError, CaptureMode, Captured, Direct, Ended};
 use crate::mutator::Mutator;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
 
@@ -26,17 +29,56 @@ pub const BASH_DEFAULT_TIMEOUT_SECS: u64 = 120;
 pub const BASH_MAX_TIMEOUT_SECS: u64 = 600;
 /// How many bytes of output are kept: the first half and the last half of this.
 pub const BASH_MAX_OUTPUT_BYTES: usize = 30_000;
+/// How many changed paths the result lists; the rest are counted.
+pub const BASH_MAX_LISTED_PATHS: usize = 100;
 /// How long output is still read after the shell has exited and its group was killed. Only a
 /// process that left the group (`setsid`) can hold the pipe open past that.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
-/// Runs a shell command in the workspace root. Its effects are not recorded for undo.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Bash;
+/// Runs a shell command in the workspace root; its runner captures what it changes.
+#[derive(Clone)]
+pub struct Bash {
+    runner: Arc<dyn BashRunner>,
+    stop: Option<watch::Receiver<u64>>,
+}
 
-/// The `bash` tool.
+impl fmt::Debug for Bash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bash")
+            .field("runner", &self.runner)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Bash {
+    fn default() -> Self {
+        Self::new(Arc::new(Direct))
+    }
+}
+
+impl Bash {
+    /// A `bash` tool whose commands `runner` captures.
+    pub fn new(runner: Arc<dyn BashRunner>) -> Self {
+        Self { runner, stop: None }
+    }
+
+    /// Stops a running command, as a timeout does, each time `stop`'s value changes; what it
+    /// changed so far is captured and the call returns (an interrupt that should keep the
+    /// record of a command, where dropping the call would lose it).
+    pub fn with_stop(mut self, stop: watch::Receiver<u64>) -> Self {
+        self.stop = Some(stop);
+        self
+    }
+
+    /// The runner that captures its commands.
+    pub fn runner(&self) -> &Arc<dyn BashRunner> {
+        &self.runner
+    }
+}
+
+/// The `bash` tool, capturing nothing (see [`Bash::new`] for a capturing one).
 pub fn bash() -> Bash {
-    Bash
+    Bash::default()
 }
 
 /// The arguments of `bash`.
@@ -54,6 +96,22 @@ pub struct BashArgs {
 
 const NAME: &str = "bash";
 
+/// The description for a model: what every runner shares, then what its capture means.
+macro_rules! description {
+    ($capture:literal) => {
+        concat!(
+            "Runs a command with `bash -c` in the workspace root (stdin is empty) and returns \
+             its combined stdout and stderr and its exit code. Use it to build, run tests, and \
+             run git or other programs. It times out after `timeout_secs` (default 120, at most \
+             600); then the command and every process it started are killed. Processes left \
+             running in the background are killed when the command exits, so do not start \
+             servers expecting them to stay up. Output over 30000 bytes keeps its beginning \
+             and end. ",
+            $capture
+        )
+    };
+}
+
 #[async_trait]
 impl Tool for Bash {
     fn name(&self) -> &'static str {
@@ -61,15 +119,24 @@ impl Tool for Bash {
     }
 
     fn description(&self) -> &'static str {
-        "Runs a command with `bash -c` in the workspace root (stdin is empty) and returns its \
-         combined stdout and stderr and its exit code. Use it to build, run tests, and run git \
-         or other programs. It times out after `timeout_secs` (default 120, at most 600); then \
-         the command and every process it started are killed. Processes left running in the \
-         background are killed when the command exits, so do not start servers expecting them \
-         to stay up. Output over 30000 bytes keeps its beginning and end. Changes a command makes \
-         to files are NOT recorded for undo and cannot be undone: change files with the edit \
-         tools, and read them with read_file, grep, glob and list_dir rather than cat, grep or \
-         find."
+        match self.runner.mode() {
+            CaptureMode::Overlay => description!(
+                "Changes the command makes to files in the workspace are recorded like the edit \
+                 tools' and can be undone; the result lists them. Changes in .git and outside \
+                 the workspace are not recorded. Still prefer the edit tools for editing files, \
+                 and read_file, grep, glob and list_dir for reading them."
+            ),
+            CaptureMode::Detect => description!(
+                "Changes the command makes to files CANNOT be undone (the result names them): \
+                 change files with the edit tools, and read them with read_file, grep, glob and \
+                 list_dir rather than cat, grep or find."
+            ),
+            CaptureMode::Off => description!(
+                "Changes a command makes to files are NOT recorded for undo and cannot be \
+                 undone: change files with the edit tools, and read them with read_file, grep, \
+                 glob and list_dir rather than cat, grep or find."
+            ),
+        }
     }
 
     fn schema(&self) -> serde_json::Value {
@@ -107,15 +174,97 @@ impl Tool for Bash {
                 root.display()
             )));
         }
-        let text = run(root, &args.command, Duration::from_secs(secs))
-            .await
-            .map_err(|err| {
-                ToolError::refused(format!("could not start the shell: {err}; nothing was run"))
+        let timeout = Duration::from_secs(secs);
+        let mut notes = Vec::new();
+        // A capture that could not be set up ran nothing: the runner may then try another
+        // way (an `Auto` runner falls back to detection), once.
+        for attempt in 0..2 {
+            let capture = self.runner.begin(mutator).await.map_err(|err| {
+                ToolError::refused(format!("cannot run the command: {err}; nothing was run"))
             })?;
-        Ok(ToolOutput {
+            let (mut text, ended) = run(&*capture, &args.command, timeout, self.stop.clone())
+                .await
+                .map_err(|err| {
+                    ToolError::refused(format!("could not start the shell: {err}; nothing was run"))
+                })?;
+            let captured = match capture.finish(mutator, ended).await {
+                Ok(captured) => captured,
+                Err(CaptureError::NotStarted(why)) if attempt == 0 => {
+                    notes.push(why);
+                    continue;
+                }
+                Err(CaptureError::NotStarted(why)) => {
+                    return Err(ToolError::refused(format!(
+                        "cannot run the command: {why}; nothing was run"
+                    )));
+                }
+                Err(err) => {
+                    let _ = write!(
+                        text,
+                        "\n[the command ran, but its file changes could not all be applied to \
+                         the workspace: {err}; what was applied is recorded and undoable, the \
+                         rest was dropped]"
+                    );
+                    return Ok(ToolOutput {
+                        text,
+                        capture: Some(CaptureMode::Overlay),
+                        ..ToolOutput::default()
+                    });
+                }
+            };
+            describe(&mut text, &captured);
+            return Ok(ToolOutput {
+                text,
+                changes: captured.changes,
+                capture: captured.mode,
+                unrestorable: captured.unrestorable,
+            });
+        }
+        Err(ToolError::refused(format!(
+            "cannot run the command: {}; nothing was run",
+            notes.join("; ")
+        )))
+    }
+}
+
+/// Appends the changed paths and the notes of a capture to the text the model reads.
+fn describe(text: &mut String, captured: &Captured) {
+    let list = |text: &mut String, items: Vec<String>| {
+        for item in items.iter().take(BASH_MAX_LISTED_PATHS) {
+            let _ = write!(text, "\n{item}");
+        }
+        if items.len() > BASH_MAX_LISTED_PATHS {
+            let _ = write!(text, "\n… and {} more", items.len() - BASH_MAX_LISTED_PATHS);
+        }
+    };
+    if !captured.changes.is_empty() {
+        let _ = write!(
             text,
-            changes: Vec::new(),
-        })
+            "\n[files changed ({}; recorded, undoable):]",
+            captured.changes.len()
+        );
+        list(
+            text,
+            captured.changes.iter().map(ToString::to_string).collect(),
+        );
+    }
+    if !captured.unrestorable.is_empty() {
+        let _ = write!(
+            text,
+            "\n[paths changed ({}) that CANNOT be undone (bash ran without capture):]",
+            captured.unrestorable.len()
+        );
+        list(
+            text,
+            captured
+                .unrestorable
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        );
+    }
+    for note in &captured.notes {
+        let _ = write!(text, "\n[note: {note}]");
     }
 }
 
@@ -143,16 +292,27 @@ impl Drop for GroupGuard {
 enum Ending {
     Exited(ExitStatus),
     TimedOut,
+    /// Stopped through [`Bash::with_stop`].
+    Stopped,
     /// `wait` itself failed; the group was killed.
     Lost(io::Error),
 }
 
-async fn run(root: &Path, command: &str, timeout: Duration) -> io::Result<String> {
+/// Runs the command `capture` readies, and returns the text the model reads and how it
+/// ended. When this returns, every process of the command's group is gone.
+async fn run(
+    capture: &dyn BashCapture,
+    command: &str,
+    timeout: Duration,
+    mut stop: Option<watch::Receiver<u64>>,
+) -> io::Result<(String, Ended)> {
     // One pipe for stdout and stderr, so the model reads them interleaved as a terminal shows.
     let (writer, mut reader) = tokio::net::unix::pipe::pipe()?;
     let writer = writer.into_blocking_fd()?;
-    let mut child = match spawn("bash", root, command, &writer) {
-        Err(err) if err.kind() == io::ErrorKind::NotFound => spawn("sh", root, command, &writer)?,
+    let mut child = match spawn(capture, "bash", command, &writer) {
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            spawn(capture, "sh", command, &writer)?
+        }
         other => other?,
     };
     // Our copy of the write end must go, or the pipe never reports end of file.
@@ -162,6 +322,10 @@ async fn run(root: &Path, command: &str, timeout: Duration) -> io::Result<String
         .and_then(|id| i32::try_from(id).ok())
         .and_then(Pid::from_raw);
     let mut group = GroupGuard(pid);
+    if let Some(stop) = stop.as_mut() {
+        // Only a stop that comes from now on counts.
+        stop.mark_unchanged();
+    }
 
     let mut capture = Capture::default();
     let mut buf = vec![0u8; 16 * 1024];
@@ -171,7 +335,7 @@ async fn run(root: &Path, command: &str, timeout: Duration) -> io::Result<String
     let drain = tokio::time::sleep(Duration::from_secs(365 * 24 * 3600));
     tokio::pin!(drain);
     let mut ending: Option<Ending> = None;
-    let mut timed_out = false;
+    let mut killed: Option<Ending> = None;
     let mut eof = false;
     while !(eof && ending.is_some()) {
         tokio::select! {
@@ -180,18 +344,27 @@ async fn run(root: &Path, command: &str, timeout: Duration) -> io::Result<String
                 Ok(n) => capture.push(&buf[..n]),
             },
             status = child.wait(), if ending.is_none() => {
-                ending = Some(match status {
-                    Ok(_) if timed_out => Ending::TimedOut,
-                    Ok(status) => Ending::Exited(status),
-                    Err(err) => Ending::Lost(err),
+                ending = Some(match (status, killed.take()) {
+                    (Ok(_), Some(why)) => why,
+                    (Ok(status), None) => Ending::Exited(status),
+                    (Err(err), _) => Ending::Lost(err),
                 });
                 // Background processes die with the command, and their pipe ends with them.
                 group.kill();
                 drain.as_mut().reset(Instant::now() + DRAIN_GRACE);
             },
-            () = &mut deadline, if ending.is_none() && !timed_out => {
-                timed_out = true;
+            () = &mut deadline, if ending.is_none() && killed.is_none() => {
+                killed = Some(Ending::TimedOut);
                 group.kill();
+            },
+            changed = stopped(stop.as_mut()), if ending.is_none() && killed.is_none() => {
+                if changed {
+                    killed = Some(Ending::Stopped);
+                    group.kill();
+                } else {
+                    // The sender is gone: nothing can stop the command any more.
+                    stop = None;
+                }
             },
             () = &mut drain, if ending.is_some() => break,
         }
@@ -203,6 +376,10 @@ async fn run(root: &Path, command: &str, timeout: Duration) -> io::Result<String
              after the command exited was not read]\n",
         );
     }
+    let ended = match &ending {
+        Some(Ending::Exited(status)) => Ended::Exited(*status),
+        _ => Ended::Killed,
+    };
     match ending {
         Some(Ending::Exited(status)) => match (status.code(), status.signal()) {
             (Some(code), _) => {
@@ -221,6 +398,9 @@ async fn run(root: &Path, command: &str, timeout: Duration) -> io::Result<String
                 timeout.as_secs()
             );
         }
+        Some(Ending::Stopped) => out.push_str(
+            "[stopped by the user: the command and every process it started were killed]",
+        ),
         Some(Ending::Lost(err)) => {
             let _ = write!(
                 out,
@@ -229,14 +409,25 @@ async fn run(root: &Path, command: &str, timeout: Duration) -> io::Result<String
         }
         None => out.push_str("[the command's end was not seen; its processes were killed]"),
     }
-    Ok(out)
+    Ok((out, ended))
 }
 
-fn spawn(program: &str, root: &Path, command: &str, writer: &OwnedFd) -> io::Result<Child> {
-    Command::new(program)
-        .arg("-c")
-        .arg(command)
-        .current_dir(root)
+/// Resolves when `stop` changes (true) or its sender is gone (false); never without one.
+async fn stopped(stop: Option<&mut watch::Receiver<u64>>) -> bool {
+    match stop {
+        Some(stop) => stop.changed().await.is_ok(),
+        None => std::future::pending().await,
+    }
+}
+
+fn spawn(
+    capture: &dyn BashCapture,
+    program: &str,
+    command: &str,
+    writer: &OwnedFd,
+) -> io::Result<Child> {
+    capture
+        .command(program, command)
         .stdin(Stdio::null())
         .stdout(writer.try_clone()?)
         .stderr(writer.try_clone()?)

@@ -159,6 +159,7 @@ impl Tool for EditFile {
         Ok(ToolOutput {
             text: format!("{change}\nreplaced {} in {path}", occurrences(count)),
             changes: vec![change],
+            ..ToolOutput::default()
         })
     }
 }
@@ -238,6 +239,7 @@ impl Tool for MultiEdit {
                 occurrences(replaced)
             ),
             changes: vec![change],
+            ..ToolOutput::default()
         })
     }
 }

@@ -94,6 +94,7 @@ impl Tool for Glob {
         Ok(ToolOutput {
             text,
             changes: Vec::new(),
+            ..ToolOutput::default()
         })
     }
 }

@@ -113,6 +113,7 @@ impl Tool for Grep {
         Ok(ToolOutput {
             text,
             changes: Vec::new(),
+            ..ToolOutput::default()
         })
     }
 }

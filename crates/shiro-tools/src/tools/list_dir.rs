@@ -95,6 +95,7 @@ impl Tool for ListDir {
         Ok(ToolOutput {
             text,
             changes: Vec::new(),
+            ..ToolOutput::default()
         })
     }
 }

@@ -13,7 +13,8 @@ mod write_file;
 
 pub use apply_patch::apply_patch;
 pub use bash::{
-    BASH_DEFAULT_TIMEOUT_SECS, BASH_MAX_OUTPUT_BYTES, BASH_MAX_TIMEOUT_SECS, Bash, BashArgs, bash,
+    BASH_DEFAULT_TIMEOUT_SECS, BASH_MAX_LISTED_PATHS, BASH_MAX_OUTPUT_BYTES, BASH_MAX_TIMEOUT_SECS,
+    Bash, BashArgs, bash,
 };
 pub use edit_file::{
     EditFile, EditFileArgs, EditSpec, MultiEdit, MultiEditArgs, edit_file, multi_edit,
@@ -29,8 +30,14 @@ pub use write_file::{WriteFile, WriteFileArgs, write_file};
 
 use crate::tool::Tool;
 
-/// Every tool, in the order a model is shown them: the file-changing tools first.
+/// Every tool, in the order a model is shown them: the file-changing tools first. Its `bash`
+/// captures nothing; see [`all_with`].
 pub fn all() -> Vec<Box<dyn Tool>> {
+    all_with(bash())
+}
+
+/// Every tool, with `bash` as given (its runner decides how commands are captured).
+pub fn all_with(bash: Bash) -> Vec<Box<dyn Tool>> {
     vec![
         Box::new(write_file()),
         Box::new(edit_file()),
@@ -40,7 +47,7 @@ pub fn all() -> Vec<Box<dyn Tool>> {
         Box::new(list_dir()),
         Box::new(glob()),
         Box::new(grep()),
-        Box::new(bash()),
+        Box::new(bash),
     ]
 }
 

@@ -89,6 +89,7 @@ impl Tool for ReadFile {
         Ok(ToolOutput {
             text,
             changes: Vec::new(),
+            ..ToolOutput::default()
         })
     }
 }

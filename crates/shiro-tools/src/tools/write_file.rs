@@ -74,6 +74,7 @@ impl Tool for WriteFile {
                     return Ok(ToolOutput {
                         text: format!("{path} already has this content; nothing was changed"),
                         changes: Vec::new(),
+                        ..ToolOutput::default()
                     });
                 }
                 Change::Modified { path: path.clone() }
@@ -98,6 +99,7 @@ impl Tool for WriteFile {
         Ok(ToolOutput {
             text: format!("{change}\n{verb} {path} ({} bytes)", args.content.len()),
             changes: vec![change],
+            ..ToolOutput::default()
         })
     }
 }

@@ -1,0 +1,643 @@
+//! The overlay's upper layer: where it lives, how it is committed through the `Mutator`,
+//! and how a layer left by a killed shiro is finished or discarded.
+//!
+//! A layer is a directory `.shiro/bash/<16 hex digits>/` holding `up/` (the upper layer) and
+//! `work/` (the overlay's work directory). The shiro process running its command holds an
+//! exclusive `flock` on it; a layer nobody holds is left over from a process that died.
+//! Before the first change is applied, the pre-images of every path the commit will touch
+//! are captured (one batch) and a `commit` marker is created: a leftover layer with the marker
+//! is applied again by recovery (which is idempotent: each step compares before it acts),
+//! one without it is discarded, as its command was cut short before its changes counted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
+use std::fs;
+use std::hash::{BuildHasher as _, Hasher as _};
+use std::io::{self, Read as _};
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{FlockOperation, Mode, OFlags};
+
+use super::{CaptureError, CaptureMode, Captured};
+use crate::mutator::{Mutator, MutatorError, Stat};
+use crate::path::WorkspacePath;
+use crate::tool::Change;
+
+/// Where layers live, relative to the workspace root.
+pub const LAYERS_DIR: &str = ".shiro/bash";
+pub(super) const UPPER_DIR: &str = "up";
+pub(super) const WORK_DIR: &str = "work";
+/// Written by a helper that could not set the overlay up: why.
+pub(super) const SETUP_ERROR_FILE: &str = "setup-error";
+/// Created once every pre-image of the commit is captured: from then on the layer's changes
+/// count, and recovery applies what a crash left unapplied.
+const COMMIT_MARKER: &str = "commit";
+/// A file read whole into memory when it is at most this big; bigger ones are streamed.
+const WHOLE_FILE_MAX: u64 = 64 << 20;
+
+/// A layer, locked by this process.
+pub(super) struct Layer {
+    dir: PathBuf,
+    _lock: OwnedFd,
+}
+
+impl Layer {
+    /// Makes a fresh layer under the workspace `root`, locked.
+    pub(super) fn create(root: &Path) -> io::Result<Self> {
+        let layers = root.join(LAYERS_DIR);
+        real_dir(&root.join(".shiro"), 0o755)?;
+        real_dir(&layers, 0o700)?;
+        let ignore = layers.join(".gitignore");
+        if fs::symlink_metadata(&ignore).is_err() {
+            // Best effort: it only keeps layers out of `git status`.
+            let _ = fs::write(&ignore, "*\n");
+        }
+        let random = std::collections::hash_map::RandomState::new();
+        for attempt in 0u32..8 {
+            let mut hasher = random.build_hasher();
+            hasher.write_u32(attempt);
+            hasher.write_u32(std::process::id());
+            let dir = layers.join(format!("{:016x}", hasher.finish()));
+            match fs::create_dir(&dir) {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(err) => return Err(err),
+            }
+            let lock = lock(&dir)?.ok_or_else(|| io::Error::other("the new layer is locked"))?;
+            fs::create_dir(dir.join(UPPER_DIR))?;
+            fs::create_dir(dir.join(WORK_DIR))?;
+            return Ok(Self { dir, _lock: lock });
+        }
+        Err(io::Error::other("no free layer name"))
+    }
+
+    /// The layer at `dir`, locked, unless a live process holds it.
+    fn take(dir: PathBuf) -> io::Result<Option<Self>> {
+        Ok(lock(&dir)?.map(|lock| Self { dir, _lock: lock }))
+    }
+
+    pub(super) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn upper(&self) -> PathBuf {
+        self.dir.join(UPPER_DIR)
+    }
+
+    /// Why the helper could not set the overlay up, if it said.
+    pub(super) fn setup_error(&self) -> Option<String> {
+        fs::read_to_string(self.dir.join(SETUP_ERROR_FILE)).ok()
+    }
+
+    fn is_committing(&self) -> bool {
+        fs::symlink_metadata(self.dir.join(COMMIT_MARKER)).is_ok()
+    }
+
+    fn mark_committing(&self) -> io::Result<()> {
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(self.dir.join(COMMIT_MARKER))
+            .map(drop)
+    }
+
+    /// Removes the layer. A failure leaves it for the next recovery, which tries again.
+    pub(super) fn discard(self) {
+        let _ = remove_tree(&self.dir);
+    }
+}
+
+/// `path` as a real directory (not a link), made with `mode` when missing.
+fn real_dir(path: &Path, mode: u32) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(io::Error::other(format!(
+            "{} is not a real directory",
+            path.display()
+        ))),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => {
+            use std::os::unix::fs::DirBuilderExt as _;
+            fs::DirBuilder::new().mode(mode).create(path)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// An exclusive lock on the directory `dir`, or `None` when another process holds one.
+fn lock(dir: &Path) -> io::Result<Option<OwnedFd>> {
+    let fd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    match rustix::fs::flock(&fd, FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(Some(fd)),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// Removes a directory tree without following links; directories the command made
+/// unreadable are opened up first.
+fn remove_tree(dir: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(dir) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(_) => {
+            open_up(dir);
+            fs::remove_dir_all(dir)
+        }
+    }
+}
+
+fn open_up(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
+    if let Ok(entries) = fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+                open_up(&entry.path());
+            }
+        }
+    }
+}
+
+/// Commits `layer` through `mutator`: captures every pre-image, marks the layer, applies the
+/// changes, and removes the layer. On a failure part-way, what was applied stays (and is
+/// recorded) and the layer is discarded; the error says how far it got.
+pub(super) async fn commit_layer(
+    mutator: &dyn Mutator,
+    layer: Layer,
+) -> Result<Captured, CaptureError> {
+    let plan = match Plan::of(&layer.upper(), mutator).await {
+        Ok(plan) => plan,
+        Err(err) => {
+            layer.discard();
+            return Err(err.into());
+        }
+    };
+    let mut captured = Captured {
+        mode: Some(CaptureMode::Overlay),
+        changes: plan.changes(),
+        unrestorable: Vec::new(),
+        notes: plan.notes.clone(),
+    };
+    if plan.steps.is_empty() {
+        layer.discard();
+        return Ok(captured);
+    }
+    if let Err(err) = mutator.prepare(&plan.paths()).await {
+        layer.discard();
+        return Err(CaptureError::Other(format!(
+            "the command's changes were not applied, because their undo record could not be \
+             made: {err}"
+        )));
+    }
+    if let Err(err) = layer.mark_committing() {
+        layer.discard();
+        return Err(CaptureError::Other(format!(
+            "the command's changes were not applied: cannot mark the layer: {err}"
+        )));
+    }
+    let total = plan.steps.len();
+    for (done, step) in plan.steps.iter().enumerate() {
+        if let Err(err) = step.apply(mutator).await {
+            layer.discard();
+            captured.notes.push(format!(
+                "applying the command's changes stopped after {done} of {total} steps: {err}; \
+                 what was applied is recorded, the rest was dropped"
+            ));
+            return Err(CaptureError::Commit(err));
+        }
+    }
+    layer.discard();
+    Ok(captured)
+}
+
+/// What recovery did with a layer left by a process that died.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerRecovery {
+    /// Its commit had begun: the changes still to apply were applied.
+    Finished {
+        /// How many steps were left.
+        steps: usize,
+    },
+    /// Its command was cut short: the layer, which held changes, was removed.
+    Discarded,
+}
+
+/// Finishes or discards the layers under `mutator`'s root that no live process holds, and
+/// says what it did (a layer that held nothing is removed without a word). Crash recovery
+/// calls it before it recovers an interrupted turn, whose record then holds the pre-images of
+/// what a finished commit changed.
+pub async fn recover_layers(mutator: &dyn Mutator) -> Result<Vec<LayerRecovery>, MutatorError> {
+    let layers = mutator.root().join(LAYERS_DIR);
+    let Ok(entries) = fs::read_dir(&layers) else {
+        return Ok(Vec::new());
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+        .map(|entry| entry.path())
+        .collect();
+    dirs.sort();
+    let mut done = Vec::new();
+    for dir in dirs {
+        let Ok(Some(layer)) = Layer::take(dir) else {
+            continue;
+        };
+        if layer.is_committing() {
+            let plan = Plan::of(&layer.upper(), mutator).await?;
+            for step in &plan.steps {
+                step.apply(mutator).await?;
+            }
+            layer.discard();
+            done.push(LayerRecovery::Finished {
+                steps: plan.steps.len(),
+            });
+        } else {
+            let empty = fs::read_dir(layer.upper()).map_or(true, |mut e| e.next().is_none());
+            layer.discard();
+            if !empty {
+                done.push(LayerRecovery::Discarded);
+            }
+        }
+    }
+    Ok(done)
+}
+
+/// One change to the workspace.
+#[derive(Debug)]
+enum Step {
+    /// Removes a file or a link.
+    RemoveFile(WorkspacePath),
+    /// Removes a directory, emptied by the steps before.
+    RemoveDir(WorkspacePath),
+    MakeDir(WorkspacePath),
+    /// Writes the upper layer's file `source` at the path.
+    Write {
+        path: WorkspacePath,
+        source: PathBuf,
+        mode: u32,
+    },
+    SetMode(WorkspacePath, u32),
+    Link {
+        path: WorkspacePath,
+        target: String,
+    },
+}
+
+impl Step {
+    fn path(&self) -> &WorkspacePath {
+        match self {
+            Step::RemoveFile(path)
+            | Step::RemoveDir(path)
+            | Step::MakeDir(path)
+            | Step::SetMode(path, _)
+            | Step::Write { path, .. }
+            | Step::Link { path, .. } => path,
+        }
+    }
+
+    async fn apply(&self, mutator: &dyn Mutator) -> Result<(), MutatorError> {
+        match self {
+            Step::RemoveFile(path) => match mutator.remove_file(path).await {
+                Err(MutatorError::NotFound(_)) => Ok(()),
+                other => other,
+            },
+            Step::RemoveDir(path) => match mutator.remove_dir(path).await {
+                Err(MutatorError::NotFound(_)) => Ok(()),
+                other => other,
+            },
+            Step::MakeDir(path) => match mutator.create_dir(path).await {
+                Err(MutatorError::AlreadyExists(_))
+                    if matches!(mutator.stat(path).await?, Stat::Dir { .. }) =>
+                {
+                    Ok(())
+                }
+                other => other,
+            },
+            Step::SetMode(path, mode) => mutator.set_mode(path, *mode).await,
+            Step::Link { path, target } => {
+                if let Stat::Symlink { target: now } = mutator.stat(path).await?
+                    && &now == target
+                {
+                    return Ok(());
+                }
+                mutator.symlink(target, path).await
+            }
+            Step::Write { path, source, mode } => {
+                let io_err = |source| MutatorError::Io {
+                    op: "read the command's new version of",
+                    path: path.clone(),
+                    source,
+                };
+                let mut file = fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                    .open(source)
+                    .map_err(io_err)?;
+                let len = file.metadata().map_err(io_err)?.len();
+                if len <= WHOLE_FILE_MAX {
+                    let mut bytes = Vec::with_capacity(len as usize);
+                    file.read_to_end(&mut bytes).map_err(io_err)?;
+                    mutator.write(path, &bytes, Some(*mode)).await
+                } else {
+                    mutator.overwrite_from(path, &mut file, len, *mode).await
+                }
+            }
+        }
+    }
+}
+
+/// How a directory of the layer relates to the workspace's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Merge {
+    /// It lies over the workspace's: entries it lacks stay.
+    Over,
+    /// It replaces the workspace's (the overlay marked it opaque, or a parent): entries it
+    /// lacks are removed.
+    Replace,
+    /// The workspace has none: it is made now.
+    New,
+}
+
+/// The steps that make the workspace what the upper layer says, found by comparing each
+/// entry of the layer with the workspace.
+#[derive(Debug, Default)]
+struct Plan {
+    steps: Vec<Step>,
+    /// Whether each touched file or link was there before the command, and is after it.
+    shown: BTreeMap<WorkspacePath, (bool, bool)>,
+    order: Vec<WorkspacePath>,
+    notes: Vec<String>,
+}
+
+impl Plan {
+    async fn of(upper: &Path, mutator: &dyn Mutator) -> Result<Self, MutatorError> {
+        let mut plan = Plan::default();
+        plan.merge_dir(upper, None, Merge::Over, mutator).await?;
+        Ok(plan)
+    }
+
+    fn paths(&self) -> Vec<WorkspacePath> {
+        let set: BTreeSet<&WorkspacePath> = self.steps.iter().map(Step::path).collect();
+        set.into_iter().cloned().collect()
+    }
+
+    fn changes(&self) -> Vec<Change> {
+        self.order
+            .iter()
+            .filter_map(|path| {
+                let path = path.clone();
+                match self.shown.get(&path)? {
+                    (false, true) => Some(Change::Added { path }),
+                    (true, true) => Some(Change::Modified { path }),
+                    (true, false) => Some(Change::Deleted { path }),
+                    (false, false) => None,
+                }
+            })
+            .collect()
+    }
+
+    /// Notes a step on a file or link: whether something was there before the command (the
+    /// first note of a path counts) and whether something is there after it (the latest).
+    fn show(&mut self, path: &WorkspacePath, before: bool, after: bool) {
+        let entry = self.shown.entry(path.clone()).or_insert_with(|| {
+            self.order.push(path.clone());
+            (before, after)
+        });
+        entry.1 = after;
+    }
+
+    /// Makes the workspace directory `dir` (the root when `None`) match the layer's directory
+    /// `up`, as `how` says.
+    async fn merge_dir(
+        &mut self,
+        up: &Path,
+        dir: Option<&WorkspacePath>,
+        how: Merge,
+        mutator: &dyn Mutator,
+    ) -> Result<(), MutatorError> {
+        let complete = how != Merge::Over;
+        let io_err = |source| layer_error(dir, source);
+        let mut names: Vec<std::ffi::OsString> = fs::read_dir(up)
+            .map_err(io_err)?
+            .map(|entry| entry.map(|entry| entry.file_name()))
+            .collect::<Result<_, _>>()
+            .map_err(io_err)?;
+        names.sort();
+        let mut kept = BTreeSet::new();
+        for name in &names {
+            let Some(path) = child(dir, name) else {
+                self.notes.push(format!(
+                    "not carried over: {:?} in {}, a name shiro cannot hold",
+                    name,
+                    dir.map_or(".", WorkspacePath::as_str)
+                ));
+                continue;
+            };
+            kept.insert(path.file_name().to_owned());
+            if path.is_protected() {
+                // `.git` and `.shiro` at the root are bound through and never show here; a
+                // nested `.git` (a submodule, a nested repository) does.
+                self.notes.push(format!(
+                    "not carried over: the command changed {path}, which is protected (a nested \
+                     .git or .shiro); shiro neither applies nor undoes changes there"
+                ));
+                continue;
+            }
+            let source = up.join(name);
+            let meta = fs::symlink_metadata(&source).map_err(io_err)?;
+            let kind = meta.file_type();
+            let now = stat_or_absent(mutator, &path).await?;
+            let mode = meta.mode() & 0o7777;
+            if kind.is_char_device() && meta.rdev() == 0 {
+                self.remove(&path, &now, mutator).await?;
+            } else if kind.is_dir() {
+                let how = if complete || is_opaque(&source) {
+                    Merge::Replace
+                } else {
+                    Merge::Over
+                };
+                match now {
+                    Stat::Dir { mode: was } => {
+                        Box::pin(self.merge_dir(&source, Some(&path), how, mutator)).await?;
+                        if was != mode {
+                            self.steps.push(Step::SetMode(path, mode));
+                        }
+                    }
+                    _ => {
+                        self.remove(&path, &now, mutator).await?;
+                        self.steps.push(Step::MakeDir(path.clone()));
+                        Box::pin(self.merge_dir(&source, Some(&path), Merge::New, mutator)).await?;
+                        self.steps.push(Step::SetMode(path, mode));
+                    }
+                }
+            } else if kind.is_file() {
+                let same = match &now {
+                    Stat::File { len, .. } if *len == meta.len() => {
+                        same_bytes(mutator, &path, &source).await?
+                    }
+                    _ => false,
+                };
+                if same {
+                    // Copied up and left as it was (`touch`), or only its mode changed.
+                    if matches!(now, Stat::File { mode: was, .. } if was != mode) {
+                        self.steps.push(Step::SetMode(path.clone(), mode));
+                        self.show(&path, true, true);
+                    }
+                    continue;
+                }
+                self.remove_dir(&path, &now, mutator).await?;
+                let before = matches!(now, Stat::File { .. } | Stat::Symlink { .. });
+                self.show(&path, before, true);
+                self.steps.push(Step::Write { path, source, mode });
+            } else if kind.is_symlink() {
+                let target = fs::read_link(&source).map_err(io_err)?;
+                let Some(target) = target.to_str().map(str::to_owned) else {
+                    self.notes.push(format!(
+                        "not carried over: the link {path} has a target that is not UTF-8"
+                    ));
+                    continue;
+                };
+                if matches!(&now, Stat::Symlink { target: was } if *was == target) {
+                    continue;
+                }
+                let before = now.exists();
+                self.remove(&path, &now, mutator).await?;
+                self.show(&path, before, true);
+                self.steps.push(Step::Link { path, target });
+            } else {
+                let what = if kind.is_fifo() {
+                    "a named pipe"
+                } else if kind.is_socket() {
+                    "a socket"
+                } else {
+                    "a device"
+                };
+                self.notes.push(format!(
+                    "not carried over: the command made {path} {what}, which shiro never creates"
+                ));
+            }
+        }
+        if how == Merge::Replace
+            && let Some(dir) = dir
+        {
+            for entry in mutator.read_dir(dir).await? {
+                if !kept.contains(entry.path.file_name()) {
+                    self.remove(&entry.path, &entry.stat, mutator).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes what is at `path` if it is a directory (a file or link there is replaced by
+    /// the write that follows).
+    async fn remove_dir(
+        &mut self,
+        path: &WorkspacePath,
+        now: &Stat,
+        mutator: &dyn Mutator,
+    ) -> Result<(), MutatorError> {
+        if matches!(now, Stat::Dir { .. }) {
+            self.remove(path, now, mutator).await?;
+        }
+        Ok(())
+    }
+
+    /// Removes whatever `now` says is at `path`, a directory with everything in it.
+    async fn remove(
+        &mut self,
+        path: &WorkspacePath,
+        now: &Stat,
+        mutator: &dyn Mutator,
+    ) -> Result<(), MutatorError> {
+        match now {
+            Stat::Absent => {}
+            Stat::File { .. } | Stat::Symlink { .. } => {
+                self.show(path, true, false);
+                self.steps.push(Step::RemoveFile(path.clone()));
+            }
+            Stat::Dir { .. } => {
+                if path.is_protected() {
+                    self.notes.push(format!(
+                        "kept {path}: the command removed it, but it is protected"
+                    ));
+                    return Ok(());
+                }
+                for entry in mutator.read_dir(path).await? {
+                    Box::pin(self.remove(&entry.path, &entry.stat, mutator)).await?;
+                }
+                self.steps.push(Step::RemoveDir(path.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A failure to read the layer's directory for the workspace directory `dir` (the root when
+/// `None`, named by the layers' own directory).
+fn layer_error(dir: Option<&WorkspacePath>, source: io::Error) -> MutatorError {
+    match dir
+        .cloned()
+        .or_else(|| WorkspacePath::from_relative(LAYERS_DIR).ok())
+    {
+        Some(path) => MutatorError::Io {
+            op: "read the command's layer for",
+            path,
+            source,
+        },
+        None => MutatorError::Sync(source),
+    }
+}
+
+fn child(dir: Option<&WorkspacePath>, name: &OsStr) -> Option<WorkspacePath> {
+    let name = name.to_str()?;
+    match dir {
+        Some(dir) => dir.join(name).ok(),
+        None => WorkspacePath::from_relative(name).ok(),
+    }
+}
+
+async fn stat_or_absent(mutator: &dyn Mutator, path: &WorkspacePath) -> Result<Stat, MutatorError> {
+    match mutator.real_stat(path).await {
+        Ok(stat) => Ok(stat),
+        Err(MutatorError::NotFound(_) | MutatorError::NotDirectory(_)) => Ok(Stat::Absent),
+        Err(err) => Err(err),
+    }
+}
+
+/// Whether the overlay marked the layer's directory opaque: it replaced a directory, whose
+/// old entries are all gone.
+fn is_opaque(dir: &Path) -> bool {
+    let mut value = [0u8; 4];
+    ["trusted.overlay.opaque", "user.overlay.opaque"]
+        .into_iter()
+        .any(|name| {
+            matches!(rustix::fs::lgetxattr(dir, name, &mut value[..]), Ok(n) if value[..n] == *b"y")
+        })
+}
+
+async fn same_bytes(
+    mutator: &dyn Mutator,
+    path: &WorkspacePath,
+    source: &Path,
+) -> Result<bool, MutatorError> {
+    let io_err = |source| MutatorError::Io {
+        op: "read the command's new version of",
+        path: path.clone(),
+        source,
+    };
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(source)
+        .map_err(io_err)?;
+    let mut theirs = Vec::new();
+    file.read_to_end(&mut theirs).map_err(io_err)?;
+    Ok(mutator.read(path).await? == theirs)
+}

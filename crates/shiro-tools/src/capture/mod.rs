@@ -1,0 +1,173 @@
+//! How a `bash` command's file changes are captured: the runner seam of the bash tool.
+//!
+//! A [`BashRunner`] readies each command: it says which process to start for `bash -c CMD`,
+//! and once every process of the command is gone it reports, and where it can commits, what
+//! the command changed. Three runners ship:
+//!
+//! - [`Overlay`] (Linux): the command runs in its own mount namespace, where the workspace
+//!   root is an overlayfs whose upper layer lives under `.shiro/bash/`. Afterwards the upper
+//!   layer is walked and each change is applied to the real workspace through the caller's
+//!   `Mutator`, so a recorder captures its pre-image like any tool's.
+//! - [`Detect`] (anywhere): the command runs directly; stat listings taken before and after
+//!   name every path it changed, which nothing can restore.
+//! - [`Direct`]: the command runs directly and nothing is known about what it changed.
+//!
+//! [`Auto`] tries the overlay and falls back to detection, once and for all, when the overlay
+//! cannot be set up.
+
+mod auto;
+mod detect;
+mod layer;
+mod overlay;
+
+use std::fmt;
+use std::process::ExitStatus;
+
+use async_trait::async_trait;
+use serde::Serialize;
+use tokio::process::Command;
+
+use crate::mutator::{Mutator, MutatorError};
+use crate::path::WorkspacePath;
+use crate::tool::Change;
+
+pub use auto::Auto;
+pub use detect::Detect;
+pub use layer::{LAYERS_DIR, LayerRecovery, recover_layers};
+pub use overlay::{HELPER_INIT, HELPER_OVERLAY, Overlay, run_helper};
+
+/// How a command's changes were captured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CaptureMode {
+    /// Through an overlay: every change under the workspace root was applied through the
+    /// `Mutator`, so it is recorded and undoable.
+    Overlay,
+    /// Run directly; the changed paths are known but cannot be restored.
+    Detect,
+    /// Run directly; nothing is known.
+    Off,
+}
+
+impl fmt::Display for CaptureMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CaptureMode::Overlay => "overlay",
+            CaptureMode::Detect => "detect",
+            CaptureMode::Off => "off",
+        })
+    }
+}
+
+/// What a captured command changed.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Captured {
+    /// How it was captured; `None` before a runner says.
+    pub mode: Option<CaptureMode>,
+    /// The changes applied through the `Mutator` (overlay), in the order they were made.
+    pub changes: Vec<Change>,
+    /// Paths the command changed that cannot be restored (detect-only), sorted with the
+    /// paths `.gitignore` does not ignore first.
+    pub unrestorable: Vec<WorkspacePath>,
+    /// Things the model and the user should know: entries that were not carried over (a
+    /// named pipe made by the command), a fallback to detection and why.
+    pub notes: Vec<String>,
+}
+
+/// Why a command could not be captured.
+#[derive(Debug, thiserror::Error)]
+pub enum CaptureError {
+    /// The capture could not be set up and the command was not run; the caller may run it
+    /// another way.
+    #[error("{0}")]
+    NotStarted(String),
+    /// Applying the command's changes to the workspace failed part-way. What was applied is
+    /// recorded; the rest is kept for recovery.
+    #[error("{0}")]
+    Commit(#[from] MutatorError),
+    /// Anything else, described.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// How the end of a command was seen.
+#[derive(Debug, Clone, Copy)]
+pub enum Ended {
+    /// It exited (or was killed) with this status.
+    Exited(ExitStatus),
+    /// It was killed after its timeout or an interrupt, or its end was not seen; every
+    /// process of its group was killed either way.
+    Killed,
+}
+
+/// Readies the capture of bash commands. Implementations must be safe to share.
+#[async_trait]
+pub trait BashRunner: Send + Sync + fmt::Debug {
+    /// How the next command will be captured, as far as is known before it runs.
+    fn mode(&self) -> CaptureMode;
+
+    /// Readies one command in the workspace of `mutator`.
+    async fn begin(&self, mutator: &dyn Mutator) -> Result<Box<dyn BashCapture>, CaptureError>;
+}
+
+/// The capture of one command.
+#[async_trait]
+pub trait BashCapture: Send + Sync {
+    /// The process to start to run `program -c script` in `root`. The caller sets its
+    /// output, its process group and its working directory is already set.
+    fn command(&self, program: &str, script: &str) -> Command;
+
+    /// Called once every process of the command is gone (its group was killed): reports
+    /// what it changed, committing it through `mutator` where the runner can.
+    async fn finish(
+        self: Box<Self>,
+        mutator: &dyn Mutator,
+        ended: Ended,
+    ) -> Result<Captured, CaptureError>;
+}
+
+/// Runs commands directly, capturing nothing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Direct;
+
+#[async_trait]
+impl BashRunner for Direct {
+    fn mode(&self) -> CaptureMode {
+        CaptureMode::Off
+    }
+
+    async fn begin(&self, mutator: &dyn Mutator) -> Result<Box<dyn BashCapture>, CaptureError> {
+        Ok(Box::new(DirectCapture {
+            root: mutator.root().to_path_buf(),
+        }))
+    }
+}
+
+struct DirectCapture {
+    root: std::path::PathBuf,
+}
+
+#[async_trait]
+impl BashCapture for DirectCapture {
+    fn command(&self, program: &str, script: &str) -> Command {
+        plain_command(&self.root, program, script)
+    }
+
+    async fn finish(
+        self: Box<Self>,
+        _mutator: &dyn Mutator,
+        _ended: Ended,
+    ) -> Result<Captured, CaptureError> {
+        Ok(Captured {
+            mode: Some(CaptureMode::Off),
+            ..Captured::default()
+        })
+    }
+}
+
+/// `program -c script` in `root`.
+fn plain_command(root: &std::path::Path, program: &str, script: &str) -> Command {
+    let mut command = Command::new(program);
+    command.arg("-c").arg(script).current_dir(root);
+    command
+}

@@ -1,0 +1,334 @@
+//! The overlay runner: each command runs in its own mount namespace, over an overlayfs of the
+//! workspace whose upper layer shiro then commits through the `Mutator`.
+//!
+//! Setting up namespaces needs a single-threaded process, and the workspace denies `unsafe`,
+//! so the runner starts a helper: the embedding binary run with [`HELPER_OVERLAY`] as its
+//! first argument, which hands its arguments to [`run_helper`] before anything else (before
+//! a thread or an async runtime is started). The helper
+//!
+//! 1. leaves the parent's mount and PID namespaces (and, when not root, its user namespace,
+//!    mapping only the user's own ids);
+//! 2. mounts an overlayfs over the workspace root (`lowerdir` = the root, `upperdir` and
+//!    `workdir` in the layer under `.shiro/bash/`), then binds the real `.git` and `.shiro`
+//!    over their merged views so that writes there go straight through, uncaptured;
+//! 3. starts itself once more with [`HELPER_INIT`]: that process is PID 1 of the new PID
+//!    namespace, runs the command and waits for it. When it ends, the kernel kills every
+//!    process left in the namespace, including ones that left the process group (`setsid`),
+//!    so nothing writes into the upper layer while it is committed.
+//!
+//! Both helpers ask the kernel to kill them when their parent dies, so a shiro that is killed
+//! takes the command with it; the layer is then found unlocked by the next recovery.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use async_trait::async_trait;
+use tokio::process::Command;
+
+use super::layer::{Layer, commit_layer};
+use super::{BashCapture, BashRunner, CaptureError, CaptureMode, Captured, Ended};
+use crate::mutator::Mutator;
+
+/// The first argument that runs the embedding binary as the overlay helper.
+pub const HELPER_OVERLAY: &str = "__shiro-bash-overlay";
+/// The first argument that runs the embedding binary as the helper that is PID 1 of the
+/// command's PID namespace.
+pub const HELPER_INIT: &str = "__shiro-bash-init";
+
+/// The exit code of a helper that could not set the overlay up; it then names why in the
+/// layer's `setup-error` file, and the command was not run.
+const SETUP_FAILED: i32 = 125;
+
+/// Runs commands over an overlay of the workspace and commits their upper layer.
+#[derive(Debug, Clone)]
+pub struct Overlay {
+    helper: PathBuf,
+}
+
+impl Overlay {
+    /// A runner whose helper is the binary at `helper`, which must pass its arguments to
+    /// [`run_helper`] when its first one is [`HELPER_OVERLAY`] or [`HELPER_INIT`].
+    pub fn new(helper: impl Into<PathBuf>) -> Self {
+        Self {
+            helper: helper.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl BashRunner for Overlay {
+    fn mode(&self) -> CaptureMode {
+        CaptureMode::Overlay
+    }
+
+    async fn begin(&self, mutator: &dyn Mutator) -> Result<Box<dyn BashCapture>, CaptureError> {
+        if !cfg!(target_os = "linux") {
+            return Err(CaptureError::NotStarted(
+                "overlays are a Linux feature".to_owned(),
+            ));
+        }
+        let root = mutator.root().to_path_buf();
+        if let Some(c) = root
+            .to_str()
+            .and_then(|s| s.chars().find(|c| matches!(c, ',' | ':' | '\\' | '\n')))
+        {
+            return Err(CaptureError::NotStarted(format!(
+                "the workspace path contains {c:?}, which overlay mount options cannot carry"
+            )));
+        }
+        if root.to_str().is_none() {
+            return Err(CaptureError::NotStarted(
+                "the workspace path is not UTF-8, which overlay mount options need".to_owned(),
+            ));
+        }
+        let made = {
+            let root = root.clone();
+            tokio::task::spawn_blocking(move || Layer::create(&root))
+                .await
+                .map_err(|err| CaptureError::Other(format!("the layer setup failed: {err}")))?
+        };
+        let layer = made.map_err(|err| {
+            CaptureError::NotStarted(format!(
+                "cannot make a layer under {}: {err}",
+                root.join(super::LAYERS_DIR).display()
+            ))
+        })?;
+        Ok(Box::new(OverlayCapture {
+            helper: self.helper.clone(),
+            root,
+            layer,
+        }))
+    }
+}
+
+struct OverlayCapture {
+    helper: PathBuf,
+    root: PathBuf,
+    layer: Layer,
+}
+
+#[async_trait]
+impl BashCapture for OverlayCapture {
+    fn command(&self, program: &str, script: &str) -> Command {
+        let mut command = Command::new(&self.helper);
+        command
+            .arg(HELPER_OVERLAY)
+            .arg(&self.root)
+            .arg(self.layer.dir())
+            .arg(program)
+            .arg("-c")
+            .arg(script)
+            .current_dir(&self.root);
+        command
+    }
+
+    async fn finish(
+        self: Box<Self>,
+        mutator: &dyn Mutator,
+        ended: Ended,
+    ) -> Result<Captured, CaptureError> {
+        let OverlayCapture { layer, .. } = *self;
+        if let Ended::Exited(status) = ended
+            && status.code() == Some(SETUP_FAILED)
+            && let Some(why) = layer.setup_error()
+        {
+            layer.discard();
+            return Err(CaptureError::NotStarted(why));
+        }
+        commit_layer(mutator, layer).await
+    }
+}
+
+/// Runs the helper named by `args[0]` ([`HELPER_OVERLAY`] or [`HELPER_INIT`]) and returns
+/// the exit code the process should end with. Call it first thing in `main`, while the
+/// process has one thread.
+pub fn run_helper(args: &[OsString]) -> i32 {
+    #[cfg(target_os = "linux")]
+    {
+        linux::run(args)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = args;
+        SETUP_FAILED
+    }
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::ffi::OsString;
+    use std::io;
+    use std::os::fd::{AsRawFd as _, OwnedFd};
+    use std::os::unix::process::ExitStatusExt as _;
+    use std::path::Path;
+    use std::process::{Command, ExitStatus};
+
+    use rustix::fs::{Mode, OFlags};
+    use rustix::mount::{MountFlags, MountPropagationFlags};
+    use rustix::process::Signal;
+    use rustix::thread::UnshareFlags;
+
+    use super::{HELPER_INIT, HELPER_OVERLAY, SETUP_FAILED};
+    use crate::capture::layer::{SETUP_ERROR_FILE, UPPER_DIR, WORK_DIR};
+
+    pub(super) fn run(args: &[OsString]) -> i32 {
+        match args.first().and_then(|a| a.to_str()) {
+            Some(HELPER_OVERLAY) => overlay(&args[1..]),
+            Some(HELPER_INIT) => init(&args[1..]),
+            _ => SETUP_FAILED,
+        }
+    }
+
+    /// `ROOT LAYER PROGRAM ARGS…`: sets the overlay up, then runs the init helper in it.
+    fn overlay(args: &[OsString]) -> i32 {
+        let [root, layer, program, rest @ ..] = args else {
+            return SETUP_FAILED;
+        };
+        let (root, layer) = (Path::new(root), Path::new(layer));
+        if let Err(why) = set_up(root, layer) {
+            // Best effort: without the file, the caller sees exit code 125 from a command.
+            let _ = std::fs::write(layer.join(SETUP_ERROR_FILE), why);
+            return SETUP_FAILED;
+        }
+        let child = Command::new("/proc/self/exe")
+            .arg(HELPER_INIT)
+            .arg(program)
+            .args(rest)
+            .spawn();
+        match child.and_then(|mut child| child.wait()) {
+            Ok(status) => code_of(status),
+            Err(err) => {
+                let _ = std::fs::write(
+                    layer.join(SETUP_ERROR_FILE),
+                    format!("cannot start the command's init process: {err}"),
+                );
+                SETUP_FAILED
+            }
+        }
+    }
+
+    /// `PROGRAM ARGS…`: PID 1 of the command's namespace; runs the command and waits for it.
+    fn init(args: &[OsString]) -> i32 {
+        let [program, rest @ ..] = args else {
+            return SETUP_FAILED;
+        };
+        // Its parent is outside its PID namespace, so it cannot check that the parent is
+        // still there (`getppid` says 0); the overlay helper checked its own.
+        if rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).is_err() {
+            return SETUP_FAILED;
+        }
+        let spawn = |program: &OsString| Command::new(program).args(rest).spawn();
+        let child = match spawn(program) {
+            Err(err) if err.kind() == io::ErrorKind::NotFound && program == "bash" => {
+                spawn(&OsString::from("sh"))
+            }
+            other => other,
+        };
+        match child.and_then(|mut child| child.wait()) {
+            Ok(status) => code_of(status),
+            Err(err) => {
+                // The output pipe is the only channel left; this is a helper process, not the
+                // library speaking.
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!("shiro: cannot run {}: {err}", program.to_string_lossy());
+                }
+                127
+            }
+        }
+    }
+
+    fn code_of(status: ExitStatus) -> i32 {
+        status
+            .code()
+            .or_else(|| status.signal().map(|signal| 128 + signal))
+            .unwrap_or(SETUP_FAILED)
+    }
+
+    fn die_with_parent() -> io::Result<()> {
+        rustix::process::set_parent_process_death_signal(Some(Signal::KILL))?;
+        // The parent may have died before the request: then this process was re-parented.
+        if rustix::process::getppid().is_none_or(|pid| pid.as_raw_nonzero().get() == 1) {
+            return Err(io::Error::other("the parent is gone"));
+        }
+        Ok(())
+    }
+
+    fn set_up(root: &Path, layer: &Path) -> Result<(), String> {
+        die_with_parent().map_err(|err| format!("cannot tie the helper to shiro: {err}"))?;
+        let euid = rustix::process::geteuid();
+        let privileged = euid.is_root();
+        let mut flags = UnshareFlags::NEWNS | UnshareFlags::NEWPID;
+        if !privileged {
+            flags |= UnshareFlags::NEWUSER;
+        }
+        let (uid, gid) = (rustix::process::getuid(), rustix::process::getgid());
+        // `unshare` is deprecated for `unshare_unsafe` only because of `CLONE_FILES`, which
+        // would split the descriptor table between threads; it is not asked for here, and
+        // this process has one thread.
+        #[allow(deprecated)]
+        rustix::thread::unshare(flags).map_err(|err| {
+            format!(
+                "cannot make a {} namespace ({err}); user namespaces may be disabled or restricted (e.g. by AppArmor)",
+                if privileged { "mount" } else { "user" }
+            )
+        })?;
+        if !privileged {
+            let write = |file: &str, text: String| {
+                std::fs::write(format!("/proc/self/{file}"), text)
+                    .map_err(|err| format!("cannot write /proc/self/{file}: {err}"))
+            };
+            write("setgroups", "deny".to_owned())?;
+            write("uid_map", format!("{0} {0} 1\n", uid.as_raw()))?;
+            write("gid_map", format!("{0} {0} 1\n", gid.as_raw()))?;
+        }
+        rustix::mount::mount_change(
+            "/",
+            MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
+        )
+        .map_err(|err| format!("cannot make the mounts private: {err}"))?;
+        // Opened before the overlay hides them, and bound over their merged views after.
+        let through: Vec<(&str, OwnedFd)> = [".git", ".shiro"]
+            .into_iter()
+            .filter_map(|name| {
+                rustix::fs::open(
+                    root.join(name),
+                    OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .ok()
+                .filter(|fd| {
+                    rustix::fs::fstat(fd).is_ok_and(|st| {
+                        let kind = rustix::fs::FileType::from_raw_mode(st.st_mode);
+                        matches!(
+                            kind,
+                            rustix::fs::FileType::Directory | rustix::fs::FileType::RegularFile
+                        )
+                    })
+                })
+                .map(|fd| (name, fd))
+            })
+            .collect();
+        let mut data = format!(
+            "lowerdir={},upperdir={},workdir={},redirect_dir=off,metacopy=off,index=off",
+            root.display(),
+            layer.join(UPPER_DIR).display(),
+            layer.join(WORK_DIR).display()
+        );
+        if !privileged {
+            data.push_str(",userxattr");
+        }
+        let data = std::ffi::CString::new(data)
+            .map_err(|_| "the overlay options contain a NUL byte".to_owned())?;
+        rustix::mount::mount("overlay", root, "overlay", MountFlags::empty(), &*data)
+            .map_err(|err| format!("cannot mount an overlay over the workspace: {err}"))?;
+        for (name, fd) in &through {
+            let source = format!("/proc/self/fd/{}", fd.as_raw_fd());
+            rustix::mount::mount_bind(source.as_str(), root.join(name))
+                .map_err(|err| format!("cannot pass {name} through the overlay: {err}"))?;
+        }
+        // The working directory still names the workspace under the overlay.
+        rustix::process::chdir(root).map_err(|err| format!("cannot enter the overlay: {err}"))?;
+        Ok(())
+    }
+}
