@@ -182,8 +182,9 @@ fn apply_patch_from_a_file_and_from_stdin() {
 }
 
 #[test]
-fn bash_turns_say_undo_cannot_cover_them() {
+fn bash_without_capture_says_undo_cannot_cover_it() {
     let ws = Ws::new();
+    ws.write(".shiro/config.toml", "[bash]\ncapture = \"off\"\n");
     let run = ws.run(&[
         "tool",
         "bash",
@@ -192,14 +193,17 @@ fn bash_turns_say_undo_cannot_cover_them() {
     ]);
     assert_eq!(run.code, 0, "{}", run.show());
     assert!(
-        run.stderr.contains("bash's effects are not recorded"),
+        run.stderr
+            .contains("bash ran without capture, so `shiro undo` cannot reverse its effects"),
         "{}",
         run.show()
     );
-    // Nothing went through a file tool, so no turn was recorded: undo says so.
+    // Nothing was captured, so no turn was recorded: undo says so.
     let undo = ws.run(&["undo"]);
     assert_eq!(undo.code, 1, "{}", undo.show());
     assert!(ws.exists("made-by-bash.txt"));
+    let log = ws.ok(&["log"]);
+    assert!(log.stdout.contains("no turns"), "{}", log.show());
 }
 
 #[test]
@@ -387,14 +391,16 @@ fn fifty_random_turns_undo_and_redo_exactly() {
     );
 }
 
-/// Ctrl-C stops a running `bash` call (its whole process group) and leaves the workspace
-/// and the undo log usable: the next command works and sees the earlier turn.
+/// Ctrl-C stops a running `bash` call run without capture (its whole process group) and
+/// leaves the workspace and the undo log usable: the next command works and sees the earlier
+/// turn. (With the overlay, `bash_capture.rs` checks the same through the PID namespace.)
 #[test]
 fn ctrl_c_stops_bash_and_leaves_the_log_consistent() {
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
     let ws = Ws::new();
+    ws.write(".shiro/config.toml", "[bash]\ncapture = \"off\"\n");
     ws.ok(&[
         "tool",
         "write_file",

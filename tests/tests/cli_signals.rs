@@ -133,6 +133,9 @@ fn sigterm_then_sigint_stops_at_once() {
 #[test]
 fn bash_stops_at_the_first_signal_and_its_processes_are_killed() {
     let ws = Ws::new();
+    // Without capture, so the pid file is written straight into the workspace (with the
+    // overlay, `bash_capture.rs` checks the same through the command's PID namespace).
+    ws.write(".shiro/config.toml", "[bash]\ncapture = \"off\"\n");
     // `exec` makes the shell itself the sleeping process, with the pid it wrote.
     let args = serde_json::json!({"command": "echo $$ > pid.txt; exec sleep 600"}).to_string();
     let mut child = ws
@@ -155,11 +158,11 @@ fn bash_stops_at_the_first_signal_and_its_processes_are_killed() {
     assert_eq!(run.code, 130, "{}", run.show());
     assert!(
         run.stderr
-            .contains("shiro: interrupted; the command was stopped"),
+            .contains("shiro: interrupted; the command was stopped\n"),
         "{}",
         run.show()
     );
-    // Killed with its group when shiro dropped the call: gone, or a zombie waiting to be
+    // Killed with its group when shiro stopped the call: gone, or a zombie waiting to be
     // reaped by whoever inherited it.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {

@@ -22,6 +22,8 @@ const SOAK_CRASH_TRIALS: &str = "200";
 /// Rounds of the jail's race test (a directory swapped with an outside link while tools
 /// write) for `cargo xtask soak`.
 const SOAK_RACE_ROUNDS: &str = "200000";
+/// SIGKILLs at random points of a bash turn under soak (20 in the normal suite).
+const SOAK_BASH_CRASH_ROUNDS: &str = "200";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -67,6 +69,7 @@ fn run_tests(cases: &str, crash_trials: Option<&str>, extra: &[String]) -> Resul
     if let Some(trials) = crash_trials {
         cmd.env("SHIRO_CRASH_TRIALS", trials);
         cmd.env("SHIRO_RACE_ROUNDS", SOAK_RACE_ROUNDS);
+        cmd.env("SHIRO_BASH_CRASH_ROUNDS", SOAK_BASH_CRASH_ROUNDS);
     }
     run(cmd)?;
     // Doc tests are not part of `--all-targets`; the crate examples must run too.

@@ -230,14 +230,18 @@ async fn run_as_turn(
         recording.finish_turn().await?;
         return Err(err);
     }
+    let is_bash = tool.name() == "bash";
+    if is_bash {
+        // Flagged before it runs, so that a turn a crash cuts short still says it ran bash.
+        let mode = ctx.bash.runner().mode();
+        recording.note_bash(undo_capture(mode), &[]).await;
+    }
     let result: Result<ToolOutput, _> = tool.call(&recording, args).await;
     match &result {
         Ok(output) => recording.note_tool(tool.name(), &output.changes).await,
         Err(_) => recording.note_tool(tool.name(), &[]).await,
     }
-    if tool.name() == "bash"
-        && let Ok(output) = &result
-    {
+    if is_bash && let Ok(output) = &result {
         let mode = output.capture.unwrap_or(CaptureMode::Off);
         recording
             .note_bash(undo_capture(mode), &output.unrestorable)

@@ -124,8 +124,13 @@ async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
         }
     };
     print_report(&report);
+    let bash = matches!(command, Command::Tool { name, .. } if name == "bash");
     if handling(&cli) == Handling::Finish && ctx.signals.interrupted() {
         match report.reverted_by {
+            Some(reverse) if bash => eprintln!(
+                "shiro: interrupted; the command was stopped, and what it changed was recorded (`{reverse}` reverts it)"
+            ),
+            None if bash => eprintln!("shiro: interrupted; the command was stopped"),
             Some(reverse) => eprintln!(
                 "shiro: interrupted; the change was finished and recorded (`{reverse}` reverts it)"
             ),

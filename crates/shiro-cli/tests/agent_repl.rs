@@ -181,3 +181,34 @@ async fn undo_of_a_headless_turn_conflicts_force_and_redo() {
     // Redo puts back what the forced undo replaced: the user's own edit.
     assert_eq!(world.read("a.txt").as_deref(), Some("after, and mine\n"));
 }
+
+/// `/undo` after a turn whose bash call ran `sed -i` and `rm` restores both files, and the
+/// conversation is rewound. Where overlays are refused the turn says bash fell back to
+/// detection, and the test stops there (printing why).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::print_stderr)]
+async fn undo_restores_what_a_bash_call_changed() {
+    let world = World::new();
+    world.write("src/a.rs", "fn old() {}\n");
+    world.write("build.log", "log\n");
+    let script = json!({"responses": [
+        {"text": "Renaming and cleaning.", "tool_calls": [
+            {"name": "bash", "arguments": {"command": "sed -i s/old/new/ src/a.rs && rm build.log"}}]},
+        {"text": "Done."}
+    ]});
+    let model = world.replay(&script);
+    let run = world
+        .run(&["--model", &model], "rename it\ny\n/log\n/undo\n", &[])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    if let Some(at) = run.stdout.find("fell back to detect-only") {
+        eprintln!("skipped: overlays are refused here ({})", &run.stdout[at..]);
+        return;
+    }
+    assert!(run.stdout.contains("M src/a.rs"), "{}", run.stdout);
+    assert!(run.stdout.contains("D build.log"), "{}", run.stdout);
+    assert_eq!(world.read("src/a.rs").as_deref(), Some("fn old() {}\n"));
+    assert_eq!(world.read("build.log").as_deref(), Some("log\n"));
+    let history = replay_history(&world.session_lines());
+    assert!(!history.iter().any(|m| m["content"] == "rename it"));
+}

@@ -253,3 +253,26 @@ pub fn seed_from(name: &str) -> u64 {
             | 1
     })
 }
+
+/// Why bash's overlay cannot be used on this machine, if it cannot (printed, so a skipped
+/// test says why): asks a scratch workspace once per test process.
+#[allow(clippy::print_stderr)]
+pub fn overlay_refused() -> Option<String> {
+    static ANSWER: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    let answer = ANSWER.get_or_init(|| {
+        let ws = Ws::new();
+        let run = ws.run(&["tool", "bash", "--args", r#"{"command":"true"}"#]);
+        let marker = "bash capture fell back to detect-only: ";
+        run.stdout.find(marker).map(|at| {
+            let rest = &run.stdout[at + marker.len()..];
+            rest.split("; from now on")
+                .next()
+                .unwrap_or(rest)
+                .to_owned()
+        })
+    });
+    if let Some(why) = answer {
+        eprintln!("skipped: overlays are refused on this machine ({why})");
+    }
+    answer.clone()
+}

@@ -328,6 +328,12 @@ impl Agent<'_> {
                 Vec::new(),
             );
         }
+        if is_bash {
+            // Flagged before it runs, so that a turn a crash cuts short still says it ran
+            // bash.
+            let mode = self.ctx.bash.runner().mode();
+            recording.note_bash(headless::undo_capture(mode), &[]).await;
+        }
         self.bash_running.send_replace(is_bash);
         let result = tool.call(recording, args).await;
         if tool.is_mutating() {

@@ -251,7 +251,7 @@ fn describe(text: &mut String, captured: &Captured) {
     if !captured.unrestorable.is_empty() {
         let _ = write!(
             text,
-            "\n[paths changed ({}) that CANNOT be undone (bash ran without capture):]",
+            "\n[paths changed ({}) that CANNOT be undone (detected, not captured):]",
             captured.unrestorable.len()
         );
         list(

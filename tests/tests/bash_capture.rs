@@ -1,0 +1,269 @@
+//! Bash capture end to end, through the built `shiro`: a command's changes are committed from
+//! its overlay, recorded, undone and redone byte for byte; detection names what it cannot
+//! restore; a timeout or Ctrl-C still commits what the command did.
+//!
+//! The overlay needs a mount namespace (root, or an unprivileged user namespace); where the
+//! kernel refuses one, the overlay tests print why and skip, and the detect-only tests still
+//! run.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use support::{Ws, overlay_refused};
+
+/// A workspace with files, modes, a link, nested directories and a `.git`.
+fn seeded() -> Ws {
+    let ws = Ws::new();
+    ws.write("src/a.txt", "hello\nworld\n");
+    ws.write("build.log", "log\n");
+    ws.write("keep.txt", "keep\n");
+    ws.write("tree/sub/f", "deep\n");
+    ws.write("tree/g", "gee\n");
+    ws.write("becomes_dir", "was a file\n");
+    ws.write("dir_becomes_file/x", "x\n");
+    ws.write("moved/one", "1\n");
+    ws.write(".git/HEAD", "ref: refs/heads/main\n");
+    std::os::unix::fs::symlink("keep.txt", ws.path().join("lnk")).unwrap();
+    ws
+}
+
+fn bash(ws: &Ws, script: &str) -> support::Run {
+    let args = serde_json::json!({ "command": script }).to_string();
+    ws.run_bounded(&["tool", "bash", "--args", &args])
+}
+
+const SCRIPT: &str = "sed -i s/hello/HELLO/ src/a.txt && rm build.log && cat src/a.txt \
+    && echo new > new.txt && rm -rf tree && mkdir -p d/e && echo x > d/e/x \
+    && chmod 755 keep.txt && ln -sf new.txt lnk && rm becomes_dir && mkdir becomes_dir \
+    && echo inside > becomes_dir/f && rm -rf dir_becomes_file && echo flat > dir_becomes_file \
+    && mv moved moved2 && echo more >> moved2/one && echo 'ref: x' > .git/HEAD";
+
+#[test]
+fn a_bash_turn_is_undone_and_redone_byte_for_byte() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    let ws = seeded();
+    let mut before = ws.tree();
+    before.remove(".git/HEAD");
+    let run = bash(&ws, SCRIPT);
+    assert_eq!(run.code, 0, "{}", run.show());
+    insta::assert_snapshot!("bash_turn", run.show());
+    // Inside the command, reads saw its own writes (`cat` after `sed -i`).
+    assert!(run.stdout.starts_with("HELLO\nworld\n"), "{}", run.show());
+    // `.git` is passed through: written directly, never captured.
+    assert_eq!(ws.read(".git/HEAD"), "ref: x\n");
+    let mut after = ws.tree();
+    after.remove(".git/HEAD");
+    assert_ne!(before, after);
+    assert_eq!(after["becomes_dir/f"], "file 644 \"inside\\n\"");
+    assert_eq!(after["lnk"], "link -> new.txt");
+    let log = ws.ok(&["log"]);
+    assert!(log.stdout.contains("    M src/a.txt"), "{}", log.show());
+
+    let undo = ws.ok(&["undo"]);
+    let mut now = ws.tree();
+    now.remove(".git/HEAD");
+    assert_eq!(now, before, "{}", undo.show());
+    assert_eq!(ws.read(".git/HEAD"), "ref: x\n", "undo leaves .git alone");
+
+    ws.ok(&["redo"]);
+    let mut now = ws.tree();
+    now.remove(".git/HEAD");
+    assert_eq!(now, after);
+    assert_no_layers(&ws);
+    assert_no_mounts(&ws);
+}
+
+#[test]
+fn a_command_that_changes_nothing_records_no_turn() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    let ws = seeded();
+    let run = bash(
+        &ws,
+        "cat src/a.txt > /dev/null && touch keep.txt && ls > /dev/null",
+    );
+    assert_eq!(run.code, 0, "{}", run.show());
+    assert!(!run.stdout.contains("files changed"), "{}", run.show());
+    let log = ws.ok(&["log"]);
+    assert!(log.stdout.contains("no turns"), "{}", log.show());
+    assert_no_layers(&ws);
+}
+
+#[test]
+fn a_conflict_after_a_bash_turn_exits_3_and_changes_nothing() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    let ws = seeded();
+    assert_eq!(bash(&ws, "echo bash > src/a.txt").code, 0);
+    ws.write("src/a.txt", "the user's own edit\n");
+    let undo = ws.run(&["undo"]);
+    assert_eq!(undo.code, 3, "{}", undo.show());
+    assert_eq!(ws.read("src/a.txt"), "the user's own edit\n");
+}
+
+#[test]
+fn a_timed_out_command_is_still_committed_and_undoable() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    let ws = seeded();
+    let args = serde_json::json!({
+        "command": "echo early > early.txt && sleep 30",
+        "timeout_secs": 1,
+    })
+    .to_string();
+    let run = ws.run_bounded(&["tool", "bash", "--args", &args]);
+    assert_eq!(run.code, 0, "{}", run.show());
+    assert!(
+        run.stdout.contains("[timed out after 1 s"),
+        "{}",
+        run.show()
+    );
+    assert!(run.stdout.contains("A early.txt"), "{}", run.show());
+    assert_eq!(ws.read("early.txt"), "early\n");
+    ws.ok(&["undo"]);
+    assert!(!ws.exists("early.txt"));
+}
+
+#[test]
+fn ctrl_c_stops_the_command_and_commits_what_it_did() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    let ws = seeded();
+    // A daemon that leaves the process group dies with the command's PID namespace.
+    let args = serde_json::json!({
+        "command": "setsid sleep 31.25 & echo early > early.txt && sleep 30.5"
+    })
+    .to_string();
+    let child = ws
+        .command(&["tool", "bash", "--args", &args])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the command has written into its layer.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !layer_holds(&ws, "early.txt") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never wrote"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::INT).unwrap();
+    let run = ws.finish(child);
+    assert_eq!(run.code, 130, "{}", run.show());
+    assert!(
+        run.stdout.contains("[stopped by the user"),
+        "{}",
+        run.show()
+    );
+    assert!(run.stdout.contains("A early.txt"), "{}", run.show());
+    assert!(
+        run.stderr.contains(
+            "interrupted; the command was stopped, and what it changed was recorded (`shiro undo` reverts it)"
+        ),
+        "{}",
+        run.show()
+    );
+    assert_eq!(ws.read("early.txt"), "early\n");
+    let json = ws.ok(&["log", "--json"]);
+    assert!(
+        json.stdout.contains("\"ran_bash\": true"),
+        "{}",
+        json.show()
+    );
+    for marker in ["31.25", "30.5"] {
+        wait_until_gone(marker);
+    }
+    ws.ok(&["undo"]);
+    assert!(!ws.exists("early.txt"));
+}
+
+/// Waits up to 5 s until no process runs `sleep MARKER`.
+fn wait_until_gone(marker: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let wanted = format!("sleep\0{marker}\0");
+    loop {
+        let alive = std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            let zombie = stat
+                .rsplit(')')
+                .next()
+                .is_some_and(|r| r.trim_start().starts_with('Z'));
+            !zombie && cmdline == wanted.as_bytes()
+        });
+        if !alive {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "`sleep {marker}` outlived the command"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn detect_only_names_every_path_it_cannot_restore() {
+    let ws = seeded();
+    ws.write(".shiro/config.toml", "[bash]\ncapture = \"detect\"\n");
+    // Ignored paths are listed last, though `a_out` sorts first.
+    ws.write(".gitignore", "a_out/\n");
+    let run = bash(
+        &ws,
+        "mkdir a_out && echo o > a_out/o && echo x >> keep.txt && rm build.log",
+    );
+    assert_eq!(run.code, 0, "{}", run.show());
+    insta::assert_snapshot!("detect_run", run.show());
+    let log = ws.ok(&["log"]);
+    insta::assert_snapshot!("detect_log", support::normalize_times(&log.stdout));
+    let undo = ws.ok(&["undo"]);
+    insta::assert_snapshot!("detect_undo", undo.show());
+    // Nothing could be restored: the command's changes stay.
+    assert_eq!(ws.read("keep.txt"), "keep\nx\n");
+}
+
+/// Whether a layer of a running command holds `name` in its upper directory.
+fn layer_holds(ws: &Ws, name: &str) -> bool {
+    layers(ws)
+        .iter()
+        .any(|layer| layer.join("up").join(name).exists())
+}
+
+fn layers(ws: &Ws) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(ws.path().join(".shiro/bash"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn assert_no_layers(ws: &Ws) {
+    assert_eq!(layers(ws), Vec::<std::path::PathBuf>::new());
+}
+
+/// No mount of this process's namespace lies in the workspace: the overlay lived in the
+/// command's own namespace, and went with it.
+fn assert_no_mounts(ws: &Ws) {
+    let root = ws.path().canonicalize().unwrap();
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let inside: BTreeMap<usize, &str> = mounts
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| line.contains(root.to_str().unwrap()))
+        .collect();
+    assert!(inside.is_empty(), "{inside:?}");
+}
