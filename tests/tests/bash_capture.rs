@@ -267,3 +267,101 @@ fn assert_no_mounts(ws: &Ws) {
         .collect();
     assert!(inside.is_empty(), "{inside:?}");
 }
+
+/// Without root, the overlay runs in a user namespace (mapping only the user's own ids) with
+/// `userxattr`. Run as root (as CI is), this drops to `nobody` with `setpriv` to check that
+/// path too; elsewhere the other tests already take it.
+#[test]
+#[allow(clippy::print_stderr)]
+fn the_overlay_works_without_root_through_a_user_namespace() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: not root, so the other tests already run without privilege");
+        return;
+    }
+    let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    let Some(setpriv) = setpriv else {
+        eprintln!("skipped: no setpriv to drop privileges with");
+        return;
+    };
+    let ws = seeded();
+    let nobody = 65534;
+    for dir in [ws.path(), ws.config.path()] {
+        std::process::Command::new("chown")
+            .args(["-R", &format!("{nobody}:{nobody}")])
+            .arg(dir)
+            .status()
+            .unwrap();
+    }
+    let as_nobody = |args: &[&str]| {
+        let out = std::process::Command::new(setpriv)
+            .args([
+                &format!("--reuid={nobody}"),
+                &format!("--regid={nobody}"),
+                "--clear-groups",
+            ])
+            .arg(support::shiro_bin())
+            .arg("-C")
+            .arg(ws.path())
+            .args(args)
+            .env("SHIRO_CONFIG_DIR", ws.config.path())
+            .env("NO_COLOR", "1")
+            .env_remove("SHIRO_MODEL")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, _, stderr) = as_nobody(&["log"]);
+    if code != Some(0) {
+        eprintln!("skipped: nobody cannot run the shiro binary here ({stderr})");
+        return;
+    }
+    let mut before = ws.tree();
+    before.remove(".git/HEAD");
+    let args = serde_json::json!({ "command": SCRIPT }).to_string();
+    let (code, stdout, stderr) = as_nobody(&["tool", "bash", "--args", &args]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    if let Some(at) = stdout.find("fell back to detect-only") {
+        eprintln!(
+            "skipped: unprivileged user namespaces are refused here ({})",
+            &stdout[at..]
+        );
+        return;
+    }
+    assert!(stdout.contains("M src/a.txt"), "{stdout}{stderr}");
+    assert_eq!(ws.read(".git/HEAD"), "ref: x\n");
+    let (code, stdout, stderr) = as_nobody(&["undo"]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let mut now = ws.tree();
+    now.remove(".git/HEAD");
+    assert_eq!(now, before);
+    assert_no_layers(&ws);
+}
+
+/// A checkout can ship `.shiro/bash` as a link to somewhere else: recovery never looks
+/// through it, so nothing there that looks like a leftover layer is removed.
+#[test]
+fn recovery_never_follows_a_planted_layers_link() {
+    let ws = seeded();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let victim = elsewhere.path().join("0123456789abcdef");
+    std::fs::create_dir_all(victim.join("up")).unwrap();
+    std::fs::write(victim.join("up/precious"), "mine\n").unwrap();
+    std::fs::create_dir_all(ws.path().join(".shiro")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path(), ws.path().join(".shiro/bash")).unwrap();
+    let log = ws.run(&["log"]);
+    assert_eq!(log.code, 0, "{}", log.show());
+    assert_eq!(
+        std::fs::read_to_string(victim.join("up/precious")).unwrap(),
+        "mine\n"
+    );
+    // A bash call refuses the link too, and falls back rather than write through it.
+    let run = bash(&ws, "echo hi > hi.txt");
+    assert_eq!(run.code, 0, "{}", run.show());
+    assert!(std::fs::read_dir(elsewhere.path()).unwrap().count() == 1);
+}

@@ -15,7 +15,10 @@ async fn run_in(dir: &Path, args: Value) -> String {
     let m = FsMutator::new(dir).unwrap();
     let text = match tools::bash().call(&m, args).await {
         Ok(output) => {
-            assert!(output.changes.is_empty(), "bash never reports changes");
+            assert!(
+                output.changes.is_empty(),
+                "bash without capture reports no changes"
+            );
             output.text
         }
         Err(err) => format!("error: {err}"),
@@ -192,4 +195,96 @@ async fn is_approved_but_not_recorded() {
     insta::assert_json_snapshot!(
         json!({"description": bash.description(), "schema": bash.schema()})
     );
+}
+
+/// A runner that cannot set its overlay up falls back to detection once, says why in the
+/// first result, and runs the command exactly once.
+#[tokio::test]
+async fn auto_falls_back_to_detection_once_and_says_why() {
+    use shiro_tools::capture::{Auto, CaptureMode, Detect, Overlay};
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::sync::Arc;
+
+    let dir = tempfile::tempdir().unwrap();
+    let helpers = tempfile::tempdir().unwrap();
+    // A helper that refuses as a kernel without overlays would: it names why in the layer
+    // (its third argument) and exits 125, running nothing.
+    let refusing = helpers.path().join("refusing-helper");
+    std::fs::write(
+        &refusing,
+        "#!/bin/sh\necho 'overlays are off in this test' > \"$3/setup-error\"\nexit 125\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&refusing, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for (helper, why) in [
+        (refusing, "overlays are off in this test".to_owned()),
+        (
+            helpers.path().join("missing"),
+            format!(
+                "the overlay helper {} is missing",
+                helpers.path().join("missing").display()
+            ),
+        ),
+    ] {
+        let runner = Arc::new(Auto::new(Overlay::new(&helper), Detect));
+        let bash = tools::Bash::new(runner.clone());
+        let m = FsMutator::new(dir.path()).unwrap();
+        let first = bash
+            .call(&m, json!({"command": "echo x >> runs.txt"}))
+            .await
+            .unwrap();
+        assert_eq!(first.capture, Some(CaptureMode::Detect));
+        assert!(
+            first.text.contains(&format!(
+                "[note: bash capture fell back to detect-only: {why}"
+            )),
+            "{}",
+            first.text
+        );
+        assert_eq!(
+            first
+                .unrestorable
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["runs.txt"]
+        );
+        assert_eq!(runner.fallback_reason().as_deref(), Some(why.as_str()));
+        let second = bash
+            .call(&m, json!({"command": "echo x >> runs.txt"}))
+            .await
+            .unwrap();
+        assert!(
+            !second.text.contains("fell back"),
+            "told once: {}",
+            second.text
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("runs.txt")).unwrap(),
+            "x\nx\n",
+            "each command ran exactly once"
+        );
+        std::fs::remove_file(dir.path().join("runs.txt")).unwrap();
+    }
+}
+
+/// What the model is told about undo depends on how commands are captured.
+#[test]
+fn the_description_says_how_commands_are_captured() {
+    use shiro_tools::capture::{BashRunner, Detect, Direct, Overlay};
+    use std::sync::Arc;
+
+    let runners: [Arc<dyn BashRunner>; 3] = [
+        Arc::new(Overlay::new("shiro")),
+        Arc::new(Detect),
+        Arc::new(Direct),
+    ];
+    let described: Vec<String> = runners
+        .into_iter()
+        .map(|runner| {
+            let mode = runner.mode();
+            format!("{mode}: {}", tools::Bash::new(runner).description())
+        })
+        .collect();
+    insta::assert_snapshot!(described.join("\n\n"));
 }

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use tokio::process::Command;
 
-use super::{BashCapture, BashRunner, CaptureError, CaptureMode, Captured, Detect, Ended, Overlay};
+use super::{
+    BashRunner, CaptureError, CaptureMode, Captured, CommandCapture, Detect, Ended, Overlay,
+};
 use crate::mutator::Mutator;
 
 /// Runs commands over an [`Overlay`]; where that cannot be set up, with [`Detect`] from then
@@ -66,7 +68,7 @@ impl BashRunner for Auto {
         }
     }
 
-    async fn begin(&self, mutator: &dyn Mutator) -> Result<Box<dyn BashCapture>, CaptureError> {
+    async fn begin(&self, mutator: &dyn Mutator) -> Result<Box<dyn CommandCapture>, CaptureError> {
         if lock(&self.state).reason.is_none() {
             match self.overlay.begin(mutator).await {
                 Ok(inner) => {
@@ -92,14 +94,14 @@ impl BashRunner for Auto {
 
 /// A capture whose setup failure makes its runner fall back.
 struct Watched {
-    inner: Box<dyn BashCapture>,
+    inner: Box<dyn CommandCapture>,
     state: Arc<Mutex<Fallback>>,
     /// Whether this command's notes tell of the fallback.
     tell: bool,
 }
 
 #[async_trait]
-impl BashCapture for Watched {
+impl CommandCapture for Watched {
     fn command(&self, program: &str, script: &str) -> Command {
         self.inner.command(program, script)
     }

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use async_trait::async_trait;
 use tokio::process::Command;
 
-use super::{BashCapture, BashRunner, CaptureError, CaptureMode, Captured, Ended, plain_command};
+use super::{
+    BashRunner, CaptureError, CaptureMode, Captured, CommandCapture, Ended, plain_command,
+};
 use crate::mutator::Mutator;
 use crate::path::WorkspacePath;
 
@@ -25,7 +27,7 @@ impl BashRunner for Detect {
         CaptureMode::Detect
     }
 
-    async fn begin(&self, mutator: &dyn Mutator) -> Result<Box<dyn BashCapture>, CaptureError> {
+    async fn begin(&self, mutator: &dyn Mutator) -> Result<Box<dyn CommandCapture>, CaptureError> {
         let root = mutator.root().to_path_buf();
         let before = listing(root.clone()).await?;
         Ok(Box::new(DetectCapture { root, before }))
@@ -103,7 +105,7 @@ struct DetectCapture {
 }
 
 #[async_trait]
-impl BashCapture for DetectCapture {
+impl CommandCapture for DetectCapture {
     fn command(&self, program: &str, script: &str) -> Command {
         plain_command(&self.root, program, script)
     }

@@ -88,7 +88,9 @@ impl Layer {
 
     /// Why the helper could not set the overlay up, if it said.
     pub(super) fn setup_error(&self) -> Option<String> {
-        fs::read_to_string(self.dir.join(SETUP_ERROR_FILE)).ok()
+        fs::read_to_string(self.dir.join(SETUP_ERROR_FILE))
+            .ok()
+            .map(|why| why.trim_end().to_owned())
     }
 
     fn is_committing(&self) -> bool {
@@ -107,6 +109,16 @@ impl Layer {
     pub(super) fn discard(self) {
         let _ = remove_tree(&self.dir);
     }
+}
+
+/// Whether `name` is one shiro gives a layer: 16 lowercase hex digits.
+fn is_layer_name(name: &OsStr) -> bool {
+    name.to_str().is_some_and(|name| {
+        name.len() == 16
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// `path` as a real directory (not a link), made with `mode` when missing.
@@ -178,7 +190,7 @@ pub(super) async fn commit_layer(
             return Err(err.into());
         }
     };
-    let mut captured = Captured {
+    let captured = Captured {
         mode: Some(CaptureMode::Overlay),
         changes: plan.changes(),
         unrestorable: Vec::new(),
@@ -205,11 +217,9 @@ pub(super) async fn commit_layer(
     for (done, step) in plan.steps.iter().enumerate() {
         if let Err(err) = step.apply(mutator).await {
             layer.discard();
-            captured.notes.push(format!(
-                "applying the command's changes stopped after {done} of {total} steps: {err}; \
-                 what was applied is recorded, the rest was dropped"
-            ));
-            return Err(CaptureError::Commit(err));
+            return Err(CaptureError::Other(format!(
+                "applying them stopped after {done} of {total} steps: {err}"
+            )));
         }
     }
     layer.discard();
@@ -233,13 +243,21 @@ pub enum LayerRecovery {
 /// calls it before it recovers an interrupted turn, whose record then holds the pre-images of
 /// what a finished commit changed.
 pub async fn recover_layers(mutator: &dyn Mutator) -> Result<Vec<LayerRecovery>, MutatorError> {
-    let layers = mutator.root().join(LAYERS_DIR);
+    let root = mutator.root();
+    // A checkout can hold anything, `.shiro/bash -> ~` too: only real directories of the
+    // workspace are looked in, and only entries named as shiro names layers are touched.
+    let real = |path: &Path| fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir());
+    let layers = root.join(LAYERS_DIR);
+    if !real(&root.join(".shiro")) || !real(&layers) {
+        return Ok(Vec::new());
+    }
     let Ok(entries) = fs::read_dir(&layers) else {
         return Ok(Vec::new());
     };
     let mut dirs: Vec<PathBuf> = entries
         .flatten()
         .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+        .filter(|entry| is_layer_name(&entry.file_name()))
         .map(|entry| entry.path())
         .collect();
     dirs.sort();

@@ -107,12 +107,12 @@ pub trait BashRunner: Send + Sync + fmt::Debug {
     fn mode(&self) -> CaptureMode;
 
     /// Readies one command in the workspace of `mutator`.
-    async fn begin(&self, mutator: &dyn Mutator) -> Result<Box<dyn BashCapture>, CaptureError>;
+    async fn begin(&self, mutator: &dyn Mutator) -> Result<Box<dyn CommandCapture>, CaptureError>;
 }
 
 /// The capture of one command.
 #[async_trait]
-pub trait BashCapture: Send + Sync {
+pub trait CommandCapture: Send + Sync {
     /// The process to start to run `program -c script` in `root`. The caller sets its
     /// output, its process group and its working directory is already set.
     fn command(&self, program: &str, script: &str) -> Command;
@@ -136,7 +136,7 @@ impl BashRunner for Direct {
         CaptureMode::Off
     }
 
-    async fn begin(&self, mutator: &dyn Mutator) -> Result<Box<dyn BashCapture>, CaptureError> {
+    async fn begin(&self, mutator: &dyn Mutator) -> Result<Box<dyn CommandCapture>, CaptureError> {
         Ok(Box::new(DirectCapture {
             root: mutator.root().to_path_buf(),
         }))
@@ -148,7 +148,7 @@ struct DirectCapture {
 }
 
 #[async_trait]
-impl BashCapture for DirectCapture {
+impl CommandCapture for DirectCapture {
     fn command(&self, program: &str, script: &str) -> Command {
         plain_command(&self.root, program, script)
     }

@@ -26,7 +26,7 @@ use async_trait::async_trait;
 use tokio::process::Command;
 
 use super::layer::{Layer, commit_layer};
-use super::{BashCapture, BashRunner, CaptureError, CaptureMode, Captured, Ended};
+use super::{BashRunner, CaptureError, CaptureMode, Captured, CommandCapture, Ended};
 use crate::mutator::Mutator;
 
 /// The first argument that runs the embedding binary as the overlay helper.
@@ -61,11 +61,17 @@ impl BashRunner for Overlay {
         CaptureMode::Overlay
     }
 
-    async fn begin(&self, mutator: &dyn Mutator) -> Result<Box<dyn BashCapture>, CaptureError> {
+    async fn begin(&self, mutator: &dyn Mutator) -> Result<Box<dyn CommandCapture>, CaptureError> {
         if !cfg!(target_os = "linux") {
             return Err(CaptureError::NotStarted(
                 "overlays are a Linux feature".to_owned(),
             ));
+        }
+        if std::fs::metadata(&self.helper).is_err() {
+            return Err(CaptureError::NotStarted(format!(
+                "the overlay helper {} is missing",
+                self.helper.display()
+            )));
         }
         let root = mutator.root().to_path_buf();
         if let Some(c) = root
@@ -108,7 +114,7 @@ struct OverlayCapture {
 }
 
 #[async_trait]
-impl BashCapture for OverlayCapture {
+impl CommandCapture for OverlayCapture {
     fn command(&self, program: &str, script: &str) -> Command {
         let mut command = Command::new(&self.helper);
         command
@@ -309,15 +315,21 @@ mod linux {
                 .map(|fd| (name, fd))
             })
             .collect();
+        // A renamed directory must show in the upper layer as what it is, a new directory
+        // with everything in it (`mv` copies when the rename is refused), never as a
+        // redirect to the lower one; metadata-only copy-ups must not exist either. Without
+        // privilege, `userxattr` turns both features off and the kernel refuses the options.
         let mut data = format!(
-            "lowerdir={},upperdir={},workdir={},redirect_dir=off,metacopy=off,index=off",
+            "lowerdir={},upperdir={},workdir={},metacopy=off,index=off",
             root.display(),
             layer.join(UPPER_DIR).display(),
             layer.join(WORK_DIR).display()
         );
-        if !privileged {
-            data.push_str(",userxattr");
-        }
+        data.push_str(if privileged {
+            ",redirect_dir=off"
+        } else {
+            ",userxattr"
+        });
         let data = std::ffi::CString::new(data)
             .map_err(|_| "the overlay options contain a NUL byte".to_owned())?;
         rustix::mount::mount("overlay", root, "overlay", MountFlags::empty(), &*data)

@@ -19,7 +19,9 @@ use tokio::process::Child;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::capture::{BashCapture, BashRunner, CaptureError, CaptureMode, Captured, Direct, Ended};
+use crate::capture::{
+    BashRunner, CaptureError, CaptureMode, Captured, CommandCapture, Direct, Ended,
+};
 use crate::mutator::Mutator;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
 
@@ -301,7 +303,7 @@ enum Ending {
 /// Runs the command `capture` readies, and returns the text the model reads and how it
 /// ended. When this returns, every process of the command's group is gone.
 async fn run(
-    capture: &dyn BashCapture,
+    capture: &dyn CommandCapture,
     command: &str,
     timeout: Duration,
     mut stop: Option<watch::Receiver<u64>>,
@@ -421,7 +423,7 @@ async fn stopped(stop: Option<&mut watch::Receiver<u64>>) -> bool {
 }
 
 fn spawn(
-    capture: &dyn BashCapture,
+    capture: &dyn CommandCapture,
     program: &str,
     command: &str,
     writer: &OwnedFd,
