@@ -114,12 +114,13 @@ fn a_timed_out_command_is_still_committed_and_undoable() {
     }
     let ws = seeded();
     let args = serde_json::json!({
-        "command": "echo early > early.txt && sleep 30",
+        "command": "setsid sleep 32.75 & echo early > early.txt && sleep 30",
         "timeout_secs": 1,
     })
     .to_string();
     let run = ws.run_bounded(&["tool", "bash", "--args", &args]);
     assert_eq!(run.code, 0, "{}", run.show());
+    assert_gone("32.75");
     assert!(
         run.stdout.contains("[timed out after 1 s"),
         "{}",
@@ -181,35 +182,29 @@ fn ctrl_c_stops_the_command_and_commits_what_it_did() {
         json.show()
     );
     for marker in ["31.25", "30.5"] {
-        wait_until_gone(marker);
+        assert_gone(marker);
     }
     ws.ok(&["undo"]);
     assert!(!ws.exists("early.txt"));
 }
 
-/// Waits up to 5 s until no process runs `sleep MARKER`.
-fn wait_until_gone(marker: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+/// Asserts that no process runs `sleep MARKER`: with the overlay, the command's whole PID
+/// namespace is gone by the time the call returns, a process that left the process group
+/// (`setsid`) too, so nothing could still write into the layer being committed.
+fn assert_gone(marker: &str) {
     let wanted = format!("sleep\0{marker}\0");
-    loop {
-        let alive = std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-            let zombie = stat
-                .rsplit(')')
-                .next()
-                .is_some_and(|r| r.trim_start().starts_with('Z'));
-            !zombie && cmdline == wanted.as_bytes()
-        });
-        if !alive {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "`sleep {marker}` outlived the command"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let alive: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|entry| {
+            std::fs::read(entry.path().join("cmdline")).is_ok_and(|cmd| cmd == wanted.as_bytes())
+        })
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        alive.is_empty(),
+        "`sleep {marker}` outlived the command: {alive:?}"
+    );
 }
 
 #[test]

@@ -132,18 +132,6 @@ impl fmt::Display for Image {
     }
 }
 
-/// The current image of `path`, with the file's bytes when it is a file.
-///
-/// One `stat` and, for a file, one read: the cost is that of the path alone.
-pub(crate) async fn read_image(
-    mutator: &dyn Mutator,
-    path: &WorkspacePath,
-    spares: &Spares,
-) -> Result<(Image, Option<Vec<u8>>), MutatorError> {
-    let stat = mutator.stat(path).await?;
-    image_of(mutator, path, stat, spares).await
-}
-
 /// The image of the entry at `path` itself (see [`Mutator::real_stat`]), with a file's bytes.
 pub(crate) async fn real_image(
     mutator: &dyn Mutator,

@@ -13,7 +13,7 @@ use tokio::sync::Mutex;
 use crate::codec::{empty_file, open_emptied};
 use crate::error::UndoError;
 use crate::format::{ChangeRecord, FORMAT_VERSION, INFLIGHT_FILE, InflightLine, TurnMeta};
-use crate::image::{Image, Spares, read_image};
+use crate::image::{Image, Spares, real_image};
 use crate::lock::LockGuard;
 use crate::report::TurnId;
 use crate::store::{Flight, UndoStore, append_line};
@@ -256,7 +256,9 @@ impl<M: Mutator> Recording<M> {
             if path.is_protected() || turn.flight.before.contains_key(path) || !batch.insert(path) {
                 continue;
             }
-            let (image, bytes) = read_image(&self.inner, path, &self.spares).await?;
+            // The entry at the path itself: a mutation never acts through a link, so what a
+            // link on the way leads to is another path's, and this one is absent.
+            let (image, bytes) = real_image(&self.inner, path, &self.spares).await?;
             let failed = |source: std::io::Error| MutatorError::Io {
                 op: "record the undo pre-image of",
                 path: path.clone(),

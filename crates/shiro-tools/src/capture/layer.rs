@@ -31,6 +31,9 @@ pub(super) const UPPER_DIR: &str = "up";
 pub(super) const WORK_DIR: &str = "work";
 /// Written by a helper that could not set the overlay up: why.
 pub(super) const SETUP_ERROR_FILE: &str = "setup-error";
+/// Written by the overlay helper once it started the command's init process: that
+/// process's id, which stopping the command kills (see `CommandCapture::kill`).
+pub(super) const INIT_PID_FILE: &str = "init-pid";
 /// Created once every pre-image of the commit is captured: from then on the layer's changes
 /// count, and recovery applies what a crash left unapplied.
 const COMMIT_MARKER: &str = "commit";
@@ -91,6 +94,15 @@ impl Layer {
         fs::read_to_string(self.dir.join(SETUP_ERROR_FILE))
             .ok()
             .map(|why| why.trim_end().to_owned())
+    }
+
+    /// The id of the command's init process, once the helper has said it.
+    pub(super) fn init_pid(&self) -> Option<i32> {
+        fs::read_to_string(self.dir.join(INIT_PID_FILE))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
     }
 
     fn is_committing(&self) -> bool {
@@ -470,7 +482,13 @@ impl Plan {
             let source = up.join(name);
             let meta = fs::symlink_metadata(&source).map_err(io_err)?;
             let kind = meta.file_type();
-            let now = stat_or_absent(mutator, &path).await?;
+            // Under a directory the commit makes, the workspace has nothing yet (and what its
+            // path names now, a link that loops, say, is removed before).
+            let now = if how == Merge::New {
+                Stat::Absent
+            } else {
+                stat_or_absent(mutator, &path).await?
+            };
             let mode = meta.mode() & 0o7777;
             if kind.is_char_device() && meta.rdev() == 0 {
                 self.remove(&path, &now, mutator).await?;

@@ -117,6 +117,13 @@ pub trait CommandCapture: Send + Sync {
     /// output, its process group and its working directory is already set.
     fn command(&self, program: &str, script: &str) -> Command;
 
+    /// Kills the command's processes, for a timeout or a stop, so that once the started
+    /// process has ended nothing of the command runs any more. Returns whether it did; when
+    /// not (the default), the caller kills the started process's group.
+    fn kill(&self) -> bool {
+        false
+    }
+
     /// Called once every process of the command is gone (its group was killed): reports
     /// what it changed, committing it through `mutator` where the runner can.
     async fn finish(

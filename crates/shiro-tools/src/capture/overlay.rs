@@ -128,6 +128,23 @@ impl CommandCapture for OverlayCapture {
         command
     }
 
+    /// Kills the command's init process, PID 1 of its namespace: the kernel then kills
+    /// every other process in it, and only after all of them are gone does the helper, which
+    /// waits for init, end. Killing the process group instead would end the helper at once,
+    /// while a process that left the group might still be writing into the layer.
+    fn kill(&self) -> bool {
+        let Some(pid) = self
+            .layer
+            .init_pid()
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            return false;
+        };
+        // The helper has not been waited for (the caller checks), so init, its child, has
+        // not been reaped by it and its id cannot have been given to another process.
+        rustix::process::kill_process(pid, rustix::process::Signal::KILL).is_ok()
+    }
+
     async fn finish(
         self: Box<Self>,
         mutator: &dyn Mutator,
@@ -175,7 +192,7 @@ mod linux {
     use rustix::thread::UnshareFlags;
 
     use super::{HELPER_INIT, HELPER_OVERLAY, SETUP_FAILED};
-    use crate::capture::layer::{SETUP_ERROR_FILE, UPPER_DIR, WORK_DIR};
+    use crate::capture::layer::{INIT_PID_FILE, SETUP_ERROR_FILE, UPPER_DIR, WORK_DIR};
 
     pub(super) fn run(args: &[OsString]) -> i32 {
         match args.first().and_then(|a| a.to_str()) {
@@ -200,7 +217,12 @@ mod linux {
             .arg(HELPER_INIT)
             .arg(program)
             .args(rest)
-            .spawn();
+            .spawn()
+            .and_then(|child| {
+                // Stopping the command kills this process (see `OverlayCapture::kill`).
+                std::fs::write(layer.join(INIT_PID_FILE), child.id().to_string())?;
+                Ok(child)
+            });
         match child.and_then(|mut child| child.wait()) {
             Ok(status) => code_of(status),
             Err(err) => {

@@ -329,7 +329,7 @@ async fn run(
         stop.mark_unchanged();
     }
 
-    let mut capture = Capture::default();
+    let mut output = Output::default();
     let mut buf = vec![0u8; 16 * 1024];
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
@@ -343,7 +343,7 @@ async fn run(
         tokio::select! {
             read = reader.read(&mut buf), if !eof => match read {
                 Ok(0) | Err(_) => eof = true,
-                Ok(n) => capture.push(&buf[..n]),
+                Ok(n) => output.push(&buf[..n]),
             },
             status = child.wait(), if ending.is_none() => {
                 ending = Some(match (status, killed.take()) {
@@ -357,12 +357,12 @@ async fn run(
             },
             () = &mut deadline, if ending.is_none() && killed.is_none() => {
                 killed = Some(Ending::TimedOut);
-                group.kill();
+                kill(capture, &mut child, &mut group);
             },
             changed = stopped(stop.as_mut()), if ending.is_none() && killed.is_none() => {
                 if changed {
                     killed = Some(Ending::Stopped);
-                    group.kill();
+                    kill(capture, &mut child, &mut group);
                 } else {
                     // The sender is gone: nothing can stop the command any more.
                     stop = None;
@@ -371,7 +371,7 @@ async fn run(
             () = &mut drain, if ending.is_some() => break,
         }
     }
-    let mut out = capture.render();
+    let mut out = output.render();
     if !eof {
         out.push_str(
             "[a process that left the command's process group kept the output open; output \
@@ -414,6 +414,16 @@ async fn run(
     Ok((out, ended))
 }
 
+/// Kills a command that must stop: through its capture where that knows how (the overlay
+/// kills its namespace), else its process group. A started process that has already ended
+/// is left to the caller's wait, which kills the group then.
+fn kill(capture: &dyn CommandCapture, child: &mut Child, group: &mut GroupGuard) {
+    let running = matches!(child.try_wait(), Ok(None));
+    if !(running && capture.kill()) {
+        group.kill();
+    }
+}
+
 /// Resolves when `stop` changes (true) or its sender is gone (false); never without one.
 async fn stopped(stop: Option<&mut watch::Receiver<u64>>) -> bool {
     match stop {
@@ -442,7 +452,7 @@ fn spawn(
 /// The output kept: the first and the last `BASH_MAX_OUTPUT_BYTES / 2` bytes, and how much
 /// fell in between.
 #[derive(Debug, Default)]
-struct Capture {
+struct Output {
     head: Vec<u8>,
     tail: Vec<u8>,
     /// Bytes dropped from the front of `tail`, and the newlines among them.
@@ -454,7 +464,7 @@ struct Capture {
 
 const HALF: usize = BASH_MAX_OUTPUT_BYTES / 2;
 
-impl Capture {
+impl Output {
     fn push(&mut self, mut bytes: &[u8]) {
         if self.head.len() < HALF {
             let take = bytes.len().min(HALF - self.head.len());
