@@ -338,6 +338,17 @@ impl<M: Mutator> Mutator for Recording<M> {
         self.inner.write(path, bytes, mode).await
     }
 
+    async fn adopt(
+        &self,
+        source: &Path,
+        path: &WorkspacePath,
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        let mut slot = self.turn.lock().await;
+        self.capture(&mut slot, &[path]).await?;
+        self.inner.adopt(source, path, mode).await
+    }
+
     async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
         self.inner.real_stat(path).await
     }

@@ -37,8 +37,6 @@ pub(super) const INIT_PID_FILE: &str = "init-pid";
 /// Created once every pre-image of the commit is captured: from then on the layer's changes
 /// count, and recovery applies what a crash left unapplied.
 const COMMIT_MARKER: &str = "commit";
-/// A file read whole into memory when it is at most this big; bigger ones are streamed.
-const WHOLE_FILE_MAX: u64 = 64 << 20;
 
 /// A layer, locked by this process.
 pub(super) struct Layer {
@@ -358,26 +356,7 @@ impl Step {
                 }
                 mutator.symlink(target, path).await
             }
-            Step::Write { path, source, mode } => {
-                let io_err = |source| MutatorError::Io {
-                    op: "read the command's new version of",
-                    path: path.clone(),
-                    source,
-                };
-                let mut file = fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                    .open(source)
-                    .map_err(io_err)?;
-                let len = file.metadata().map_err(io_err)?.len();
-                if len <= WHOLE_FILE_MAX {
-                    let mut bytes = Vec::with_capacity(len as usize);
-                    file.read_to_end(&mut bytes).map_err(io_err)?;
-                    mutator.write(path, &bytes, Some(*mode)).await
-                } else {
-                    mutator.overwrite_from(path, &mut file, len, *mode).await
-                }
-            }
+            Step::Write { path, source, mode } => mutator.adopt(source, path, *mode).await,
         }
     }
 }
@@ -663,17 +642,27 @@ async fn same_bytes(
     path: &WorkspacePath,
     source: &Path,
 ) -> Result<bool, MutatorError> {
-    let io_err = |source| MutatorError::Io {
-        op: "read the command's new version of",
-        path: path.clone(),
-        source,
-    };
-    let mut file = fs::OpenOptions::new()
+    let mut theirs = Vec::new();
+    open_new_version(path, source)?
+        .read_to_end(&mut theirs)
+        .map_err(|err| new_version_error(path, err))?;
+    Ok(mutator.read(path).await? == theirs)
+}
+
+/// Opens the layer's file `source`, the command's new version of `path`, never through a
+/// link.
+fn open_new_version(path: &WorkspacePath, source: &Path) -> Result<fs::File, MutatorError> {
+    fs::OpenOptions::new()
         .read(true)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(source)
-        .map_err(io_err)?;
-    let mut theirs = Vec::new();
-    file.read_to_end(&mut theirs).map_err(io_err)?;
-    Ok(mutator.read(path).await? == theirs)
+        .map_err(|err| new_version_error(path, err))
+}
+
+fn new_version_error(path: &WorkspacePath, source: io::Error) -> MutatorError {
+    MutatorError::Io {
+        op: "read the command's new version of",
+        path: path.clone(),
+        source,
+    }
 }

@@ -220,6 +220,38 @@ fn write_atomic(
     Ok(())
 }
 
+/// Moves the file `source` to `path` with one rename, as [`Mutator::adopt`] says; `false`
+/// when it must be copied instead: it is on another file system, or has other names (a
+/// rename would make them names of a workspace file).
+fn move_in(
+    roots: &Roots,
+    source: &Path,
+    path: &WorkspacePath,
+    mode: u32,
+) -> Result<bool, MutatorError> {
+    let dir = roots.parent_for_change(path)?;
+    if let Stat::Dir { .. } = stat_in(&dir, path)? {
+        return Err(MutatorError::IsDirectory(path.clone()));
+    }
+    let failed = |err: io::Error| io_error("move the new version into", path, err);
+    let file = rustix::fs::open(
+        source,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|errno| failed(errno.into()))?;
+    let stat = rustix::fs::fstat(&file).map_err(|errno| failed(errno.into()))?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile || stat.st_nlink != 1 {
+        return Ok(false);
+    }
+    rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(|errno| failed(errno.into()))?;
+    match rustix::fs::renameat(rustix::fs::CWD, source, &dir, path.file_name()) {
+        Ok(()) => Ok(true),
+        Err(Errno::XDEV) => Ok(false),
+        Err(errno) => Err(failed(errno.into())),
+    }
+}
+
 /// Creates a new temporary file for a write of `path` in `dir`, owner-only until its mode is
 /// set; a name that happens to be taken is skipped for another.
 fn create_temp(
@@ -685,6 +717,23 @@ impl Mutator for FsMutator {
     async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
         let path = path.clone();
         self.blocking(move |roots| real_stat(roots, &path)).await
+    }
+
+    async fn adopt(
+        &self,
+        source: &Path,
+        path: &WorkspacePath,
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        let moved = {
+            let (source, path) = (source.to_path_buf(), path.clone());
+            self.blocking(move |roots| move_in(roots, &source, &path, mode))
+                .await?
+        };
+        if moved {
+            return Ok(());
+        }
+        super::copy_in(self, source, path, mode).await
     }
 
     async fn overwrite(

@@ -179,6 +179,16 @@ impl<M: Mutator> Mutator for Hooked<M> {
             .await
     }
 
+    async fn adopt(
+        &self,
+        source: &Path,
+        path: &WorkspacePath,
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        self.around(Mutation::Write(path), self.inner.adopt(source, path, mode))
+            .await
+    }
+
     async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
         self.inner.real_stat(path).await
     }

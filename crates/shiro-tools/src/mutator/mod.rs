@@ -266,6 +266,21 @@ pub trait Mutator: Send + Sync {
         self.overwrite(path, &bytes, mode).await
     }
 
+    /// Makes `path` the regular file at `source` — a file outside the workspace that nothing
+    /// else uses, such as a bash command's file in its overlay layer — with permission bits
+    /// `mode`, replacing a file or link there as [`Mutator::write`] does. `source` is gone
+    /// afterwards. `FsMutator` moves it with one rename when it is on the workspace's file
+    /// system and has no other name, so the bytes are not copied; otherwise, and by
+    /// default, it is read, written, and removed. A file over 64 MiB is streamed.
+    async fn adopt(
+        &self,
+        source: &Path,
+        path: &WorkspacePath,
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        copy_in(self, source, path, mode).await
+    }
+
     /// Says that the caller is about to change `paths` (each one, or entries under it), so
     /// that a recorder captures their pre-images now, in one batch with one flush, rather
     /// than one flush per change. A path the caller then leaves alone costs nothing more. The
@@ -296,6 +311,41 @@ pub trait Mutator: Send + Sync {
         let _ = paths;
         Ok(())
     }
+}
+
+/// [`Mutator::adopt`] by copying: reads `source` (never through a link), writes it at
+/// `path`, then removes it.
+async fn copy_in<M: Mutator + ?Sized>(
+    mutator: &M,
+    source: &Path,
+    path: &WorkspacePath,
+    mode: u32,
+) -> Result<(), MutatorError> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    /// Bigger files are streamed rather than read whole.
+    const WHOLE_FILE_MAX: u64 = 64 << 20;
+    let failed = |source| MutatorError::Io {
+        op: "read the new version of",
+        path: path.clone(),
+        source,
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(source)
+        .map_err(failed)?;
+    let len = file.metadata().map_err(failed)?.len();
+    if len <= WHOLE_FILE_MAX {
+        let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(0));
+        file.read_to_end(&mut bytes).map_err(failed)?;
+        mutator.write(path, &bytes, Some(mode)).await?;
+    } else {
+        mutator.overwrite_from(path, &mut file, len, mode).await?;
+    }
+    // Left over only costs space; the caller's layer goes as a whole.
+    let _ = std::fs::remove_file(source);
+    Ok(())
 }
 
 /// The suffix of the temporary files [`FsMutator`] writes new bytes to before renaming them
