@@ -1215,7 +1215,7 @@ fn bash_capture(
     fs::create_dir_all(&probe_ws)?;
     let probe = runner.run(
         SEC,
-        "overlay probe (`true`)",
+        "overlay probe (`echo probe > probe`)",
         &Case::BashProbe {
             ws: probe_ws.clone(),
             shiro: shiro.to_owned(),
@@ -1226,7 +1226,7 @@ fn bash_capture(
         let why = report::one_line(&why);
         let _ = writeln!(
             doc,
-            "Not measured: the overlay runner could not run a command on this machine ({why}). \
+            "Not measured: the overlay runner could not run a command here ({why}). \
              Where overlays are refused (not root and no user namespaces, say), shiro falls \
              back to detect-only capture, which this section does not measure."
         );

@@ -78,18 +78,27 @@ fn settle(ws: &Path) -> Result<()> {
     run_ok(sync).map(drop)
 }
 
-/// Whether overlays can be used here: `true` through the overlay runner, bare.
+/// Whether overlays can be used here: one file written through the overlay runner, bare,
+/// must come back as one change applied to the workspace.
 pub async fn probe(ws: &Path, shiro: &Path) -> Result<()> {
     let workspace = FsMutator::new(ws)?.inline();
     let bash = Bash::new(Arc::new(Overlay::new(shiro)));
     let out = bash
-        .call(&workspace, serde_json::json!({"command": "true"}))
+        .call(
+            &workspace,
+            serde_json::json!({"command": "echo probe > probe"}),
+        )
         .await
         .map_err(|err| anyhow::anyhow!("{err}"))?;
     ensure!(
         out.capture == Some(shiro_tools::capture::CaptureMode::Overlay),
         "the overlay runner ran the command another way ({:?})",
         out.capture
+    );
+    ensure!(
+        out.changes.len() == 1 && std::fs::read_to_string(ws.join("probe"))? == "probe\n",
+        "a command's write did not come through the overlay: {}",
+        out.text
     );
     Ok(())
 }

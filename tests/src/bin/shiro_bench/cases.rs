@@ -130,8 +130,8 @@ pub enum Case {
         file: String,
         turns: usize,
     },
-    /// `true` through the bash tool's overlay runner: fails, saying why, where overlays are
-    /// refused.
+    /// One file written through the bash tool's overlay runner: fails, saying why, where
+    /// overlays are refused.
     BashProbe { ws: PathBuf, shiro: PathBuf },
     /// One bash call that rewrites one line of `file`, bare and through the overlay (see
     /// `bash::one_file`).
