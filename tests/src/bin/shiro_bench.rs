@@ -1294,7 +1294,9 @@ fn bash_one_file(
     // share, the snapshot's median.
     type Overheads = (String, Option<u64>, Option<u64>, Option<u64>, Option<u64>);
     let mut overheads: Vec<Overheads> = Vec::new();
-    for (i, &count) in plan.bash_files.iter().enumerate() {
+    let mut workspaces = Vec::new();
+    let mut labels = Vec::new();
+    for &count in &plan.bash_files {
         let ws = work.join(format!("ws-bash-{count}"));
         let git = work.join(format!("git-bash-{count}"));
         let total = inputs::workspace(&ws, count, 1, |rng, _| inputs::mixed_size(rng))?;
@@ -1302,72 +1304,83 @@ fn bash_one_file(
         shadow_git_init(&ws, &git)?;
         // Warm the index, as from the second turn of a session on.
         run_ok(git_snapshot(&ws, &git))?;
-        settle()?;
-        let label = format!("{count} files ({})", bytes(total));
-        let case = |reps, dirty_mib| Case::BashOneFile {
-            ws: ws.clone(),
-            git: git.clone(),
-            file: FILE.to_owned(),
-            reps,
-            shiro: shiro.to_owned(),
-            dirty_mib,
+        labels.push(format!("{count} files ({})", bytes(total)));
+        workspaces.push(bash::OneFileWs { ws, git });
+    }
+    settle()?;
+    let case = |workspaces: &[bash::OneFileWs], reps, dirty_mib| Case::BashOneFile {
+        workspaces: workspaces.to_vec(),
+        file: FILE.to_owned(),
+        reps,
+        shiro: shiro.to_owned(),
+        dirty_mib,
+    };
+    let result = runner.run(
+        SEC,
+        "one-file call, each workspace in turn",
+        &case(&workspaces, plan.bash_reps, 0),
+    );
+    for (i, label) in labels.iter().enumerate() {
+        let series = |name: &str| bash::one_file_series(i, name);
+        let cells = |names: &[&str]| -> Vec<Cell> {
+            names
+                .iter()
+                .map(|name| series_cell(&result, &series(name)))
+                .collect()
         };
-        let result = runner.run(
-            SEC,
-            &format!("one-file call, {count} files"),
-            &case(plan.bash_reps, 0),
-        );
         calls.rows.push((
             label.clone(),
-            ["spawn", "init", "bare", "overlay", "git"]
-                .iter()
-                .map(|s| series_cell(&result, s))
-                .collect(),
+            cells(&["spawn", "init", "bare", "overlay", "git"]),
         ));
         phases.rows.push((
             label.clone(),
-            [
-                "total",
-                "begin_turn",
-                "layer",
-                "run",
-                "walk",
-                "prepare",
-                "apply",
-                "discard",
-                "finish_turn",
-            ]
-            .iter()
-            .map(|s| series_cell(&result, &format!("ph_{s}")))
-            .collect(),
+            cells(&[
+                "ph_total",
+                "ph_begin_turn",
+                "ph_layer",
+                "ph_run",
+                "ph_walk",
+                "ph_prepare",
+                "ph_apply",
+                "ph_discard",
+                "ph_finish_turn",
+            ]),
         ));
         let measured = result.as_ref().ok();
+        let pair =
+            |a: &str, b: &str| measured.and_then(|r| paired_overhead(r, &series(a), &series(b)));
         overheads.push((
             label.clone(),
-            measured.and_then(|r| paired_overhead(r, "overlay", "bare")),
-            measured.and_then(|r| paired_overhead(r, "ph_run", "spawn")),
-            measured.and_then(|r| paired_overhead(r, "init", "spawn")),
-            series_cell(&result, "git").ok().map(|s| s.median),
+            pair("overlay", "bare"),
+            pair("ph_run", "spawn"),
+            pair("init", "spawn"),
+            series_cell(&result, &series("git")).ok().map(|s| s.median),
         ));
-        if i == 0 {
-            let result = runner.run(
-                SEC,
-                &format!(
-                    "one-file call, {count} files, {} MiB unflushed beside",
-                    plan.dirty_mib
-                ),
-                &case(plan.loaded_reps, plan.dirty_mib),
-            );
-            loaded.rows.push((
-                format!("{label}, {} MiB unflushed beside", plan.dirty_mib),
-                ["bare", "overlay"]
-                    .iter()
-                    .map(|s| series_cell(&result, s))
-                    .collect(),
-            ));
-        }
-        fs::remove_dir_all(&ws)?;
-        fs::remove_dir_all(&git)?;
+    }
+    if let (Some(first), Some(label)) = (workspaces.first(), labels.first()) {
+        let result = runner.run(
+            SEC,
+            &format!(
+                "one-file call, {label}, {} MiB unflushed beside",
+                plan.dirty_mib
+            ),
+            &case(
+                std::slice::from_ref(first),
+                plan.loaded_reps,
+                plan.dirty_mib,
+            ),
+        );
+        loaded.rows.push((
+            format!("{label}, {} MiB unflushed beside", plan.dirty_mib),
+            ["bare", "overlay"]
+                .iter()
+                .map(|name| series_cell(&result, &bash::one_file_series(0, name)))
+                .collect(),
+        ));
+    }
+    for bash::OneFileWs { ws, git } in &workspaces {
+        fs::remove_dir_all(ws)?;
+        fs::remove_dir_all(git)?;
     }
     let mut overhead_rows = String::from(
         "| workspace | overhead: overlay turn − bare call | helper run − `bash -c` | \
@@ -1393,10 +1406,11 @@ fn bash_one_file(
         "### One call that changes one file, by workspace size\n\n\
          The call is `sed -i` of one line of an {target} file (`{FILE}`), a new value each \
          time, so that every pre-image is new to the store, in generated workspaces (as in \
-         section 1: three levels of directories, sizes mixed from 64 B to 48 KiB). Each \
-         repetition runs the command five ways, one after the other (the order reversed on odd \
-         repetitions), with `sync -f` on the workspace's file system before each, untimed, so \
-         that no call waits for the writeback of another:\n\n\
+         section 1: three levels of directories, sizes mixed from 64 B to 48 KiB). The \
+         workspaces take turns within each repetition, so that a change in the machine's load \
+         falls on every size alike. In each, the command runs five ways, one after the other \
+         (the order reversed on odd repetitions), with `sync -f` on the workspace's file \
+         system before each, untimed, so that no call waits for the writeback of another:\n\n\
          - `bash -c` spawned with `std::process::Command`;\n\
          - the same under the overlay's init helper alone, outside any namespace (`shiro \
          __shiro-bash-init bash -c`), which is what one more start of the `shiro` binary \

@@ -119,26 +119,42 @@ enum Way {
     Phased,
 }
 
-/// The one-file case: per repetition, the marker line of `file` is rewritten by `sed -i` in
-/// each [`Way`] (forward order on even repetitions, backward on odd ones); a shadow-git
-/// snapshot is timed right after the overlay call. With `dirty_mib`, only the bare and
-/// overlay calls run, each after `dirty_mib` MiB were written beside the workspace and left
-/// unflushed.
+/// A workspace of the one-file case, with its shadow git directory.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OneFileWs {
+    pub ws: PathBuf,
+    pub git: PathBuf,
+}
+
+/// The series of the one-file case's workspace `index`, named `series`.
+pub fn one_file_series(index: usize, series: &str) -> String {
+    format!("{index}/{series}")
+}
+
+/// The one-file case: per repetition, in each workspace in turn (so that a change in the
+/// machine's load falls on every size alike), the marker line of `file` is rewritten by
+/// `sed -i` in each [`Way`] (forward order on even repetitions, backward on odd ones); a
+/// shadow-git snapshot is timed right after the overlay call. With `dirty_mib`, only the
+/// bare and overlay calls run, each after `dirty_mib` MiB were written beside the workspace
+/// and left unflushed. Series are named by [`one_file_series`].
 pub async fn one_file(
     r: &mut CaseResult,
-    ws: &Path,
-    git: &Path,
+    workspaces: &[OneFileWs],
     file: &str,
     reps: usize,
     shiro: &Path,
     dirty_mib: usize,
 ) -> Result<()> {
-    let workspace = FsMutator::new(ws)?.inline();
-    let store = UndoStore::open(ws, shiro_undo::StoreOptions::default()).await?;
-    let recording = store.recorder(workspace.clone());
     let overlay: Arc<dyn BashRunner> = Arc::new(Overlay::new(shiro));
     let tool = Bash::new(Arc::clone(&overlay));
     let bare = Bash::new(Arc::new(Direct));
+    let mut opened = Vec::new();
+    for OneFileWs { ws, .. } in workspaces {
+        let workspace = FsMutator::new(ws)?.inline();
+        let store = UndoStore::open(ws, shiro_undo::StoreOptions::default()).await?;
+        let recording = store.recorder(workspace.clone());
+        opened.push((workspace, store, recording));
+    }
     let ways: &[Way] = if dirty_mib > 0 {
         &[Way::Bare, Way::Overlay]
     } else {
@@ -151,72 +167,79 @@ pub async fn one_file(
         } else {
             ways.iter().rev().copied().collect()
         };
-        for way in order {
-            // A new value each time, so that every pre-image is one the store has not seen.
-            step += 1;
-            let command = format!("sed -i 's/^{MARKER}.*$/{MARKER}{step}/' {file}");
-            settle(ws)?;
-            let dirty = crate::cases::write_unflushed(ws, dirty_mib)?;
-            match way {
-                Way::Spawn => {
-                    let mut cmd = Command::new("bash");
-                    cmd.arg("-c").arg(&command).current_dir(ws);
-                    let start = Instant::now();
-                    run_ok(cmd)?;
-                    push(r, "spawn", start.elapsed());
-                }
-                Way::Init => {
-                    let mut cmd = Command::new(shiro);
-                    cmd.arg(shiro_tools::capture::HELPER_INIT)
-                        .args(["bash", "-c", &command])
-                        .current_dir(ws);
-                    let start = Instant::now();
-                    run_ok(cmd)?;
-                    push(r, "init", start.elapsed());
-                }
-                Way::Bare => {
-                    let start = Instant::now();
-                    let out = bare
-                        .call(&workspace, serde_json::json!({ "command": command }))
-                        .await?;
-                    push(r, "bare", start.elapsed());
-                    ensure!(
-                        out.text.contains("[exit code 0]"),
-                        "sed failed: {}",
-                        out.text
-                    );
-                }
-                Way::Overlay => {
-                    let start = Instant::now();
-                    let changed = tool_turn(&recording, &tool, &command).await?;
-                    push(r, "overlay", start.elapsed());
-                    ensure!(
-                        changed == 1,
-                        "the overlay call recorded {changed} changes, not 1"
-                    );
-                    if dirty_mib == 0 {
+        for (i, (OneFileWs { ws, git }, (workspace, store, recording))) in
+            workspaces.iter().zip(&opened).enumerate()
+        {
+            let series = |name: &str| one_file_series(i, name);
+            for &way in &order {
+                // A new value each time, so that every pre-image is one the store has not
+                // seen.
+                step += 1;
+                let command = format!("sed -i 's/^{MARKER}.*$/{MARKER}{step}/' {file}");
+                settle(ws)?;
+                let dirty = crate::cases::write_unflushed(ws, dirty_mib)?;
+                match way {
+                    Way::Spawn => {
+                        let mut cmd = Command::new("bash");
+                        cmd.arg("-c").arg(&command).current_dir(ws);
                         let start = Instant::now();
-                        run_ok(git_snapshot(ws, git))?;
-                        push(r, "git", start.elapsed());
+                        run_ok(cmd)?;
+                        push(r, &series("spawn"), start.elapsed());
+                    }
+                    Way::Init => {
+                        let mut cmd = Command::new(shiro);
+                        cmd.arg(shiro_tools::capture::HELPER_INIT)
+                            .args(["bash", "-c", &command])
+                            .current_dir(ws);
+                        let start = Instant::now();
+                        run_ok(cmd)?;
+                        push(r, &series("init"), start.elapsed());
+                    }
+                    Way::Bare => {
+                        let start = Instant::now();
+                        let out = bare
+                            .call(workspace, serde_json::json!({ "command": command }))
+                            .await?;
+                        push(r, &series("bare"), start.elapsed());
+                        ensure!(
+                            out.text.contains("[exit code 0]"),
+                            "sed failed: {}",
+                            out.text
+                        );
+                    }
+                    Way::Overlay => {
+                        let start = Instant::now();
+                        let changed = tool_turn(recording, &tool, &command).await?;
+                        push(r, &series("overlay"), start.elapsed());
+                        ensure!(
+                            changed == 1,
+                            "the overlay call recorded {changed} changes, not 1"
+                        );
+                        if dirty_mib == 0 {
+                            let start = Instant::now();
+                            run_ok(git_snapshot(ws, git))?;
+                            push(r, &series("git"), start.elapsed());
+                        }
+                    }
+                    Way::Phased => {
+                        let phases = phased_turn(store, workspace, &overlay, &command).await?;
+                        ensure!(
+                            phases.changes == 1,
+                            "the phased call recorded {} changes, not 1",
+                            phases.changes
+                        );
+                        phases.push_into(r, &series("ph"));
                     }
                 }
-                Way::Phased => {
-                    let phases = phased_turn(&store, &workspace, &overlay, &command).await?;
-                    ensure!(
-                        phases.changes == 1,
-                        "the phased call recorded {} changes, not 1",
-                        phases.changes
-                    );
-                    phases.push_into(r, "ph");
-                }
+                crate::cases::remove_unflushed(dirty)?;
+                let text = std::fs::read_to_string(ws.join(file))?;
+                ensure!(
+                    text.contains(&format!("{MARKER}{step}\n")),
+                    "the marker line does not hold the value of step {step}"
+                );
             }
-            crate::cases::remove_unflushed(dirty)?;
         }
     }
-    ensure!(
-        std::fs::read_to_string(ws.join(file))?.contains(&format!("{MARKER}{step}\n")),
-        "the marker line does not hold the last step's value"
-    );
     Ok(())
 }
 

@@ -133,11 +133,10 @@ pub enum Case {
     /// One file written through the bash tool's overlay runner: fails, saying why, where
     /// overlays are refused.
     BashProbe { ws: PathBuf, shiro: PathBuf },
-    /// One bash call that rewrites one line of `file`, bare and through the overlay (see
-    /// `bash::one_file`).
+    /// One bash call that rewrites one line of `file`, bare and through the overlay, in
+    /// each workspace in turn (see `bash::one_file`).
     BashOneFile {
-        ws: PathBuf,
-        git: PathBuf,
+        workspaces: Vec<crate::bash::OneFileWs>,
         file: String,
         reps: usize,
         shiro: PathBuf,
@@ -490,13 +489,12 @@ async fn run(case: &Case) -> Result<CaseResult> {
         } => store_size(&mut r, ws, git, file, *turns).await?,
         Case::BashProbe { ws, shiro } => crate::bash::probe(ws, shiro).await?,
         Case::BashOneFile {
-            ws,
-            git,
+            workspaces,
             file,
             reps,
             shiro,
             dirty_mib,
-        } => crate::bash::one_file(&mut r, ws, git, file, *reps, shiro, *dirty_mib).await?,
+        } => crate::bash::one_file(&mut r, workspaces, file, *reps, shiro, *dirty_mib).await?,
         Case::BashHeavy {
             ws,
             heavy,
