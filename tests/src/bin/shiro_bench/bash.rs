@@ -25,7 +25,8 @@ const ELAPSED: &str = "bench-elapsed-us ";
 /// The start of the line each one-file call rewrites (the edit target's marker line).
 const MARKER: &str = "bench-marker: ";
 
-/// `command` wrapped so that bash prints how long it took; the script fails if it does.
+/// `command` wrapped so that bash prints how long it took; the script fails if the command
+/// does.
 pub fn timed_script(command: &str) -> String {
     format!(
         "t0=${{EPOCHREALTIME/./}}; {command} || exit 1; t1=${{EPOCHREALTIME/./}}; \
@@ -412,7 +413,8 @@ fn push_nanos(r: &mut CaseResult, series: &str, nanos: u64) {
     r.series.entry(series.to_owned()).or_default().push(nanos);
 }
 
-/// `cp -R from to`, timed; then, with `sync`, `sync -f` of the workspace, timed with it.
+/// `cp -R from to`, then `sync -f` of the workspace's file system: returns the time of the
+/// copy, and of the copy and the flush together.
 fn copy_timed(from: &Path, to: &Path, ws: &Path) -> Result<(Duration, Duration)> {
     let mut cp = Command::new("cp");
     cp.arg("-R").arg(from).arg(to);
@@ -479,15 +481,16 @@ pub async fn heavy(
                 push_nanos(r, "native_cmd", elapsed_in(&out.text)?);
                 // Put back by hand: the removed tree copied back, or what was made removed.
                 settle(ws)?;
-                let start = Instant::now();
-                if heavy.existed {
-                    copy_timed(&heavy.backup, &target, ws)?;
+                let by_hand = if heavy.existed {
+                    copy_timed(&heavy.backup, &target, ws)?.0
                 } else {
                     let mut rm = Command::new("rm");
                     rm.arg("-rf").arg(&target);
+                    let start = Instant::now();
                     run_ok(rm)?;
-                }
-                push(r, "by_hand", start.elapsed());
+                    start.elapsed()
+                };
+                push(r, "by_hand", by_hand);
                 // The baseline of the undo: `cp -R` of the files the turn changed.
                 if heavy.existed {
                     std::fs::remove_dir_all(&target)?;
