@@ -1,17 +1,20 @@
 //! `shiro_bench`: the benchmark harness behind `cargo xtask bench`.
 //!
 //! It builds deterministic workspaces in a temporary directory, measures shiro side by side
-//! with its baselines (a plain write, `cp`, and the whole-worktree shadow-git snapshot other
-//! agents take per turn), and writes `docs/performance.md`. Every case runs in a child
-//! process of this binary (`shiro_bench --case JSON`) so that its peak memory is its own.
+//! with its baselines (a plain write, `cp`, a bare `bash` call, and the whole-worktree
+//! shadow-git snapshot other agents take per turn), and writes `docs/performance.md`. Every
+//! case runs in a child process of this binary (`shiro_bench --case JSON`) so that its peak
+//! memory is its own.
 //!
 //! Invariant: it never prints a number it did not measure; what it could not measure, the
 //! document says so, with the reason.
 //!
 //! Usage: `shiro_bench --shiro PATH --out FILE [--quick] [--only SECTION,...]`, where the
-//! sections are `capture`, `undo`, `patch` and `store`.
+//! sections are `capture`, `undo`, `patch`, `store` and `bash`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+#[path = "shiro_bench/bash.rs"]
+mod bash;
 #[path = "shiro_bench/cases.rs"]
 mod cases;
 #[path = "shiro_bench/inputs.rs"]
@@ -48,6 +51,12 @@ struct Plan {
     patch_reps: usize,
     store_file_bytes: usize,
     store_turns: usize,
+    /// Workspace sizes of the one-file bash call, and its repetitions.
+    bash_files: Vec<usize>,
+    bash_reps: usize,
+    /// Files the file-heavy bash commands make, remove or copy, and their repetitions.
+    bash_heavy_files: usize,
+    bash_heavy_reps: usize,
 }
 
 impl Plan {
@@ -70,6 +79,11 @@ impl Plan {
             patch_reps: 10,
             store_file_bytes: 10 << 20,
             store_turns: 20,
+            bash_files: vec![1_000, 10_000, 100_000],
+            // Even counts: the order of the ways a repetition runs alternates.
+            bash_reps: 16,
+            bash_heavy_files: 10_000,
+            bash_heavy_reps: 6,
         }
     }
 
@@ -90,6 +104,10 @@ impl Plan {
             patch_reps: 4,
             store_file_bytes: 1 << 20,
             store_turns: 20,
+            bash_files: vec![1_000, 3_000, 10_000],
+            bash_reps: 8,
+            bash_heavy_files: 2_000,
+            bash_heavy_reps: 4,
         }
     }
 }
@@ -271,7 +289,7 @@ impl Verdicts {
 const USAGE: &str = "shiro_bench --shiro PATH --out FILE [--quick] [--only SECTION,...]";
 
 /// The sections of the document, in order; `--only` picks some of them.
-const SECTIONS: [&str; 4] = ["capture", "undo", "patch", "store"];
+const SECTIONS: [&str; 5] = ["capture", "undo", "patch", "store", "bash"];
 
 fn bench(
     plan: &Plan,
@@ -313,6 +331,9 @@ fn bench(
     }
     if wants("store") {
         store(&mut doc, plan, work, runner, &mut verdicts)?;
+    }
+    if wants("bash") {
+        bash_capture(&mut doc, plan, shiro, work, runner, &mut verdicts)?;
     }
     memory(&mut doc, runner);
     doc.push_str(
@@ -1166,12 +1187,511 @@ fn store(
     Ok(())
 }
 
-/// Section 5: the peak memory of every case.
+const BASH_OVERHEAD_BUDGET: &str =
+    "Bash capture overhead per call at most 5 ms (one file changed, overlay minus bare)";
+const BASH_FLAT_BUDGET: &str = "Bash capture overhead independent of workspace size";
+const BASH_NATIVE_BUDGET: &str = "Commands inside the overlay at most 1.2x native";
+
+/// Section 5: the bash tool's capture. One call that changes one file, in workspaces of
+/// growing size, against the same call run bare and against a shadow-git snapshot; then
+/// file-heavy commands inside the overlay against native, with the commit and the undo.
+fn bash_capture(
+    doc: &mut String,
+    plan: &Plan,
+    shiro: &Path,
+    work: &Path,
+    runner: &mut Runner,
+    verdicts: &mut Verdicts,
+) -> Result<()> {
+    const SEC: &str = "bash";
+    doc.push_str(
+        "\n## 5. Bash capture\n\n\
+         The `bash` tool with the overlay runner (`Overlay::new`, its helper the release \
+         `shiro` binary): each command runs in its own mount and PID namespaces over an \
+         overlayfs of the workspace; afterwards the upper layer is walked and each change is \
+         applied through the turn's recorder (see `docs/undo.md`, \"Bash\").\n\n",
+    );
+    let probe_ws = work.join("ws-bash-probe");
+    fs::create_dir_all(&probe_ws)?;
+    let probe = runner.run(
+        SEC,
+        "overlay probe (`echo probe > probe`)",
+        &Case::BashProbe {
+            ws: probe_ws.clone(),
+            shiro: shiro.to_owned(),
+        },
+    );
+    fs::remove_dir_all(&probe_ws)?;
+    if let Err(why) = probe {
+        let why = report::one_line(&why);
+        let _ = writeln!(
+            doc,
+            "Not measured: the overlay runner could not run a command here ({why}). \
+             Where overlays are refused (not root and no user namespaces, say), shiro falls \
+             back to detect-only capture, which this section does not measure."
+        );
+        for budget in [BASH_OVERHEAD_BUDGET, BASH_FLAT_BUDGET, BASH_NATIVE_BUDGET] {
+            verdicts.add(budget, None, format!("the overlay is refused here: {why}"));
+        }
+        return Ok(());
+    }
+    bash_one_file(doc, plan, shiro, work, runner, verdicts)?;
+    bash_heavy(doc, plan, shiro, work, runner, verdicts)
+}
+
+/// Section 5, first part: one bash call that changes one file, by workspace size.
+fn bash_one_file(
+    doc: &mut String,
+    plan: &Plan,
+    shiro: &Path,
+    work: &Path,
+    runner: &mut Runner,
+    verdicts: &mut Verdicts,
+) -> Result<()> {
+    const SEC: &str = "bash";
+    const FILE: &str = "a000/b05/bench_target.txt";
+    const TARGET_BYTES: usize = 8 << 10;
+    let mut calls = Table {
+        row_header: "workspace".into(),
+        columns: vec![
+            "`bash -c` spawned directly".into(),
+            "`shiro __shiro-bash-init bash -c` spawned directly".into(),
+            "bash tool, `Direct` (bare)".into(),
+            "bash tool, `Overlay`, in a recorded turn".into(),
+            "shadow git snapshot after the change".into(),
+        ],
+        baseline: 2,
+        rows: Vec::new(),
+    };
+    let mut phases = Table {
+        row_header: "workspace".into(),
+        columns: [
+            "whole turn",
+            "`begin_turn`",
+            "layer made (`begin`)",
+            "helper + command + unmount",
+            "walk of the upper layer",
+            "pre-images flushed (`prepare`)",
+            "changes applied",
+            "layer removed",
+            "`finish_turn`",
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+        baseline: 0,
+        rows: Vec::new(),
+    };
+    let mut loaded = Table {
+        row_header: "workspace".into(),
+        columns: vec![
+            "bash tool, `Direct` (bare)".into(),
+            "bash tool, `Overlay`, in a recorded turn".into(),
+        ],
+        baseline: 0,
+        rows: Vec::new(),
+    };
+    // Per workspace: its label, the overhead, the helper's share, one start of `shiro`'s
+    // share, the snapshot's median.
+    type Overheads = (String, Option<u64>, Option<u64>, Option<u64>, Option<u64>);
+    let mut overheads: Vec<Overheads> = Vec::new();
+    let mut workspaces = Vec::new();
+    let mut labels = Vec::new();
+    for &count in &plan.bash_files {
+        let ws = work.join(format!("ws-bash-{count}"));
+        let git = work.join(format!("git-bash-{count}"));
+        let total = inputs::workspace(&ws, count, 1, |rng, _| inputs::mixed_size(rng))?;
+        inputs::edit_target(&ws.join(FILE), TARGET_BYTES, 2)?;
+        shadow_git_init(&ws, &git)?;
+        // Warm the index, as from the second turn of a session on.
+        run_ok(git_snapshot(&ws, &git))?;
+        labels.push(format!("{count} files ({})", bytes(total)));
+        workspaces.push(bash::OneFileWs { ws, git });
+    }
+    settle()?;
+    let case = |workspaces: &[bash::OneFileWs], reps, dirty_mib| Case::BashOneFile {
+        workspaces: workspaces.to_vec(),
+        file: FILE.to_owned(),
+        reps,
+        shiro: shiro.to_owned(),
+        dirty_mib,
+    };
+    let result = runner.run(
+        SEC,
+        "one-file call, each workspace in turn",
+        &case(&workspaces, plan.bash_reps, 0),
+    );
+    for (i, label) in labels.iter().enumerate() {
+        let series = |name: &str| bash::one_file_series(i, name);
+        let cells = |names: &[&str]| -> Vec<Cell> {
+            names
+                .iter()
+                .map(|name| series_cell(&result, &series(name)))
+                .collect()
+        };
+        calls.rows.push((
+            label.clone(),
+            cells(&["spawn", "init", "bare", "overlay", "git"]),
+        ));
+        phases.rows.push((
+            label.clone(),
+            cells(&[
+                "ph_total",
+                "ph_begin_turn",
+                "ph_layer",
+                "ph_run",
+                "ph_walk",
+                "ph_prepare",
+                "ph_apply",
+                "ph_discard",
+                "ph_finish_turn",
+            ]),
+        ));
+        let measured = result.as_ref().ok();
+        let pair =
+            |a: &str, b: &str| measured.and_then(|r| paired_overhead(r, &series(a), &series(b)));
+        overheads.push((
+            label.clone(),
+            pair("overlay", "bare"),
+            pair("ph_run", "spawn"),
+            pair("init", "spawn"),
+            series_cell(&result, &series("git")).ok().map(|s| s.median),
+        ));
+    }
+    if let (Some(first), Some(label)) = (workspaces.first(), labels.first()) {
+        let result = runner.run(
+            SEC,
+            &format!(
+                "one-file call, {label}, {} MiB unflushed beside",
+                plan.dirty_mib
+            ),
+            &case(
+                std::slice::from_ref(first),
+                plan.loaded_reps,
+                plan.dirty_mib,
+            ),
+        );
+        loaded.rows.push((
+            format!("{label}, {} MiB unflushed beside", plan.dirty_mib),
+            ["bare", "overlay"]
+                .iter()
+                .map(|name| series_cell(&result, &bash::one_file_series(0, name)))
+                .collect(),
+        ));
+    }
+    for bash::OneFileWs { ws, git } in &workspaces {
+        fs::remove_dir_all(ws)?;
+        fs::remove_dir_all(git)?;
+    }
+    let mut overhead_rows = String::from(
+        "| workspace | overhead: overlay turn − bare call | helper run − `bash -c` | \
+         of which one start of `shiro`: init helper alone − `bash -c` | \
+         overhead ÷ shadow git snapshot |\n|---|---:|---:|---:|---:|\n",
+    );
+    let shown = |v: Option<u64>| v.map_or_else(|| "not measured".to_owned(), duration);
+    for (label, overhead, helper, init, git) in &overheads {
+        let of_git = match (overhead, git) {
+            (Some(o), Some(g)) if *g > 0 => format!("×{}", ratio(*o, *g)),
+            _ => "not measured".to_owned(),
+        };
+        let _ = writeln!(
+            overhead_rows,
+            "| {label} | {} | {} | {} | {of_git} |",
+            shown(*overhead),
+            shown(*helper),
+            shown(*init)
+        );
+    }
+    let _ = write!(
+        doc,
+        "### One call that changes one file, by workspace size\n\n\
+         The call is `sed -i` of one line of an {target} file (`{FILE}`), a new value each \
+         time, so that every pre-image is new to the store, in generated workspaces (as in \
+         section 1: three levels of directories, sizes mixed from 64 B to 48 KiB). The \
+         workspaces take turns within each repetition, so that a change in the machine's load \
+         falls on every size alike. In each, the command runs five ways, one after the other \
+         (the order reversed on odd repetitions), with `sync -f` on the workspace's file \
+         system before each, untimed, so that no call waits for the writeback of another:\n\n\
+         - `bash -c` spawned with `std::process::Command`;\n\
+         - the same under the overlay's init helper alone, outside any namespace (`shiro \
+         __shiro-bash-init bash -c`), which is what one more start of the `shiro` binary \
+         costs;\n\
+         - the bash tool with the `Direct` runner on a bare `FsMutator`: the baseline, the \
+         same tool (output pipe, process group) capturing nothing;\n\
+         - the bash tool with the `Overlay` runner inside a recorded turn (`begin_turn`, the \
+         call, `finish_turn`, as `shiro tool bash` records it, without starting a process or \
+         opening the store);\n\
+         - the same turn driven phase by phase (the breakdown below).\n\n\
+         Right after the overlay call, the shadow git snapshot of the workspace is timed \
+         (`git add -A && git write-tree`, index warm): what agents that snapshot every turn \
+         pay instead.\n\n{}\n\
+         The overhead is the median, over the repetitions, of the overlay turn minus the bare \
+         call of the same repetition; the other differences are medians of pairs from the same \
+         repetition too (the helper run is the phase-driven call's, from spawning the helper \
+         to its exit).\n\n\
+         {overhead_rows}\n\
+         Where the time of an overlay call goes: the same recorded turn, with the runner \
+         driven as the tool drives it (`begin`, the command, `finish`) and a mutator between \
+         the runner and the recorder that notes when `prepare` starts and ends and when the \
+         last change ends. The helper phase holds the two helpers' starts, the namespaces, \
+         the mount, the command, and the unmount when the namespace goes. Ratios are shares \
+         of the whole turn.\n\n{}\n\
+         The overlay is mounted without `volatile`, and overlayfs then syncs the file system \
+         of its upper layer when it is unmounted: the helper's exit waits for every unflushed \
+         write on the workspace's file system, not only the command's. The same call while \
+         another process has {dirty} MiB of writes not yet flushed there, written before each \
+         call ({reps} repetitions):\n\n{}",
+        calls.render(),
+        phases.render(),
+        loaded.render(),
+        target = bytes(TARGET_BYTES as u64),
+        dirty = plan.dirty_mib,
+        reps = plan.loaded_reps,
+    );
+
+    let measured: Vec<(&String, u64)> = overheads
+        .iter()
+        .filter_map(|(label, overhead, ..)| overhead.map(|o| (label, o)))
+        .collect();
+    if measured.len() == overheads.len()
+        && let (Some(first), Some(last)) = (measured.first(), measured.last())
+    {
+        let worst = measured
+            .iter()
+            .max_by_key(|(_, o)| *o)
+            .expect("the list is not empty");
+        verdicts.add(
+            BASH_OVERHEAD_BUDGET,
+            Some(worst.1 <= 5_000_000),
+            format!(
+                "worst {} at {} (median of the paired differences; {}); section 5.{}",
+                duration(worst.1),
+                worst.0,
+                measured
+                    .iter()
+                    .map(|(label, o)| format!("{} at {label}", duration(*o)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                verdicts.in_fsyncs(worst.1)
+            ),
+        );
+        verdicts.add(
+            BASH_FLAT_BUDGET,
+            Some(last.1 <= first.1 * 3 / 2 + 1_000_000),
+            format!(
+                "{} at {} against {} at {} (×{}); the criterion is at most 1.5x + 1 ms. The \
+                 shadow-git snapshot beside it grows with the workspace (section 5).",
+                duration(last.1),
+                last.0,
+                duration(first.1),
+                first.0,
+                ratio(last.1, first.1.max(1))
+            ),
+        );
+    } else {
+        for budget in [BASH_OVERHEAD_BUDGET, BASH_FLAT_BUDGET] {
+            verdicts.add(budget, None, "a case failed; see section 5".into());
+        }
+    }
+    Ok(())
+}
+
+/// Section 5, second part: file-heavy commands inside the overlay against native, what
+/// committing their changes costs, and their undo against `cp`.
+fn bash_heavy(
+    doc: &mut String,
+    plan: &Plan,
+    shiro: &Path,
+    work: &Path,
+    runner: &mut Runner,
+    verdicts: &mut Verdicts,
+) -> Result<()> {
+    let n = plan.bash_heavy_files;
+    let ws = work.join("ws-bash-heavy");
+    let backup = work.join("bash-backup");
+    let tree_bytes = inputs::workspace(&ws.join("tree"), n, 7, |rng, _| inputs::mixed_size(rng))?;
+    fs::create_dir_all(&backup)?;
+    let mut cp = Command::new("cp");
+    cp.arg("-R").arg(ws.join("tree")).arg(backup.join("tree"));
+    run_ok(cp)?;
+    // What the create command makes, made once natively, for the `cp -R` baseline.
+    let create = bash::create_script(n);
+    let mut made = Command::new("bash");
+    made.arg("-c").arg(&create).current_dir(&backup);
+    run_ok(made)?;
+    settle()?;
+    let tree = bytes(tree_bytes);
+    let heavies = [
+        (
+            format!("create {n} small files (a `for` loop of `echo > file`)"),
+            bash::Heavy {
+                command: create,
+                target: "gen".into(),
+                existed: false,
+                backup: backup.join("gen"),
+            },
+        ),
+        (
+            format!("`rm -rf` of a {n}-file tree ({tree})"),
+            bash::Heavy {
+                command: "rm -rf tree".into(),
+                target: "tree".into(),
+                existed: true,
+                backup: backup.join("tree"),
+            },
+        ),
+        (
+            format!("`cp -r` of a {n}-file tree ({tree})"),
+            bash::Heavy {
+                command: "cp -r tree tree2".into(),
+                target: "tree2".into(),
+                existed: false,
+                backup: backup.join("tree"),
+            },
+        ),
+    ];
+    let columns = |names: &[&str]| names.iter().map(|s| (*s).to_owned()).collect();
+    let mut commands = Table {
+        row_header: "command".into(),
+        columns: columns(&["native (bash tool, `Direct`)", "inside the overlay"]),
+        baseline: 0,
+        rows: Vec::new(),
+    };
+    let mut costs = Table {
+        row_header: "command".into(),
+        columns: columns(&[
+            "bare call, whole (bash tool, `Direct`)",
+            "overlay turn, whole",
+            "helper + command + unmount",
+            "walk of the upper layer",
+            "pre-images flushed (`prepare`)",
+            "changes applied",
+            "layer removed",
+            "`finish_turn`",
+            "commit (walk to `finish_turn`)",
+        ]),
+        baseline: 0,
+        rows: Vec::new(),
+    };
+    let mut undos = Table {
+        row_header: "turn".into(),
+        columns: columns(&[
+            "`cp -R` of the changed files",
+            "`cp -R`, then `sync -f`",
+            "by hand (`rm -rf` what it made, or `cp -R` what it removed)",
+            "undo in process (`UndoStore::undo`)",
+        ]),
+        baseline: 0,
+        rows: Vec::new(),
+    };
+    let mut per_file = String::new();
+    for (label, heavy) in heavies {
+        let result = runner.run(
+            "bash",
+            &label,
+            &Case::BashHeavy {
+                ws: ws.clone(),
+                heavy,
+                reps: plan.bash_heavy_reps,
+                shiro: shiro.to_owned(),
+            },
+        );
+        let cells = |names: &[&str]| -> Vec<Cell> {
+            names.iter().map(|s| series_cell(&result, s)).collect()
+        };
+        commands
+            .rows
+            .push((label.clone(), cells(&["native_cmd", "ov_cmd"])));
+        costs.rows.push((
+            label.clone(),
+            cells(&[
+                "native_call",
+                "ov_total",
+                "ov_run",
+                "ov_walk",
+                "ov_prepare",
+                "ov_apply",
+                "ov_discard",
+                "ov_finish_turn",
+                "ov_commit",
+            ]),
+        ));
+        undos
+            .rows
+            .push((label.clone(), cells(&["cp", "cp_sync", "by_hand", "undo"])));
+        let budget = format!("{BASH_NATIVE_BUDGET} ({label})");
+        match (
+            series_cell(&result, "native_cmd"),
+            series_cell(&result, "ov_cmd"),
+        ) {
+            (Ok(native), Ok(inside)) => verdicts.add(
+                &budget,
+                Some(inside.median * 5 <= native.median * 6),
+                format!(
+                    "{} inside against {} native (×{}), the command's own time as bash \
+                     measured it; the commit comes on top (section 5).",
+                    duration(inside.median),
+                    duration(native.median),
+                    ratio(inside.median, native.median.max(1))
+                ),
+            ),
+            _ => verdicts.add(&budget, None, "a case failed; see section 5".into()),
+        }
+        if let (Ok(r), Ok(commit)) = (&result, series_cell(&result, "ov_commit")) {
+            let changes = r.values.get("changes").copied().unwrap_or(0);
+            let size = r.values.get("bytes").copied().unwrap_or(0);
+            let mib = size as f64 / f64::from(1u32 << 20);
+            let _ = writeln!(
+                per_file,
+                "- {label}: the commit took {} for {changes} changed files ({}): {} per file{}.",
+                duration(commit.median),
+                bytes(size),
+                duration(commit.median / changes.max(1)),
+                if mib >= 0.1 {
+                    format!(
+                        ", {} per MiB",
+                        duration((commit.median as f64 / mib) as u64)
+                    )
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    let _ = write!(
+        doc,
+        "\n### File-heavy commands\n\n\
+         Each command runs in a workspace holding a tree of {n} generated files ({tree}), \
+         natively (the bash tool with `Direct`) and through the overlay in a recorded turn \
+         (driven phase by phase, as above), {reps} times each, the two swapping order on odd \
+         repetitions, with `sync -f` before each, untimed. The command's own time is measured \
+         by bash inside the same script both ways (`$EPOCHREALTIME` before and after it, a \
+         builtin): it leaves out starting bash, the helper, the unmount and the commit. Every \
+         overlay repetition starts from an empty undo store, so every pre-image is stored \
+         anew.\n\n{}\n\
+         What the rest of the call costs (ratios against the bare call's whole time):\n\n{}\n\
+         The commit per changed file and per MiB of them (the median commit, from the walk of \
+         the upper layer to the end of `finish_turn`, divided):\n\n{per_file}\n\
+         Undo of those turns, after `sync -f`, in process, against putting the same files \
+         back by copying: `cp -R` of a plain copy of the files the turn changed (what it \
+         removed, or what it made), kept outside the workspace; then the same followed by \
+         `sync -f`, as undo makes what it writes durable; and undoing by hand, i.e. removing \
+         what the command made or copying back what it removed.\n\n{}",
+        commands.render(),
+        costs.render(),
+        undos.render(),
+        reps = plan.bash_heavy_reps,
+    );
+    fs::remove_dir_all(&ws)?;
+    fs::remove_dir_all(&backup)?;
+    Ok(())
+}
+
+/// Section 6: the peak memory of every case.
 fn memory(doc: &mut String, runner: &mut Runner) {
     let idle = runner.spawn(&Case::Idle).map(|r| r.peak_self_kib);
     let _ = write!(
         doc,
-        "\n## 5. Peak memory of each case\n\n\
+        "\n## 6. Peak memory of each case\n\n\
          Every case runs in its own child process of the harness. \"In process\" is that child's \
          peak resident set (`VmHWM`), which includes the harness itself ({} when idle) and, for \
          whole-process cases, only their small driver; \"spawned\" is the largest peak resident \

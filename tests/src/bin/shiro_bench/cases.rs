@@ -130,6 +130,27 @@ pub enum Case {
         file: String,
         turns: usize,
     },
+    /// One file written through the bash tool's overlay runner: fails, saying why, where
+    /// overlays are refused.
+    BashProbe { ws: PathBuf, shiro: PathBuf },
+    /// One bash call that rewrites one line of `file`, bare and through the overlay, in
+    /// each workspace in turn (see `bash::one_file`).
+    BashOneFile {
+        workspaces: Vec<crate::bash::OneFileWs>,
+        file: String,
+        reps: usize,
+        shiro: PathBuf,
+        /// MiB written beside the workspace, unflushed, before each call (0: none).
+        dirty_mib: usize,
+    },
+    /// A file-heavy command, bare and through the overlay, and the undo of each (see
+    /// `bash::heavy`).
+    BashHeavy {
+        ws: PathBuf,
+        heavy: crate::bash::Heavy,
+        reps: usize,
+        shiro: PathBuf,
+    },
 }
 
 /// What a case measured. Durations are in nanoseconds, sizes in bytes, memory in KiB.
@@ -466,6 +487,20 @@ async fn run(case: &Case) -> Result<CaseResult> {
             file,
             turns,
         } => store_size(&mut r, ws, git, file, *turns).await?,
+        Case::BashProbe { ws, shiro } => crate::bash::probe(ws, shiro).await?,
+        Case::BashOneFile {
+            workspaces,
+            file,
+            reps,
+            shiro,
+            dirty_mib,
+        } => crate::bash::one_file(&mut r, workspaces, file, *reps, shiro, *dirty_mib).await?,
+        Case::BashHeavy {
+            ws,
+            heavy,
+            reps,
+            shiro,
+        } => crate::bash::heavy(&mut r, ws, heavy, *reps, shiro).await?,
     }
     Ok(r)
 }
@@ -656,7 +691,7 @@ async fn record_rewrite(store: &UndoStore, fs: &FsMutator, list: &[String]) -> R
 
 /// Writes `mib` MiB beside the workspace (on its file system) without flushing them, as a
 /// build running meanwhile would; `None` for none.
-fn write_unflushed(ws: &Path, mib: usize) -> Result<Option<PathBuf>> {
+pub fn write_unflushed(ws: &Path, mib: usize) -> Result<Option<PathBuf>> {
     if mib == 0 {
         return Ok(None);
     }
@@ -669,7 +704,7 @@ fn write_unflushed(ws: &Path, mib: usize) -> Result<Option<PathBuf>> {
     Ok(Some(path))
 }
 
-fn remove_unflushed(path: Option<PathBuf>) -> Result<()> {
+pub fn remove_unflushed(path: Option<PathBuf>) -> Result<()> {
     if let Some(path) = path {
         fs::remove_file(path)?;
     }
