@@ -235,15 +235,7 @@ fn layer_holds(ws: &Ws, name: &str) -> bool {
 }
 
 fn layers(ws: &Ws) -> Vec<std::path::PathBuf> {
-    std::fs::read_dir(ws.path().join(".shiro/bash"))
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.is_dir())
-                .collect()
-        })
-        .unwrap_or_default()
+    support::bash_layers(ws.path())
 }
 
 fn assert_no_layers(ws: &Ws) {
@@ -359,4 +351,45 @@ fn recovery_never_follows_a_planted_layers_link() {
     let run = bash(&ws, "echo hi > hi.txt");
     assert_eq!(run.code, 0, "{}", run.show());
     assert!(std::fs::read_dir(elsewhere.path()).unwrap().count() == 1);
+}
+
+/// Recovery finishes a layer whose commit began in this boot of the system, and discards one
+/// whose commit began before a restart: the overlay is mounted `volatile`, so after a power
+/// cut its files may be torn.
+#[test]
+fn recovery_finishes_a_commit_of_this_boot_and_discards_one_from_before_a_restart() {
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    for (marker, applied) in [(boot.trim(), true), ("an-earlier-boot", false)] {
+        let ws = seeded();
+        let layer = ws.path().join(".shiro/bash/00112233aabbccdd");
+        std::fs::create_dir_all(layer.join("up/src")).unwrap();
+        std::fs::create_dir_all(layer.join("work")).unwrap();
+        std::fs::write(layer.join("up/src/a.txt"), "from the layer\n").unwrap();
+        std::fs::write(layer.join("up/fresh.txt"), "fresh\n").unwrap();
+        std::fs::write(layer.join("commit"), marker).unwrap();
+        let log = ws.run(&["log"]);
+        assert_eq!(log.code, 0, "{}", log.show());
+        if applied {
+            assert!(
+                log.stderr.contains(
+                    "finished applying the changes of a bash command that was interrupted while they were applied (2 steps were left)"
+                ),
+                "{}",
+                log.show()
+            );
+            assert_eq!(ws.read("src/a.txt"), "from the layer\n");
+            assert_eq!(ws.read("fresh.txt"), "fresh\n");
+        } else {
+            assert!(
+                log.stderr.contains(
+                    "did not finish applying the changes of a bash command that a restart of the system interrupted"
+                ),
+                "{}",
+                log.show()
+            );
+            assert_eq!(ws.read("src/a.txt"), "hello\nworld\n");
+            assert!(!ws.exists("fresh.txt"));
+        }
+        assert_no_layers(&ws);
+    }
 }

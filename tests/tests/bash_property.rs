@@ -211,9 +211,7 @@ proptest! {
                 store.redo(&workspace, UndoOptions::default()).await.unwrap();
             }
             prop_assert_eq!(&ws.tree(), &end);
-            let layers = std::fs::read_dir(ws.path().join(".shiro/bash"))
-                .map(|e| e.flatten().filter(|e| e.path().is_dir()).count())
-                .unwrap_or(0);
+            let layers = support::bash_layers(ws.path()).len();
             prop_assert_eq!(layers, 0);
             Ok(())
         })?;

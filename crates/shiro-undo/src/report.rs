@@ -431,6 +431,9 @@ pub enum Notice {
     /// A bash command cut short before its changes counted (its process was killed while it
     /// ran) left an overlay layer; it was discarded, so the workspace has none of its changes.
     DiscardedBashLayer,
+    /// A bash command's commit that a restart of the system interrupted was not finished:
+    /// its layer may hold torn files. What it had applied is recorded with its turn.
+    DiscardedBashCommit,
     /// The oldest turns were dropped to keep the store under its size cap.
     DroppedForSize {
         /// The turns dropped, oldest first.
@@ -532,6 +535,9 @@ impl fmt::Display for Notice {
             ),
             Notice::DiscardedBashLayer => f.write_str(
                 "discarded the changes of a bash command that was cut short before it ended; the workspace has none of them",
+            ),
+            Notice::DiscardedBashCommit => f.write_str(
+                "did not finish applying the changes of a bash command that a restart of the system interrupted, as they may be torn; what it had applied is recorded with its turn and can be undone",
             ),
             Notice::DroppedForSize {
                 dropped,

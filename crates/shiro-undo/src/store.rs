@@ -802,6 +802,7 @@ impl UndoStore {
             self.notify(match recovered {
                 LayerRecovery::Finished { steps } => Notice::FinishedBashCommit { steps },
                 LayerRecovery::Discarded => Notice::DiscardedBashLayer,
+                LayerRecovery::DiscardedAfterRestart => Notice::DiscardedBashCommit,
             });
         }
         let path = self.path(INFLIGHT_FILE);

@@ -276,3 +276,22 @@ pub fn overlay_refused() -> Option<String> {
     }
     answer.clone()
 }
+
+/// The bash layers under `.shiro/bash/` of the workspace at `root` (a removed layer, renamed
+/// `trash-…` while it is deleted in the background, is not one).
+pub fn bash_layers(root: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(root.join(".shiro/bash"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter(|e| e.path().is_dir())
+                .filter(|e| {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    name.len() == 16 && name.bytes().all(|b| b.is_ascii_hexdigit())
+                })
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
+}

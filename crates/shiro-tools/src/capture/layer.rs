@@ -35,8 +35,10 @@ pub(super) const SETUP_ERROR_FILE: &str = "setup-error";
 /// process's id, which stopping the command kills (see `CommandCapture::kill`).
 pub(super) const INIT_PID_FILE: &str = "init-pid";
 /// Created once every pre-image of the commit is captured: from then on the layer's changes
-/// count, and recovery applies what a crash left unapplied.
+/// count, and recovery applies what a crash left unapplied. It holds the system's boot id.
 const COMMIT_MARKER: &str = "commit";
+/// A removed layer's new name, until it is deleted.
+const TRASH_PREFIX: &str = "trash-";
 
 /// A layer, locked by this process.
 pub(super) struct Layer {
@@ -103,22 +105,58 @@ impl Layer {
             .ok()
     }
 
+    /// Whether its commit began since the system last started: only then is its upper layer
+    /// whole. The overlay is mounted `volatile` (nothing in it is flushed), so after a power
+    /// cut the layer may hold torn files, and its commit is discarded instead.
     fn is_committing(&self) -> bool {
-        fs::symlink_metadata(self.dir.join(COMMIT_MARKER)).is_ok()
+        fs::read_to_string(self.dir.join(COMMIT_MARKER))
+            .is_ok_and(|boot| Some(boot.trim()) == boot_id().as_deref())
     }
 
+    /// Whether its commit began before the system last started.
+    fn committed_before_restart(&self) -> bool {
+        fs::read_to_string(self.dir.join(COMMIT_MARKER))
+            .is_ok_and(|boot| Some(boot.trim()) != boot_id().as_deref())
+    }
+
+    /// Marks the commit as begun, naming this boot of the system.
     fn mark_committing(&self) -> io::Result<()> {
-        fs::OpenOptions::new()
+        use std::io::Write as _;
+        let mut marker = fs::OpenOptions::new()
             .write(true)
             .create_new(true)
-            .open(self.dir.join(COMMIT_MARKER))
-            .map(drop)
+            .open(self.dir.join(COMMIT_MARKER))?;
+        marker.write_all(boot_id().unwrap_or_default().as_bytes())
     }
 
-    /// Removes the layer. A failure leaves it for the next recovery, which tries again.
+    /// Removes the layer: renamed out of the way at once (recovery never takes it for a
+    /// layer again), then deleted on a blocking thread, so the command's result does not wait
+    /// for a disk that frees blocks slowly. What a failure or an exit leaves is removed by the
+    /// next recovery.
     pub(super) fn discard(self) {
-        let _ = remove_tree(&self.dir);
+        let trash = self.dir.with_file_name(format!(
+            "{TRASH_PREFIX}{}",
+            self.dir
+                .file_name()
+                .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+        ));
+        let doomed = match fs::rename(&self.dir, &trash) {
+            Ok(()) => trash,
+            Err(_) => self.dir.clone(),
+        };
+        drop(self);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => drop(runtime.spawn_blocking(move || remove_tree(&doomed))),
+            Err(_) => drop(remove_tree(&doomed)),
+        }
     }
+}
+
+/// This boot of the system (Linux), to tell a layer written before a restart.
+fn boot_id() -> Option<String> {
+    fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|id| id.trim().to_owned())
 }
 
 /// Whether `name` is one shiro gives a layer: 16 lowercase hex digits.
@@ -246,6 +284,9 @@ pub enum LayerRecovery {
     },
     /// Its command was cut short: the layer, which held changes, was removed.
     Discarded,
+    /// Its commit had begun before the system restarted: the layer may be torn, so the
+    /// rest of it was removed unapplied.
+    DiscardedAfterRestart,
 }
 
 /// Finishes or discards the layers under `mutator`'s root that no live process holds, and
@@ -264,19 +305,33 @@ pub async fn recover_layers(mutator: &dyn Mutator) -> Result<Vec<LayerRecovery>,
     let Ok(entries) = fs::read_dir(&layers) else {
         return Ok(Vec::new());
     };
-    let mut dirs: Vec<PathBuf> = entries
-        .flatten()
-        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
-        .filter(|entry| is_layer_name(&entry.file_name()))
-        .map(|entry| entry.path())
-        .collect();
+    let mut dirs = Vec::new();
+    for entry in entries.flatten() {
+        if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            continue;
+        }
+        let name = entry.file_name();
+        if is_layer_name(&name) {
+            dirs.push(entry.path());
+        } else if name
+            .to_str()
+            .and_then(|name| name.strip_prefix(TRASH_PREFIX))
+            .is_some_and(|rest| is_layer_name(OsStr::new(rest)))
+        {
+            // A removal an exit cut short.
+            let _ = remove_tree(&entry.path());
+        }
+    }
     dirs.sort();
     let mut done = Vec::new();
     for dir in dirs {
         let Ok(Some(layer)) = Layer::take(dir) else {
             continue;
         };
-        if layer.is_committing() {
+        if layer.committed_before_restart() {
+            layer.discard();
+            done.push(LayerRecovery::DiscardedAfterRestart);
+        } else if layer.is_committing() {
             let plan = Plan::of(&layer.upper(), mutator).await?;
             for step in &plan.steps {
                 step.apply(mutator).await?;

@@ -352,10 +352,18 @@ mod linux {
         } else {
             ",userxattr"
         });
-        let data = std::ffi::CString::new(data)
-            .map_err(|_| "the overlay options contain a NUL byte".to_owned())?;
-        rustix::mount::mount("overlay", root, "overlay", MountFlags::empty(), &*data)
-            .map_err(|err| format!("cannot mount an overlay over the workspace: {err}"))?;
+        // `volatile`: the overlay never flushes its upper layer, and its unmount does not
+        // flush the whole file system (other programs' writes too, which can take seconds).
+        // The layer is committed right after the command; a commit that a power cut
+        // interrupts is discarded rather than finished (see `layer.rs`). Kernels before 5.10
+        // refuse the option, and get a plain mount.
+        let mount = |data: String| {
+            let data = std::ffi::CString::new(data)
+                .map_err(|_| "the overlay options contain a NUL byte".to_owned())?;
+            rustix::mount::mount("overlay", root, "overlay", MountFlags::empty(), &*data)
+                .map_err(|err| format!("cannot mount an overlay over the workspace: {err}"))
+        };
+        mount(format!("{data},volatile")).or_else(|_| mount(data))?;
         for (name, fd) in &through {
             let source = format!("/proc/self/fd/{}", fd.as_raw_fd());
             rustix::mount::mount_bind(source.as_str(), root.join(name))
