@@ -1435,11 +1435,11 @@ fn bash_one_file(
          last change ends. The helper phase holds the two helpers' starts, the namespaces, \
          the mount, the command, and the unmount when the namespace goes. Ratios are shares \
          of the whole turn.\n\n{}\n\
-         The overlay is mounted without `volatile`, and overlayfs then syncs the file system \
-         of its upper layer when it is unmounted: the helper's exit waits for every unflushed \
-         write on the workspace's file system, not only the command's. The same call while \
-         another process has {dirty} MiB of writes not yet flushed there, written before each \
-         call ({reps} repetitions):\n\n{}",
+         The overlay is mounted `volatile` where the kernel takes it (5.10 and later): \
+         without it, overlayfs syncs the file system of its upper layer when it is unmounted, \
+         and the helper's exit would wait for every unflushed write on the workspace's file \
+         system, not only the command's. The same call while another process has {dirty} MiB \
+         of writes not yet flushed there, written before each call ({reps} repetitions):\n\n{}",
         calls.render(),
         phases.render(),
         loaded.render(),
