@@ -25,6 +25,7 @@ fn help_texts() {
         &["commands", "list", "--help"],
         &["commands", "expand", "--help"],
         &["commands", "check", "--help"],
+        &["demo", "--help"],
     ] {
         let run = ws.run(args);
         assert_eq!(run.code, 0, "{args:?}");
@@ -518,4 +519,40 @@ fn a_call_refused_before_it_runs_records_nothing_and_leaves_no_turn_behind() {
     let log = ws.ok(&["log"]);
     assert_eq!(log.stdout, "no turns to undo\n");
     assert_eq!(log.stderr, "", "{}", log.show());
+}
+
+/// A dry run exits as the restore it previews would: 3 when paths changed since the turn,
+/// with the plan and the diff still printed, and nothing changed.
+#[test]
+fn a_dry_run_that_finds_conflicts_exits_3_like_the_undo_it_previews() {
+    let ws = Ws::new();
+    ws.ok(&[
+        "tool",
+        "write_file",
+        "--args",
+        r#"{"path":"a.txt","content":"one\n"}"#,
+    ]);
+    ws.write("a.txt", "mine\n");
+    let dry = ws.run(&["undo", "--dry-run"]);
+    assert_eq!(dry.code, 3, "{}", dry.show());
+    insta::assert_snapshot!(dry.show());
+    assert_eq!(ws.read("a.txt"), "mine\n");
+    let forced = ws.run(&["undo", "--dry-run", "--force"]);
+    assert_eq!(forced.code, 0, "{}", forced.show());
+    assert_eq!(ws.run(&["undo"]).code, 3);
+}
+
+/// What the store's recovery said is shown even when the command then fails.
+#[test]
+fn recovery_notices_are_shown_when_the_command_then_fails() {
+    let ws = Ws::new();
+    // A bash command's layer left by a shiro that was killed while the command ran.
+    let layer = ws.path().join(".shiro/bash/0123456789abcdef");
+    std::fs::create_dir_all(layer.join("up")).unwrap();
+    std::fs::create_dir_all(layer.join("work")).unwrap();
+    std::fs::write(layer.join("up/half.txt"), "half\n").unwrap();
+    let undo = ws.run(&["undo"]);
+    assert_eq!(undo.code, 1, "{}", undo.show());
+    insta::assert_snapshot!(undo.show());
+    assert!(!ws.exists("half.txt"));
 }

@@ -106,12 +106,15 @@ pub enum Command {
     },
 
     /// List, expand and check user slash commands
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  shiro commands list\n  shiro commands expand review \"focus on errors\"\n  shiro commands check"
+    )]
     Commands(CommandsCommand),
 
     /// Run the offline demo: a scripted agent edits, creates, moves and deletes files, then /undo puts everything back
     #[command(
-        after_help = "Works offline in a temporary copy of examples/demo/workspace; no model or API key needed.\n\nExample:\n  cargo run --release -p shiro-cli -- demo"
+        after_help = "Works offline in a temporary copy of a built-in workspace; no model or API key needed.\n\nExample:\n  shiro demo"
     )]
     Demo,
 }

@@ -118,6 +118,9 @@ pub const FAILED_AFTER_CHANGES: u8 = 4;
 /// the command failed after changing files, 130 when it was interrupted before it began, and
 /// 1 for every other failure (nothing was changed).
 pub fn exit_code(err: &anyhow::Error) -> u8 {
+    if let Some(noticed) = err.downcast_ref::<Noticed>() {
+        return exit_code(&noticed.error);
+    }
     if err.downcast_ref::<FailedAfterChanges>().is_some() {
         return FAILED_AFTER_CHANGES;
     }
@@ -130,6 +133,25 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
     }
 }
 
+/// The error and its causes joined by `: `, as `{:#}` prints them, except a cause whose text
+/// is already there: an error that names its source in its own message (`MutatorError::Io`
+/// says "write a.txt: Permission denied (os error 13)" and also gives that error as its
+/// source) would otherwise show it twice.
+pub fn error_text(err: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in err.chain() {
+        let part = cause.to_string();
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    text
+}
+
 /// A command failed after it had changed files: exit code 1 ("nothing was changed") would
 /// be false. The message says what was changed and how the undo log holds it; the error it
 /// wraps says what failed.
@@ -140,6 +162,34 @@ pub struct FailedAfterChanges {
     pub message: String,
     /// The command's normal output, when it has one (the tool's report of what it changed).
     pub stdout: String,
+}
+
+/// A command failed, and before it did the undo store said things the user should hear
+/// (a recovery it ran on opening): `main` shows them, then the error. It reads as the error
+/// it carries.
+#[derive(Debug)]
+pub struct Noticed {
+    /// The store's notices, in order.
+    pub notices: Vec<String>,
+    /// What failed.
+    pub error: anyhow::Error,
+}
+
+impl std::fmt::Display for Noticed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&error_text(&self.error))
+    }
+}
+
+impl std::error::Error for Noticed {}
+
+/// `error`, carrying `notices` when there are any.
+fn noticed(notices: Vec<String>, error: anyhow::Error) -> anyhow::Error {
+    if notices.is_empty() {
+        error
+    } else {
+        anyhow::Error::new(Noticed { notices, error })
+    }
 }
 
 /// A signal came before a file-changing command began its change, so it did not begin.
@@ -157,6 +207,9 @@ pub struct Report {
     /// The command that takes back what this one changed and recorded (`shiro undo` after a
     /// turn, `shiro redo` after an undo); `None` when it changed nothing.
     pub reverted_by: Option<&'static str>,
+    /// The exit code of a command that did its job but must not exit 0 (a dry run that
+    /// finds conflicts exits 3, as the restore it previews would); 0 otherwise.
+    pub exit: u8,
 }
 
 /// `shiro tool NAME --args JSON|@FILE`.
@@ -256,30 +309,34 @@ async fn run_as_turn(
         Ok(output) => with_newline(output.text.clone()),
         Err(_) => String::new(),
     };
-    match (result, finished) {
-        (Ok(output), Ok(turn)) => Ok(Report {
-            stdout: with_newline(output.text),
-            notices,
-            reverted_by: turn.map(|_| "shiro undo"),
-        }),
-        (Err(err), Ok(None)) => Err(err.into()),
-        (Err(err), Ok(Some(turn))) => Err(anyhow::Error::new(err).context(FailedAfterChanges {
+    let failed = match (result, finished) {
+        (Ok(output), Ok(turn)) => {
+            return Ok(Report {
+                stdout: with_newline(output.text),
+                notices,
+                reverted_by: turn.map(|_| "shiro undo"),
+                exit: 0,
+            });
+        }
+        (Err(err), Ok(None)) => err.into(),
+        (Err(err), Ok(Some(turn))) => anyhow::Error::new(err).context(FailedAfterChanges {
             message: format!(
                 "the call failed after changing files; what it changed is recorded as turn {turn} (`shiro undo` reverts it)"
             ),
             stdout: String::new(),
-        })),
+        }),
         // Every mutation went through the recorder, which made its pre-image durable in
         // the in-flight record first; that record stays when finishing fails.
         (result, Err(err)) if changed.load(Ordering::SeqCst) => {
-            Err(anyhow::Error::new(err).context(FailedAfterChanges {
+            anyhow::Error::new(err).context(FailedAfterChanges {
                 message: "files were changed, but recording them as a turn failed; the undo log's in-flight record keeps what they replaced, and the next shiro command recovers them as an undoable turn".to_owned(),
                 stdout: stdout(&result),
-            }))
+            })
         }
-        (Ok(_), Err(err)) => Err(err.into()),
-        (Err(err), Err(_)) => Err(err.into()),
-    }
+        (Ok(_), Err(err)) => err.into(),
+        (Err(err), Err(_)) => err.into(),
+    };
+    Err(noticed(notices, failed))
 }
 
 /// How the undo log names a capture mode.
@@ -356,12 +413,31 @@ pub async fn restore(ctx: &Context, way: Way, args: &RestoreArgs) -> Result<Repo
     if args.abandon {
         return abandon(ctx).await;
     }
-    let (store, notices) = ctx.open_store().await?;
+    let (store, mut notices) = ctx.open_store().await?;
     let workspace = ctx.workspace()?;
     let options = UndoOptions {
         force: args.force,
         dry_run: args.dry_run,
     };
+    let result = restore_in(ctx, &store, workspace, way, args, options).await;
+    notices.extend(notices_of(&store));
+    match result {
+        Ok(mut report) => {
+            report.notices.splice(0..0, notices);
+            Ok(report)
+        }
+        Err(err) => Err(noticed(notices, err)),
+    }
+}
+
+async fn restore_in(
+    ctx: &Context,
+    store: &UndoStore,
+    workspace: FsMutator,
+    way: Way,
+    args: &RestoreArgs,
+    options: UndoOptions,
+) -> Result<Report> {
     if !args.dry_run && ctx.signals.interrupted() {
         return Err(InterruptedBeforeStart.into());
     }
@@ -400,8 +476,23 @@ pub async fn restore(ctx: &Context, way: Way, args: &RestoreArgs) -> Result<Repo
         Err(err) => return Err(err.into()),
     };
     let mut stdout = outcome.to_string();
+    let mut notices = Vec::new();
+    let mut exit = 0;
     if args.dry_run {
-        stdout.push_str(&dry_run_diff(&store, &workspace, &outcome, ctx.color).await?);
+        stdout.push_str(&dry_run_diff(store, &workspace, &outcome, ctx.color).await?);
+        if !args.force && !outcome.conflicts.is_empty() {
+            // The restore it previews would be refused: scripts read that from the code.
+            let count = outcome.conflicts.len();
+            let since = match way {
+                Way::Undo => "the turn",
+                Way::Redo => "the turn was undone",
+            };
+            notices.push(format!(
+                "{verb} would be refused: {count} {} changed since {since}; exit 3, as `shiro {verb}` would (`--force` overwrites them)",
+                if count == 1 { "path" } else { "paths" }
+            ));
+            exit = 3;
+        }
     }
     Ok(Report {
         stdout,
@@ -411,6 +502,7 @@ pub async fn restore(ctx: &Context, way: Way, args: &RestoreArgs) -> Result<Repo
             (false, Way::Undo) => Some("shiro redo"),
             (false, Way::Redo) => Some("shiro undo"),
         },
+        exit,
     })
 }
 
@@ -762,5 +854,37 @@ mod tests {
         assert_eq!(format_time(0), "1970-01-01 00:00:00 UTC");
         assert_eq!(format_time(951_782_400), "2000-02-29 00:00:00 UTC");
         assert_eq!(format_time(1_796_000_000), "2026-11-30 00:53:20 UTC");
+    }
+
+    #[test]
+    fn no_cause_is_shown_twice() {
+        let denied = || std::io::Error::from_raw_os_error(13);
+        let store = UndoError::Io {
+            op: "write",
+            path: ".shiro/undo/log.jsonl".into(),
+            source: denied(),
+        };
+        let err = anyhow::Error::new(store).context("cannot open the undo store");
+        assert_eq!(
+            error_text(&err),
+            "cannot open the undo store: could not write .shiro/undo/log.jsonl: Permission denied (os error 13)"
+        );
+        let path = WorkspacePath::from_relative("a.txt").unwrap();
+        let mutator = shiro_tools::MutatorError::Io {
+            op: "write",
+            path,
+            source: denied(),
+        };
+        let err = anyhow::Error::new(UndoError::Mutator(mutator));
+        assert_eq!(
+            error_text(&err),
+            "write a.txt: Permission denied (os error 13)"
+        );
+        // A cause that says something new is kept.
+        let err = anyhow::Error::new(denied()).context("cannot read the patch");
+        assert_eq!(
+            error_text(&err),
+            "cannot read the patch: Permission denied (os error 13)"
+        );
     }
 }

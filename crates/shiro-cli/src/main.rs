@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use shiro_cli::cli::{Cli, Command};
 use shiro_cli::config::{self, Config};
-use shiro_cli::headless::{self, Context, FailedAfterChanges, Report, Way};
+use shiro_cli::headless::{self, Context, FailedAfterChanges, Noticed, Report, Way};
 use shiro_cli::render::Color;
 use shiro_cli::signals::{Handling, INTERRUPTED, Signals};
 use shiro_tools::{capture, tools};
@@ -54,11 +54,22 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli, signals)) {
         Ok(code) => code,
         Err(err) => {
+            let code = headless::exit_code(&err);
+            // What the store said before the failure (a recovery it ran) comes first.
+            let err = match err.downcast::<Noticed>() {
+                Ok(noticed) => {
+                    for notice in &noticed.notices {
+                        eprintln!("shiro: {notice}");
+                    }
+                    noticed.error
+                }
+                Err(err) => err,
+            };
             if let Some(failed) = err.downcast_ref::<FailedAfterChanges>() {
                 print_stdout(&failed.stdout);
             }
-            eprintln!("shiro: {err:#}");
-            ExitCode::from(headless::exit_code(&err))
+            eprintln!("shiro: {}", headless::error_text(&err));
+            ExitCode::from(code)
         }
     }
 }
@@ -66,8 +77,8 @@ fn main() -> ExitCode {
 /// What a signal does to this command (see `docs/cli.md`, "Signals").
 fn handling(cli: &Cli) -> Handling {
     let Some(command) = &cli.command else {
-        // The REPL hands Ctrl-C to the running turn (see `agent::turn`); `shiro -p` stops,
-        // and the undo log recovers its turn as after a crash, as it always has.
+        // The turn takes Ctrl-C while it runs (see `agent::turn`), in the REPL and with
+        // `-p`; before it, `-p` stops at once, having changed nothing.
         return if cli.session.prompt.is_some() {
             Handling::Stop
         } else {
@@ -124,6 +135,9 @@ async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
         }
     };
     print_report(&report);
+    if report.exit != 0 {
+        return Ok(ExitCode::from(report.exit));
+    }
     let bash = matches!(command, Command::Tool { name, .. } if name == "bash");
     if handling(&cli) == Handling::Finish && ctx.signals.interrupted() {
         match report.reverted_by {

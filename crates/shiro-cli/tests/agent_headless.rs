@@ -278,3 +278,54 @@ async fn ctrl_c_stops_the_turn_not_the_session_and_what_it_changed_stays_undoabl
     assert!(out.contains("undid turn #1 \"make x.txt\""), "{out}");
     assert_eq!(world.read("x.txt"), None, "the interrupted turn was undone");
 }
+
+/// `shiro -p` stopped by Ctrl-C finishes and records its turn, says how to revert it, and
+/// exits 130; nothing is left for the next command to recover.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_a_headless_turn_records_it_says_so_and_exits_130() {
+    let world = World::new();
+    let (url, _server) = MockServer::start(vec![
+        MockResponse::stream(vec![
+            tool_call_chunk(
+                0,
+                Some("call_w"),
+                Some("write_file"),
+                "{\"path\": \"x.txt\", \"content\": \"x\"}",
+            ),
+            finish_chunk("tool_calls"),
+        ]),
+        MockResponse::stalled_after(vec![text_chunk("Thinking about it")]),
+    ])
+    .await;
+    let env = model_env(&url);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let child = world.spawn(&["-p", "make x.txt", "--yes"], "", &env).await;
+    let pid = child.id().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while world.read("x.txt").is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the write never happened"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let run = agent_common::finish(child).await;
+    assert_eq!(run.code, Some(130), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("turn stopped; /undo or `shiro undo` reverts it"),
+        "{run:?}"
+    );
+    let log = world.run(&["log"], "", &[]).await;
+    assert!(!log.stderr.contains("recovered"), "{log:?}");
+    assert!(log.stdout.contains("A x.txt"), "{log:?}");
+    let undo = world.run(&["undo"], "", &[]).await;
+    assert_eq!(undo.code, Some(0), "{undo:?}");
+    assert_eq!(world.read("x.txt"), None);
+}

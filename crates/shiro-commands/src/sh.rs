@@ -49,6 +49,17 @@ impl ShRunner {
     }
 }
 
+/// Kills the command's process group when dropped: when the command ends, and when the
+/// substitution's future is dropped (an expansion cancelled by Ctrl-C), so that nothing it
+/// started keeps running.
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        kill_group(self.0.take());
+    }
+}
+
 /// Kills the process group led by `pid`; errors (e.g. the group is already gone) are moot.
 fn kill_group(pid: Option<u32>) {
     let pid = pid
@@ -82,6 +93,7 @@ impl ShellRunner for ShRunner {
             }
         };
         let pid = child.id();
+        let _group = GroupGuard(pid);
         let stdout = child.stdout.take();
         let cap = self.stdout_cap;
         let work = async {

@@ -60,6 +60,42 @@ fn is_dead(pid: &str) -> bool {
     }
 }
 
+/// A substitution whose future is dropped (its expansion cancelled) leaves nothing running:
+/// not the shell, nor what it started in the background.
+#[test]
+fn dropping_a_running_substitution_kills_its_whole_process_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let pid_file = dir.path().join("bg.pid");
+    let runner = ShRunner::new(dir.path()).with_timeout(Duration::from_secs(60));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let run = runner.run("sleep 30 & echo $! > bg.pid; sleep 30");
+        // Dropped once the background child has said who it is.
+        let written = async {
+            while std::fs::read_to_string(&pid_file).map_or(true, |p| p.trim().is_empty()) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::select! {
+            _ = run => panic!("the substitution ended on its own"),
+            () = written => {}
+        }
+    });
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let pid = pid.trim();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !is_dead(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        is_dead(pid),
+        "background child {pid} outlived the dropped substitution"
+    );
+}
+
 #[test]
 fn sh_timeout_kills_the_whole_process_group() {
     let dir = tempfile::tempdir().unwrap();

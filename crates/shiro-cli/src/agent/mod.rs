@@ -1,4 +1,4 @@
-//! The interactive agent, `shiro -p`, and `shiro demo` (issue 7; providers are in
+//! The interactive agent, `shiro -p`, and `shiro demo` (providers are in
 //! [`crate::provider`]). The decisions are written up in `docs/cli.md`, "The agent".
 //!
 //! - [`turn`]: the loop (model → tools → model …), approvals and undo recording;
@@ -81,7 +81,8 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
             always: BTreeSet::new(),
         },
         max_steps: DEFAULT_MAX_STEPS,
-        catch_interrupts: !headless,
+        // `-p` too: Ctrl-C stops the turn, which is finished and recorded.
+        catch_interrupts: true,
         bash_running: tokio::sync::watch::Sender::new(false),
     };
     if agent.history.is_empty() {
@@ -92,6 +93,14 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
     }
     if let Some(prompt) = &args.prompt {
         let report = agent.turn(prompt).await?;
+        if report.interrupted {
+            // The turn was finished and recorded, like one the REPL stops.
+            agent.printer.info(match report.turn_id {
+                Some(_) => "turn stopped; /undo or `shiro undo` reverts it",
+                None => "turn stopped; it changed nothing",
+            });
+            return Ok(ExitCode::from(crate::signals::INTERRUPTED));
+        }
         // A failed turn's last text is not an answer; the error is on stderr (or in turn_end).
         if report.error.is_some() {
             return Ok(ExitCode::FAILURE);

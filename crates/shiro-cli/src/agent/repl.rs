@@ -73,7 +73,9 @@ pub async fn run(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
 /// on: the files and the log are consistent (the store recovers on its next use).
 async fn send(agent: &mut Agent<'_>, prompt: &str) -> Result<()> {
     if let Err(err) = agent.turn(prompt).await {
-        agent.printer.info(&format!("error: {err:#}"));
+        agent
+            .printer
+            .info(&format!("error: {}", crate::headless::error_text(&err)));
     }
     Ok(())
 }
@@ -88,11 +90,11 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
         },
         "log" => match headless::log(ctx, false).await {
             Ok(report) => report.stdout,
-            Err(err) => format!("error: {err:#}"),
+            Err(err) => format!("error: {}", crate::headless::error_text(&err)),
         },
         "commands" => match headless::commands(ctx, &CommandsCommand::List { json: false }).await {
             Ok(report) => report.stdout,
-            Err(err) => format!("error: {err:#}"),
+            Err(err) => format!("error: {}", crate::headless::error_text(&err)),
         },
         "clear" => match Session::create(&ctx.root) {
             Ok(session) => {
@@ -104,14 +106,14 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
                     agent.session.id()
                 )
             }
-            Err(err) => format!("error: {err:#}"),
+            Err(err) => format!("error: {}", crate::headless::error_text(&err)),
         },
         "trust" => match trust::trust(ctx.config.user_dir.as_deref(), &ctx.root) {
             Ok(()) => format!(
                 "trusted {}: its commands' shell substitutions now run",
                 ctx.root.display()
             ),
-            Err(err) => format!("error: {err:#}"),
+            Err(err) => format!("error: {}", crate::headless::error_text(&err)),
         },
         other => format!("/{other} is not available here"),
     };
@@ -140,11 +142,11 @@ async fn restore(agent: &mut Agent<'_>, undo: bool, options: UndoOptions) -> Str
     let ctx = agent.ctx;
     let (store, notices) = match ctx.open_store().await {
         Ok(opened) => opened,
-        Err(err) => return format!("error: {err:#}"),
+        Err(err) => return format!("error: {}", crate::headless::error_text(&err)),
     };
     let workspace = match ctx.workspace() {
         Ok(workspace) => workspace,
-        Err(err) => return format!("error: {err:#}"),
+        Err(err) => return format!("error: {}", crate::headless::error_text(&err)),
     };
     let mut out = String::new();
     for notice in notices {
@@ -175,7 +177,7 @@ async fn restore(agent: &mut Agent<'_>, undo: bool, options: UndoOptions) -> Str
         match headless::dry_run_diff(&store, &workspace, &outcome, agent.printer.color()).await {
             Ok(diff) => out.push_str(&diff),
             Err(err) => {
-                let _ = writeln!(out, "error: {err:#}");
+                let _ = writeln!(out, "error: {}", crate::headless::error_text(&err));
             }
         }
         return out;
@@ -187,7 +189,7 @@ async fn restore(agent: &mut Agent<'_>, undo: bool, options: UndoOptions) -> Str
             if marker < agent.history.len() {
                 let dropped = agent.history.len() - marker;
                 if let Err(err) = agent.rewind(marker) {
-                    let _ = writeln!(out, "error: {err:#}");
+                    let _ = writeln!(out, "error: {}", crate::headless::error_text(&err));
                 } else {
                     let _ = writeln!(
                         out,
@@ -208,10 +210,24 @@ async fn restore(agent: &mut Agent<'_>, undo: bool, options: UndoOptions) -> Str
                 "that turn was a headless command; this conversation was not rewound"
             );
         }
-        (false, _, _) => {
+        // Redo puts files back; the messages an undo rewound stay gone, and only this
+        // session's own turn had any here.
+        (false, true, _) => {
             let _ = writeln!(
                 out,
-                "the files are back; the conversation was not restored, so tell the model if it should know"
+                "the files are back; the conversation this turn's undo rewound was not restored, so tell the model if it should know"
+            );
+        }
+        (false, false, Some(session)) => {
+            let _ = writeln!(
+                out,
+                "the files are back; that turn belongs to session {session}, and this conversation never had it"
+            );
+        }
+        (false, false, None) => {
+            let _ = writeln!(
+                out,
+                "the files are back; that turn was a headless command, and this conversation never had it"
             );
         }
     }

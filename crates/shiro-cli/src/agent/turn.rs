@@ -16,6 +16,11 @@ use crate::headless::{self, Context};
 use crate::provider::{ChatRequest, Message, Provider, Role, ToolSpec};
 use crate::signals::Handling;
 
+/// A turn stopped by Ctrl-C or SIGTERM.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted by Ctrl-C")]
+pub struct Interrupted;
+
 /// The default cap on model calls in one turn.
 pub const DEFAULT_MAX_STEPS: usize = 50;
 
@@ -80,6 +85,8 @@ pub struct TurnReport {
     pub ran_bash: bool,
     /// What the user is told about bash calls whose changes `/undo` cannot all reverse.
     pub bash_notes: Vec<String>,
+    /// Whether Ctrl-C (or SIGTERM) stopped it.
+    pub interrupted: bool,
 }
 
 /// The tool specs the model is offered.
@@ -162,7 +169,7 @@ impl Agent<'_> {
                         _ = &mut steps => {}
                         _ = running.wait_for(|running| !running) => {}
                     }
-                    Err(anyhow!("interrupted by Ctrl-C"))
+                    Err(Interrupted.into())
                 }
             };
             signals.set(Handling::Idle);
@@ -171,7 +178,8 @@ impl Agent<'_> {
             self.steps(&recording, prompt, &mut report).await
         };
         if let Err(err) = outcome {
-            report.error = Some(format!("{err:#}"));
+            report.interrupted = err.downcast_ref::<Interrupted>().is_some();
+            report.error = Some(crate::headless::error_text(&err));
         }
         let repaired = self.answer_dangling_calls();
         let finished = recording.finish_turn().await;
@@ -324,7 +332,7 @@ impl Agent<'_> {
         {
             return (
                 Status::Error,
-                format!("{err:#}; nothing was run"),
+                format!("{}; nothing was run", crate::headless::error_text(&err)),
                 Vec::new(),
             );
         }
