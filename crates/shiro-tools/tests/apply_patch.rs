@@ -238,6 +238,7 @@ fixtures! {
     exact_match_beats_earlier_loose_match,
     heredoc_wrapper,
     hunk_after_end_of_file_hunk,
+    mixed_line_endings,
     move_into_new_dir,
     move_without_changes,
     no_final_newline_append,
@@ -565,6 +566,78 @@ fn build_patch(files: &[(usize, FileSpec, Action)], adds: usize) -> String {
     patch
 }
 
+/// What a patch does to one line of a file with mixed line endings.
+#[derive(Debug, Clone, Copy)]
+enum LineEdit {
+    Keep,
+    Replace,
+    Delete,
+    InsertAfter,
+}
+
+fn line_edit() -> impl Strategy<Value = LineEdit> {
+    prop_oneof![
+        3 => Just(LineEdit::Keep),
+        1 => Just(LineEdit::Replace),
+        1 => Just(LineEdit::Delete),
+        1 => Just(LineEdit::InsertAfter),
+    ]
+}
+
+/// A file whose line `i` is `line i` with a CRLF ending when `crlf[i]`, the patch that makes
+/// `edits` to it (one hunk per edit), and the bytes it must have afterwards: kept lines keep
+/// their bytes, a replacing line takes the replaced line's ending, an inserted line the ending
+/// of the line before it. A last line without a line break counts as having the ending of the
+/// line before it, should a line be added after it.
+fn mixed_endings_case(
+    lines: &[(bool, LineEdit)],
+    final_newline: bool,
+) -> (Vec<u8>, String, Vec<u8>) {
+    fn join(lines: &[(String, &str)], final_newline: bool) -> Vec<u8> {
+        let mut out = String::new();
+        for (index, (text, ending)) in lines.iter().enumerate() {
+            out.push_str(text);
+            if final_newline || index + 1 < lines.len() {
+                out.push_str(ending);
+            }
+        }
+        out.into_bytes()
+    }
+    let eol = |crlf: bool| if crlf { "\r\n" } else { "\n" };
+    let last = lines.len() - 1;
+    let ending = |i: usize| match i.checked_sub(1) {
+        Some(before) if i == last && !final_newline => eol(lines[before].0),
+        None if i == last && !final_newline => "\n",
+        _ => eol(lines[i].0),
+    };
+    let mut original = Vec::new();
+    let mut expected = Vec::new();
+    let mut patch = String::from("*** Begin Patch\n*** Update File: m.txt\n");
+    for (i, (_, edit)) in lines.iter().enumerate() {
+        let line = format!("line {i}");
+        original.push((line.clone(), ending(i)));
+        match edit {
+            LineEdit::Keep => expected.push((line, ending(i))),
+            LineEdit::Replace => {
+                patch.push_str(&format!("@@\n-{line}\n+new {i}\n"));
+                expected.push((format!("new {i}"), ending(i)));
+            }
+            LineEdit::Delete => patch.push_str(&format!("@@\n-{line}\n")),
+            LineEdit::InsertAfter => {
+                patch.push_str(&format!("@@\n {line}\n+inserted {i}\n"));
+                expected.push((line, ending(i)));
+                expected.push((format!("inserted {i}"), ending(i)));
+            }
+        }
+    }
+    patch.push_str("*** End Patch\n");
+    (
+        join(&original, final_newline),
+        patch,
+        join(&expected, final_newline),
+    )
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .build()
@@ -613,6 +686,33 @@ proptest! {
             }
             Ok(())
         })?;
+    }
+
+    /// In a file that mixes CRLF and LF lines, every line the patch keeps keeps its exact
+    /// bytes, and every line it adds takes the ending of the line it replaces or follows.
+    #[test]
+    fn mixed_line_endings_are_kept_line_by_line(
+        lines in prop::collection::vec((any::<bool>(), line_edit()), 1..12),
+        final_newline in any::<bool>(),
+    ) {
+        let (original, patch, expected) = mixed_endings_case(&lines, final_newline);
+        let hunks = if lines.iter().all(|(_, edit)| matches!(edit, LineEdit::Keep)) {
+            // A patch without hunks is refused; applying none must change nothing.
+            Vec::new()
+        } else {
+            match patch::parse(&patch).unwrap().operations.remove(0) {
+                patch::Operation::Update { hunks, .. } => hunks,
+                other => panic!("not an update: {other:?}"),
+            }
+        };
+        let file = shiro_tools::text::TextFile::decode(&original).unwrap();
+        let edited = patch::apply_hunks(&file, &hunks).unwrap().encode();
+        prop_assert_eq!(
+            String::from_utf8_lossy(&edited),
+            String::from_utf8_lossy(&expected),
+            "patch:\n{}",
+            patch
+        );
     }
 
     /// Parsing any text never panics, and every refusal says something.
