@@ -38,14 +38,42 @@ pub enum PatchError {
         /// Its text.
         found: String,
     },
-    /// `*** Begin Patch` without a final `*** End Patch`.
+    /// A shell heredoc wrapper is closed, but something other than blank lines follows.
     #[error(
-        "line {line}: `*** Begin Patch` is not closed: the last line must be `*** End Patch` \
-         (was the patch cut off?)"
+        "line {line}: `{found}` follows the heredoc's closing `{delimiter}` (line {close}): \
+         only blank lines may come after it"
+    )]
+    AfterHeredoc {
+        /// The first offending line.
+        line: usize,
+        /// Its text.
+        found: String,
+        /// The heredoc delimiter.
+        delimiter: String,
+        /// The line that closes the heredoc.
+        close: usize,
+    },
+    /// `*** Begin Patch` without any `*** End Patch` after it.
+    #[error(
+        "line {line}: `*** Begin Patch` is not closed: no `*** End Patch` line follows it (was \
+         the patch cut off?)"
     )]
     MissingEnd {
         /// The line of `*** Begin Patch`.
         line: usize,
+    },
+    /// Something other than blank lines and one heredoc closing word after `*** End Patch`.
+    #[error(
+        "line {line}: `{found}` follows `*** End Patch` (line {end}): only blank lines and one \
+         heredoc closing word (such as `EOF`) may come after it"
+    )]
+    AfterEnd {
+        /// The first offending line.
+        line: usize,
+        /// Its text.
+        found: String,
+        /// The line of `*** End Patch`.
+        end: usize,
     },
     /// A line where a file header was expected.
     #[error(
@@ -159,37 +187,21 @@ pub fn parse(text: &str) -> Result<Patch, PatchError> {
     let mut body = trim_blank(&numbered);
     let &(first_line, first) = body.first().ok_or(PatchError::Empty)?;
     if let Some(delimiter) = heredoc_delimiter(first) {
-        let inner = match body.split_last() {
-            Some((&(_, last), rest)) if !rest.is_empty() && last.trim() == delimiter => {
-                rest.get(1..)
-            }
-            _ => None,
-        };
-        let Some(inner) = inner else {
-            return Err(PatchError::HeredocNotClosed {
-                line: first_line,
-                delimiter: delimiter.to_owned(),
-            });
-        };
-        body = trim_blank(inner);
+        body = trim_blank(heredoc_body(body, first_line, delimiter)?);
     }
     let &(first_line, first) = body.first().ok_or(PatchError::Empty)?;
     let (envelope, body) = if first.trim() == BEGIN_PATCH {
-        match body.split_last() {
-            Some((&(_, last), rest)) if !rest.is_empty() && last.trim() == END_PATCH => {
-                (Envelope::Codex, rest.get(1..).unwrap_or_default())
-            }
-            _ => return Err(PatchError::MissingEnd { line: first_line }),
+        let rest = body.get(1..).unwrap_or_default();
+        match before_end(rest)? {
+            Some(inner) => (Envelope::Codex, inner),
+            None => return Err(PatchError::MissingEnd { line: first_line }),
         }
     } else if matches!(
         marker(first),
         Some(Marker::Add(_) | Marker::Delete(_) | Marker::Update(_))
     ) {
         // The simple envelope may still end with `*** End Patch`; it is accepted and ignored.
-        match body.split_last() {
-            Some((&(_, last), rest)) if last.trim() == END_PATCH => (Envelope::Simple, rest),
-            _ => (Envelope::Simple, body),
-        }
+        (Envelope::Simple, before_end(body)?.unwrap_or(body))
     } else {
         return Err(PatchError::InvalidStart {
             line: first_line,
@@ -222,6 +234,85 @@ fn trim_blank<'a, 'b>(lines: &'a [(usize, &'b str)]) -> &'a [(usize, &'b str)] {
         .rposition(|(_, line)| !line.trim().is_empty())
         .map_or(start, |i| i + 1);
     lines.get(start..end).unwrap_or_default()
+}
+
+/// The lines inside a heredoc wrapper: `lines` without its opener (the first line) and its
+/// closing delimiter, which must be the last line but for blank lines.
+fn heredoc_body<'a, 'b>(
+    lines: &'a [(usize, &'b str)],
+    opener: usize,
+    delimiter: &str,
+) -> Result<&'a [(usize, &'b str)], PatchError> {
+    match lines.split_last() {
+        Some((&(_, last), rest)) if !rest.is_empty() && last.trim() == delimiter => {
+            return Ok(rest.get(1..).unwrap_or_default());
+        }
+        _ => {}
+    }
+    // A line that closes the heredoc as the shell would (only `<<-` strips leading tabs, but
+    // tabs are allowed either way) with more lines after it: name the first of them.
+    let closes = |line: &str| line.trim_start_matches('\t').trim_end() == delimiter;
+    let after_close = lines
+        .iter()
+        .skip(1)
+        .position(|&(_, line)| closes(line))
+        .and_then(|index| {
+            let &(close, _) = lines.get(index + 1)?;
+            let &(line, found) = lines
+                .get(index + 2..)?
+                .iter()
+                .find(|(_, line)| !line.trim().is_empty())?;
+            Some(PatchError::AfterHeredoc {
+                line,
+                found: found.to_owned(),
+                delimiter: delimiter.to_owned(),
+                close,
+            })
+        });
+    Err(after_close.unwrap_or_else(|| PatchError::HeredocNotClosed {
+        line: opener,
+        delimiter: delimiter.to_owned(),
+    }))
+}
+
+/// The lines before the first `*** End Patch` line, or `None` when there is none. After it may
+/// come blank lines and one heredoc closing word (`EOF`, `PATCH`), which a model leaves when it
+/// copies a heredoc without its opener; anything else is refused, naming the line.
+fn before_end<'a, 'b>(
+    lines: &'a [(usize, &'b str)],
+) -> Result<Option<&'a [(usize, &'b str)]>, PatchError> {
+    let Some(end) = lines
+        .iter()
+        .position(|&(_, line)| marker(line) == Some(Marker::End))
+    else {
+        return Ok(None);
+    };
+    let (before, after) = lines.split_at(end);
+    let Some((&(end_line, _), after)) = after.split_first() else {
+        return Ok(Some(before));
+    };
+    let mut rest = after.iter().filter(|(_, line)| !line.trim().is_empty());
+    let junk = match rest.next() {
+        Some(&(_, word)) if is_closing_word(word.trim()) => rest.next(),
+        first => first,
+    };
+    match junk {
+        Some(&(line, found)) => Err(PatchError::AfterEnd {
+            line,
+            found: found.to_owned(),
+            end: end_line,
+        }),
+        None => Ok(Some(before)),
+    }
+}
+
+/// Whether `word` looks like a heredoc's closing line: a capital letter, then capitals, digits
+/// and `_` (`EOF`, `PATCH`, `END_PATCH`). Lower-case words are more likely stray prose.
+fn is_closing_word(word: &str) -> bool {
+    word.starts_with(|c: char| c.is_ascii_uppercase())
+        && word
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
 /// The delimiter of a heredoc opener such as `apply_patch <<'EOF'` or `<<EOF`.
@@ -659,6 +750,57 @@ mod tests {
         let hunks =
             update_hunks("*** Begin Patch\n*** Update File: a\n-x\n+y\n-z\n+w\n*** End Patch");
         assert_eq!(hunks.len(), 1);
+    }
+
+    #[test]
+    fn after_end_patch_only_blank_lines_and_one_closing_word() {
+        let ok = |text: &str| parse(text).map(|patch| patch.operations.len());
+        let patch = "*** Begin Patch\n*** Delete File: a\n*** End Patch\n";
+        assert_eq!(ok(&format!("{patch}\n \n")), Ok(1));
+        assert_eq!(ok(&format!("{patch}EOF\n")), Ok(1));
+        assert_eq!(ok(&format!("{patch}\n  END_PATCH2 \n\n")), Ok(1));
+        assert_eq!(ok("*** Delete File: a\n*** End Patch\nPATCH"), Ok(1));
+        let junk = |text: &str| match parse(text) {
+            Err(PatchError::AfterEnd { line, found, end }) => (line, found, end),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(junk(&format!("{patch}EOF\nEOF")), (5, "EOF".into(), 3));
+        assert_eq!(junk(&format!("{patch}done")), (4, "done".into(), 3));
+        assert_eq!(junk(&format!("{patch}\nfoo\nEOF")), (5, "foo".into(), 3));
+        assert_eq!(
+            junk(&format!("{patch}{patch}")),
+            (4, "*** Begin Patch".into(), 3)
+        );
+        assert_eq!(
+            junk("*** Delete File: a\n*** End Patch\n*** Delete File: b"),
+            (3, "*** Delete File: b".into(), 2)
+        );
+    }
+
+    #[test]
+    fn after_a_heredoc_only_blank_lines() {
+        let text = "apply_patch <<'EOF'\n*** Begin Patch\n*** Delete File: a\n*** End Patch\nEOF\n";
+        assert_eq!(
+            parse(&format!("{text}\n\n")).map(|p| p.operations.len()),
+            Ok(1)
+        );
+        assert_eq!(
+            parse(&format!("{text}echo done\n")),
+            Err(PatchError::AfterHeredoc {
+                line: 6,
+                found: "echo done".into(),
+                delimiter: "EOF".into(),
+                close: 5,
+            })
+        );
+        // A context line ` EOF` does not close the heredoc, as in the shell.
+        assert_eq!(
+            parse("<<EOF\n*** Begin Patch\n*** Update File: a\n EOF\n-x\n*** End Patch\n"),
+            Err(PatchError::HeredocNotClosed {
+                line: 1,
+                delimiter: "EOF".into(),
+            })
+        );
     }
 
     #[test]
