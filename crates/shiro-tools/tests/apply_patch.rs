@@ -228,6 +228,7 @@ fixtures! {
     anchor_insert_only_additions,
     blank_lines_are_lenient,
     bom_survives,
+    cd_wrapper,
     crlf_file_keeps_crlf,
     crlf_patch_text,
     delete_every_line,
@@ -255,6 +256,9 @@ fixtures! {
     refuse_anchor_not_found,
     refuse_binary_file,
     refuse_blank_patch,
+    refuse_cd_missing_directory,
+    refuse_cd_out_of_workspace,
+    refuse_cd_path_escape,
     refuse_delete_directory,
     refuse_delete_missing_file,
     refuse_empty_patch,
@@ -358,6 +362,48 @@ async fn absolute_paths_inside_the_root_are_accepted() {
         .unwrap();
     assert_eq!(out.text, "M a.txt");
     assert_eq!(mem.read(&p("a.txt")).await.unwrap(), b"y\n");
+}
+
+#[tokio::test]
+async fn a_cd_wrapper_makes_relative_paths_relative_to_its_directory() {
+    let mem = workspace(&[("src/a.txt", b"x\n"), ("b.txt", b"b\n")]).await;
+    let patch = "cd /workspace/src && apply_patch <<'EOF'\n*** Update File: a.txt\n-x\n+y\n\
+                 *** Delete File: /workspace/b.txt\nEOF";
+    let paths = tools::apply_patch()
+        .touched_paths(&mem, &json!({ "patch": patch }))
+        .await
+        .unwrap();
+    let paths: Vec<&str> = paths.iter().map(WorkspacePath::as_str).collect();
+    assert_eq!(paths, ["src/a.txt", "b.txt"]);
+    let out = tools::apply_patch()
+        .call(&mem, json!({ "patch": patch }))
+        .await
+        .unwrap();
+    assert_eq!(out.text, "M src/a.txt\nD b.txt");
+
+    let patch = "cd . && apply_patch <<'EOF'\n*** Add File: c.txt\n+c\nEOF";
+    let out = tools::apply_patch()
+        .call(&mem, json!({ "patch": patch }))
+        .await
+        .unwrap();
+    assert_eq!(out.text, "A c.txt");
+
+    let refused = |dir: &str, header: &str| {
+        let patch = format!("cd {dir} && apply_patch <<'EOF'\n{header}\n+z\nEOF");
+        let mem = mem.clone();
+        async move {
+            let before = mem.snapshot();
+            let err = tools::apply_patch()
+                .call(&mem, json!({ "patch": patch }))
+                .await
+                .unwrap_err();
+            assert_eq!(mem.snapshot(), before);
+            err.to_string()
+        }
+    };
+    insta::assert_snapshot!(refused("src/a.txt", "*** Add File: z.txt").await, @"the patch's `cd src/a.txt` fails: it is a file, not a directory; nothing was changed");
+    insta::assert_snapshot!(refused("'/etc'", "*** Add File: z.txt").await, @r#"the patch's `cd /etc` is refused: path "/etc" is outside the workspace; nothing was changed"#);
+    insta::assert_snapshot!(refused("src", "*** Add File: .git/hooks/z").await, @r#"path "src/.git/hooks/z" is protected: tools never write in .git/ or .shiro/ (except .shiro/commands.md and .shiro/commands/); nothing was changed"#);
 }
 
 #[tokio::test]
@@ -739,6 +785,8 @@ proptest! {
             Just("*** Move to: h/f.txt".to_owned()),
             Just("*** End of File".to_owned()),
             Just("apply_patch <<'EOF'".to_owned()),
+            Just("cd . && apply_patch <<'EOF'".to_owned()),
+            Just("cd h && apply_patch <<'EOF'".to_owned()),
             Just("EOF".to_owned()),
             Just("@@".to_owned()),
             "@@ [ab\u{2014}]{0,3}",

@@ -186,8 +186,10 @@ pub fn parse(text: &str) -> Result<Patch, PatchError> {
         .collect();
     let mut body = trim_blank(&numbered);
     let &(first_line, first) = body.first().ok_or(PatchError::Empty)?;
-    if let Some(delimiter) = heredoc_delimiter(first) {
-        body = trim_blank(heredoc_body(body, first_line, delimiter)?);
+    let mut workdir = None;
+    if let Some(opener) = heredoc_opener(first) {
+        body = trim_blank(heredoc_body(body, first_line, opener.delimiter)?);
+        workdir = opener.workdir.map(str::to_owned);
     }
     let &(first_line, first) = body.first().ok_or(PatchError::Empty)?;
     let (envelope, body) = if first.trim() == BEGIN_PATCH {
@@ -219,6 +221,7 @@ pub fn parse(text: &str) -> Result<Patch, PatchError> {
     }
     Ok(Patch {
         envelope,
+        workdir,
         operations,
     })
 }
@@ -315,12 +318,32 @@ fn is_closing_word(word: &str) -> bool {
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
-/// The delimiter of a heredoc opener such as `apply_patch <<'EOF'` or `<<EOF`.
-fn heredoc_delimiter(line: &str) -> Option<&str> {
+/// The first line of a shell heredoc wrapper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Opener<'a> {
+    /// The word that closes the heredoc.
+    delimiter: &'a str,
+    /// The directory of a `cd <dir> &&` before `apply_patch`.
+    workdir: Option<&'a str>,
+}
+
+/// Reads a heredoc opener: `apply_patch <<'EOF'`, `<<EOF`, or `cd <dir> && apply_patch <<'EOF'`
+/// (the form of Codex's shell call). Anything else on the line, such as a second command, makes
+/// it no opener.
+fn heredoc_opener(line: &str) -> Option<Opener<'_>> {
     let line = line.trim();
-    let rest = line
-        .strip_prefix("apply_patch")
-        .map_or(line, str::trim_start);
+    let (workdir, rest) = match line.strip_prefix("cd") {
+        Some(rest) if rest.starts_with([' ', '\t']) => {
+            let (dir, rest) = shell_word(rest.trim_start())?;
+            let rest = rest.trim_start().strip_prefix("&&")?.trim_start();
+            (Some(dir), rest.strip_prefix("apply_patch")?.trim_start())
+        }
+        _ => (
+            None,
+            line.strip_prefix("apply_patch")
+                .map_or(line, str::trim_start),
+        ),
+    };
     let rest = rest.strip_prefix("<<")?;
     let rest = rest.strip_prefix('-').unwrap_or(rest).trim_start();
     let (word, tail) = match rest.chars().next()? {
@@ -328,7 +351,26 @@ fn heredoc_delimiter(line: &str) -> Option<&str> {
         _ => rest.split_once(char::is_whitespace).unwrap_or((rest, "")),
     };
     let is_word = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    (is_word && tail.trim().is_empty()).then_some(word)
+    (is_word && tail.trim().is_empty()).then_some(Opener {
+        delimiter: word,
+        workdir,
+    })
+}
+
+/// One shell word at the start of `text` that means the same to every shell: in `'` or `"`
+/// quotes, or bare, and without anything a shell would expand or treat specially (`$`, `~`,
+/// globs, escapes, operators). Returns the word without its quotes and the text after it.
+fn shell_word(text: &str) -> Option<(&str, &str)> {
+    let (word, rest) = match text.chars().next()? {
+        quote @ ('\'' | '"') => text.strip_prefix(quote)?.split_once(quote)?,
+        // A bare word ends at a blank or at an operator (`cd src&&apply_patch`).
+        _ => text.split_at(
+            text.find(|c: char| c.is_whitespace() || "&|;<>".contains(c))
+                .unwrap_or(text.len()),
+        ),
+    };
+    let special = |c: char| "$`\\'\"~*?[]{}()<>|&;#".contains(c) || (c.is_whitespace() && c != ' ');
+    (!word.is_empty() && !word.contains(special)).then_some((word, rest))
 }
 
 /// A `***` marker line (surrounding spaces allowed).
@@ -693,15 +735,50 @@ mod tests {
 
     #[test]
     fn heredoc_openers() {
-        assert_eq!(heredoc_delimiter("apply_patch <<'EOF'"), Some("EOF"));
-        assert_eq!(heredoc_delimiter("<<EOF"), Some("EOF"));
+        let delimiter = |line| heredoc_opener(line).map(|opener| opener.delimiter);
+        assert_eq!(delimiter("apply_patch <<'EOF'"), Some("EOF"));
+        assert_eq!(delimiter("<<EOF"), Some("EOF"));
+        assert_eq!(delimiter("  apply_patch <<-\"PATCH\"  "), Some("PATCH"));
+        assert_eq!(delimiter("apply_patch << 'EOF' extra"), None);
+        assert_eq!(delimiter("*** Begin Patch"), None);
+        assert_eq!(delimiter("<<''"), None);
+    }
+
+    #[test]
+    fn cd_before_apply_patch() {
+        let workdir = |line| heredoc_opener(line).map(|opener| opener.workdir);
+        assert_eq!(workdir("apply_patch <<'EOF'"), Some(None));
+        assert_eq!(workdir("cd src && apply_patch <<'EOF'"), Some(Some("src")));
+        assert_eq!(workdir("cd\tsrc/a&&apply_patch<<EOF"), Some(Some("src/a")));
         assert_eq!(
-            heredoc_delimiter("  apply_patch <<-\"PATCH\"  "),
-            Some("PATCH")
+            workdir("cd 'my dir' && apply_patch <<'EOF'"),
+            Some(Some("my dir"))
         );
-        assert_eq!(heredoc_delimiter("apply_patch << 'EOF' extra"), None);
-        assert_eq!(heredoc_delimiter("*** Begin Patch"), None);
-        assert_eq!(heredoc_delimiter("<<''"), None);
+        assert_eq!(
+            workdir("cd \"/w/x\" && apply_patch <<\"EOF\""),
+            Some(Some("/w/x"))
+        );
+        // What a shell would expand, other commands, and `cd` without `apply_patch` are no
+        // wrapper.
+        for line in [
+            "cd $HOME && apply_patch <<'EOF'",
+            "cd ~/x && apply_patch <<'EOF'",
+            "cd \"$D\" && apply_patch <<'EOF'",
+            "cd src/* && apply_patch <<'EOF'",
+            "cd src; apply_patch <<'EOF'",
+            "cd src || apply_patch <<'EOF'",
+            "cd src && <<'EOF'",
+            "cd a b && apply_patch <<'EOF'",
+            "cd && apply_patch <<'EOF'",
+            "cd '' && apply_patch <<'EOF'",
+            "cd src && apply_patch <<'EOF' && echo done",
+            "cdsrc && apply_patch <<'EOF'",
+        ] {
+            assert_eq!(workdir(line), None, "{line}");
+        }
+        let patch = parse("cd src && apply_patch <<'EOF'\n*** Delete File: a\nEOF").unwrap();
+        assert_eq!(patch.workdir.as_deref(), Some("src"));
+        assert_eq!(parse("*** Delete File: a").unwrap().workdir, None);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::common::resolve;
 use crate::mutator::{Mutator, MutatorError, Stat};
 use crate::patch::{self, Operation};
-use crate::path::WorkspacePath;
+use crate::path::{PathError, WorkspacePath};
 use crate::text::TextFile;
 use crate::tool::{Change, Tool, ToolError, ToolOutput, parse_args, schema_of};
 
@@ -124,24 +124,85 @@ fn parse_patch(text: &str) -> Result<patch::Patch, ToolError> {
 }
 
 /// Every path the patch names, jailed, with the patch line that names it; move destinations
-/// follow their source.
+/// follow their source. Relative paths are relative to the directory of a `cd <dir> &&`
+/// wrapper, if the patch has one.
 async fn named_paths(
     mutator: &dyn Mutator,
     patch: &patch::Patch,
 ) -> Result<Vec<(usize, WorkspacePath)>, ToolError> {
+    let workdir = match patch.workdir.as_deref() {
+        Some(written) => workdir(mutator, written)
+            .await?
+            .map(|dir| Workdir { written, dir }),
+        None => None,
+    };
     let mut paths = Vec::new();
     for operation in &patch.operations {
         let line = operation.line();
-        paths.push((line, resolve(mutator, operation.path()).await?));
+        let path = in_workdir(workdir.as_ref(), operation.path())?;
+        paths.push((line, resolve(mutator, &path).await?));
         if let Operation::Update {
             move_to: Some(dest),
             ..
         } = operation
         {
-            paths.push((line, resolve(mutator, dest).await?));
+            let dest = in_workdir(workdir.as_ref(), dest)?;
+            paths.push((line, resolve(mutator, &dest).await?));
         }
     }
     Ok(paths)
+}
+
+/// The directory of a patch's `cd <dir> &&` wrapper.
+struct Workdir<'a> {
+    /// The directory as the patch wrote it.
+    written: &'a str,
+    /// The directory, jailed.
+    dir: WorkspacePath,
+}
+
+/// The directory `cd <dir>` names, jailed like any path; `None` for the workspace root. It
+/// must be a directory, as `cd` into anything else fails and the shell would not run the patch.
+async fn workdir(mutator: &dyn Mutator, dir: &str) -> Result<Option<WorkspacePath>, ToolError> {
+    let path = match WorkspacePath::resolve(mutator.root(), dir) {
+        Ok(path) => path,
+        // `cd .`, or `cd` to the root by its absolute path.
+        Err(PathError::Empty) => return Ok(None),
+        Err(err) => {
+            return Err(ToolError::refused(format!(
+                "the patch's `cd {dir}` is refused: {err}; nothing was changed"
+            )));
+        }
+    };
+    let real = mutator.real_path(&path).await?;
+    let problem = match mutator.stat(&real).await? {
+        Stat::Dir { .. } => return Ok(Some(real)),
+        Stat::Symlink { .. } if mutator.read_dir(&real).await.is_ok() => return Ok(Some(real)),
+        Stat::Absent => "it does not exist".to_owned(),
+        Stat::File { .. } => "it is a file, not a directory".to_owned(),
+        Stat::Symlink { target } => format!(
+            "it is a symbolic link to {target}, which is not a directory inside the workspace"
+        ),
+    };
+    Err(ToolError::refused(format!(
+        "the patch's `cd {dir}` fails: {problem}; nothing was changed"
+    )))
+}
+
+/// `path` as seen from `workdir`: joined to it when relative, as it is when absolute.
+fn in_workdir(workdir: Option<&Workdir<'_>>, path: &str) -> Result<String, ToolError> {
+    match workdir {
+        Some(Workdir { written, dir }) if !std::path::Path::new(path).is_absolute() => {
+            // Checked alone first, so that an error names the path as the patch wrote it.
+            let path = WorkspacePath::from_relative(path).map_err(|err| {
+                ToolError::refused(format!(
+                    "after the patch's `cd {written}`, {err}; nothing was changed"
+                ))
+            })?;
+            Ok(format!("{dir}/{path}"))
+        }
+        _ => Ok(path.to_owned()),
+    }
 }
 
 /// What a deleted entry was, so that it can be put back.
