@@ -232,6 +232,7 @@ fixtures! {
     crlf_file_keeps_crlf,
     crlf_patch_text,
     delete_every_line,
+    delete_then_add_replaces_file,
     delete_file,
     dot_slash_path,
     end_of_file_pins_hunk,
@@ -252,6 +253,7 @@ fixtures! {
     refuse_absolute_path_outside,
     refuse_add_existing_file,
     refuse_add_line_without_plus,
+    refuse_add_then_delete,
     refuse_add_under_a_file,
     refuse_anchor_not_found,
     refuse_binary_file,
@@ -407,6 +409,48 @@ async fn a_cd_wrapper_makes_relative_paths_relative_to_its_directory() {
 }
 
 #[tokio::test]
+async fn only_delete_then_add_may_name_a_path_twice() {
+    let mem = workspace(&[("a.txt", b"a\n"), ("b.txt", b"b\n")]).await;
+    let before = mem.snapshot();
+    let mut errors = Vec::new();
+    for patch in [
+        "*** Delete File: a.txt\n*** Delete File: a.txt",
+        "*** Delete File: a.txt\n*** Update File: a.txt\n-a\n+A",
+        "*** Update File: a.txt\n-a\n+A\n*** Delete File: a.txt",
+        "*** Delete File: a.txt\n*** Add File: a.txt\n+x\n*** Add File: a.txt\n+y",
+        "*** Delete File: a.txt\n*** Add File: a.txt\n+x\n*** Delete File: a.txt",
+        "*** Delete File: a.txt\n*** Update File: b.txt\n*** Move to: a.txt",
+        "*** Update File: a.txt\n*** Move to: c.txt\n*** Add File: a.txt\n+x",
+    ] {
+        let err = tools::apply_patch()
+            .call(&mem, json!({ "patch": patch }))
+            .await
+            .unwrap_err();
+        errors.push(err.to_string());
+    }
+    assert_eq!(mem.snapshot(), before);
+    insta::assert_snapshot!(errors.join("\n"), @r"
+    a.txt is named twice in the patch (lines 1 and 2); nothing was changed (name each file once, with all of its hunks under one `*** Update File:`)
+    a.txt is named twice in the patch (lines 1 and 2); nothing was changed (name each file once, with all of its hunks under one `*** Update File:`)
+    a.txt is named twice in the patch (lines 1 and 4); nothing was changed (name each file once, with all of its hunks under one `*** Update File:`)
+    a.txt is named twice in the patch (lines 2 and 4); nothing was changed (name each file once, with all of its hunks under one `*** Update File:`)
+    a.txt is named twice in the patch (lines 1 and 4); nothing was changed (name each file once, with all of its hunks under one `*** Update File:`)
+    a.txt is named twice in the patch (lines 1 and 2); nothing was changed (name each file once, with all of its hunks under one `*** Update File:`)
+    a.txt is named twice in the patch (lines 1 and 3); nothing was changed (name each file once, with all of its hunks under one `*** Update File:`)
+    ");
+
+    // A replacement whose new file cannot be written puts the old one back.
+    let (faulty, _) = failing(mem.clone(), 1, false);
+    let patch = "*** Delete File: a.txt\n*** Add File: a.txt\n+x\n";
+    let err = tools::apply_patch()
+        .call(&faulty, json!({ "patch": patch }))
+        .await
+        .unwrap_err();
+    insta::assert_snapshot!(err.to_string(), @"could not apply the patch: injected fault write a.txt: disk on fire; nothing was changed (the changes already made were put back)");
+    assert_eq!(mem.snapshot(), before);
+}
+
+#[tokio::test]
 async fn arguments_are_checked() {
     let mem = MemMutator::new();
     let tool = tools::apply_patch();
@@ -538,6 +582,8 @@ impl FileSpec {
 enum Action {
     Keep,
     Delete,
+    /// `*** Delete File:`, then `*** Add File:` of the same path.
+    Replace,
     /// Hunks at the line indices chosen by the seeds, and possibly a move.
     Update {
         seeds: Vec<usize>,
@@ -568,6 +614,7 @@ fn action() -> impl Strategy<Value = Action> {
     prop_oneof![
         1 => Just(Action::Keep),
         1 => Just(Action::Delete),
+        1 => Just(Action::Replace),
         3 => (prop::collection::vec(0usize..100, 1..4), any::<bool>())
             .prop_map(|(seeds, moved)| Action::Update { seeds, moved }),
     ]
@@ -586,6 +633,9 @@ fn build_patch(files: &[(usize, FileSpec, Action)], adds: usize) -> String {
         match action {
             Action::Keep => {}
             Action::Delete => patch.push_str(&format!("*** Delete File: {name}\n")),
+            Action::Replace => patch.push_str(&format!(
+                "*** Delete File: {name}\n*** Add File: {name}\n+replaced\n"
+            )),
             Action::Update { seeds, moved } => {
                 patch.push_str(&format!("*** Update File: {name}\n"));
                 if *moved {
