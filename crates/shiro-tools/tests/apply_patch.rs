@@ -228,16 +228,20 @@ fixtures! {
     anchor_insert_only_additions,
     blank_lines_are_lenient,
     bom_survives,
+    cd_wrapper,
     crlf_file_keeps_crlf,
     crlf_patch_text,
     delete_every_line,
+    delete_then_add_replaces_file,
     delete_file,
     dot_slash_path,
     end_of_file_pins_hunk,
+    end_patch_then_heredoc_word,
     every_operation_at_once,
     exact_match_beats_earlier_loose_match,
     heredoc_wrapper,
     hunk_after_end_of_file_hunk,
+    mixed_line_endings,
     move_into_new_dir,
     move_without_changes,
     no_final_newline_append,
@@ -249,10 +253,14 @@ fixtures! {
     refuse_absolute_path_outside,
     refuse_add_existing_file,
     refuse_add_line_without_plus,
+    refuse_add_then_delete,
     refuse_add_under_a_file,
     refuse_anchor_not_found,
     refuse_binary_file,
     refuse_blank_patch,
+    refuse_cd_missing_directory,
+    refuse_cd_out_of_workspace,
+    refuse_cd_path_escape,
     refuse_delete_directory,
     refuse_delete_missing_file,
     refuse_empty_patch,
@@ -272,6 +280,8 @@ fixtures! {
     refuse_same_path_twice,
     refuse_second_file_fails_nothing_written,
     refuse_second_hunk_fails,
+    refuse_text_after_end_patch,
+    refuse_text_after_heredoc,
     refuse_unprefixed_hunk_line,
     refuse_update_directory,
     refuse_update_missing_file,
@@ -354,6 +364,90 @@ async fn absolute_paths_inside_the_root_are_accepted() {
         .unwrap();
     assert_eq!(out.text, "M a.txt");
     assert_eq!(mem.read(&p("a.txt")).await.unwrap(), b"y\n");
+}
+
+#[tokio::test]
+async fn a_cd_wrapper_makes_relative_paths_relative_to_its_directory() {
+    let mem = workspace(&[("src/a.txt", b"x\n"), ("b.txt", b"b\n")]).await;
+    let patch = "cd /workspace/src && apply_patch <<'EOF'\n*** Update File: a.txt\n-x\n+y\n\
+                 *** Delete File: /workspace/b.txt\nEOF";
+    let paths = tools::apply_patch()
+        .touched_paths(&mem, &json!({ "patch": patch }))
+        .await
+        .unwrap();
+    let paths: Vec<&str> = paths.iter().map(WorkspacePath::as_str).collect();
+    assert_eq!(paths, ["src/a.txt", "b.txt"]);
+    let out = tools::apply_patch()
+        .call(&mem, json!({ "patch": patch }))
+        .await
+        .unwrap();
+    assert_eq!(out.text, "M src/a.txt\nD b.txt");
+
+    let patch = "cd . && apply_patch <<'EOF'\n*** Add File: c.txt\n+c\nEOF";
+    let out = tools::apply_patch()
+        .call(&mem, json!({ "patch": patch }))
+        .await
+        .unwrap();
+    assert_eq!(out.text, "A c.txt");
+
+    let refused = |dir: &str, header: &str| {
+        let patch = format!("cd {dir} && apply_patch <<'EOF'\n{header}\n+z\nEOF");
+        let mem = mem.clone();
+        async move {
+            let before = mem.snapshot();
+            let err = tools::apply_patch()
+                .call(&mem, json!({ "patch": patch }))
+                .await
+                .unwrap_err();
+            assert_eq!(mem.snapshot(), before);
+            err.to_string()
+        }
+    };
+    insta::assert_snapshot!(refused("src/a.txt", "*** Add File: z.txt").await, @"the patch's `cd src/a.txt` fails: it is a file, not a directory; nothing was changed");
+    insta::assert_snapshot!(refused("'/etc'", "*** Add File: z.txt").await, @r#"the patch's `cd /etc` is refused: path "/etc" is outside the workspace; nothing was changed"#);
+    insta::assert_snapshot!(refused("src", "*** Add File: .git/hooks/z").await, @r#"path "src/.git/hooks/z" is protected: tools never write in .git/ or .shiro/ (except .shiro/commands.md and .shiro/commands/); nothing was changed"#);
+}
+
+#[tokio::test]
+async fn only_delete_then_add_may_name_a_path_twice() {
+    let mem = workspace(&[("a.txt", b"a\n"), ("b.txt", b"b\n")]).await;
+    let before = mem.snapshot();
+    let mut errors = Vec::new();
+    for patch in [
+        "*** Delete File: a.txt\n*** Delete File: a.txt",
+        "*** Delete File: a.txt\n*** Update File: a.txt\n-a\n+A",
+        "*** Update File: a.txt\n-a\n+A\n*** Delete File: a.txt",
+        "*** Delete File: a.txt\n*** Add File: a.txt\n+x\n*** Add File: a.txt\n+y",
+        "*** Delete File: a.txt\n*** Add File: a.txt\n+x\n*** Delete File: a.txt",
+        "*** Delete File: a.txt\n*** Update File: b.txt\n*** Move to: a.txt",
+        "*** Update File: a.txt\n*** Move to: c.txt\n*** Add File: a.txt\n+x",
+    ] {
+        let err = tools::apply_patch()
+            .call(&mem, json!({ "patch": patch }))
+            .await
+            .unwrap_err();
+        errors.push(err.to_string());
+    }
+    assert_eq!(mem.snapshot(), before);
+    insta::assert_snapshot!(errors.join("\n"), @r"
+    a.txt is named twice in the patch (lines 1 and 2); nothing was changed (name each file once, with all of its hunks under one `*** Update File:`)
+    a.txt is named twice in the patch (lines 1 and 2); nothing was changed (name each file once, with all of its hunks under one `*** Update File:`)
+    a.txt is named twice in the patch (lines 1 and 4); nothing was changed (name each file once, with all of its hunks under one `*** Update File:`)
+    a.txt is named twice in the patch (lines 2 and 4); nothing was changed (name each file once, with all of its hunks under one `*** Update File:`)
+    a.txt is named twice in the patch (lines 1 and 4); nothing was changed (name each file once, with all of its hunks under one `*** Update File:`)
+    a.txt is named twice in the patch (lines 1 and 2); nothing was changed (name each file once, with all of its hunks under one `*** Update File:`)
+    a.txt is named twice in the patch (lines 1 and 3); nothing was changed (name each file once, with all of its hunks under one `*** Update File:`)
+    ");
+
+    // A replacement whose new file cannot be written puts the old one back.
+    let (faulty, _) = failing(mem.clone(), 1, false);
+    let patch = "*** Delete File: a.txt\n*** Add File: a.txt\n+x\n";
+    let err = tools::apply_patch()
+        .call(&faulty, json!({ "patch": patch }))
+        .await
+        .unwrap_err();
+    insta::assert_snapshot!(err.to_string(), @"could not apply the patch: injected fault write a.txt: disk on fire; nothing was changed (the changes already made were put back)");
+    assert_eq!(mem.snapshot(), before);
 }
 
 #[tokio::test]
@@ -488,6 +582,8 @@ impl FileSpec {
 enum Action {
     Keep,
     Delete,
+    /// `*** Delete File:`, then `*** Add File:` of the same path.
+    Replace,
     /// Hunks at the line indices chosen by the seeds, and possibly a move.
     Update {
         seeds: Vec<usize>,
@@ -518,6 +614,7 @@ fn action() -> impl Strategy<Value = Action> {
     prop_oneof![
         1 => Just(Action::Keep),
         1 => Just(Action::Delete),
+        1 => Just(Action::Replace),
         3 => (prop::collection::vec(0usize..100, 1..4), any::<bool>())
             .prop_map(|(seeds, moved)| Action::Update { seeds, moved }),
     ]
@@ -536,6 +633,9 @@ fn build_patch(files: &[(usize, FileSpec, Action)], adds: usize) -> String {
         match action {
             Action::Keep => {}
             Action::Delete => patch.push_str(&format!("*** Delete File: {name}\n")),
+            Action::Replace => patch.push_str(&format!(
+                "*** Delete File: {name}\n*** Add File: {name}\n+replaced\n"
+            )),
             Action::Update { seeds, moved } => {
                 patch.push_str(&format!("*** Update File: {name}\n"));
                 if *moved {
@@ -563,6 +663,78 @@ fn build_patch(files: &[(usize, FileSpec, Action)], adds: usize) -> String {
     }
     patch.push_str("*** End Patch\n");
     patch
+}
+
+/// What a patch does to one line of a file with mixed line endings.
+#[derive(Debug, Clone, Copy)]
+enum LineEdit {
+    Keep,
+    Replace,
+    Delete,
+    InsertAfter,
+}
+
+fn line_edit() -> impl Strategy<Value = LineEdit> {
+    prop_oneof![
+        3 => Just(LineEdit::Keep),
+        1 => Just(LineEdit::Replace),
+        1 => Just(LineEdit::Delete),
+        1 => Just(LineEdit::InsertAfter),
+    ]
+}
+
+/// A file whose line `i` is `line i` with a CRLF ending when `crlf[i]`, the patch that makes
+/// `edits` to it (one hunk per edit), and the bytes it must have afterwards: kept lines keep
+/// their bytes, a replacing line takes the replaced line's ending, an inserted line the ending
+/// of the line before it. A last line without a line break counts as having the ending of the
+/// line before it, should a line be added after it.
+fn mixed_endings_case(
+    lines: &[(bool, LineEdit)],
+    final_newline: bool,
+) -> (Vec<u8>, String, Vec<u8>) {
+    fn join(lines: &[(String, &str)], final_newline: bool) -> Vec<u8> {
+        let mut out = String::new();
+        for (index, (text, ending)) in lines.iter().enumerate() {
+            out.push_str(text);
+            if final_newline || index + 1 < lines.len() {
+                out.push_str(ending);
+            }
+        }
+        out.into_bytes()
+    }
+    let eol = |crlf: bool| if crlf { "\r\n" } else { "\n" };
+    let last = lines.len() - 1;
+    let ending = |i: usize| match i.checked_sub(1) {
+        Some(before) if i == last && !final_newline => eol(lines[before].0),
+        None if i == last && !final_newline => "\n",
+        _ => eol(lines[i].0),
+    };
+    let mut original = Vec::new();
+    let mut expected = Vec::new();
+    let mut patch = String::from("*** Begin Patch\n*** Update File: m.txt\n");
+    for (i, (_, edit)) in lines.iter().enumerate() {
+        let line = format!("line {i}");
+        original.push((line.clone(), ending(i)));
+        match edit {
+            LineEdit::Keep => expected.push((line, ending(i))),
+            LineEdit::Replace => {
+                patch.push_str(&format!("@@\n-{line}\n+new {i}\n"));
+                expected.push((format!("new {i}"), ending(i)));
+            }
+            LineEdit::Delete => patch.push_str(&format!("@@\n-{line}\n")),
+            LineEdit::InsertAfter => {
+                patch.push_str(&format!("@@\n {line}\n+inserted {i}\n"));
+                expected.push((line, ending(i)));
+                expected.push((format!("inserted {i}"), ending(i)));
+            }
+        }
+    }
+    patch.push_str("*** End Patch\n");
+    (
+        join(&original, final_newline),
+        patch,
+        join(&expected, final_newline),
+    )
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -615,6 +787,33 @@ proptest! {
         })?;
     }
 
+    /// In a file that mixes CRLF and LF lines, every line the patch keeps keeps its exact
+    /// bytes, and every line it adds takes the ending of the line it replaces or follows.
+    #[test]
+    fn mixed_line_endings_are_kept_line_by_line(
+        lines in prop::collection::vec((any::<bool>(), line_edit()), 1..12),
+        final_newline in any::<bool>(),
+    ) {
+        let (original, patch, expected) = mixed_endings_case(&lines, final_newline);
+        let hunks = if lines.iter().all(|(_, edit)| matches!(edit, LineEdit::Keep)) {
+            // A patch without hunks is refused; applying none must change nothing.
+            Vec::new()
+        } else {
+            match patch::parse(&patch).unwrap().operations.remove(0) {
+                patch::Operation::Update { hunks, .. } => hunks,
+                other => panic!("not an update: {other:?}"),
+            }
+        };
+        let file = shiro_tools::text::TextFile::decode(&original).unwrap();
+        let edited = patch::apply_hunks(&file, &hunks).unwrap().encode();
+        prop_assert_eq!(
+            String::from_utf8_lossy(&edited),
+            String::from_utf8_lossy(&expected),
+            "patch:\n{}",
+            patch
+        );
+    }
+
     /// Parsing any text never panics, and every refusal says something.
     #[test]
     fn parsing_arbitrary_text_never_panics(text in "(?s).{0,300}") {
@@ -636,6 +835,8 @@ proptest! {
             Just("*** Move to: h/f.txt".to_owned()),
             Just("*** End of File".to_owned()),
             Just("apply_patch <<'EOF'".to_owned()),
+            Just("cd . && apply_patch <<'EOF'".to_owned()),
+            Just("cd h && apply_patch <<'EOF'".to_owned()),
             Just("EOF".to_owned()),
             Just("@@".to_owned()),
             "@@ [ab\u{2014}]{0,3}",

@@ -76,16 +76,17 @@ impl fmt::Display for HunkErrorKind {
 ///
 /// Each hunk is sought after the previous one's match: first its `@@` anchors, one after the
 /// other, then its context and `-` lines (see [`seek`]). Context lines keep the file's own text;
-/// only `-` lines are removed and `+` lines inserted. The file keeps its BOM, line endings and
-/// final-newline state.
+/// only `-` lines are removed and `+` lines inserted. The file keeps its BOM and final-newline
+/// state, and every line it keeps keeps its own ending: in a file that mixes CRLF and LF lines,
+/// an inserted line takes the ending of the line it replaces (the `-` line at the same place in
+/// its run of changes, or the run's last one), or for a pure insertion the ending of the line
+/// before it (the line after it at the top of the file).
 pub fn apply_hunks(file: &TextFile, hunks: &[Hunk]) -> Result<TextFile, HunkError> {
     let body = file.body.as_str();
     // An empty file counts as ending with a newline, so lines added to it end with one.
     let final_newline = body.is_empty() || body.ends_with('\n');
-    let lines: Vec<&str> = match body.strip_suffix('\n').unwrap_or(body) {
-        "" if body.is_empty() => Vec::new(),
-        content => content.split('\n').collect(),
-    };
+    let lines = split_lines(body, final_newline);
+    let texts: Vec<&str> = lines.iter().map(|line| line.text).collect();
 
     let mut replacements: Vec<(usize, usize, &[HunkLine])> = Vec::new();
     let mut next = 0;
@@ -97,7 +98,7 @@ pub fn apply_hunks(file: &TextFile, hunks: &[Hunk]) -> Result<TextFile, HunkErro
         };
         let mut cursor = next;
         for anchor in &hunk.anchors {
-            match seek(&lines, &[anchor.as_str()], cursor, false) {
+            match seek(&texts, &[anchor.as_str()], cursor, false) {
                 Some(found) => cursor = found + 1,
                 None => {
                     return Err(error(HunkErrorKind::AnchorNotFound {
@@ -122,7 +123,7 @@ pub fn apply_hunks(file: &TextFile, hunks: &[Hunk]) -> Result<TextFile, HunkErro
             }
             continue;
         }
-        let mut found = seek(&lines, &old, cursor, hunk.end_of_file);
+        let mut found = seek(&texts, &old, cursor, hunk.end_of_file);
         // A trailing empty context line often stands for the file's final newline; retry without.
         while found.is_none()
             && let Some((HunkLine::Context(last), rest)) = body_lines.split_last()
@@ -131,7 +132,7 @@ pub fn apply_hunks(file: &TextFile, hunks: &[Hunk]) -> Result<TextFile, HunkErro
         {
             body_lines = rest;
             old.pop();
-            found = seek(&lines, &old, cursor, hunk.end_of_file);
+            found = seek(&texts, &old, cursor, hunk.end_of_file);
         }
         let Some(start) = found else {
             let expected = hunk
@@ -153,20 +154,39 @@ pub fn apply_hunks(file: &TextFile, hunks: &[Hunk]) -> Result<TextFile, HunkErro
     // Insertions at the end of the file do not move the search position, so a later hunk can
     // sit before them; a stable sort keeps hunks at the same position in patch order.
     replacements.sort_by_key(|&(start, _, _)| start);
-    let mut out: Vec<&str> = Vec::with_capacity(lines.len());
+    let mut out: Vec<Line<'_>> = Vec::with_capacity(lines.len());
     let mut pos = 0;
     for (start, len, body_lines) in replacements {
         out.extend(lines.get(pos..start).unwrap_or_default());
         pos = start;
+        // The endings of the lines removed so far in the current run of `-` and `+` lines, and
+        // how many lines the run has added.
+        let mut removed: Vec<Ending> = Vec::new();
+        let mut added = 0;
         for line in body_lines {
             match line {
                 HunkLine::Context(_) => {
                     // The file's own text, not the patch's: the match may have been loose.
                     out.extend(lines.get(pos));
                     pos += 1;
+                    removed.clear();
+                    added = 0;
                 }
-                HunkLine::Remove(_) => pos += 1,
-                HunkLine::Add(text) => out.push(text),
+                HunkLine::Remove(_) => {
+                    removed.extend(lines.get(pos).map(|line| line.ending));
+                    pos += 1;
+                }
+                HunkLine::Add(text) => {
+                    let ending = match removed.get(added).or(removed.last()) {
+                        Some(&replaced) => replaced,
+                        None => out
+                            .last()
+                            .or(lines.get(pos))
+                            .map_or(Ending::Lf, |line| line.ending),
+                    };
+                    out.push(Line { text, ending });
+                    added += 1;
+                }
             }
         }
         debug_assert_eq!(
@@ -177,14 +197,72 @@ pub fn apply_hunks(file: &TextFile, hunks: &[Hunk]) -> Result<TextFile, HunkErro
     }
     out.extend(lines.get(pos..).unwrap_or_default());
 
-    let mut new_body = out.join("\n");
-    if final_newline && !out.is_empty() {
-        new_body.push('\n');
+    let mut new_body = String::with_capacity(body.len());
+    for (index, line) in out.iter().enumerate() {
+        new_body.push_str(line.text);
+        if final_newline || index + 1 < out.len() {
+            new_body.push_str(line.ending.as_str());
+        }
     }
     Ok(TextFile {
         body: new_body,
         ..file.clone()
     })
+}
+
+/// The ending of one line of a body. A file that uses CRLF throughout reaches the applier with
+/// `\n` endings (see [`TextFile`]); only a file that mixes both has `Ending::CrLf` lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    Lf,
+    CrLf,
+}
+
+impl Ending {
+    fn as_str(self) -> &'static str {
+        match self {
+            Ending::Lf => "\n",
+            Ending::CrLf => "\r\n",
+        }
+    }
+}
+
+/// A line of a body without its ending, and that ending.
+#[derive(Debug, Clone, Copy)]
+struct Line<'a> {
+    text: &'a str,
+    ending: Ending,
+}
+
+/// Splits a body into lines and their endings. A last line without a line break is given the
+/// ending of the line before it, which it gets if a line is ever added after it; a `\r` at its
+/// end is part of its text.
+fn split_lines(body: &str, final_newline: bool) -> Vec<Line<'_>> {
+    if body.is_empty() {
+        return Vec::new();
+    }
+    let content = body.strip_suffix('\n').unwrap_or(body);
+    let mut lines: Vec<Line<'_>> = Vec::new();
+    let mut pieces = content.split('\n').peekable();
+    while let Some(piece) = pieces.next() {
+        let is_last = pieces.peek().is_none();
+        let line = match piece.strip_suffix('\r') {
+            Some(text) if final_newline || !is_last => Line {
+                text,
+                ending: Ending::CrLf,
+            },
+            _ if is_last && !final_newline => Line {
+                text: piece,
+                ending: lines.last().map_or(Ending::Lf, |line| line.ending),
+            },
+            _ => Line {
+                text: piece,
+                ending: Ending::Lf,
+            },
+        };
+        lines.push(line);
+    }
+    lines
 }
 
 /// Finds `pattern` in `lines` at or after `start`, returning the index of its first line.
@@ -308,6 +386,48 @@ mod tests {
         assert_eq!(apply("a", &update("+b")).unwrap(), "a\nb");
         assert_eq!(apply("", &update("+b")).unwrap(), "b\n");
         assert_eq!(apply("a\n", &update("-a")).unwrap(), "");
+    }
+
+    #[test]
+    fn mixed_endings_are_kept_line_by_line() {
+        // The replaced CRLF line stays CRLF, the LF line after it stays LF.
+        assert_eq!(
+            apply("a\r\nb\r\nc\n", &update(" a\n-b\n+B\n c")).unwrap(),
+            "a\r\nB\r\nc\n"
+        );
+        // Added lines pair with the removed lines of their run; the surplus takes the last one's.
+        assert_eq!(
+            apply("a\r\nb\nc\r\n", &update("-a\n-b\n+A\n+B\n+B2\n c")).unwrap(),
+            "A\r\nB\nB2\nc\r\n"
+        );
+        // A pure insertion takes the ending of the line before it, or at the top of the line after.
+        assert_eq!(
+            apply("a\r\nb\nc\r\n", &update(" a\n+x\n b\n+y\n c")).unwrap(),
+            "a\r\nx\r\nb\ny\nc\r\n"
+        );
+        assert_eq!(
+            apply("a\r\nb\n", &update("+x\n a")).unwrap(),
+            "x\r\na\r\nb\n"
+        );
+        // A last line without a line break gets the ending of the line before it when a line
+        // is added after it; a `\r` at its end is text.
+        assert_eq!(
+            apply("a\nb\r\nc", &update("@@\n+d")).unwrap(),
+            "a\nb\r\nc\r\nd"
+        );
+        assert_eq!(
+            apply("a\r\nb\nc\r", &update(" b\n+x")).unwrap(),
+            "a\r\nb\nx\nc\r"
+        );
+    }
+
+    #[test]
+    fn a_crlf_line_matches_exactly_in_a_mixed_file() {
+        // Its `\r` is its ending, not trailing whitespace, so the first `x` matches exactly.
+        assert_eq!(
+            apply("x\r\ny\nx\n", &update("-x\n+z")).unwrap(),
+            "z\r\ny\nx\n"
+        );
     }
 
     #[test]

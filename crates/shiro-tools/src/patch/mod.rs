@@ -30,6 +30,9 @@ pub use parse::{PatchError, parse};
 pub struct Patch {
     /// Which envelope the patch used.
     pub envelope: Envelope,
+    /// The directory of a `cd <dir> && apply_patch <<'EOF'` wrapper, as written: the patch's
+    /// relative paths are relative to it. `None` without that wrapper.
+    pub workdir: Option<String>,
     /// The file operations, in patch order; never empty.
     pub operations: Vec<Operation>,
 }

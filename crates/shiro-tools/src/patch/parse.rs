@@ -38,14 +38,42 @@ pub enum PatchError {
         /// Its text.
         found: String,
     },
-    /// `*** Begin Patch` without a final `*** End Patch`.
+    /// A shell heredoc wrapper is closed, but something other than blank lines follows.
     #[error(
-        "line {line}: `*** Begin Patch` is not closed: the last line must be `*** End Patch` \
-         (was the patch cut off?)"
+        "line {line}: `{found}` follows the heredoc's closing `{delimiter}` (line {close}): \
+         only blank lines may come after it"
+    )]
+    AfterHeredoc {
+        /// The first offending line.
+        line: usize,
+        /// Its text.
+        found: String,
+        /// The heredoc delimiter.
+        delimiter: String,
+        /// The line that closes the heredoc.
+        close: usize,
+    },
+    /// `*** Begin Patch` without any `*** End Patch` after it.
+    #[error(
+        "line {line}: `*** Begin Patch` is not closed: no `*** End Patch` line follows it (was \
+         the patch cut off?)"
     )]
     MissingEnd {
         /// The line of `*** Begin Patch`.
         line: usize,
+    },
+    /// Something other than blank lines and one heredoc closing word after `*** End Patch`.
+    #[error(
+        "line {line}: `{found}` follows `*** End Patch` (line {end}): only blank lines and one \
+         heredoc closing word (such as `EOF`) may come after it"
+    )]
+    AfterEnd {
+        /// The first offending line.
+        line: usize,
+        /// Its text.
+        found: String,
+        /// The line of `*** End Patch`.
+        end: usize,
     },
     /// A line where a file header was expected.
     #[error(
@@ -158,38 +186,24 @@ pub fn parse(text: &str) -> Result<Patch, PatchError> {
         .collect();
     let mut body = trim_blank(&numbered);
     let &(first_line, first) = body.first().ok_or(PatchError::Empty)?;
-    if let Some(delimiter) = heredoc_delimiter(first) {
-        let inner = match body.split_last() {
-            Some((&(_, last), rest)) if !rest.is_empty() && last.trim() == delimiter => {
-                rest.get(1..)
-            }
-            _ => None,
-        };
-        let Some(inner) = inner else {
-            return Err(PatchError::HeredocNotClosed {
-                line: first_line,
-                delimiter: delimiter.to_owned(),
-            });
-        };
-        body = trim_blank(inner);
+    let mut workdir = None;
+    if let Some(opener) = heredoc_opener(first) {
+        body = trim_blank(heredoc_body(body, first_line, opener.delimiter)?);
+        workdir = opener.workdir.map(str::to_owned);
     }
     let &(first_line, first) = body.first().ok_or(PatchError::Empty)?;
     let (envelope, body) = if first.trim() == BEGIN_PATCH {
-        match body.split_last() {
-            Some((&(_, last), rest)) if !rest.is_empty() && last.trim() == END_PATCH => {
-                (Envelope::Codex, rest.get(1..).unwrap_or_default())
-            }
-            _ => return Err(PatchError::MissingEnd { line: first_line }),
+        let rest = body.get(1..).unwrap_or_default();
+        match before_end(rest)? {
+            Some(inner) => (Envelope::Codex, inner),
+            None => return Err(PatchError::MissingEnd { line: first_line }),
         }
     } else if matches!(
         marker(first),
         Some(Marker::Add(_) | Marker::Delete(_) | Marker::Update(_))
     ) {
         // The simple envelope may still end with `*** End Patch`; it is accepted and ignored.
-        match body.split_last() {
-            Some((&(_, last), rest)) if last.trim() == END_PATCH => (Envelope::Simple, rest),
-            _ => (Envelope::Simple, body),
-        }
+        (Envelope::Simple, before_end(body)?.unwrap_or(body))
     } else {
         return Err(PatchError::InvalidStart {
             line: first_line,
@@ -207,6 +221,7 @@ pub fn parse(text: &str) -> Result<Patch, PatchError> {
     }
     Ok(Patch {
         envelope,
+        workdir,
         operations,
     })
 }
@@ -224,12 +239,111 @@ fn trim_blank<'a, 'b>(lines: &'a [(usize, &'b str)]) -> &'a [(usize, &'b str)] {
     lines.get(start..end).unwrap_or_default()
 }
 
-/// The delimiter of a heredoc opener such as `apply_patch <<'EOF'` or `<<EOF`.
-fn heredoc_delimiter(line: &str) -> Option<&str> {
+/// The lines inside a heredoc wrapper: `lines` without its opener (the first line) and its
+/// closing delimiter, which must be the last line but for blank lines.
+fn heredoc_body<'a, 'b>(
+    lines: &'a [(usize, &'b str)],
+    opener: usize,
+    delimiter: &str,
+) -> Result<&'a [(usize, &'b str)], PatchError> {
+    match lines.split_last() {
+        Some((&(_, last), rest)) if !rest.is_empty() && last.trim() == delimiter => {
+            return Ok(rest.get(1..).unwrap_or_default());
+        }
+        _ => {}
+    }
+    // A line that closes the heredoc as the shell would (only `<<-` strips leading tabs, but
+    // tabs are allowed either way) with more lines after it: name the first of them.
+    let closes = |line: &str| line.trim_start_matches('\t').trim_end() == delimiter;
+    let after_close = lines
+        .iter()
+        .skip(1)
+        .position(|&(_, line)| closes(line))
+        .and_then(|index| {
+            let &(close, _) = lines.get(index + 1)?;
+            let &(line, found) = lines
+                .get(index + 2..)?
+                .iter()
+                .find(|(_, line)| !line.trim().is_empty())?;
+            Some(PatchError::AfterHeredoc {
+                line,
+                found: found.to_owned(),
+                delimiter: delimiter.to_owned(),
+                close,
+            })
+        });
+    Err(after_close.unwrap_or_else(|| PatchError::HeredocNotClosed {
+        line: opener,
+        delimiter: delimiter.to_owned(),
+    }))
+}
+
+/// The lines before the first `*** End Patch` line, or `None` when there is none. After it may
+/// come blank lines and one heredoc closing word (`EOF`, `PATCH`), which a model leaves when it
+/// copies a heredoc without its opener; anything else is refused, naming the line.
+fn before_end<'a, 'b>(
+    lines: &'a [(usize, &'b str)],
+) -> Result<Option<&'a [(usize, &'b str)]>, PatchError> {
+    let Some(end) = lines
+        .iter()
+        .position(|&(_, line)| marker(line) == Some(Marker::End))
+    else {
+        return Ok(None);
+    };
+    let (before, after) = lines.split_at(end);
+    let Some((&(end_line, _), after)) = after.split_first() else {
+        return Ok(Some(before));
+    };
+    let mut rest = after.iter().filter(|(_, line)| !line.trim().is_empty());
+    let junk = match rest.next() {
+        Some(&(_, word)) if is_closing_word(word.trim()) => rest.next(),
+        first => first,
+    };
+    match junk {
+        Some(&(line, found)) => Err(PatchError::AfterEnd {
+            line,
+            found: found.to_owned(),
+            end: end_line,
+        }),
+        None => Ok(Some(before)),
+    }
+}
+
+/// Whether `word` looks like a heredoc's closing line: a capital letter, then capitals, digits
+/// and `_` (`EOF`, `PATCH`, `END_PATCH`). Lower-case words are more likely stray prose.
+fn is_closing_word(word: &str) -> bool {
+    word.starts_with(|c: char| c.is_ascii_uppercase())
+        && word
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// The first line of a shell heredoc wrapper.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Opener<'a> {
+    /// The word that closes the heredoc.
+    delimiter: &'a str,
+    /// The directory of a `cd <dir> &&` before `apply_patch`.
+    workdir: Option<&'a str>,
+}
+
+/// Reads a heredoc opener: `apply_patch <<'EOF'`, `<<EOF`, or `cd <dir> && apply_patch <<'EOF'`
+/// (the form of Codex's shell call). Anything else on the line, such as a second command, makes
+/// it no opener.
+fn heredoc_opener(line: &str) -> Option<Opener<'_>> {
     let line = line.trim();
-    let rest = line
-        .strip_prefix("apply_patch")
-        .map_or(line, str::trim_start);
+    let (workdir, rest) = match line.strip_prefix("cd") {
+        Some(rest) if rest.starts_with([' ', '\t']) => {
+            let (dir, rest) = shell_word(rest.trim_start())?;
+            let rest = rest.trim_start().strip_prefix("&&")?.trim_start();
+            (Some(dir), rest.strip_prefix("apply_patch")?.trim_start())
+        }
+        _ => (
+            None,
+            line.strip_prefix("apply_patch")
+                .map_or(line, str::trim_start),
+        ),
+    };
     let rest = rest.strip_prefix("<<")?;
     let rest = rest.strip_prefix('-').unwrap_or(rest).trim_start();
     let (word, tail) = match rest.chars().next()? {
@@ -237,7 +351,26 @@ fn heredoc_delimiter(line: &str) -> Option<&str> {
         _ => rest.split_once(char::is_whitespace).unwrap_or((rest, "")),
     };
     let is_word = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    (is_word && tail.trim().is_empty()).then_some(word)
+    (is_word && tail.trim().is_empty()).then_some(Opener {
+        delimiter: word,
+        workdir,
+    })
+}
+
+/// One shell word at the start of `text` that means the same to every shell: in `'` or `"`
+/// quotes, or bare, and without anything a shell would expand or treat specially (`$`, `~`,
+/// globs, escapes, operators). Returns the word without its quotes and the text after it.
+fn shell_word(text: &str) -> Option<(&str, &str)> {
+    let (word, rest) = match text.chars().next()? {
+        quote @ ('\'' | '"') => text.strip_prefix(quote)?.split_once(quote)?,
+        // A bare word ends at a blank or at an operator (`cd src&&apply_patch`).
+        _ => text.split_at(
+            text.find(|c: char| c.is_whitespace() || "&|;<>".contains(c))
+                .unwrap_or(text.len()),
+        ),
+    };
+    let special = |c: char| "$`\\'\"~*?[]{}()<>|&;#".contains(c) || (c.is_whitespace() && c != ' ');
+    (!word.is_empty() && !word.contains(special)).then_some((word, rest))
 }
 
 /// A `***` marker line (surrounding spaces allowed).
@@ -602,15 +735,50 @@ mod tests {
 
     #[test]
     fn heredoc_openers() {
-        assert_eq!(heredoc_delimiter("apply_patch <<'EOF'"), Some("EOF"));
-        assert_eq!(heredoc_delimiter("<<EOF"), Some("EOF"));
+        let delimiter = |line| heredoc_opener(line).map(|opener| opener.delimiter);
+        assert_eq!(delimiter("apply_patch <<'EOF'"), Some("EOF"));
+        assert_eq!(delimiter("<<EOF"), Some("EOF"));
+        assert_eq!(delimiter("  apply_patch <<-\"PATCH\"  "), Some("PATCH"));
+        assert_eq!(delimiter("apply_patch << 'EOF' extra"), None);
+        assert_eq!(delimiter("*** Begin Patch"), None);
+        assert_eq!(delimiter("<<''"), None);
+    }
+
+    #[test]
+    fn cd_before_apply_patch() {
+        let workdir = |line| heredoc_opener(line).map(|opener| opener.workdir);
+        assert_eq!(workdir("apply_patch <<'EOF'"), Some(None));
+        assert_eq!(workdir("cd src && apply_patch <<'EOF'"), Some(Some("src")));
+        assert_eq!(workdir("cd\tsrc/a&&apply_patch<<EOF"), Some(Some("src/a")));
         assert_eq!(
-            heredoc_delimiter("  apply_patch <<-\"PATCH\"  "),
-            Some("PATCH")
+            workdir("cd 'my dir' && apply_patch <<'EOF'"),
+            Some(Some("my dir"))
         );
-        assert_eq!(heredoc_delimiter("apply_patch << 'EOF' extra"), None);
-        assert_eq!(heredoc_delimiter("*** Begin Patch"), None);
-        assert_eq!(heredoc_delimiter("<<''"), None);
+        assert_eq!(
+            workdir("cd \"/w/x\" && apply_patch <<\"EOF\""),
+            Some(Some("/w/x"))
+        );
+        // What a shell would expand, other commands, and `cd` without `apply_patch` are no
+        // wrapper.
+        for line in [
+            "cd $HOME && apply_patch <<'EOF'",
+            "cd ~/x && apply_patch <<'EOF'",
+            "cd \"$D\" && apply_patch <<'EOF'",
+            "cd src/* && apply_patch <<'EOF'",
+            "cd src; apply_patch <<'EOF'",
+            "cd src || apply_patch <<'EOF'",
+            "cd src && <<'EOF'",
+            "cd a b && apply_patch <<'EOF'",
+            "cd && apply_patch <<'EOF'",
+            "cd '' && apply_patch <<'EOF'",
+            "cd src && apply_patch <<'EOF' && echo done",
+            "cdsrc && apply_patch <<'EOF'",
+        ] {
+            assert_eq!(workdir(line), None, "{line}");
+        }
+        let patch = parse("cd src && apply_patch <<'EOF'\n*** Delete File: a\nEOF").unwrap();
+        assert_eq!(patch.workdir.as_deref(), Some("src"));
+        assert_eq!(parse("*** Delete File: a").unwrap().workdir, None);
     }
 
     #[test]
@@ -659,6 +827,57 @@ mod tests {
         let hunks =
             update_hunks("*** Begin Patch\n*** Update File: a\n-x\n+y\n-z\n+w\n*** End Patch");
         assert_eq!(hunks.len(), 1);
+    }
+
+    #[test]
+    fn after_end_patch_only_blank_lines_and_one_closing_word() {
+        let ok = |text: &str| parse(text).map(|patch| patch.operations.len());
+        let patch = "*** Begin Patch\n*** Delete File: a\n*** End Patch\n";
+        assert_eq!(ok(&format!("{patch}\n \n")), Ok(1));
+        assert_eq!(ok(&format!("{patch}EOF\n")), Ok(1));
+        assert_eq!(ok(&format!("{patch}\n  END_PATCH2 \n\n")), Ok(1));
+        assert_eq!(ok("*** Delete File: a\n*** End Patch\nPATCH"), Ok(1));
+        let junk = |text: &str| match parse(text) {
+            Err(PatchError::AfterEnd { line, found, end }) => (line, found, end),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(junk(&format!("{patch}EOF\nEOF")), (5, "EOF".into(), 3));
+        assert_eq!(junk(&format!("{patch}done")), (4, "done".into(), 3));
+        assert_eq!(junk(&format!("{patch}\nfoo\nEOF")), (5, "foo".into(), 3));
+        assert_eq!(
+            junk(&format!("{patch}{patch}")),
+            (4, "*** Begin Patch".into(), 3)
+        );
+        assert_eq!(
+            junk("*** Delete File: a\n*** End Patch\n*** Delete File: b"),
+            (3, "*** Delete File: b".into(), 2)
+        );
+    }
+
+    #[test]
+    fn after_a_heredoc_only_blank_lines() {
+        let text = "apply_patch <<'EOF'\n*** Begin Patch\n*** Delete File: a\n*** End Patch\nEOF\n";
+        assert_eq!(
+            parse(&format!("{text}\n\n")).map(|p| p.operations.len()),
+            Ok(1)
+        );
+        assert_eq!(
+            parse(&format!("{text}echo done\n")),
+            Err(PatchError::AfterHeredoc {
+                line: 6,
+                found: "echo done".into(),
+                delimiter: "EOF".into(),
+                close: 5,
+            })
+        );
+        // A context line ` EOF` does not close the heredoc, as in the shell.
+        assert_eq!(
+            parse("<<EOF\n*** Begin Patch\n*** Update File: a\n EOF\n-x\n*** End Patch\n"),
+            Err(PatchError::HeredocNotClosed {
+                line: 1,
+                delimiter: "EOF".into(),
+            })
+        );
     }
 
     #[test]

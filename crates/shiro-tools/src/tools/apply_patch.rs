@@ -13,7 +13,7 @@ use serde::Deserialize;
 use super::common::resolve;
 use crate::mutator::{Mutator, MutatorError, Stat};
 use crate::patch::{self, Operation};
-use crate::path::WorkspacePath;
+use crate::path::{PathError, WorkspacePath};
 use crate::text::TextFile;
 use crate::tool::{Change, Tool, ToolError, ToolOutput, parse_args, schema_of};
 
@@ -87,7 +87,7 @@ impl Tool for ApplyPatch {
         let args: ApplyPatchArgs = parse_args(NAME, args.clone())?;
         let patch = parse_patch(&args.patch)?;
         let mut paths: Vec<WorkspacePath> = Vec::new();
-        for (_, path) in named_paths(mutator, &patch).await? {
+        for Named { path, .. } in named_paths(mutator, &patch).await? {
             if !paths.contains(&path) {
                 paths.push(path);
             }
@@ -123,25 +123,117 @@ fn parse_patch(text: &str) -> Result<patch::Patch, ToolError> {
         .map_err(|err| ToolError::refused(format!("invalid patch: {err}; nothing was changed")))
 }
 
-/// Every path the patch names, jailed, with the patch line that names it; move destinations
-/// follow their source.
-async fn named_paths(
-    mutator: &dyn Mutator,
-    patch: &patch::Patch,
-) -> Result<Vec<(usize, WorkspacePath)>, ToolError> {
+/// A path the patch names.
+struct Named {
+    /// The patch line that names it.
+    line: usize,
+    /// The path, jailed and with links on its parents resolved.
+    path: WorkspacePath,
+    /// The operation that names it.
+    role: Role,
+}
+
+/// What names a path in a patch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Add,
+    Delete,
+    /// `*** Update File:`, also when it moves the file.
+    Update,
+    /// `*** Move to:`.
+    MoveTo,
+}
+
+/// Every path the patch names, in patch order; move destinations follow their source.
+/// Relative paths are relative to the directory of a `cd <dir> &&` wrapper, if the patch has
+/// one.
+async fn named_paths(mutator: &dyn Mutator, patch: &patch::Patch) -> Result<Vec<Named>, ToolError> {
+    let workdir = match patch.workdir.as_deref() {
+        Some(written) => workdir(mutator, written)
+            .await?
+            .map(|dir| Workdir { written, dir }),
+        None => None,
+    };
     let mut paths = Vec::new();
     for operation in &patch.operations {
         let line = operation.line();
-        paths.push((line, resolve(mutator, operation.path()).await?));
+        let path = in_workdir(workdir.as_ref(), operation.path())?;
+        let role = match operation {
+            Operation::Add { .. } => Role::Add,
+            Operation::Delete { .. } => Role::Delete,
+            Operation::Update { .. } => Role::Update,
+        };
+        paths.push(Named {
+            line,
+            path: resolve(mutator, &path).await?,
+            role,
+        });
         if let Operation::Update {
             move_to: Some(dest),
             ..
         } = operation
         {
-            paths.push((line, resolve(mutator, dest).await?));
+            let dest = in_workdir(workdir.as_ref(), dest)?;
+            paths.push(Named {
+                line,
+                path: resolve(mutator, &dest).await?,
+                role: Role::MoveTo,
+            });
         }
     }
     Ok(paths)
+}
+
+/// The directory of a patch's `cd <dir> &&` wrapper.
+struct Workdir<'a> {
+    /// The directory as the patch wrote it.
+    written: &'a str,
+    /// The directory, jailed.
+    dir: WorkspacePath,
+}
+
+/// The directory `cd <dir>` names, jailed like any path; `None` for the workspace root. It
+/// must be a directory, as `cd` into anything else fails and the shell would not run the patch.
+async fn workdir(mutator: &dyn Mutator, dir: &str) -> Result<Option<WorkspacePath>, ToolError> {
+    let path = match WorkspacePath::resolve(mutator.root(), dir) {
+        Ok(path) => path,
+        // `cd .`, or `cd` to the root by its absolute path.
+        Err(PathError::Empty) => return Ok(None),
+        Err(err) => {
+            return Err(ToolError::refused(format!(
+                "the patch's `cd {dir}` is refused: {err}; nothing was changed"
+            )));
+        }
+    };
+    let real = mutator.real_path(&path).await?;
+    let problem = match mutator.stat(&real).await? {
+        Stat::Dir { .. } => return Ok(Some(real)),
+        Stat::Symlink { .. } if mutator.read_dir(&real).await.is_ok() => return Ok(Some(real)),
+        Stat::Absent => "it does not exist".to_owned(),
+        Stat::File { .. } => "it is a file, not a directory".to_owned(),
+        Stat::Symlink { target } => format!(
+            "it is a symbolic link to {target}, which is not a directory inside the workspace"
+        ),
+    };
+    Err(ToolError::refused(format!(
+        "the patch's `cd {dir}` fails: {problem}; nothing was changed"
+    )))
+}
+
+/// `path` as seen from `workdir`: joined to it when relative, as it is when absolute.
+fn in_workdir(workdir: Option<&Workdir<'_>>, path: &str) -> Result<String, ToolError> {
+    match workdir {
+        Some(Workdir { written, dir }) if !std::path::Path::new(path).is_absolute() => {
+            // Checked alone first, so that an error names the path as the patch wrote it.
+            let path = WorkspacePath::from_relative(path).map_err(|err| {
+                ToolError::refused(format!(
+                    "after the patch's `cd {written}`, {err}; nothing was changed"
+                ))
+            })?;
+            Ok(format!("{dir}/{path}"))
+        }
+        _ => Ok(path.to_owned()),
+    }
 }
 
 /// What a deleted entry was, so that it can be put back.
@@ -195,15 +287,20 @@ impl Step {
 async fn plan(mutator: &dyn Mutator, patch: &patch::Patch) -> Result<Vec<Step>, ToolError> {
     let named = named_paths(mutator, patch).await?;
     check_distinct(&named)?;
-    let mut named = named.into_iter().map(|(_, path)| path);
+    let mut named = named.into_iter().map(|named| named.path);
     let mut steps = Vec::with_capacity(patch.operations.len());
     for operation in &patch.operations {
         let line = operation.line();
         let Some(path) = named.next() else { break };
         let step = match operation {
             Operation::Add { contents, .. } => {
-                if let stat @ (Stat::File { .. } | Stat::Dir { .. } | Stat::Symlink { .. }) =
-                    mutator.stat(&path).await?
+                // `*** Delete File: p` then `*** Add File: p` replaces p (see `check_distinct`).
+                let replaces = steps.iter().any(
+                    |step| matches!(step, Step::Delete { path: deleted, .. } if *deleted == path),
+                );
+                if !replaces
+                    && let stat @ (Stat::File { .. } | Stat::Dir { .. } | Stat::Symlink { .. }) =
+                        mutator.stat(&path).await?
                 {
                     return Err(ToolError::refused(format!(
                         "cannot add {path} (patch line {line}): a {} already exists there; nothing \
@@ -296,9 +393,20 @@ async fn plan(mutator: &dyn Mutator, patch: &patch::Patch) -> Result<Vec<Step>, 
 
 /// Refuses a patch that names a path twice, or a path inside another path it names: the
 /// result would depend on the order of operations, which is rarely what the model meant.
-fn check_distinct(named: &[(usize, WorkspacePath)]) -> Result<(), ToolError> {
-    for (index, (line, path)) in named.iter().enumerate() {
-        for (other_line, other) in named.iter().skip(index + 1) {
+/// The one exception is `*** Delete File: p` followed by `*** Add File: p`, which says plainly
+/// that p is replaced (Codex applies it, and models write it to rewrite a file whole).
+fn check_distinct(named: &[Named]) -> Result<(), ToolError> {
+    for (index, first) in named.iter().enumerate() {
+        let Named { line, path, .. } = first;
+        for second in named.iter().skip(index + 1) {
+            let Named {
+                line: other_line,
+                path: other,
+                ..
+            } = second;
+            if path == other && (first.role, second.role) == (Role::Delete, Role::Add) {
+                continue;
+            }
             if path == other {
                 let lines = if line == other_line {
                     format!("line {line} moves it onto itself")
