@@ -21,8 +21,12 @@ fn main() -> ExitCode {
         .first()
         .is_some_and(|first| first == capture::HELPER_OVERLAY || first == capture::HELPER_INIT)
     {
-        let code = capture::run_helper(&args);
-        std::process::exit(code);
+        let exit = capture::run_helper(&args);
+        if let Some(message) = exit.message {
+            // The helper's standard error is the command's output, which the model reads.
+            eprintln!("shiro: {message}");
+        }
+        std::process::exit(exit.code);
     }
     let cli = Cli::parse();
     // Before any work: a signal that found the default handler would kill the process

@@ -162,10 +162,20 @@ impl CommandCapture for OverlayCapture {
     }
 }
 
-/// Runs the helper named by `args[0]` ([`HELPER_OVERLAY`] or [`HELPER_INIT`]) and returns
-/// the exit code the process should end with. Call it first thing in `main`, while the
-/// process has one thread.
-pub fn run_helper(args: &[OsString]) -> i32 {
+/// How a helper ended: the code its process should exit with and, when it could not run
+/// the command, what to print on its standard error (the command's output, which the model
+/// reads).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HelperExit {
+    /// The exit code.
+    pub code: i32,
+    /// What went wrong, for standard error.
+    pub message: Option<String>,
+}
+
+/// Runs the helper named by `args[0]` ([`HELPER_OVERLAY`] or [`HELPER_INIT`]) and says how
+/// the process should end. Call it first thing in `main`, while the process has one thread.
+pub fn run_helper(args: &[OsString]) -> HelperExit {
     #[cfg(target_os = "linux")]
     {
         linux::run(args)
@@ -173,7 +183,10 @@ pub fn run_helper(args: &[OsString]) -> i32 {
     #[cfg(not(target_os = "linux"))]
     {
         let _ = args;
-        SETUP_FAILED
+        HelperExit {
+            code: SETUP_FAILED,
+            message: Some("overlays are a Linux feature".to_owned()),
+        }
     }
 }
 
@@ -191,14 +204,20 @@ mod linux {
     use rustix::process::Signal;
     use rustix::thread::UnshareFlags;
 
-    use super::{HELPER_INIT, HELPER_OVERLAY, SETUP_FAILED};
+    use super::{HELPER_INIT, HELPER_OVERLAY, HelperExit, SETUP_FAILED};
     use crate::capture::layer::{INIT_PID_FILE, SETUP_ERROR_FILE, UPPER_DIR, WORK_DIR};
 
-    pub(super) fn run(args: &[OsString]) -> i32 {
+    pub(super) fn run(args: &[OsString]) -> HelperExit {
         match args.first().and_then(|a| a.to_str()) {
-            Some(HELPER_OVERLAY) => overlay(&args[1..]),
+            Some(HELPER_OVERLAY) => HelperExit {
+                code: overlay(&args[1..]),
+                message: None,
+            },
             Some(HELPER_INIT) => init(&args[1..]),
-            _ => SETUP_FAILED,
+            _ => HelperExit {
+                code: SETUP_FAILED,
+                message: Some("unknown helper".to_owned()),
+            },
         }
     }
 
@@ -236,14 +255,18 @@ mod linux {
     }
 
     /// `PROGRAM ARGS…`: PID 1 of the command's namespace; runs the command and waits for it.
-    fn init(args: &[OsString]) -> i32 {
+    fn init(args: &[OsString]) -> HelperExit {
+        let failed = |message: String| HelperExit {
+            code: SETUP_FAILED,
+            message: Some(message),
+        };
         let [program, rest @ ..] = args else {
-            return SETUP_FAILED;
+            return failed("no command to run".to_owned());
         };
         // Its parent is outside its PID namespace, so it cannot check that the parent is
         // still there (`getppid` says 0); the overlay helper checked its own.
-        if rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).is_err() {
-            return SETUP_FAILED;
+        if let Err(err) = rustix::process::set_parent_process_death_signal(Some(Signal::KILL)) {
+            return failed(format!("cannot tie the command to shiro: {err}"));
         }
         let spawn = |program: &OsString| Command::new(program).args(rest).spawn();
         let child = match spawn(program) {
@@ -253,16 +276,14 @@ mod linux {
             other => other,
         };
         match child.and_then(|mut child| child.wait()) {
-            Ok(status) => code_of(status),
-            Err(err) => {
-                // The output pipe is the only channel left; this is a helper process, not the
-                // library speaking.
-                #[allow(clippy::print_stderr)]
-                {
-                    eprintln!("shiro: cannot run {}: {err}", program.to_string_lossy());
-                }
-                127
-            }
+            Ok(status) => HelperExit {
+                code: code_of(status),
+                message: None,
+            },
+            Err(err) => HelperExit {
+                code: 127,
+                message: Some(format!("cannot run {}: {err}", program.to_string_lossy())),
+            },
         }
     }
 
