@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use proptest::prelude::*;
+use proptest::test_runner::{TestCaseError, TestRunner};
 use shiro_tools::capture::{BashRunner, Detect, Direct, Overlay};
 use shiro_tools::tools::{Bash, write_file};
 use shiro_tools::{FsMutator, Tool, WorkspacePath};
@@ -177,54 +178,76 @@ fn changed(
         .collect()
 }
 
-/// 32 cases, or `PROPTEST_CASES` up to 300: each case runs a dozen commands and takes about
-/// a second, so the soak's 20,000 would take hours.
-fn cases() -> u32 {
-    std::env::var("PROPTEST_CASES")
+/// 32 cases, or `PROPTEST_CASES` up to 300: each case runs a dozen commands, so the soak's
+/// 20,000 would take most of an hour. The `proptest!` macro would let `PROPTEST_CASES` override
+/// any configured count, so the runner is built here, from this config alone.
+fn runner() -> TestRunner {
+    let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|n| n.parse().ok())
-        .map_or(32, |n: u32| n.min(300))
+        .map_or(32, |n: u32| n.min(300));
+    TestRunner::new(ProptestConfig {
+        cases,
+        ..ProptestConfig::default()
+    })
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: cases(), ..ProptestConfig::default() })]
+/// Runs `property` over generated turns; a failure panics with the shrunk input.
+fn check(property: impl Fn(Vec<Vec<Op>>) -> Result<(), TestCaseError>) {
+    if let Err(err) = runner().run(&turns(), property) {
+        panic!("{err}");
+    }
+}
 
-    #[test]
-    fn undo_and_redo_of_mixed_bash_turns_are_exact(turns in turns()) {
-        if overlay_refused().is_some() {
-            return Ok(());
-        }
+#[test]
+fn undo_and_redo_of_mixed_bash_turns_are_exact() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    check(|turns| {
         let (ws, twin) = (Ws::new(), Ws::new());
         seed(&ws);
         seed(&twin);
         let start = ws.tree();
         runtime().block_on(async {
-            let store = UndoStore::open(ws.path(), StoreOptions::default()).await.unwrap();
+            let store = UndoStore::open(ws.path(), StoreOptions::default())
+                .await
+                .unwrap();
             let runner: Arc<dyn BashRunner> = Arc::new(Overlay::new(shiro_bin()));
             let (recorded, _) = play(&ws, &twin, &store, runner, &turns).await;
             let end = ws.tree();
             let workspace = FsMutator::new(ws.path()).unwrap();
             for _ in 0..recorded {
-                store.undo(&workspace, UndoOptions::default()).await.unwrap();
+                store
+                    .undo(&workspace, UndoOptions::default())
+                    .await
+                    .unwrap();
             }
             prop_assert_eq!(&ws.tree(), &start);
             for _ in 0..recorded {
-                store.redo(&workspace, UndoOptions::default()).await.unwrap();
+                store
+                    .redo(&workspace, UndoOptions::default())
+                    .await
+                    .unwrap();
             }
             prop_assert_eq!(&ws.tree(), &end);
             let layers = support::bash_layers(ws.path()).len();
             prop_assert_eq!(layers, 0);
             Ok(())
-        })?;
-    }
+        })
+    });
+}
 
-    #[test]
-    fn detect_only_reports_every_path_a_script_changed(turns in turns()) {
+#[test]
+fn detect_only_reports_every_path_a_script_changed() {
+    check(|turns| {
         let (ws, twin) = (Ws::new(), Ws::new());
         seed(&ws);
         seed(&twin);
         runtime().block_on(async {
-            let store = UndoStore::open(ws.path(), StoreOptions::default()).await.unwrap();
+            let store = UndoStore::open(ws.path(), StoreOptions::default())
+                .await
+                .unwrap();
             let (_, reports) = play(&ws, &twin, &store, Arc::new(Detect), &turns).await;
             for (changed, reported) in reports {
                 // A file rewritten with the bytes it had is reported too (its times
@@ -233,6 +256,6 @@ proptest! {
                 prop_assert!(missed.is_empty(), "not reported: {:?}", missed);
             }
             Ok(())
-        })?;
-    }
+        })
+    });
 }
