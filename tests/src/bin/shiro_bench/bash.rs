@@ -635,6 +635,17 @@ impl<M: Mutator> Mutator for Timed<M> {
             .await
     }
 
+    // Without this, the trait's default would copy the layer's file in through `write`, and
+    // the commit timed would not be the one shiro makes (a rename).
+    async fn adopt(
+        &self,
+        source: &Path,
+        path: &WorkspacePath,
+        mode: u32,
+    ) -> Result<(), MutatorError> {
+        self.change(self.inner.adopt(source, path, mode)).await
+    }
+
     async fn prepare(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
         self.note(|m| m.prepare_start = Some(Instant::now()));
         let result = self.inner.prepare(paths).await;
