@@ -40,6 +40,17 @@ const COMMIT_MARKER: &str = "commit";
 /// A removed layer's new name, until it is deleted.
 const TRASH_PREFIX: &str = "trash-";
 
+/// What a layer's `commit` marker says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    /// No marker: the command was cut short before its changes counted.
+    None,
+    /// Its commit began in this boot of the system: the layer is whole.
+    ThisBoot,
+    /// Its commit began before a restart: the layer may be torn.
+    EarlierBoot,
+}
+
 /// A layer, locked by this process.
 pub(super) struct Layer {
     dir: PathBuf,
@@ -105,18 +116,15 @@ impl Layer {
             .ok()
     }
 
-    /// Whether its commit began since the system last started: only then is its upper layer
-    /// whole. The overlay is mounted `volatile` (nothing in it is flushed), so after a power
-    /// cut the layer may hold torn files, and its commit is discarded instead.
-    fn is_committing(&self) -> bool {
-        fs::read_to_string(self.dir.join(COMMIT_MARKER))
-            .is_ok_and(|boot| Some(boot.trim()) == boot_id().as_deref())
-    }
-
-    /// Whether its commit began before the system last started.
-    fn committed_before_restart(&self) -> bool {
-        fs::read_to_string(self.dir.join(COMMIT_MARKER))
-            .is_ok_and(|boot| Some(boot.trim()) != boot_id().as_deref())
+    /// Whether its commit began, and in which boot of the system. The overlay is mounted
+    /// `volatile` (nothing in it is flushed), so only a commit of this boot has a whole upper
+    /// layer; after a power cut the layer may hold torn files.
+    fn commit_mark(&self) -> Mark {
+        match fs::read_to_string(self.dir.join(COMMIT_MARKER)) {
+            Err(_) => Mark::None,
+            Ok(boot) if Some(boot.trim()) == boot_id().as_deref() => Mark::ThisBoot,
+            Ok(_) => Mark::EarlierBoot,
+        }
     }
 
     /// Marks the commit as begun, naming this boot of the system.
@@ -328,10 +336,11 @@ pub async fn recover_layers(mutator: &dyn Mutator) -> Result<Vec<LayerRecovery>,
         let Ok(Some(layer)) = Layer::take(dir) else {
             continue;
         };
-        if layer.committed_before_restart() {
+        let mark = layer.commit_mark();
+        if mark == Mark::EarlierBoot {
             layer.discard();
             done.push(LayerRecovery::DiscardedAfterRestart);
-        } else if layer.is_committing() {
+        } else if mark == Mark::ThisBoot {
             let plan = Plan::of(&layer.upper(), mutator).await?;
             for step in &plan.steps {
                 step.apply(mutator).await?;
