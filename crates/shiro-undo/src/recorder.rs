@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use shiro_tools::{Change, DirEntry, Mutator, MutatorError, Stat, WorkspacePath};
 use tokio::sync::Mutex;
 
 use crate::codec::{empty_file, open_emptied};
 use crate::error::UndoError;
-use crate::format::{ChangeRecord, FORMAT_VERSION, INFLIGHT_FILE, InflightLine, TurnMeta};
+use crate::format::{
+    BashCapture, ChangeRecord, FORMAT_VERSION, INFLIGHT_FILE, InflightLine, TurnMeta,
+};
 use crate::image::{Image, Spares, real_image};
 use crate::lock::LockGuard;
 use crate::report::TurnId;
@@ -28,20 +29,6 @@ pub struct TurnStart {
     pub history_marker: u64,
     /// The session making the turn; `None` for a headless command.
     pub session: Option<String>,
-}
-
-/// How the changes a `bash` call made to the workspace were captured (see `docs/undo.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BashCapture {
-    /// It ran against an overlay whose changes were applied through the [`Recording`]: they
-    /// are recorded, and undone, like any tool's.
-    Overlay,
-    /// It ran directly on the workspace, which was compared before and after: the paths it
-    /// was seen to change cannot be restored.
-    Detect,
-    /// It ran directly on the workspace and nothing is known of what it changed.
-    Off,
 }
 
 /// A [`Mutator`] that records every mutation of the in-flight turn, then performs it

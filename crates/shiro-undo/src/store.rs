@@ -16,16 +16,16 @@ use crate::codec::{
 use crate::delta;
 use crate::error::UndoError;
 use crate::format::{
-    BLOBS_DIR, ChangeRecord, DAMAGED_LOG_FILE, FORMAT_VERSION, INFLIGHT_FILE, InflightLine,
-    JOURNAL_FILE, Journal, LOCK_FILE, LOG_FILE, LogLine, PROGRESS_FILE, PathRecord, TurnMeta,
-    TurnRecord,
+    BLOBS_DIR, BashCapture, ChangeRecord, DAMAGED_LOG_FILE, FORMAT_VERSION, INFLIGHT_FILE,
+    InflightLine, JOURNAL_FILE, Journal, LOCK_FILE, LOG_FILE, LogLine, PROGRESS_FILE, PathRecord,
+    TurnMeta, TurnRecord,
 };
 use crate::ground;
 use crate::image::{ContentHash, Image, Spares, real_image};
 use crate::lock::{self, LockGuard};
 use crate::log::{self, LogState, Refused};
 use crate::pack::pack_path;
-use crate::recorder::{BashCapture, Recording};
+use crate::recorder::Recording;
 use crate::report::{
     Action, Conflict, ConflictReport, Direction, Notice, PathOutcome, TurnId, TurnSummary,
     UndoOutcome,
