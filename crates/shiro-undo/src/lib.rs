@@ -50,6 +50,7 @@ mod blob;
 mod codec;
 mod delta;
 mod error;
+mod flight;
 mod format;
 mod ground;
 mod image;

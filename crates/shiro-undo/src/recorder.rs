@@ -11,13 +11,14 @@ use tokio::sync::Mutex;
 
 use crate::codec::{empty_file, open_emptied};
 use crate::error::UndoError;
+use crate::flight::{Flight, append_line};
 use crate::format::{
     BashCapture, ChangeRecord, FORMAT_VERSION, INFLIGHT_FILE, InflightLine, TurnMeta,
 };
 use crate::image::{Image, Spares, real_image};
 use crate::lock::LockGuard;
 use crate::report::TurnId;
-use crate::store::{Flight, UndoStore, append_line};
+use crate::store::UndoStore;
 
 /// How a turn begins.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
