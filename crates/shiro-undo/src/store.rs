@@ -1,11 +1,13 @@
 //! The store: the log on disk, its lock, recovery, undo and redo.
 
+use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use shiro_tools::capture::LayerRecovery;
 use shiro_tools::{FsMutator, Mutator, WorkspacePath};
 
@@ -25,7 +27,7 @@ use crate::image::{ContentHash, Image, Spares};
 use crate::lock::{self, LockGuard};
 use crate::log::{self, LogState, Refused};
 use crate::pack::pack_path;
-use crate::recorder::Recording;
+use crate::recorder::{Ledger, Recording};
 use crate::report::{
     Action, Conflict, ConflictReport, Direction, Notice, PathOutcome, TurnId, TurnSummary,
     UndoOutcome,
@@ -526,16 +528,12 @@ impl UndoStore {
         self.append(state, LogLine::Stopped { id, reason: note })
     }
 
-    pub(crate) fn lock(&self) -> Result<LockGuard, UndoError> {
+    fn lock(&self) -> Result<LockGuard, UndoError> {
         lock::acquire(&self.path(LOCK_FILE), self.inner.options.lock_timeout)
     }
 
-    pub(crate) fn path(&self, name: &str) -> PathBuf {
+    fn path(&self, name: &str) -> PathBuf {
         self.inner.dir.join(name)
-    }
-
-    pub(crate) fn blobs(&self) -> &Blobs {
-        &self.inner.blobs
     }
 
     fn notices(&self) -> MutexGuard<'_, Vec<Notice>> {
@@ -546,7 +544,7 @@ impl UndoStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub(crate) fn notify(&self, notice: Notice) {
+    fn notify(&self, notice: Notice) {
         self.notices().push(notice);
     }
 
@@ -587,7 +585,7 @@ impl UndoStore {
 
     /// Reads the log under the lock; a damaged log is copied aside, reported, and rewritten
     /// with its good records so the damage is reported once.
-    pub(crate) fn load_state(&self) -> Result<LogState, UndoError> {
+    fn load_state(&self) -> Result<LogState, UndoError> {
         let (mut state, bad) = self.parse_log()?;
         if !bad.is_empty() {
             let path = self.path(LOG_FILE);
@@ -608,14 +606,14 @@ impl UndoStore {
     }
 
     /// Applies `record` to `state` and makes it durable in the log (see [`log::append`]).
-    pub(crate) fn append(&self, state: &mut LogState, record: LogLine) -> Result<(), UndoError> {
+    fn append(&self, state: &mut LogState, record: LogLine) -> Result<(), UndoError> {
         let path = self.path(LOG_FILE);
         log::append(&path, state, record).map_err(|err| UndoError::io("write", &path, err))
     }
 
     /// Under the lock: completes an interrupted restore, recovers an interrupted turn, and
     /// returns the log.
-    pub(crate) async fn recover(&self, workspace: &dyn Mutator) -> Result<LogState, UndoError> {
+    async fn recover(&self, workspace: &dyn Mutator) -> Result<LogState, UndoError> {
         let mut state = self.load_state()?;
         self.recover_strictly(workspace, &mut state).await?;
         Ok(state)
@@ -922,7 +920,7 @@ impl UndoStore {
     /// stored raw, the start of a chain): the next turn on the file finds its pre-image
     /// stored already, and stores only its own delta. A chain [`MAX_DELTA_DEPTH`] deep starts
     /// again with the after-image whole. Other pre-images are compressed.
-    pub(crate) fn commit_flight(
+    fn commit_flight(
         &self,
         state: &mut LogState,
         finished: Finished,
@@ -991,11 +989,7 @@ impl UndoStore {
 
     /// Pushes a finished turn: clears the redo stack, keeps `depth` turns, saves the log,
     /// collects unreferenced blobs and applies the size cap.
-    pub(crate) fn commit_turn(
-        &self,
-        state: &mut LogState,
-        record: TurnRecord,
-    ) -> Result<(), UndoError> {
+    fn commit_turn(&self, state: &mut LogState, record: TurnRecord) -> Result<(), UndoError> {
         // Past the depth, the oldest turns go.
         let depth = self.inner.options.depth.max(1);
         let excess = (state.undo.len() + 1).saturating_sub(depth);
@@ -1048,6 +1042,43 @@ impl UndoStore {
             });
         }
         Ok(())
+    }
+}
+
+#[async_trait]
+impl Ledger for UndoStore {
+    fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    fn big_file_bytes(&self) -> u64 {
+        self.inner.options.big_file_bytes
+    }
+
+    fn holds(&self, hash: &ContentHash) -> bool {
+        self.inner.blobs.contains(hash)
+    }
+
+    async fn begin(&self, workspace: &dyn Mutator) -> Result<(LockGuard, TurnId), UndoError> {
+        let lock = self.lock()?;
+        let state = self.recover(workspace).await?;
+        Ok((lock, TurnId(state.next_id)))
+    }
+
+    fn commit(&self, finished: Finished, spares: &Spares) -> Result<(), UndoError> {
+        // Not `recover`: the in-flight file is the recorder's own turn, and it is finishing.
+        let mut state = self.load_state()?;
+        self.commit_flight(&mut state, finished, spares)
+    }
+}
+
+impl<M: Mutator> Recording<M> {
+    /// The store turns are recorded in.
+    pub fn store(&self) -> &UndoStore {
+        let ledger: &dyn Any = self.ledger();
+        ledger
+            .downcast_ref()
+            .expect("a recording is made only by UndoStore::recorder, which gives it that store")
     }
 }
 
