@@ -1,4 +1,5 @@
-//! The store: the log on disk, its lock, recovery, undo and redo.
+//! The store: the log on disk, its lock, recovery, undo and redo. It makes the recorders
+//! ([`UndoStore::recorder`]), which reach it only through the [`Ledger`] it implements.
 
 use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
