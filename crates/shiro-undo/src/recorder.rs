@@ -4,7 +4,6 @@
 //! into only through [`Ledger`], which the store implements: a lock with the next turn's id at
 //! the start of a turn, and a commit at its end.
 
-use std::any::Any;
 use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
@@ -40,7 +39,7 @@ pub struct TurnStart {
 /// [`UndoStore`](crate::UndoStore) provides. The recorder writes the in-flight file; the store
 /// keeps the log, its lock, the blobs, and recovery.
 #[async_trait]
-pub(crate) trait Ledger: Any + Send + Sync {
+pub(crate) trait Ledger: Send + Sync + 'static {
     /// The store's directory, where the in-flight file is.
     fn dir(&self) -> &Path;
 
@@ -105,11 +104,6 @@ impl<M: Mutator> Recording<M> {
     /// The wrapped mutator (whose changes are not recorded).
     pub fn inner(&self) -> &M {
         &self.inner
-    }
-
-    /// The store turns are recorded in, as the recorder sees it.
-    pub(crate) fn ledger(&self) -> &dyn Ledger {
-        &*self.store
     }
 
     /// Whether a turn is being recorded.

@@ -1,7 +1,6 @@
 //! The store: the log on disk, its lock, recovery, undo and redo. It makes the recorders
 //! ([`UndoStore::recorder`]), which reach it only through the [`Ledger`] it implements.
 
-use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -1070,16 +1069,6 @@ impl Ledger for UndoStore {
         // Not `recover`: the in-flight file is the recorder's own turn, and it is finishing.
         let mut state = self.load_state()?;
         self.commit_flight(&mut state, finished, spares)
-    }
-}
-
-impl<M: Mutator> Recording<M> {
-    /// The store turns are recorded in.
-    pub fn store(&self) -> &UndoStore {
-        let ledger: &dyn Any = self.ledger();
-        ledger
-            .downcast_ref()
-            .expect("a recording is made only by UndoStore::recorder, which gives it that store")
     }
 }
 

@@ -396,15 +396,6 @@ async fn turns_that_change_nothing_are_not_recorded() {
 }
 
 #[tokio::test]
-async fn a_recording_gives_back_the_store_it_records_into() {
-    let f = fixture(StoreOptions::default()).await;
-    let id = turn(&f, "one", &[("a", b"1")]).await.unwrap();
-    let store = f.rec.store();
-    assert_eq!(store.dir(), f.store.dir());
-    assert_eq!(store.log().unwrap()[0].id, id);
-}
-
-#[tokio::test]
 async fn the_log_lists_turns_with_their_changes_and_the_bash_note() {
     let f = fixture(StoreOptions::default()).await;
     write(&f.ws, "old.rs", b"fn main() {}\n").await;
