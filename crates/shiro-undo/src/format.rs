@@ -6,7 +6,6 @@ use serde::{Deserialize, Serialize};
 use shiro_tools::{Change, WorkspacePath};
 
 use crate::image::{ContentHash, Image};
-use crate::recorder::BashCapture;
 use crate::report::{Direction, TurnId, TurnSummary};
 
 /// The format version this build reads and writes.
@@ -312,6 +311,20 @@ pub(crate) enum LogLine {
     Done {
         id: TurnId,
     },
+}
+
+/// How the changes a `bash` call made to the workspace were captured (see `docs/undo.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BashCapture {
+    /// It ran against an overlay whose changes were applied through the
+    /// [`Recording`](crate::Recording): they are recorded, and undone, like any tool's.
+    Overlay,
+    /// It ran directly on the workspace, which was compared before and after: the paths it
+    /// was seen to change cannot be restored.
+    Detect,
+    /// It ran directly on the workspace and nothing is known of what it changed.
+    Off,
 }
 
 /// A line of `inflight.jsonl`. The file is reused from turn to turn (emptied when a turn

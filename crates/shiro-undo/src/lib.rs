@@ -50,6 +50,7 @@ mod blob;
 mod codec;
 mod delta;
 mod error;
+mod flight;
 mod format;
 mod ground;
 mod image;
@@ -62,10 +63,10 @@ mod restore;
 mod store;
 
 pub use error::UndoError;
-pub use format::FORMAT_VERSION;
+pub use format::{BashCapture, FORMAT_VERSION};
 pub use ground::{no_follow_options, state_dir};
 pub use image::{ContentHash, Image};
-pub use recorder::{BashCapture, Recording, TurnStart};
+pub use recorder::{Recording, TurnStart};
 pub use report::{
     Action, Conflict, ConflictKind, ConflictReport, Direction, Notice, PathOutcome, TurnId,
     TurnSummary, UndoOutcome,

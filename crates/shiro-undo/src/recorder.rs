@@ -1,4 +1,8 @@
 //! The recording decorator: a `Mutator` that captures pre-images, then delegates.
+//!
+//! It writes the in-flight file of the turn it records, and reaches the store it records
+//! into only through [`Ledger`], which the store implements: a lock with the next turn's id at
+//! the start of a turn, and a commit at its end.
 
 use std::fs::File;
 use std::path::Path;
@@ -6,17 +10,18 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use serde::{Deserialize, Serialize};
 use shiro_tools::{Change, DirEntry, Mutator, MutatorError, Stat, WorkspacePath};
 use tokio::sync::Mutex;
 
 use crate::codec::{empty_file, open_emptied};
 use crate::error::UndoError;
-use crate::format::{ChangeRecord, FORMAT_VERSION, INFLIGHT_FILE, InflightLine, TurnMeta};
-use crate::image::{Image, Spares, real_image};
+use crate::flight::{Finished, Flight, append_line};
+use crate::format::{
+    BashCapture, ChangeRecord, FORMAT_VERSION, INFLIGHT_FILE, InflightLine, TurnMeta,
+};
+use crate::image::{ContentHash, Image, Spares, real_image};
 use crate::lock::LockGuard;
 use crate::report::TurnId;
-use crate::store::{Flight, UndoStore, append_line};
 
 /// How a turn begins.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -30,18 +35,27 @@ pub struct TurnStart {
     pub session: Option<String>,
 }
 
-/// How the changes a `bash` call made to the workspace were captured (see `docs/undo.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BashCapture {
-    /// It ran against an overlay whose changes were applied through the [`Recording`]: they
-    /// are recorded, and undone, like any tool's.
-    Overlay,
-    /// It ran directly on the workspace, which was compared before and after: the paths it
-    /// was seen to change cannot be restored.
-    Detect,
-    /// It ran directly on the workspace and nothing is known of what it changed.
-    Off,
+/// What a recorder needs of the store it records turns into, which
+/// [`UndoStore`](crate::UndoStore) provides. The recorder writes the in-flight file; the store
+/// keeps the log, its lock, the blobs, and recovery.
+#[async_trait]
+pub(crate) trait Ledger: Send + Sync + 'static {
+    /// The store's directory, where the in-flight file is.
+    fn dir(&self) -> &Path;
+
+    /// The size from which a file is big (`StoreOptions::big_file_bytes`).
+    fn big_file_bytes(&self) -> u64;
+
+    /// Whether a blob holds the bytes of `hash` already.
+    fn holds(&self, hash: &ContentHash) -> bool;
+
+    /// Takes the store's lock (waiting up to the lock timeout), finishes what an earlier
+    /// crash left through `workspace`, and returns the lock with the id of the next turn.
+    async fn begin(&self, workspace: &dyn Mutator) -> Result<(LockGuard, TurnId), UndoError>;
+
+    /// Under the lock that `begin` returned: stores the blobs of a finished turn and pushes
+    /// the turn onto the log. Until it returns, the in-flight file is the turn's only record.
+    fn commit(&self, finished: Finished, spares: &Spares) -> Result<(), UndoError>;
 }
 
 /// A [`Mutator`] that records every mutation of the in-flight turn, then performs it
@@ -55,7 +69,7 @@ pub enum BashCapture {
 /// another one.
 pub struct Recording<M> {
     inner: M,
-    store: UndoStore,
+    store: Box<dyn Ledger>,
     turn: Arc<Mutex<Option<InFlight>>>,
     /// Buffers of big files kept from one turn for the next.
     spares: Arc<Spares>,
@@ -77,11 +91,11 @@ impl<M> std::fmt::Debug for Recording<M> {
 }
 
 impl<M: Mutator> Recording<M> {
-    pub(crate) fn new(store: UndoStore, inner: M) -> Self {
-        let spares = Arc::new(Spares::new(store.options().big_file_bytes));
+    pub(crate) fn new(store: impl Ledger, inner: M) -> Self {
+        let spares = Arc::new(Spares::new(store.big_file_bytes()));
         Self {
             inner,
-            store,
+            store: Box::new(store),
             turn: Arc::new(Mutex::new(None)),
             spares,
         }
@@ -90,11 +104,6 @@ impl<M: Mutator> Recording<M> {
     /// The wrapped mutator (whose changes are not recorded).
     pub fn inner(&self) -> &M {
         &self.inner
-    }
-
-    /// The store turns are recorded in.
-    pub fn store(&self) -> &UndoStore {
-        &self.store
     }
 
     /// Whether a turn is being recorded.
@@ -109,19 +118,18 @@ impl<M: Mutator> Recording<M> {
         if slot.is_some() {
             return Err(UndoError::TurnInProgress);
         }
-        let lock = self.store.lock()?;
-        let state = self.store.recover(&self.inner).await?;
+        let (lock, id) = self.store.begin(&self.inner).await?;
         let time = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
         let meta = TurnMeta {
-            id: TurnId(state.next_id),
+            id,
             time,
             summary: start.summary,
             history_marker: start.history_marker,
             session: start.session,
         };
-        let path = self.store.path(INFLIGHT_FILE);
+        let path = self.store.dir().join(INFLIGHT_FILE);
         // The file is reused: creating one per turn cost a directory flush, which waits
         // behind whatever else the disk is writing. Records of an earlier turn that an
         // emptying lost in a crash are told apart by the turn they name.
@@ -137,7 +145,6 @@ impl<M: Mutator> Recording<M> {
             false,
         )
         .map_err(|err| UndoError::io("write", &path, err))?;
-        let id = meta.id;
         *slot = Some(InFlight {
             _lock: lock,
             file,
@@ -202,17 +209,14 @@ impl<M: Mutator> Recording<M> {
         };
         drop(file);
         let id = flight.meta.id;
-        let big = self.store.options().big_file_bytes;
+        let big = self.store.big_file_bytes();
         let record = flight.finish(&self.inner, false, big, &self.spares).await?;
-        let path = self.store.path(INFLIGHT_FILE);
+        let path = self.store.dir().join(INFLIGHT_FILE);
         // Only after the commit: until the log holds the turn, the in-flight file is its only
         // record (and holds the bytes of its new pre-images).
         match record {
             Some(finished) => {
-                // Not `recover`: the in-flight file is this turn's own, and it is finishing.
-                let mut state = self.store.load_state()?;
-                self.store
-                    .commit_flight(&mut state, finished, &self.spares)?;
+                self.store.commit(finished, &self.spares)?;
                 // Not flushed: should a crash bring the records back, their turn id is below
                 // the log's next id, and recovery knows them for a leftover.
                 empty_file(&path, false).map_err(|err| UndoError::io("empty", &path, err))?;
@@ -268,12 +272,12 @@ impl<M: Mutator> Recording<M> {
             // unless a blob already holds them or this turn already carries them; they become
             // a blob when the turn finishes. A big file's bytes, stored already, stay in
             // memory until then: its new version is stored as a delta against them.
-            let big = self.store.options().big_file_bytes;
+            let big = self.store.big_file_bytes();
             let payload = match (&image, bytes) {
                 (Image::File { hash, .. }, Some(bytes))
                     if !turn.flight.pending.contains_key(hash) =>
                 {
-                    if !self.store.blobs().contains(hash) {
+                    if !self.store.holds(hash) {
                         Some(bytes)
                     } else {
                         if bytes.len() as u64 >= big {
@@ -445,10 +449,10 @@ impl<M: Mutator> Mutator for Recording<M> {
 
 #[cfg(test)]
 mod tests {
+    // The store is `Send + Sync` because `Ledger`, which it implements, requires it.
     #[test]
-    fn recorder_and_store_are_send_and_sync() {
+    fn a_recording_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<super::Recording<shiro_tools::MemMutator>>();
-        check::<super::UndoStore>();
     }
 }

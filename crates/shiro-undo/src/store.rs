@@ -1,4 +1,5 @@
-//! The store: the log on disk, its lock, recovery, undo and redo.
+//! The store: the log on disk, its lock, recovery, undo and redo. It makes the recorders
+//! ([`UndoStore::recorder`]), which reach it only through the [`Ledger`] it implements.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -6,26 +7,27 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use shiro_tools::capture::LayerRecovery;
 use shiro_tools::{FsMutator, Mutator, WorkspacePath};
 
 use crate::blob::{Blobs, Form, Listing, MAX_DELTA_DEPTH};
 use crate::codec::{
-    decode_all, decode_framed, empty_file, encode, read_optional, remove_durably, write_atomic,
+    decode_all, decode_framed, empty_file, read_optional, remove_durably, write_atomic,
 };
 use crate::delta;
 use crate::error::UndoError;
+use crate::flight::{Finished, Flight};
 use crate::format::{
-    BLOBS_DIR, ChangeRecord, DAMAGED_LOG_FILE, FORMAT_VERSION, INFLIGHT_FILE, InflightLine,
-    JOURNAL_FILE, Journal, LOCK_FILE, LOG_FILE, LogLine, PROGRESS_FILE, PathRecord, TurnMeta,
-    TurnRecord,
+    BLOBS_DIR, DAMAGED_LOG_FILE, FORMAT_VERSION, INFLIGHT_FILE, InflightLine, JOURNAL_FILE,
+    Journal, LOCK_FILE, LOG_FILE, LogLine, PROGRESS_FILE, TurnRecord,
 };
 use crate::ground;
-use crate::image::{ContentHash, Image, Spares, real_image};
+use crate::image::{ContentHash, Image, Spares};
 use crate::lock::{self, LockGuard};
 use crate::log::{self, LogState, Refused};
 use crate::pack::pack_path;
-use crate::recorder::{BashCapture, Recording};
+use crate::recorder::{Ledger, Recording};
 use crate::report::{
     Action, Conflict, ConflictReport, Direction, Notice, PathOutcome, TurnId, TurnSummary,
     UndoOutcome,
@@ -526,16 +528,12 @@ impl UndoStore {
         self.append(state, LogLine::Stopped { id, reason: note })
     }
 
-    pub(crate) fn lock(&self) -> Result<LockGuard, UndoError> {
+    fn lock(&self) -> Result<LockGuard, UndoError> {
         lock::acquire(&self.path(LOCK_FILE), self.inner.options.lock_timeout)
     }
 
-    pub(crate) fn path(&self, name: &str) -> PathBuf {
+    fn path(&self, name: &str) -> PathBuf {
         self.inner.dir.join(name)
-    }
-
-    pub(crate) fn blobs(&self) -> &Blobs {
-        &self.inner.blobs
     }
 
     fn notices(&self) -> MutexGuard<'_, Vec<Notice>> {
@@ -546,7 +544,7 @@ impl UndoStore {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub(crate) fn notify(&self, notice: Notice) {
+    fn notify(&self, notice: Notice) {
         self.notices().push(notice);
     }
 
@@ -587,7 +585,7 @@ impl UndoStore {
 
     /// Reads the log under the lock; a damaged log is copied aside, reported, and rewritten
     /// with its good records so the damage is reported once.
-    pub(crate) fn load_state(&self) -> Result<LogState, UndoError> {
+    fn load_state(&self) -> Result<LogState, UndoError> {
         let (mut state, bad) = self.parse_log()?;
         if !bad.is_empty() {
             let path = self.path(LOG_FILE);
@@ -608,14 +606,14 @@ impl UndoStore {
     }
 
     /// Applies `record` to `state` and makes it durable in the log (see [`log::append`]).
-    pub(crate) fn append(&self, state: &mut LogState, record: LogLine) -> Result<(), UndoError> {
+    fn append(&self, state: &mut LogState, record: LogLine) -> Result<(), UndoError> {
         let path = self.path(LOG_FILE);
         log::append(&path, state, record).map_err(|err| UndoError::io("write", &path, err))
     }
 
     /// Under the lock: completes an interrupted restore, recovers an interrupted turn, and
     /// returns the log.
-    pub(crate) async fn recover(&self, workspace: &dyn Mutator) -> Result<LogState, UndoError> {
+    async fn recover(&self, workspace: &dyn Mutator) -> Result<LogState, UndoError> {
         let mut state = self.load_state()?;
         self.recover_strictly(workspace, &mut state).await?;
         Ok(state)
@@ -922,7 +920,7 @@ impl UndoStore {
     /// stored raw, the start of a chain): the next turn on the file finds its pre-image
     /// stored already, and stores only its own delta. A chain [`MAX_DELTA_DEPTH`] deep starts
     /// again with the after-image whole. Other pre-images are compressed.
-    pub(crate) fn commit_flight(
+    fn commit_flight(
         &self,
         state: &mut LogState,
         finished: Finished,
@@ -991,11 +989,7 @@ impl UndoStore {
 
     /// Pushes a finished turn: clears the redo stack, keeps `depth` turns, saves the log,
     /// collects unreferenced blobs and applies the size cap.
-    pub(crate) fn commit_turn(
-        &self,
-        state: &mut LogState,
-        record: TurnRecord,
-    ) -> Result<(), UndoError> {
+    fn commit_turn(&self, state: &mut LogState, record: TurnRecord) -> Result<(), UndoError> {
         // Past the depth, the oldest turns go.
         let depth = self.inner.options.depth.max(1);
         let excess = (state.undo.len() + 1).saturating_sub(depth);
@@ -1048,6 +1042,33 @@ impl UndoStore {
             });
         }
         Ok(())
+    }
+}
+
+#[async_trait]
+impl Ledger for UndoStore {
+    fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    fn big_file_bytes(&self) -> u64 {
+        self.inner.options.big_file_bytes
+    }
+
+    fn holds(&self, hash: &ContentHash) -> bool {
+        self.inner.blobs.contains(hash)
+    }
+
+    async fn begin(&self, workspace: &dyn Mutator) -> Result<(LockGuard, TurnId), UndoError> {
+        let lock = self.lock()?;
+        let state = self.recover(workspace).await?;
+        Ok((lock, TurnId(state.next_id)))
+    }
+
+    fn commit(&self, finished: Finished, spares: &Spares) -> Result<(), UndoError> {
+        // Not `recover`: the in-flight file is the recorder's own turn, and it is finishing.
+        let mut state = self.load_state()?;
+        self.commit_flight(&mut state, finished, spares)
     }
 }
 
@@ -1173,262 +1194,5 @@ impl<'a> Copies<'a> {
         self.stored
             .get(hash)
             .map_err(|err| UndoError::io("read the stored copy in", self.stored.dir(), err))
-    }
-}
-
-/// A turn being assembled, from the recorder or from an in-flight file after a crash.
-#[derive(Debug)]
-pub(crate) struct Flight {
-    pub meta: TurnMeta,
-    pub before: BTreeMap<WorkspacePath, Image>,
-    pub tools: Vec<String>,
-    pub changes: Vec<ChangeRecord>,
-    pub ran_bash: bool,
-    /// Whether a `bash` call ran with capture off.
-    pub bash_uncaptured: bool,
-    /// The paths `bash` calls changed that cannot be restored.
-    pub bash_unrestorable: BTreeSet<String>,
-    /// The bytes of pre-images not stored as blobs yet, by hash.
-    pub pending: BTreeMap<ContentHash, Vec<u8>>,
-    /// The bytes of big pre-images stored already (the previous turn's after-images), so
-    /// that finishing can store the after-images as deltas against them without reading
-    /// them back.
-    pub held: BTreeMap<ContentHash, Vec<u8>>,
-}
-
-/// A finished turn and the bytes its blobs are made from.
-#[derive(Debug)]
-pub(crate) struct Finished {
-    pub record: TurnRecord,
-    /// New pre-images, to store.
-    pub pending: BTreeMap<ContentHash, Vec<u8>>,
-    /// Stored big pre-images: the bases of the after-images' deltas.
-    pub held: BTreeMap<ContentHash, Vec<u8>>,
-    /// The after-images of big files, stored as deltas against their pre-images.
-    pub afters: BTreeMap<ContentHash, Vec<u8>>,
-}
-
-impl Flight {
-    pub(crate) fn new(meta: TurnMeta) -> Self {
-        Self {
-            meta,
-            before: BTreeMap::new(),
-            tools: Vec::new(),
-            changes: Vec::new(),
-            ran_bash: false,
-            bash_uncaptured: false,
-            bash_unrestorable: BTreeSet::new(),
-            pending: BTreeMap::new(),
-            held: BTreeMap::new(),
-        }
-    }
-
-    /// Replays one in-flight record, with the file bytes it carries; only the first image of
-    /// a path counts.
-    pub(crate) fn apply(&mut self, line: InflightLine, payload: Option<Vec<u8>>) {
-        match line {
-            InflightLine::Start { .. } => {}
-            InflightLine::Path { path, before, .. } => {
-                if let Ok(path) = WorkspacePath::from_relative(&path)
-                    && !self.before.contains_key(&path)
-                {
-                    if let (Image::File { hash, .. }, Some(bytes)) = (&before, payload) {
-                        self.pending.entry(*hash).or_insert(bytes);
-                    }
-                    self.before.insert(path, before);
-                }
-            }
-            InflightLine::Tool { name, changes, .. } => {
-                if !self.tools.contains(&name) {
-                    self.tools.push(name);
-                }
-                self.changes.extend(changes);
-            }
-            InflightLine::Bash {
-                capture,
-                unrestorable,
-                ..
-            } => {
-                self.ran_bash = true;
-                self.bash_uncaptured |= capture == BashCapture::Off;
-                for path in unrestorable {
-                    // A path captured before the call is restored with the turn: its
-                    // pre-image is older than what the call did to it.
-                    if let Ok(valid) = WorkspacePath::from_relative(&path)
-                        && !self.before.contains_key(&valid)
-                    {
-                        self.bash_unrestorable.insert(valid.to_string());
-                    }
-                }
-            }
-        }
-    }
-
-    /// Reads the after-image of every touched path and keeps the paths that changed, with
-    /// the bytes their blobs are made from (after-images only of files of at least `big`
-    /// bytes that were files before); `None` when no path changed and `bash` changed none
-    /// that cannot be restored (such a turn is kept, so that the log names them).
-    pub(crate) async fn finish(
-        mut self,
-        workspace: &dyn Mutator,
-        recovered: bool,
-        big: u64,
-        spares: &Spares,
-    ) -> Result<Option<Finished>, UndoError> {
-        let mut paths = Vec::new();
-        let mut afters = BTreeMap::new();
-        for (path, before) in self.before {
-            let (after, bytes) = real_image(workspace, &path, spares).await?;
-            match (&before, &after, bytes) {
-                (Image::File { len, .. }, Image::File { hash, .. }, Some(bytes))
-                    if *len >= big && after != before =>
-                {
-                    afters.insert(*hash, bytes);
-                }
-                (_, _, bytes) => spares.give(bytes),
-            }
-            if after != before {
-                paths.push(PathRecord {
-                    path: path.to_string(),
-                    before,
-                    after,
-                });
-            }
-        }
-        if paths.is_empty() && self.bash_unrestorable.is_empty() {
-            return Ok(None);
-        }
-        let used: BTreeSet<ContentHash> = paths.iter().filter_map(|p| p.before.hash()).collect();
-        self.pending.retain(|hash, _| used.contains(hash));
-        let (held, unused): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut self.held)
-            .into_iter()
-            .partition(|(hash, _)| used.contains(hash));
-        self.held = held;
-        spares.give(unused.into_values());
-        let record = TurnRecord {
-            meta: self.meta,
-            tools: self.tools,
-            changes: self.changes,
-            ran_bash: self.ran_bash,
-            bash_uncaptured: self.bash_uncaptured,
-            bash_unrestorable: self.bash_unrestorable.into_iter().collect(),
-            recovered,
-            paths,
-            packs: Vec::new(),
-            damage: None,
-        };
-        Ok(Some(Finished {
-            record,
-            pending: self.pending,
-            held: self.held,
-            afters,
-        }))
-    }
-}
-
-/// Appends a record to the in-flight file, followed by the file bytes it carries (whose
-/// length the record states), and with `sync` flushes both (and all before them) at once.
-pub(crate) fn append_line(
-    file: &mut fs::File,
-    line: &InflightLine,
-    payload: Option<&[u8]>,
-    sync: bool,
-) -> std::io::Result<()> {
-    use std::io::Write;
-    let text = encode(line)?;
-    let len = file.metadata()?.len();
-    let written = file
-        .write_all(text.as_bytes())
-        .and_then(|()| file.write_all(payload.unwrap_or_default()))
-        .and_then(|()| if sync { file.sync_data() } else { Ok(()) });
-    if let Err(err) = written {
-        // Never leave half a record for the next one to be glued to.
-        let _ = file.set_len(len);
-        return Err(err);
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-
-    use super::*;
-
-    fn bash(capture: BashCapture, paths: &[&str]) -> InflightLine {
-        InflightLine::Bash {
-            turn: Some(TurnId(1)),
-            capture,
-            unrestorable: paths.iter().map(|p| (*p).to_owned()).collect(),
-        }
-    }
-
-    fn path(name: &str) -> InflightLine {
-        InflightLine::Path {
-            turn: Some(TurnId(1)),
-            path: name.to_owned(),
-            before: Image::Absent,
-            bytes: None,
-        }
-    }
-
-    fn flight(lines: Vec<InflightLine>) -> Flight {
-        let mut flight = Flight::new(TurnRecord::empty(1).meta);
-        for line in lines {
-            flight.apply(line, None);
-        }
-        flight
-    }
-
-    #[test]
-    fn a_flight_gathers_what_its_bash_calls_left_unrestorable() {
-        let captured = flight(vec![bash(BashCapture::Overlay, &[])]);
-        assert!(captured.ran_bash);
-        assert!(!captured.bash_uncaptured);
-        assert!(captured.bash_unrestorable.is_empty());
-
-        let mixed = flight(vec![
-            path("early"),
-            bash(BashCapture::Detect, &["z", "early", "b/c"]),
-            path("z"),
-            bash(BashCapture::Overlay, &[]),
-            bash(BashCapture::Detect, &["b/c", "a", "../outside"]),
-        ]);
-        assert!(mixed.ran_bash);
-        assert!(!mixed.bash_uncaptured);
-        // `early` was captured before bash changed it, so undo restores it; `z`, captured
-        // after, is restored only to what bash made it; the invalid path is dropped.
-        assert_eq!(
-            mixed.bash_unrestorable.iter().collect::<Vec<_>>(),
-            ["a", "b/c", "z"]
-        );
-
-        let off = flight(vec![
-            bash(BashCapture::Detect, &[]),
-            bash(BashCapture::Off, &[]),
-            bash(BashCapture::Overlay, &[]),
-        ]);
-        assert!(off.bash_uncaptured, "one call without capture is enough");
-        assert!(off.bash_unrestorable.is_empty());
-
-        let none = flight(vec![path("a")]);
-        assert!(!none.ran_bash && !none.bash_uncaptured);
-    }
-
-    #[tokio::test]
-    async fn a_turn_whose_only_change_bash_cannot_restore_is_kept() {
-        let workspace = shiro_tools::MemMutator::new();
-        let spares = Spares::none();
-        let finish = |lines| flight(lines).finish(&workspace, false, u64::MAX, &spares);
-        let finished = finish(vec![bash(BashCapture::Detect, &["b", "a"])])
-            .await
-            .unwrap()
-            .unwrap();
-        assert!(finished.record.paths.is_empty());
-        assert_eq!(finished.record.bash_unrestorable, ["a", "b"]);
-        assert!(finished.record.validate().is_ok());
-        // Nothing known to name: as before, a turn that changed nothing is not kept.
-        let off = finish(vec![bash(BashCapture::Off, &[])]).await.unwrap();
-        assert!(off.is_none());
     }
 }

@@ -1,0 +1,271 @@
+//! A turn in flight: what the records of the in-flight file add up to, and how a record is
+//! appended to that file. The recorder writes the records and assembles the turn as it goes;
+//! the store's recovery reads them back after a crash and assembles the same turn.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::Write;
+
+use shiro_tools::{Mutator, WorkspacePath};
+
+use crate::codec::encode;
+use crate::error::UndoError;
+use crate::format::{BashCapture, ChangeRecord, InflightLine, PathRecord, TurnMeta, TurnRecord};
+use crate::image::{ContentHash, Image, Spares, real_image};
+
+/// A turn being assembled, from the recorder or from an in-flight file after a crash.
+#[derive(Debug)]
+pub(crate) struct Flight {
+    pub meta: TurnMeta,
+    pub before: BTreeMap<WorkspacePath, Image>,
+    pub tools: Vec<String>,
+    pub changes: Vec<ChangeRecord>,
+    pub ran_bash: bool,
+    /// Whether a `bash` call ran with capture off.
+    pub bash_uncaptured: bool,
+    /// The paths `bash` calls changed that cannot be restored.
+    pub bash_unrestorable: BTreeSet<String>,
+    /// The bytes of pre-images not stored as blobs yet, by hash.
+    pub pending: BTreeMap<ContentHash, Vec<u8>>,
+    /// The bytes of big pre-images stored already (the previous turn's after-images), so
+    /// that finishing can store the after-images as deltas against them without reading
+    /// them back.
+    pub held: BTreeMap<ContentHash, Vec<u8>>,
+}
+
+/// A finished turn and the bytes its blobs are made from.
+#[derive(Debug)]
+pub(crate) struct Finished {
+    pub record: TurnRecord,
+    /// New pre-images, to store.
+    pub pending: BTreeMap<ContentHash, Vec<u8>>,
+    /// Stored big pre-images: the bases of the after-images' deltas.
+    pub held: BTreeMap<ContentHash, Vec<u8>>,
+    /// The after-images of big files, stored as deltas against their pre-images.
+    pub afters: BTreeMap<ContentHash, Vec<u8>>,
+}
+
+impl Flight {
+    pub(crate) fn new(meta: TurnMeta) -> Self {
+        Self {
+            meta,
+            before: BTreeMap::new(),
+            tools: Vec::new(),
+            changes: Vec::new(),
+            ran_bash: false,
+            bash_uncaptured: false,
+            bash_unrestorable: BTreeSet::new(),
+            pending: BTreeMap::new(),
+            held: BTreeMap::new(),
+        }
+    }
+
+    /// Replays one in-flight record, with the file bytes it carries; only the first image of
+    /// a path counts.
+    pub(crate) fn apply(&mut self, line: InflightLine, payload: Option<Vec<u8>>) {
+        match line {
+            InflightLine::Start { .. } => {}
+            InflightLine::Path { path, before, .. } => {
+                if let Ok(path) = WorkspacePath::from_relative(&path)
+                    && !self.before.contains_key(&path)
+                {
+                    if let (Image::File { hash, .. }, Some(bytes)) = (&before, payload) {
+                        self.pending.entry(*hash).or_insert(bytes);
+                    }
+                    self.before.insert(path, before);
+                }
+            }
+            InflightLine::Tool { name, changes, .. } => {
+                if !self.tools.contains(&name) {
+                    self.tools.push(name);
+                }
+                self.changes.extend(changes);
+            }
+            InflightLine::Bash {
+                capture,
+                unrestorable,
+                ..
+            } => {
+                self.ran_bash = true;
+                self.bash_uncaptured |= capture == BashCapture::Off;
+                for path in unrestorable {
+                    // A path captured before the call is restored with the turn: its
+                    // pre-image is older than what the call did to it.
+                    if let Ok(valid) = WorkspacePath::from_relative(&path)
+                        && !self.before.contains_key(&valid)
+                    {
+                        self.bash_unrestorable.insert(valid.to_string());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads the after-image of every touched path and keeps the paths that changed, with
+    /// the bytes their blobs are made from (after-images only of files of at least `big`
+    /// bytes that were files before); `None` when no path changed and `bash` changed none
+    /// that cannot be restored (such a turn is kept, so that the log names them).
+    pub(crate) async fn finish(
+        mut self,
+        workspace: &dyn Mutator,
+        recovered: bool,
+        big: u64,
+        spares: &Spares,
+    ) -> Result<Option<Finished>, UndoError> {
+        let mut paths = Vec::new();
+        let mut afters = BTreeMap::new();
+        for (path, before) in self.before {
+            let (after, bytes) = real_image(workspace, &path, spares).await?;
+            match (&before, &after, bytes) {
+                (Image::File { len, .. }, Image::File { hash, .. }, Some(bytes))
+                    if *len >= big && after != before =>
+                {
+                    afters.insert(*hash, bytes);
+                }
+                (_, _, bytes) => spares.give(bytes),
+            }
+            if after != before {
+                paths.push(PathRecord {
+                    path: path.to_string(),
+                    before,
+                    after,
+                });
+            }
+        }
+        if paths.is_empty() && self.bash_unrestorable.is_empty() {
+            return Ok(None);
+        }
+        let used: BTreeSet<ContentHash> = paths.iter().filter_map(|p| p.before.hash()).collect();
+        self.pending.retain(|hash, _| used.contains(hash));
+        let (held, unused): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|(hash, _)| used.contains(hash));
+        self.held = held;
+        spares.give(unused.into_values());
+        let record = TurnRecord {
+            meta: self.meta,
+            tools: self.tools,
+            changes: self.changes,
+            ran_bash: self.ran_bash,
+            bash_uncaptured: self.bash_uncaptured,
+            bash_unrestorable: self.bash_unrestorable.into_iter().collect(),
+            recovered,
+            paths,
+            packs: Vec::new(),
+            damage: None,
+        };
+        Ok(Some(Finished {
+            record,
+            pending: self.pending,
+            held: self.held,
+            afters,
+        }))
+    }
+}
+
+/// Appends a record to the in-flight file, followed by the file bytes it carries (whose
+/// length the record states), and with `sync` flushes both (and all before them) at once.
+pub(crate) fn append_line(
+    file: &mut fs::File,
+    line: &InflightLine,
+    payload: Option<&[u8]>,
+    sync: bool,
+) -> std::io::Result<()> {
+    let text = encode(line)?;
+    let len = file.metadata()?.len();
+    let written = file
+        .write_all(text.as_bytes())
+        .and_then(|()| file.write_all(payload.unwrap_or_default()))
+        .and_then(|()| if sync { file.sync_data() } else { Ok(()) });
+    if let Err(err) = written {
+        // Never leave half a record for the next one to be glued to.
+        let _ = file.set_len(len);
+        return Err(err);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::report::TurnId;
+
+    fn bash(capture: BashCapture, paths: &[&str]) -> InflightLine {
+        InflightLine::Bash {
+            turn: Some(TurnId(1)),
+            capture,
+            unrestorable: paths.iter().map(|p| (*p).to_owned()).collect(),
+        }
+    }
+
+    fn path(name: &str) -> InflightLine {
+        InflightLine::Path {
+            turn: Some(TurnId(1)),
+            path: name.to_owned(),
+            before: Image::Absent,
+            bytes: None,
+        }
+    }
+
+    fn flight(lines: Vec<InflightLine>) -> Flight {
+        let mut flight = Flight::new(TurnRecord::empty(1).meta);
+        for line in lines {
+            flight.apply(line, None);
+        }
+        flight
+    }
+
+    #[test]
+    fn a_flight_gathers_what_its_bash_calls_left_unrestorable() {
+        let captured = flight(vec![bash(BashCapture::Overlay, &[])]);
+        assert!(captured.ran_bash);
+        assert!(!captured.bash_uncaptured);
+        assert!(captured.bash_unrestorable.is_empty());
+
+        let mixed = flight(vec![
+            path("early"),
+            bash(BashCapture::Detect, &["z", "early", "b/c"]),
+            path("z"),
+            bash(BashCapture::Overlay, &[]),
+            bash(BashCapture::Detect, &["b/c", "a", "../outside"]),
+        ]);
+        assert!(mixed.ran_bash);
+        assert!(!mixed.bash_uncaptured);
+        // `early` was captured before bash changed it, so undo restores it; `z`, captured
+        // after, is restored only to what bash made it; the invalid path is dropped.
+        assert_eq!(
+            mixed.bash_unrestorable.iter().collect::<Vec<_>>(),
+            ["a", "b/c", "z"]
+        );
+
+        let off = flight(vec![
+            bash(BashCapture::Detect, &[]),
+            bash(BashCapture::Off, &[]),
+            bash(BashCapture::Overlay, &[]),
+        ]);
+        assert!(off.bash_uncaptured, "one call without capture is enough");
+        assert!(off.bash_unrestorable.is_empty());
+
+        let none = flight(vec![path("a")]);
+        assert!(!none.ran_bash && !none.bash_uncaptured);
+    }
+
+    #[tokio::test]
+    async fn a_turn_whose_only_change_bash_cannot_restore_is_kept() {
+        let workspace = shiro_tools::MemMutator::new();
+        let spares = Spares::none();
+        let finish = |lines| flight(lines).finish(&workspace, false, u64::MAX, &spares);
+        let finished = finish(vec![bash(BashCapture::Detect, &["b", "a"])])
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(finished.record.paths.is_empty());
+        assert_eq!(finished.record.bash_unrestorable, ["a", "b"]);
+        assert!(finished.record.validate().is_ok());
+        // Nothing known to name: as before, a turn that changed nothing is not kept.
+        let off = finish(vec![bash(BashCapture::Off, &[])]).await.unwrap();
+        assert!(off.is_none());
+    }
+}
