@@ -24,6 +24,9 @@ const SOAK_CRASH_TRIALS: &str = "200";
 const SOAK_RACE_ROUNDS: &str = "200000";
 /// SIGKILLs at random points of a bash turn under soak (20 in the normal suite).
 const SOAK_BASH_CRASH_ROUNDS: &str = "200";
+/// Trees the soak has `grep` and `glob` search against their one-thread model (each one is
+/// written to disk, so they are counted apart from the other property tests' cases).
+const SOAK_SEARCH_CASES: &str = "2000";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -70,6 +73,7 @@ fn run_tests(cases: &str, crash_trials: Option<&str>, extra: &[String]) -> Resul
         cmd.env("SHIRO_CRASH_TRIALS", trials);
         cmd.env("SHIRO_RACE_ROUNDS", SOAK_RACE_ROUNDS);
         cmd.env("SHIRO_BASH_CRASH_ROUNDS", SOAK_BASH_CRASH_ROUNDS);
+        cmd.env("SHIRO_SEARCH_CASES", SOAK_SEARCH_CASES);
     }
     run(cmd)?;
     // Doc tests are not part of `--all-targets`; the crate examples must run too.
@@ -102,7 +106,7 @@ fn ci() -> Result<(), String> {
 
 /// Builds `shiro` and the benchmark harness in release mode, then runs the harness, which
 /// writes `docs/performance.md`. `--quick` uses smaller inputs (for development); `--only`
-/// runs some sections (`capture`, `undo`, `patch`, `store`, `bash`) and writes their page to
+/// runs some sections (`capture`, `undo`, `patch`, `store`, `bash`, `search`) and writes their page to
 /// the release target directory instead.
 fn bench(extra: &[String]) -> Result<(), String> {
     const USAGE: &str = "usage: cargo xtask bench [--quick] [--only SECTION,...]";

@@ -394,11 +394,82 @@ fn grep_caps_matches_and_bytes_and_cuts_long_lines() {
 }
 
 #[test]
+fn grep_lists_files_in_walk_order_whatever_thread_found_them() {
+    // Enough files in enough directories that several walker threads share them, and names
+    // where component order and plain string order differ (`a/` sorts before `a.txt`).
+    let mut names: Vec<String> = (0..300)
+        .map(|n| format!("d{}/s{}/f{n:03}.txt", n % 7, n % 5))
+        .collect();
+    names.extend(["a.txt", "a/b.txt", "a-b.txt", "a/b/c.txt"].map(String::from));
+    let files: Vec<(&str, &[u8])> = names
+        .iter()
+        .map(|n| (n.as_str(), &b"x\nhit\n"[..]))
+        .collect();
+    let dir = workspace(&files);
+    let grep = tools::grep();
+    let first = run(dir.path(), &grep, json!({"pattern": "hit"}));
+    for _ in 0..5 {
+        assert_eq!(run(dir.path(), &grep, json!({"pattern": "hit"})), first);
+    }
+    let mut expected: Vec<&Path> = names.iter().map(Path::new).collect();
+    expected.sort();
+    let shown: Vec<&str> = first.lines().skip(1).take(200).collect();
+    let wanted: Vec<String> = expected[..200]
+        .iter()
+        .map(|path| format!("{}:2:hit", path.display()))
+        .collect();
+    assert_eq!(shown, wanted);
+    insta::assert_snapshot!(first.lines().last().unwrap());
+}
+
+#[test]
+fn grep_reads_crlf_lines_and_skips_files_binary_past_their_start() {
+    let mut late_binary = "hit early\n".repeat(20_000).into_bytes();
+    late_binary.extend(b"\0 hit after\n");
+    let dir = workspace(&[
+        ("crlf.txt", b"one hit\r\ntwo\r\nthree hit\r\n"),
+        ("mixed.txt", b"hit\r\nhit\nno"),
+        ("late-binary.dat", &late_binary),
+    ]);
+    let grep = tools::grep();
+    let out: Vec<String> = [
+        json!({"pattern": "hit$"}),
+        json!({"pattern": "^t.*t$"}),
+        json!({"pattern": "early"}),
+    ]
+    .into_iter()
+    .map(|args| format!("{args}\n{}", run(dir.path(), &grep, args.clone())))
+    .collect();
+    insta::assert_snapshot!(out.join("\n\n"));
+}
+
+#[test]
+fn glob_keeps_the_first_paths_in_walk_order() {
+    let mut names: Vec<String> = (0..700)
+        .map(|n| format!("d{}/s{}/f{n:03}.rs", n % 7, n % 5))
+        .collect();
+    names.extend(["a.rs", "a/b.rs"].map(String::from));
+    let files: Vec<(&str, &[u8])> = names.iter().map(|n| (n.as_str(), &b""[..])).collect();
+    let dir = workspace(&files);
+    let out = run(dir.path(), &tools::glob(), json!({"pattern": "*.rs"}));
+    let mut expected: Vec<&Path> = names.iter().map(Path::new).collect();
+    expected.sort();
+    let shown: Vec<&str> = out.lines().skip(1).take(500).collect();
+    let wanted: Vec<String> = expected[..500]
+        .iter()
+        .map(|path| path.display().to_string())
+        .collect();
+    assert_eq!(shown, wanted);
+    insta::assert_snapshot!(out.lines().last().unwrap());
+}
+
+#[test]
 fn grep_errors() {
     let dir = project();
     let grep = tools::grep();
     let out: Vec<String> = [
         json!({"pattern": "fn answer("}),
+        json!({"pattern": "a\\nb"}),
         json!({"pattern": "x", "glob": "{a"}),
         json!({"pattern": "x", "path": "missing"}),
         json!({"pattern": "x", "ignoreCase": true}),

@@ -10,7 +10,7 @@
 //! document says so, with the reason.
 //!
 //! Usage: `shiro_bench --shiro PATH --out FILE [--quick] [--only SECTION,...]`, where the
-//! sections are `capture`, `undo`, `patch`, `store` and `bash`.
+//! sections are `capture`, `undo`, `patch`, `store`, `bash` and `search`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 #[path = "shiro_bench/bash.rs"]
@@ -21,6 +21,8 @@ mod cases;
 mod inputs;
 #[path = "shiro_bench/report.rs"]
 mod report;
+#[path = "shiro_bench/search.rs"]
+mod search;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -57,6 +59,9 @@ struct Plan {
     /// Files the file-heavy bash commands make, remove or copy, and their repetitions.
     bash_heavy_files: usize,
     bash_heavy_reps: usize,
+    /// Files of the tree the read tools search, and the repetitions of each search.
+    search_files: usize,
+    search_reps: usize,
 }
 
 impl Plan {
@@ -84,6 +89,8 @@ impl Plan {
             bash_reps: 16,
             bash_heavy_files: 10_000,
             bash_heavy_reps: 6,
+            search_files: 100_000,
+            search_reps: 10,
         }
     }
 
@@ -108,6 +115,8 @@ impl Plan {
             bash_reps: 8,
             bash_heavy_files: 2_000,
             bash_heavy_reps: 4,
+            search_files: 10_000,
+            search_reps: 5,
         }
     }
 }
@@ -289,7 +298,7 @@ impl Verdicts {
 const USAGE: &str = "shiro_bench --shiro PATH --out FILE [--quick] [--only SECTION,...]";
 
 /// The sections of the document, in order; `--only` picks some of them.
-const SECTIONS: [&str; 5] = ["capture", "undo", "patch", "store", "bash"];
+const SECTIONS: [&str; 6] = ["capture", "undo", "patch", "store", "bash", "search"];
 
 fn bench(
     plan: &Plan,
@@ -334,6 +343,9 @@ fn bench(
     }
     if wants("bash") {
         bash_capture(&mut doc, plan, shiro, work, runner, &mut verdicts)?;
+    }
+    if wants("search") {
+        search::search(&mut doc, plan, shiro, work, runner, &mut verdicts)?;
     }
     memory(&mut doc, runner);
     doc.push_str(
@@ -812,6 +824,7 @@ fn undo(
             program: program.to_owned(),
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             reps: plan.undo_reps,
+            dir: None,
         };
         runner.cell("undo", label, &case)
     };

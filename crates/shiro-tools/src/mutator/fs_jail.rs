@@ -114,6 +114,12 @@ impl Jail {
         rustix::fs::openat(base, last, flags, Mode::empty())
     }
 
+    /// A handle on the directory `rel` (relative to the root; `""` is the root itself),
+    /// reached through real directories only: the base for `*at` calls on its entries.
+    pub(crate) fn open_dir(&self, rel: &str) -> Result<OwnedFd, Errno> {
+        self.open_nolinks(rel, DIR_HANDLE)
+    }
+
     /// The parent directory of `path`, reached through real directories only.
     pub(super) fn parent_nolinks(&self, path: &WorkspacePath) -> Result<DirFd<'_>, Errno> {
         match path.parent() {
@@ -183,15 +189,6 @@ impl Jail {
             Err(Errno::NOENT | Errno::NOTDIR) => Ok(None),
             Err(errno) => Err(errno),
         }
-    }
-
-    /// The target of the link `rel` (its parents reached through real directories only), or
-    /// `None` when there is no link there.
-    pub(crate) fn read_link(&self, rel: &str) -> Option<String> {
-        let path = WorkspacePath::from_relative(rel).ok()?;
-        let parent = self.parent_nolinks(&path).ok()?;
-        let target = rustix::fs::readlinkat(&parent, path.file_name(), Vec::new()).ok()?;
-        Some(c_to_string(&target))
     }
 
     /// See [`super::Mutator::real_path`].

@@ -76,18 +76,23 @@ impl Tool for Glob {
                     start.describe()
                 )));
             }
-            let mut paths = Vec::new();
-            let mut matched = 0usize;
-            walk::walk(&start, None, cancel, |found| {
-                if matches!(found.kind, Kind::File | Kind::Symlink)
-                    && glob.is_match(&found.below_start)
-                {
-                    matched += 1;
-                    if paths.len() < GLOB_MAX_PATHS {
-                        paths.push(found.rel);
+            let found = walk::walk(
+                &start,
+                None,
+                cancel,
+                Vec::new,
+                |paths: &mut Vec<String>, beneath, entry| {
+                    let wanted = matches!(entry.kind, Kind::File | Kind::Symlink)
+                        && glob.is_match(&entry.below_start())
+                        && beneath.holds(&entry);
+                    if wanted {
+                        paths.push(entry.rel());
                     }
-                }
-            });
+                },
+            )?;
+            let mut paths: Vec<String> = found.into_iter().flatten().collect();
+            let matched = paths.len();
+            walk::first_in_order(&mut paths, GLOB_MAX_PATHS);
             Ok(render(&args.pattern, &start.describe(), &paths, matched))
         })
         .await?;

@@ -7,7 +7,6 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::mutator::Mutator;
-use crate::mutator::fs_jail::Jail;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
 use crate::tools::walk::{self, Kind};
 
@@ -69,24 +68,32 @@ impl Tool for ListDir {
                     start.describe()
                 )));
             }
-            let jail = Jail::open(start.root()).map_err(|err| {
-                ToolError::refused(format!("cannot open the workspace root: {err}"))
-            })?;
-            let mut lines = Vec::new();
-            let mut shown = 0usize;
-            walk::walk(&start, Some(1), cancel, |found| {
-                shown += 1;
-                if lines.len() < LIST_MAX_ENTRIES {
-                    lines.push(match found.kind {
-                        Kind::Dir => format!("{}/", found.rel),
-                        Kind::Symlink => match jail.read_link(&found.rel) {
-                            Some(target) => format!("{} -> {target}", found.rel),
-                            None => format!("{} -> ?", found.rel),
+            let found = walk::walk(
+                &start,
+                Some(1),
+                cancel,
+                Vec::new,
+                |entries: &mut Vec<(String, String)>, beneath, entry| {
+                    if !beneath.holds(&entry) {
+                        return;
+                    }
+                    let rel = entry.rel();
+                    let line = match entry.kind {
+                        Kind::Dir => format!("{rel}/"),
+                        Kind::Symlink => match beneath.read_link(&entry) {
+                            Some(target) => format!("{rel} -> {target}"),
+                            None => format!("{rel} -> ?"),
                         },
-                        Kind::File | Kind::Other => found.rel,
-                    });
-                }
-            });
+                        Kind::File | Kind::Other => rel.clone(),
+                    };
+                    entries.push((rel, line));
+                },
+            )?;
+            let mut entries: Vec<(String, String)> = found.into_iter().flatten().collect();
+            let shown = entries.len();
+            entries.sort_unstable_by(|a, b| walk::path_order(&a.0, &b.0));
+            entries.truncate(LIST_MAX_ENTRIES);
+            let lines: Vec<String> = entries.into_iter().map(|(_, line)| line).collect();
             let ignored =
                 walk::count_direct_entries(start.root(), &start.full).saturating_sub(shown);
             Ok(render(&start.describe(), &lines, shown, ignored))

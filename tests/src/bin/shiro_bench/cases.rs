@@ -95,11 +95,13 @@ pub enum Case {
     },
     /// A 4 KiB write and `fdatasync` of a small file: what one durable write costs here.
     Fsync { dir: PathBuf, reps: usize },
-    /// Spawning `program args` until it exits: the fixed cost of a whole-process case.
+    /// Spawning `program args` (in `dir`, if given) until it exits.
     Spawn {
         program: PathBuf,
         args: Vec<String>,
         reps: usize,
+        #[serde(default)]
+        dir: Option<PathBuf>,
     },
     /// The `apply_patch` tool on a bare `FsMutator`.
     PatchTool {
@@ -472,10 +474,14 @@ async fn run(case: &Case) -> Result<CaseResult> {
             program,
             args,
             reps,
+            dir,
         } => {
             for _ in 0..*reps {
                 let mut cmd = Command::new(program);
                 cmd.args(args);
+                if let Some(dir) = dir {
+                    cmd.current_dir(dir);
+                }
                 let start = Instant::now();
                 run_ok(cmd)?;
                 timed(&mut r, start);
