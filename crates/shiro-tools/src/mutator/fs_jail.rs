@@ -120,6 +120,21 @@ impl Jail {
         self.open_nolinks(rel, DIR_HANDLE)
     }
 
+    /// The names in the directory `rel` (relative to the root; `""` is the root itself),
+    /// reached through real directories only, with their inode numbers; `.` and `..` left out.
+    pub(crate) fn dir_entries(&self, rel: &str) -> Result<Vec<(Vec<u8>, u64)>, Errno> {
+        let fd = self.open_nolinks(rel, OFlags::RDONLY | OFlags::DIRECTORY)?;
+        let mut entries = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&fd)? {
+            let entry = entry?;
+            let name = entry.file_name().to_bytes();
+            if name != b"." && name != b".." {
+                entries.push((name.to_vec(), entry.ino()));
+            }
+        }
+        Ok(entries)
+    }
+
     /// The parent directory of `path`, reached through real directories only.
     pub(super) fn parent_nolinks(&self, path: &WorkspacePath) -> Result<DirFd<'_>, Errno> {
         match path.parent() {
@@ -189,6 +204,15 @@ impl Jail {
             Err(Errno::NOENT | Errno::NOTDIR) => Ok(None),
             Err(errno) => Err(errno),
         }
+    }
+
+    /// The target of the link `rel` (its parents reached through real directories only), or
+    /// `None` when there is no link there.
+    pub(crate) fn read_link(&self, rel: &str) -> Option<String> {
+        let path = WorkspacePath::from_relative(rel).ok()?;
+        let parent = self.parent_nolinks(&path).ok()?;
+        let target = rustix::fs::readlinkat(&parent, path.file_name(), Vec::new()).ok()?;
+        Some(c_to_string(&target))
     }
 
     /// See [`super::Mutator::real_path`].

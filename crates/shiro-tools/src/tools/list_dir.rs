@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::mutator::Mutator;
+use crate::mutator::fs_jail::Jail;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
 use crate::tools::walk::{self, Kind};
 
@@ -68,34 +69,37 @@ impl Tool for ListDir {
                     start.describe()
                 )));
             }
+            let jail = Jail::open(start.root()).map_err(|err| {
+                ToolError::refused(format!("cannot open the workspace root: {err}"))
+            })?;
+            let listing = walk::direct_entries(&jail, &start)?;
             let found = walk::walk(
                 &start,
                 Some(1),
                 cancel,
                 Vec::new,
-                |entries: &mut Vec<(String, String)>, beneath, entry| {
-                    if !beneath.holds(&entry) {
-                        return;
+                |entries: &mut Vec<(String, Kind)>, _, entry| {
+                    if entry.listed_in(&listing) {
+                        entries.push((entry.rel(), entry.kind));
                     }
-                    let rel = entry.rel();
-                    let line = match entry.kind {
-                        Kind::Dir => format!("{rel}/"),
-                        Kind::Symlink => match beneath.read_link(&entry) {
-                            Some(target) => format!("{rel} -> {target}"),
-                            None => format!("{rel} -> ?"),
-                        },
-                        Kind::File | Kind::Other => rel.clone(),
-                    };
-                    entries.push((rel, line));
                 },
             )?;
-            let mut entries: Vec<(String, String)> = found.into_iter().flatten().collect();
+            let mut entries: Vec<(String, Kind)> = found.into_iter().flatten().collect();
             let shown = entries.len();
             entries.sort_unstable_by(|a, b| walk::path_order(&a.0, &b.0));
             entries.truncate(LIST_MAX_ENTRIES);
-            let lines: Vec<String> = entries.into_iter().map(|(_, line)| line).collect();
-            let ignored =
-                walk::count_direct_entries(start.root(), &start.full).saturating_sub(shown);
+            let lines: Vec<String> = entries
+                .into_iter()
+                .map(|(rel, kind)| match kind {
+                    Kind::Dir => format!("{rel}/"),
+                    Kind::Symlink => match jail.read_link(&rel) {
+                        Some(target) => format!("{rel} -> {target}"),
+                        None => format!("{rel} -> ?"),
+                    },
+                    Kind::File | Kind::Other => rel,
+                })
+                .collect();
+            let ignored = listing.len().saturating_sub(shown);
             Ok(render(&start.describe(), &lines, shown, ignored))
         })
         .await?;

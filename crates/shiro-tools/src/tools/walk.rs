@@ -12,6 +12,7 @@
 //! before it is reported, and files are read through that handle too.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs;
 use std::io::ErrorKind;
@@ -131,6 +132,14 @@ pub(crate) struct Found<'w> {
 }
 
 impl Found<'_> {
+    /// Whether `listing` (from [`direct_entries`]) holds this entry: the same name with the
+    /// inode the walk saw.
+    pub fn listed_in(&self, listing: &HashMap<Vec<u8>, u64>) -> bool {
+        let name = self.rel.file_name().map(OsStr::as_bytes);
+        name.and_then(|name| listing.get(name))
+            .is_some_and(|ino| Some(*ino) == self.ino)
+    }
+
     /// The workspace path, `/`-separated, relative to the root.
     pub fn rel(&self) -> String {
         self.rel.to_string_lossy().into_owned()
@@ -214,17 +223,10 @@ impl<'j> Beneath<'j> {
         }
         Some((fs::File::from(fd), u64::try_from(stat.st_size).unwrap_or(0)))
     }
-
-    /// The target of the link `found`, read beneath the root.
-    pub fn read_link(&mut self, found: &Found<'_>) -> Option<String> {
-        let (dir, name) = self.parent(found)?;
-        let target = rustix::fs::readlinkat(dir, name, Vec::new()).ok()?;
-        Some(target.to_string_lossy().into_owned())
-    }
 }
 
 /// Walks the tree under `start` (which must be a directory) on several threads, as ripgrep
-/// does. Ignore files are honoured; `.git` and `.shiro/undo` are never entered or reported;
+/// does (on this one for a listing of depth 1). Ignore files are honoured; `.git` and `.shiro/undo` are never entered or reported;
 /// symbolic links are reported, not followed. Entries come in no particular order: callers
 /// sort what they keep (see [`path_order`]).
 ///
@@ -311,7 +313,17 @@ where
                         || below(path, &target).is_some()
                         || below(&target, path).is_some())
             });
-        builder.build_parallel().visit(&mut Threads(self));
+        if max_depth == Some(1) {
+            // One directory's entries: threads would cost more to start than they save.
+            let mut visitor = Threads(self).build();
+            for entry in builder.build() {
+                if let WalkState::Quit = visitor.visit(entry) {
+                    break;
+                }
+            }
+        } else {
+            builder.build_parallel().visit(&mut Threads(self));
+        }
     }
 }
 
@@ -429,15 +441,24 @@ fn is_hidden_internal(root: &Path, path: &Path) -> bool {
     }
 }
 
-/// How many entries directly in `dir` a walk would not show because of ignore files.
-/// Blocking.
-pub(crate) fn count_direct_entries(root: &Path, dir: &Path) -> usize {
-    fs::read_dir(dir).map_or(0, |entries| {
-        entries
-            .filter_map(Result::ok)
-            .filter(|entry| !is_hidden_internal(root, &entry.path()))
-            .count()
-    })
+/// The entries directly in the directory `start`, read beneath the jail's handle on the root:
+/// each name with its inode, `.git` (and `.shiro/undo`) left out. What a walk of depth 1
+/// reports is checked against it (the same name with the same inode is inside), and what it
+/// does not report is what ignore files hid. Blocking.
+pub(crate) fn direct_entries(
+    jail: &Jail,
+    start: &Start,
+) -> Result<HashMap<Vec<u8>, u64>, ToolError> {
+    let rel = start.rel();
+    let entries = jail
+        .dir_entries(&rel)
+        .map_err(|err| ToolError::refused(format!("cannot list {}: {err}", start.describe())))?;
+    Ok(entries
+        .into_iter()
+        .filter(|(name, _)| {
+            name.as_slice() != b".git" && !(rel == ".shiro" && name.as_slice() == b"undo")
+        })
+        .collect())
 }
 
 impl Start {

@@ -63,17 +63,17 @@ pub fn search(
     let rows: Vec<(String, Vec<String>, Vec<String>)> = vec![
         (
             format!("grep, a literal in 1 file in 100 (`{NEEDLE}`)"),
-            rg(&[NEEDLE]),
+            rg(&["-n", NEEDLE]),
             tool("grep", serde_json::json!({ "pattern": NEEDLE })),
         ),
         (
             "grep, a regular expression on many lines (`match \\w+ =>`)".to_owned(),
-            rg(&[r"match \w+ =>"]),
+            rg(&["-n", r"match \w+ =>"]),
             tool("grep", serde_json::json!({ "pattern": r"match \w+ =>" })),
         ),
         (
             "grep, case-insensitive (`NEEDLE_7F3A`)".to_owned(),
-            rg(&["-i", "NEEDLE_7F3A"]),
+            rg(&["-n", "-i", "NEEDLE_7F3A"]),
             tool(
                 "grep",
                 serde_json::json!({ "pattern": "NEEDLE_7F3A", "case_insensitive": true }),
@@ -133,8 +133,9 @@ pub fn search(
          directory of {FLAT_FILES} more; one file in a hundred holds the needle line. Each \
          cell spawns the program in the tree until it exits ({reps} repetitions): `{rg_version}` \
          with `--no-require-git --hidden` (so that it honours the `.gitignore` without a git \
-         repository and, like shiro, searches dotfiles), and `shiro tool` with the same \
-         pattern. ripgrep prints every match; shiro's tools print at most 200 lines (grep) \
+         repository and, like shiro, searches dotfiles) and, for searches, `-n` (shiro prints \
+         line numbers; `rg` counts lines only when asked, or when it prints to a terminal), \
+         and `shiro tool` with the same pattern. ripgrep prints every match; shiro's tools print at most 200 lines (grep) \
          or 500 paths (glob, list_dir) but count every match, so both read every file.\n\n{}",
         table.render(),
         files = plan.search_files + FLAT_FILES,
