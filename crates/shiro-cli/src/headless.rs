@@ -855,10 +855,10 @@ pub fn turn_notes(command: &shiro_commands::Command) -> Vec<String> {
 /// `read_file, grep, and bash for Bash(git status:*)`, or `none`.
 pub fn describe_tools(allowed: &AllowedTools) -> String {
     let mut names: Vec<String> = allowed
-        .tools
-        .iter()
+        .names()
+        .into_iter()
         .filter(|t| *t != shiro_commands::tool::BASH)
-        .cloned()
+        .map(str::to_owned)
         .collect();
     if allowed.allows(shiro_commands::tool::BASH) {
         let rules: Vec<String> = allowed

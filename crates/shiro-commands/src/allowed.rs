@@ -28,6 +28,20 @@ pub mod tool {
     pub const APPLY_PATCH: &str = "apply_patch";
     /// Runs a shell command.
     pub const BASH: &str = "bash";
+
+    /// Every tool, in the order the agent offers them to a model when it lists them for a
+    /// person: reading first, then writing, then the shell.
+    pub const ALL: [&str; 9] = [
+        READ_FILE,
+        LIST_DIR,
+        GLOB,
+        GREP,
+        WRITE_FILE,
+        EDIT_FILE,
+        MULTI_EDIT,
+        APPLY_PATCH,
+        BASH,
+    ];
 }
 
 /// The shiro tools a name in `allowed-tools` stands for (`None`: not a tool shiro has).
@@ -238,6 +252,22 @@ impl AllowedTools {
         } else {
             split_at(char::is_whitespace)
         }
+    }
+
+    /// The tools the turn may use, in the order of [`tool::ALL`] (unknown names last).
+    pub fn names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = tool::ALL
+            .iter()
+            .copied()
+            .filter(|t| self.tools.contains(*t))
+            .collect();
+        names.extend(
+            self.tools
+                .iter()
+                .map(String::as_str)
+                .filter(|t| !tool::ALL.contains(t)),
+        );
+        names
     }
 
     /// Whether the turn may use `tool` at all (for bash, whether some line may run).

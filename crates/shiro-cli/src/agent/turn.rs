@@ -52,7 +52,7 @@ impl TurnLimits {
             let line = args.get("command").and_then(Value::as_str).unwrap_or("");
             if allowed.bash(line) == BashVerdict::Refused {
                 return Some(format!(
-                    "refused: the /{} command allows {tools} in this turn, and this command line is not covered (each command of a line must match a rule, and substitutions or redirections are never covered); nothing was run",
+                    "refused: in this turn the /{} command allows {tools}; `{line}` is not covered (every command of a line must match a rule, and substitutions and redirections never do), so nothing was run",
                     self.command
                 ));
             }
