@@ -256,6 +256,7 @@ pub async fn expand(command: &Command, args: &Args, ctx: &ExpandContext<'_>) -> 
         }
     }
     if !args.raw().trim().is_empty() && !uses_arguments(command, &pieces) {
+        out.truncate(out.trim_end().len());
         if !out.is_empty() {
             out.push_str("\n\n");
         }
@@ -430,7 +431,10 @@ async fn file_text(files: &dyn FileReader, path: &str, literal: &str, explicit: 
             if truncated {
                 format!("{text}\n[@file cut: only the start of {path} is shown]")
             } else {
-                text
+                // The final line break ends the file's last line; the template's own text
+                // goes on after the contents.
+                let text = text.strip_suffix('\n').unwrap_or(&text);
+                text.strip_suffix('\r').unwrap_or(text).to_owned()
             }
         }
         FileOutcome::Directory { entries, more } => {

@@ -192,17 +192,17 @@ impl Command {
         }
     }
 
-    /// The menu summary: the declared description, else the first non-empty line of the
-    /// body (heading marks removed, cut at 100 characters).
+    /// The menu summary: the declared description, else the first line of the body that
+    /// has a letter or digit (heading marks removed, cut at 100 characters).
     pub fn summary(&self) -> Option<String> {
         if let Some(description) = &self.description {
             return Some(description.clone());
         }
-        let line = self.body.lines().map(str::trim).find(|l| !l.is_empty())?;
-        let line = line.trim_start_matches('#').trim();
-        if line.is_empty() {
-            return None;
-        }
+        let line = self
+            .body
+            .lines()
+            .map(|l| l.trim().trim_start_matches('#').trim())
+            .find(|l| l.chars().any(char::is_alphanumeric))?;
         Some(match line.char_indices().nth(100) {
             Some((cut, _)) => format!("{}…", &line[..cut]),
             None => line.to_owned(),
@@ -856,7 +856,8 @@ pub fn parse_gemini_file(file: &Path, name: &str, text: &str, origin: Origin) ->
             format!("command /{name} has an empty prompt"),
         );
     }
-    let mut command = Command::new(&name, &prompt, origin, Ecosystem::Gemini);
+    // Trailing blank lines (a `"""` string ends with one) say nothing.
+    let mut command = Command::new(&name, prompt.trim_end(), origin, Ecosystem::Gemini);
     command.description = description;
     command.file = file.to_path_buf();
     diags.out.sort_by_key(|d| (d.line, d.column));
