@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use anyhow::{Context as _, Result, anyhow, bail};
 use shiro_commands::{
     AllowedTools, Args, ExpandContext, FsReader, MenuEntry, NOT_TRUSTED_NOTE, Registry, Severity,
-    ShRunner, Shadowed, Sources,
+    ShRunner, Sources,
 };
 use shiro_tools::capture::{Auto, BashRunner, CaptureMode, Detect, Direct, Overlay};
 use shiro_tools::tools::Bash;
@@ -790,11 +790,7 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
             })
         }
         CommandsCommand::Check => {
-            let mut diagnostics = registry.diagnostics();
-            diagnostics.extend(registry.shadowed().iter().map(Shadowed::diagnostic));
-            // File by file, top to bottom (the sort is stable: a file's own order stays).
-            diagnostics
-                .sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+            let diagnostics = registry.check();
             let mut out = String::new();
             for diagnostic in &diagnostics {
                 writeln!(out, "{diagnostic}")?;

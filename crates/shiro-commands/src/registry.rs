@@ -405,6 +405,30 @@ impl Registry {
         self.current().diagnostics.clone()
     }
 
+    /// What `check` reports: every problem, and a note for every hidden definition, source by
+    /// source in precedence order, then file by file and top to bottom.
+    pub fn check(&self) -> Vec<Diagnostic> {
+        let snapshot = self.current();
+        let mut all = snapshot.diagnostics.clone();
+        all.extend(snapshot.shadowed.iter().map(Shadowed::diagnostic));
+        let locations = self.sources.locations();
+        let rank = |file: &Path| {
+            locations
+                .iter()
+                .position(|l| file.starts_with(&l.path))
+                .unwrap_or(locations.len())
+        };
+        all.sort_by(|a, b| {
+            (rank(&a.file), &a.file, a.line, a.column).cmp(&(
+                rank(&b.file),
+                &b.file,
+                b.line,
+                b.column,
+            ))
+        });
+        all
+    }
+
     /// Resolves a typed line such as `/review src/main.rs`.
     pub fn resolve(&self, line: &str) -> Resolved {
         let Some(rest) = line.trim_start().strip_prefix('/') else {

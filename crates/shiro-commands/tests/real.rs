@@ -254,3 +254,58 @@ fn sh_passes_arguments_as_parameters_never_as_code() {
     let made: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
     assert!(made.is_empty(), "{made:?}");
 }
+
+/// The real shell, with arguments full of shell syntax: what it prints is exactly what was
+/// typed (it got the text as data, in either format), and nothing it was told ran.
+#[test]
+fn typed_text_reaches_the_real_shell_only_as_data() {
+    use proptest::prelude::*;
+    use shiro_commands::{Args, Command, Ecosystem, ExpandContext, Origin, expand};
+
+    let dir = tempfile::tempdir().unwrap();
+    let shell = ShRunner::new(dir.path());
+    let files = FsReader::new(dir.path()).unwrap();
+    let ctx = ExpandContext {
+        shell: &shell,
+        files: &files,
+        workspace_trusted: true,
+    };
+    let markdown = Command::new(
+        "t",
+        "md[!`printf '%s' \"$ARGUMENTS\"`] first[!`printf '%s' \"$1\"`] [!`printf '%s' $ARGUMENTS[0]`]",
+        Origin::Project,
+        Ecosystem::Claude,
+    );
+    let gemini = Command::new(
+        "t",
+        "gem[!{printf '%s' {{args}}}] q[!{printf '%s' \"{{args}}\"}] s[!{printf '%s' '{{args}}'}]",
+        Origin::Project,
+        Ecosystem::Gemini,
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = ProptestConfig {
+        cases: 48,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest::test_runner::TestRunner::new(config)
+        .run(
+            &proptest::collection::vec("[a-z$`'\"();|&<>*?{}!@ \\\\]{1,12}", 1..4),
+            |argv| {
+                let args = Args::from_argv(&argv);
+                let raw = args.raw().trim();
+                let first = argv[0].trim();
+                let got = runtime.block_on(expand(&markdown, &args, &ctx));
+                prop_assert_eq!(got, format!("md[{raw}] first[{first}] [{first}]"));
+                let got = runtime.block_on(expand(&gemini, &args, &ctx));
+                prop_assert_eq!(got, format!("gem[{raw}] q[{raw}] s[{raw}]"));
+                Ok(())
+            },
+        )
+        .unwrap();
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "{left:?}");
+}

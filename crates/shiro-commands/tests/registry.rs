@@ -452,3 +452,78 @@ fn project_links_stay_in_the_project() {
     let names: Vec<String> = registry.commands().into_iter().map(|c| c.name).collect();
     assert_eq!(names, ["more:also", "ok", "steal"]);
 }
+
+/// A Claude Code folder created after the watch started is noticed, and then watched.
+#[test]
+fn hot_reload_notices_a_claude_folder_created_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::load(Sources {
+        workspace_root: dir.path().to_path_buf(),
+        ..Sources::default()
+    });
+    let _watch = registry.watch().unwrap();
+    let file = dir.path().join(".claude/commands/late.md");
+    write(&file, "Arrived.\n");
+    assert!(
+        eventually(|| registry.get("late").is_some()),
+        "late .claude not seen"
+    );
+    write(&file, "Edited.\n");
+    assert!(
+        eventually(|| registry.get("late").is_some_and(|c| c.body == "Edited.")),
+        "edit inside the late .claude not seen"
+    );
+    write(&dir.path().join(".claude/commands/ops/more.md"), "More.\n");
+    assert!(
+        eventually(|| registry.get("ops:more").is_some()),
+        "new subfolder not seen"
+    );
+}
+
+/// `check` reports problems and hidden definitions source by source, in precedence order.
+#[test]
+fn check_orders_by_source_then_file_then_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let home = dir.path().join("a-home");
+    write(
+        &home.join(".claude/commands/x.md"),
+        "---\nnope: 1\n---\nX.\n",
+    );
+    write(
+        &ws.join(".gemini/commands/x.toml"),
+        "prompt = \"x\"\ncolour = 1\n",
+    );
+    write(&ws.join(".claude/commands/x.md"), "---\nbad: 1\n---\nX.\n");
+    write(&ws.join(".shiro/commands.md"), "## x\nX.\n## y!\n");
+    let registry = Registry::load(Sources {
+        workspace_root: ws,
+        home_dir: Some(home),
+        ..Sources::default()
+    });
+    let lines: Vec<String> = registry
+        .check()
+        .iter()
+        .map(|d| {
+            let file = d
+                .file
+                .strip_prefix(dir.path())
+                .unwrap()
+                .display()
+                .to_string();
+            format!("{file}:{}: {}", d.line, d.severity)
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "ws/.shiro/commands.md:3: error",
+            "ws/.claude/commands/x.md:1: note",
+            "ws/.claude/commands/x.md:2: warning",
+            "ws/.gemini/commands/x.toml:1: note",
+            "ws/.gemini/commands/x.toml:2: warning",
+            "a-home/.claude/commands/x.md:1: note",
+            "a-home/.claude/commands/x.md:2: warning",
+        ]
+    );
+}
