@@ -137,7 +137,7 @@ pub struct RestoreArgs {
 /// `shiro commands …`
 #[derive(Debug, Subcommand)]
 pub enum CommandsCommand {
-    /// List every command with its origin and what it shadows
+    /// List every command with its source (.shiro, .claude, .opencode, .gemini, user) and what it shadows
     #[command(after_help = "Example:\n  shiro commands list --json")]
     List {
         /// Print JSON instead of text
@@ -154,11 +154,11 @@ pub enum CommandsCommand {
         trust: bool,
         /// The command's name (with or without the leading /)
         name: String,
-        /// The command's arguments
+        /// The command's arguments, each one exactly as given (no re-splitting)
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// Report problems in the commands files (exit 1 when there are errors)
+    /// Report problems in the command files as file:line:col (exit 1 when there are errors)
     #[command(after_help = "Example:\n  shiro commands check")]
     Check,
 }

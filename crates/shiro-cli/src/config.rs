@@ -19,6 +19,21 @@ pub struct ConfigFile {
     /// `[bash]`
     #[serde(default)]
     pub bash: BashConfig,
+    /// `[commands]`
+    #[serde(default)]
+    pub commands: CommandsConfig,
+}
+
+/// `[commands]`: which other tools' command folders are read besides `.shiro`'s.
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CommandsConfig {
+    /// Claude Code's `.claude/commands/` and `~/.claude/commands/` (default true).
+    pub claude: Option<bool>,
+    /// OpenCode's `.opencode/command(s)/` and its user-level folders (default true).
+    pub opencode: Option<bool>,
+    /// Gemini CLI's `.gemini/commands/` and its user-level folders (default true).
+    pub gemini: Option<bool>,
 }
 
 /// `[bash]`: how bash commands' file changes are captured.
@@ -79,6 +94,12 @@ pub struct Config {
     pub bash_capture: BashCapture,
     /// The user's config directory, when there is one (user commands live there too).
     pub user_dir: Option<PathBuf>,
+    /// `[commands]` as merged: which other tools' command folders are read.
+    pub ecosystems: shiro_commands::Ecosystems,
+    /// The user's home directory (for `~/.claude/commands` and the like); set by `main`.
+    pub home_dir: Option<PathBuf>,
+    /// The user's config home (`$XDG_CONFIG_HOME`, else `~/.config`); set by `main`.
+    pub config_home: Option<PathBuf>,
 }
 
 /// Default number of undoable turns.
@@ -120,6 +141,25 @@ impl Config {
                 .or(user.bash.capture)
                 .unwrap_or_default(),
             user_dir,
+            ecosystems: shiro_commands::Ecosystems {
+                claude: project
+                    .commands
+                    .claude
+                    .or(user.commands.claude)
+                    .unwrap_or(true),
+                opencode: project
+                    .commands
+                    .opencode
+                    .or(user.commands.opencode)
+                    .unwrap_or(true),
+                gemini: project
+                    .commands
+                    .gemini
+                    .or(user.commands.gemini)
+                    .unwrap_or(true),
+            },
+            home_dir: None,
+            config_home: None,
         })
     }
 }
@@ -143,6 +183,21 @@ pub fn user_config_dir() -> Option<PathBuf> {
         return Some(PathBuf::from(dir).join("shiro"));
     }
     std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config").join("shiro"))
+}
+
+/// The user's home directory: `$HOME`, when set.
+pub fn home_dir() -> Option<PathBuf> {
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The user's config home: `$XDG_CONFIG_HOME`, else `~/.config`.
+pub fn config_home() -> Option<PathBuf> {
+    std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| home_dir().map(|home| home.join(".config")))
 }
 
 #[cfg(test)]
@@ -192,6 +247,34 @@ mod tests {
                 "unknown variant `sometimes`, expected one of `overlay`, `detect`, `off`"
             ),
             "{err:#}"
+        );
+    }
+
+    #[test]
+    fn other_tools_command_folders_are_read_unless_switched_off() {
+        let user = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let config = Config::load(ws.path(), None).unwrap();
+        assert_eq!(config.ecosystems, shiro_commands::Ecosystems::default());
+        std::fs::write(
+            user.path().join("config.toml"),
+            "[commands]\nclaude = false\ngemini = false\n",
+        )
+        .unwrap();
+        std::fs::create_dir(ws.path().join(".shiro")).unwrap();
+        std::fs::write(
+            ws.path().join(".shiro/config.toml"),
+            "[commands]\ngemini = true\n",
+        )
+        .unwrap();
+        let config = Config::load(ws.path(), Some(user.path().to_owned())).unwrap();
+        assert_eq!(
+            config.ecosystems,
+            shiro_commands::Ecosystems {
+                claude: false,
+                opencode: true,
+                gemini: true
+            }
         );
     }
 

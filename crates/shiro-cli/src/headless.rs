@@ -10,7 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context as _, Result, anyhow, bail};
-use shiro_commands::{ExpandContext, FsReader, Registry, Severity, ShRunner, Sources};
+use shiro_commands::{
+    AllowedTools, Args, ExpandContext, FsReader, MenuEntry, NOT_TRUSTED_NOTE, Registry, Severity,
+    ShRunner, Sources,
+};
 use shiro_tools::capture::{Auto, BashRunner, CaptureMode, Detect, Direct, Overlay};
 use shiro_tools::tools::Bash;
 use shiro_tools::{FsMutator, Hooked, Mutator, Tool, ToolOutput, WorkspacePath, tools};
@@ -726,6 +729,9 @@ pub fn registry(ctx: &Context) -> Registry {
     Registry::load(Sources {
         workspace_root: ctx.root.clone(),
         user_config_dir: ctx.config.user_dir.clone(),
+        home_dir: ctx.config.home_dir.clone(),
+        config_home: ctx.config.config_home.clone(),
+        ecosystems: ctx.config.ecosystems,
         builtins: BUILTINS
             .iter()
             .map(|(n, s)| ((*n).to_owned(), (*s).to_owned()))
@@ -737,57 +743,28 @@ pub fn registry(ctx: &Context) -> Registry {
 pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report> {
     let registry = registry(ctx);
     match command {
-        CommandsCommand::List { json } => {
-            let entries = registry.list();
-            let shadowed: Vec<String> = registry
-                .shadowed()
-                .iter()
-                .map(ToString::to_string)
-                .collect();
-            if *json {
-                let value = serde_json::json!({ "commands": entries, "shadowed": shadowed });
-                return Ok(Report {
-                    stdout: serde_json::to_string_pretty(&value)? + "\n",
-                    notices: Vec::new(),
-                    ..Report::default()
-                });
-            }
-            let width = entries.iter().map(|e| e.name.len()).max().unwrap_or(0) + 1;
-            let mut out = String::new();
-            for entry in &entries {
-                let hint = entry
-                    .argument_hint
-                    .as_deref()
-                    .map(|h| format!(" {h}"))
-                    .unwrap_or_default();
-                writeln!(
-                    out,
-                    "/{:<width$} {:<8} {}{hint}",
-                    entry.name,
-                    entry.origin.to_string(),
-                    entry.summary.as_deref().unwrap_or("")
-                )?;
-            }
-            for line in shadowed {
-                writeln!(out, "note: {line}")?;
-            }
-            Ok(Report {
-                stdout: out,
-                notices: Vec::new(),
-                ..Report::default()
-            })
-        }
+        CommandsCommand::List { json } => Ok(Report {
+            stdout: if *json {
+                list_json(&registry)?
+            } else {
+                list_text(&registry)
+            },
+            ..Report::default()
+        }),
         CommandsCommand::Expand {
             trust: trust_flag,
             name,
             args,
         } => {
             let name = name.trim_start_matches('/');
-            let command = registry.get(name).ok_or_else(|| {
-                if BUILTINS.iter().any(|(n, _)| *n == name) {
-                    anyhow!("/{name} is a built-in command; it has no prompt to expand")
-                } else {
+            if BUILTINS.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                bail!("/{name} is a built-in command; it has no prompt to expand");
+            }
+            let command = registry.find(name).map_err(|candidates| {
+                if candidates.is_empty() {
                     anyhow!("unknown command /{name}; `shiro commands list` shows the commands")
+                } else {
+                    anyhow!("/{name} is ambiguous: {}", slash_names(&candidates))
                 }
             })?;
             let trusted =
@@ -799,50 +776,152 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
                 files: &files,
                 workspace_trusted: trusted,
             };
-            let text = shiro_commands::expand(&command, &join_args(args), &expand_ctx).await;
+            let text = shiro_commands::expand(&command, &Args::from_argv(args), &expand_ctx).await;
+            let mut notices = turn_notes(&command);
+            if text.contains(NOT_TRUSTED_NOTE) {
+                notices.push(
+                    "its shell substitutions were not run: this workspace is not trusted (`/trust` in a session, or `--trust` here)".to_owned(),
+                );
+            }
             Ok(Report {
                 stdout: with_newline(text),
-                notices: Vec::new(),
+                notices,
                 ..Report::default()
             })
         }
         CommandsCommand::Check => {
-            let diagnostics = registry.diagnostics();
+            let diagnostics = registry.check();
             let mut out = String::new();
             for diagnostic in &diagnostics {
                 writeln!(out, "{diagnostic}")?;
             }
-            let errors = diagnostics
-                .iter()
-                .filter(|d| d.severity == Severity::Error)
-                .count();
-            if errors > 0 {
-                bail!("{out}{errors} error(s) in the commands files");
-            }
-            if diagnostics.is_empty() {
-                writeln!(out, "{} commands, no problems", registry.commands().len())?;
-            }
+            let count = |severity| {
+                diagnostics
+                    .iter()
+                    .filter(|d| d.severity == severity)
+                    .count()
+            };
+            let (errors, warnings) = (count(Severity::Error), count(Severity::Warning));
+            let summary = if errors + warnings == 0 {
+                format!("{} commands, no problems", registry.commands().len())
+            } else {
+                format!(
+                    "{errors} error(s) and {warnings} warning(s) in the command files ({} commands)",
+                    registry.commands().len()
+                )
+            };
             Ok(Report {
                 stdout: out,
-                notices: Vec::new(),
+                notices: vec![summary],
+                exit: u8::from(errors > 0),
                 ..Report::default()
             })
         }
     }
 }
 
-/// Joins typed arguments back into one line, quoting those with spaces so `$1` sees them whole.
-fn join_args(args: &[String]) -> String {
-    args.iter()
-        .map(|arg| {
-            if arg.contains(char::is_whitespace) {
-                format!("\"{arg}\"")
-            } else {
-                arg.clone()
-            }
-        })
+/// `/a or /b or /c`.
+pub fn slash_names(names: &[String]) -> String {
+    names
+        .iter()
+        .map(|n| format!("/{n}"))
         .collect::<Vec<_>>()
-        .join(" ")
+        .join(" or ")
+}
+
+/// What a user command asks of the turn it starts, one line each: its tools and model.
+pub fn turn_notes(command: &shiro_commands::Command) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(allowed) = &command.allowed_tools {
+        notes.push(format!(
+            "/{} limits its turn's tools to {}",
+            command.name,
+            describe_tools(allowed)
+        ));
+    }
+    if let Some(model) = &command.model {
+        notes.push(format!(
+            "/{} runs its turn on the model {model}",
+            command.name
+        ));
+    }
+    notes
+}
+
+/// `read_file, grep, and bash for Bash(git status:*)`, or `none`.
+pub fn describe_tools(allowed: &AllowedTools) -> String {
+    let mut names: Vec<String> = allowed
+        .names()
+        .into_iter()
+        .filter(|t| *t != shiro_commands::tool::BASH)
+        .map(str::to_owned)
+        .collect();
+    if allowed.allows(shiro_commands::tool::BASH) {
+        let rules: Vec<String> = allowed
+            .written
+            .iter()
+            .filter(|w| {
+                let lower = w.to_ascii_lowercase();
+                lower.starts_with("bash(")
+            })
+            .cloned()
+            .collect();
+        names.push(match (allowed.any_bash, rules.is_empty()) {
+            (true, true) => "bash".to_owned(),
+            (true, false) => format!("bash (without asking for {})", rules.join(", ")),
+            (false, _) => format!("bash only for {}", rules.join(", ")),
+        });
+    }
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+fn list_text(registry: &Registry) -> String {
+    let entries = registry.list();
+    let width = entries.iter().map(|e| e.name.len()).max().unwrap_or(0) + 1;
+    let sources: Vec<String> = entries.iter().map(MenuEntry::source).collect();
+    let source_width = sources.iter().map(String::len).max().unwrap_or(0);
+    let mut out = String::new();
+    for (entry, source) in entries.iter().zip(&sources) {
+        let mut line = format!(
+            "/{:<width$} {source:<source_width$} {}",
+            entry.name,
+            entry.summary.as_deref().unwrap_or("")
+        );
+        if let Some(hint) = &entry.argument_hint {
+            line.push(' ');
+            line.push_str(hint);
+        }
+        let mut extra = Vec::new();
+        if let Some(tools) = &entry.allowed_tools {
+            extra.push(format!("tools: {}", tools.join(", ")));
+        }
+        if let Some(model) = &entry.model {
+            extra.push(format!("model: {model}"));
+        }
+        if !extra.is_empty() {
+            line.push_str(&format!(" ({})", extra.join("; ")));
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    for shadowed in registry.shadowed() {
+        out.push_str(&format!("note: {shadowed}\n"));
+    }
+    out
+}
+
+fn list_json(registry: &Registry) -> Result<String> {
+    let shadowed: Vec<String> = registry
+        .shadowed()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let value = serde_json::json!({ "commands": registry.list(), "shadowed": shadowed });
+    Ok(serde_json::to_string_pretty(&value)? + "\n")
 }
 
 #[cfg(test)]

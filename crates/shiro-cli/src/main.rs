@@ -117,7 +117,9 @@ async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
     if !root.is_dir() {
         anyhow::bail!("workspace {} is not a directory", root.display());
     }
-    let config = Config::load(&root, config::user_config_dir())?;
+    let mut config = Config::load(&root, config::user_config_dir())?;
+    config.home_dir = config::home_dir();
+    config.config_home = config::config_home();
     let bash = headless::bash_tool(&config, &signals);
     let ctx = Context {
         root,

@@ -329,3 +329,183 @@ async fn ctrl_c_during_a_headless_turn_records_it_says_so_and_exits_130() {
     assert_eq!(undo.code, Some(0), "{undo:?}");
     assert_eq!(world.read("x.txt"), None);
 }
+
+/// The names of the tools a request offered.
+fn offered(request: &support::mock_openai::RecordedRequest) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A Claude Code command that allows only `Read, Grep`: its turn offers the model only the
+/// reading tools, a `write_file` the model calls anyway is refused with a message that says
+/// why, nothing is written (even with `--yes`), and its `model` answers that turn alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claude_command_with_allowed_tools_refuses_write_file_and_tells_the_model() {
+    let world = World::new();
+    world.write(
+        ".claude/commands/review.md",
+        "---\ndescription: Review a file without changing it\nallowed-tools: Read, Grep\nmodel: review-model\n---\nReview $1 for bugs. Change nothing.\n",
+    );
+    world.write("src/lib.rs", "fn main() {}\n");
+    let (url, server) = MockServer::start(vec![
+        MockResponse::stream(vec![
+            tool_call_chunk(
+                0,
+                Some("call_r"),
+                Some("read_file"),
+                "{\"path\": \"src/lib.rs\"}",
+            ),
+            finish_chunk("tool_calls"),
+        ]),
+        MockResponse::stream(vec![
+            tool_call_chunk(
+                0,
+                Some("call_w"),
+                Some("write_file"),
+                "{\"path\": \"src/lib.rs\", \"content\": \"fn main() { todo!() }\\n\"}",
+            ),
+            finish_chunk("tool_calls"),
+        ]),
+        MockResponse::text(&["I may only read here, so I changed nothing."]),
+    ])
+    .await;
+    let run = run_p(&world, &url, &["-p", "/review src/lib.rs", "--yes"]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "I may only read here, so I changed nothing.\n");
+    assert_eq!(world.read("src/lib.rs").as_deref(), Some("fn main() {}\n"));
+    assert!(
+        run.stderr
+            .contains("/review limits its turn's tools to read_file, list_dir, grep"),
+        "{}",
+        run.stderr
+    );
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    for request in &requests {
+        assert_eq!(request.body["model"], "review-model");
+        assert_eq!(offered(request), ["read_file", "list_dir", "grep"]);
+    }
+    let messages = requests[2].body["messages"].as_array().unwrap();
+    assert_eq!(
+        messages[1]["content"],
+        "Review src/lib.rs for bugs. Change nothing."
+    );
+    assert_eq!(messages[3]["content"], "     1\tfn main() {}");
+    let refusal = &messages[5];
+    assert_eq!(refusal["tool_call_id"], "call_w");
+    insta::assert_snapshot!(refusal["content"].as_str().unwrap(), @"refused: the /review command limits this turn to these tools: read_file, list_dir, grep (its allowed-tools: Read, Grep); write_file is not one of them, so nothing was run. Use those tools, or tell the user what you would need");
+}
+
+/// In a session, the limits and the model belong to the command's turn: the next prompt
+/// gets every tool and the session's model again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_s_limits_end_with_its_turn() {
+    let world = World::new();
+    world.write(
+        ".claude/commands/look.md",
+        "---\nallowed-tools: [Read]\nmodel: small-model\n---\nLook around.\n",
+    );
+    let (url, server) = MockServer::start(vec![
+        MockResponse::text(&["Looked."]),
+        MockResponse::text(&["Done."]),
+    ])
+    .await;
+    let env = model_env(&url);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let run = world.run(&[], "/look\nthen anything\n", &env).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].body["model"], "small-model");
+    assert_eq!(offered(&requests[0]), ["read_file", "list_dir"]);
+    assert_eq!(requests[1].body["model"], "mock-model");
+    assert_eq!(offered(&requests[1]).len(), 9);
+}
+
+/// A user's own command with `Bash(echo:*)`: `echo` runs without asking (here under `-p`,
+/// which otherwise denies every command), anything else is refused by the command's limits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bash_rules_run_matching_commands_without_asking_and_refuse_the_rest() {
+    let world = World::new();
+    std::fs::create_dir_all(world.cfg.path().join(".claude/commands")).unwrap();
+    std::fs::write(
+        world.cfg.path().join(".claude/commands/hello.md"),
+        "---\nallowed-tools: Bash(echo:*)\n---\nSay hello with bash.\n",
+    )
+    .unwrap();
+    let (url, server) = MockServer::start(vec![
+        MockResponse::stream(vec![
+            tool_call_chunk(
+                0,
+                Some("call_1"),
+                Some("bash"),
+                "{\"command\": \"echo hello from bash\"}",
+            ),
+            tool_call_chunk(
+                1,
+                Some("call_2"),
+                Some("bash"),
+                "{\"command\": \"echo hi && touch made.txt\"}",
+            ),
+            finish_chunk("tool_calls"),
+        ]),
+        MockResponse::text(&["Said hello."]),
+    ])
+    .await;
+    let run = run_p(&world, &url, &["-p", "/hello"]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(world.read("made.txt").is_none());
+    let requests = server.requests();
+    assert_eq!(offered(&requests[0]), ["bash"]);
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let first = messages[3]["content"].as_str().unwrap();
+    assert!(first.contains("hello from bash"), "{first}");
+    insta::assert_snapshot!(messages[4]["content"].as_str().unwrap(), @r"refused: in this turn the /hello command allows bash only for Bash(echo:*); `echo hi && touch made.txt` is not covered (every command of a line must match a rule, and substitutions and redirections never do), so nothing was run");
+    assert!(
+        run.stderr
+            .contains("(runs without asking: the /hello command's allowed-tools cover it)"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// The same rule in a cloned repository's command does not pre-approve anything until the
+/// user trusts the workspace: the call is asked about as usual (here, under `-p`, denied).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_project_command_cannot_pre_approve_bash() {
+    let world = World::new();
+    world.write(
+        ".claude/commands/hello.md",
+        "---\nallowed-tools: Bash(touch:*)\n---\nMake a file.\n",
+    );
+    let (url, server) = MockServer::start(vec![
+        MockResponse::stream(vec![
+            tool_call_chunk(
+                0,
+                Some("call_1"),
+                Some("bash"),
+                "{\"command\": \"touch made.txt\"}",
+            ),
+            finish_chunk("tool_calls"),
+        ]),
+        MockResponse::text(&["Could not."]),
+    ])
+    .await;
+    let run = run_p(&world, &url, &["-p", "/hello"]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(world.read("made.txt").is_none());
+    let requests = server.requests();
+    let answer = requests[1].body["messages"][3]["content"].as_str().unwrap();
+    assert!(
+        answer.starts_with("the user denied this tool call; nothing was run"),
+        "{answer}"
+    );
+}

@@ -1,10 +1,13 @@
 //! Template expansion: shell substitutions, then file references, then arguments.
 //!
-//! The template is kept as a list of segments, each either text from the template or text an
-//! earlier step produced. Every step scans only template text, so nothing a shell command,
-//! a file or an argument produced is ever expanded again.
+//! The template is cut into pieces once, from the text its author wrote (see
+//! [`crate::template`]); each piece is then filled in, and nothing a shell command, a file or
+//! an argument produced is ever scanned again. Typed arguments reach a shell substitution
+//! only as the shell's own positional parameters and `ARGUMENTS` environment variable, never
+//! as text spliced into the command.
 
-use crate::parse::{Command, Origin};
+use crate::parse::{Command, Ecosystem, Origin};
+use crate::template::{self, Piece, Syntax};
 
 /// What running a shell substitution gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,15 +36,27 @@ pub enum ShellOutcome {
     },
 }
 
-/// Runs the command text of a `` !`cmd` `` substitution. Injected so tests and embedders
-/// control side effects; [`crate::ShRunner`] is the real one.
-#[async_trait::async_trait]
-pub trait ShellRunner: Send + Sync {
-    /// Runs `command` and reports what happened. Must not panic.
-    async fn run(&self, command: &str) -> ShellOutcome;
+/// One shell substitution to run: `sh -c COMMAND shiro ARGS…` with `ARGUMENTS` in the
+/// environment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShellCall<'a> {
+    /// The command text, from the template only (never containing typed text).
+    pub command: &'a str,
+    /// The typed arguments, to become the shell's `$1`, `$2`, … (`$0` is `shiro`).
+    pub args: &'a [String],
+    /// Everything typed after the command name, for the `ARGUMENTS` environment variable.
+    pub arguments: &'a str,
 }
 
-/// What reading an `@path` reference gave.
+/// Runs the shell substitutions of a template. Injected so tests and embedders control side
+/// effects; [`crate::ShRunner`] is the real one.
+#[async_trait::async_trait]
+pub trait ShellRunner: Send + Sync {
+    /// Runs `call` and reports what happened. Must not panic.
+    async fn run(&self, call: &ShellCall<'_>) -> ShellOutcome;
+}
+
+/// What reading a file reference gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileOutcome {
     /// The file's text.
@@ -51,28 +66,41 @@ pub enum FileOutcome {
         /// Whether the text was cut at the cap.
         truncated: bool,
     },
-    /// No such file.
+    /// A directory: its entries, sorted, directories ending in `/`.
+    Directory {
+        /// The entry names, up to the reader's cap.
+        entries: Vec<String>,
+        /// How many more entries there were.
+        more: usize,
+    },
+    /// Nothing there.
     Missing,
-    /// The reader would not read it (outside the workspace, binary, a directory, ...).
+    /// The reader would not read it (outside the workspace, binary, a device, ...).
     Refused {
         /// Why, in lowercase.
         reason: String,
     },
 }
 
-/// Reads the file named by an `@path` reference. Injected; [`crate::FsReader`] is the real
-/// one, jailed to the workspace.
+/// Reads the files that `@path` and `@{path}` name. Injected; [`crate::FsReader`] is the
+/// real one, jailed to the workspace.
 #[async_trait::async_trait]
 pub trait FileReader: Send + Sync {
     /// Reads `path` as written in the template (relative to the workspace). Must not panic.
     async fn read(&self, path: &str) -> FileOutcome;
+
+    /// Whether `path` is a directory in the workspace (used to tell a missing file in an
+    /// existing folder, worth a note, from an `@word` that names no file at all).
+    async fn is_dir(&self, _path: &str) -> bool {
+        false
+    }
 }
 
 /// Everything [`expand`] needs besides the command and its arguments.
 pub struct ExpandContext<'a> {
-    /// Runs `` !`cmd` `` substitutions.
+    /// Runs shell substitutions.
     pub shell: &'a dyn ShellRunner,
-    /// Reads `@path` references.
+    /// Reads file references.
     pub files: &'a dyn FileReader,
     /// Whether the user trusts this workspace. Project commands' shell substitutions run
     /// only when this is true; user commands' always run.
@@ -82,205 +110,438 @@ pub struct ExpandContext<'a> {
 /// The note that replaces a project command's shell substitution in an untrusted workspace.
 pub const NOT_TRUSTED_NOTE: &str = "[!shell not run: workspace not trusted]";
 
-#[derive(Debug)]
-enum Segment {
-    /// Text from the template, still to be scanned by later steps.
-    Template(String),
-    /// Text a step produced; never scanned again.
-    Produced(String),
+/// The arguments of one use of a command.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Args {
+    raw: String,
+    list: Vec<String>,
 }
 
-/// Expands `command`'s body with `args` (the text typed after the command name): first
-/// `` !`cmd` ``, then `@path`, then `$ARGUMENTS` and `$1`…`$9`. Never fails: problems
-/// become bracketed notes in the text.
-pub async fn expand(command: &Command, args: &str, ctx: &ExpandContext<'_>) -> String {
-    let run_shell = ctx.workspace_trusted || command.origin != Origin::Project;
-    let segments = vec![Segment::Template(command.body.clone())];
-    let segments = expand_shell(segments, ctx.shell, run_shell).await;
-    let segments = expand_files(segments, ctx.files).await;
-    let positional = split_args(args);
-    let mut out = String::new();
-    for segment in segments {
-        match segment {
-            Segment::Template(t) => out.push_str(&substitute_args(&t, args.trim(), &positional)),
-            Segment::Produced(p) => out.push_str(&p),
+impl Args {
+    /// The arguments of a typed line: `text` is everything after the command name; it is
+    /// split as [`split_args`] says.
+    pub fn parse(text: &str) -> Args {
+        let raw = text.trim().to_owned();
+        let list = split_args(&raw);
+        Args { raw, list }
+    }
+
+    /// Arguments given one by one (a program's argv): each element is one argument exactly
+    /// as given, an empty one included; the text is the elements joined by spaces.
+    pub fn from_argv(argv: &[String]) -> Args {
+        Args {
+            raw: argv.join(" "),
+            list: argv.to_vec(),
         }
     }
-    out
-}
 
-async fn expand_shell(
-    segments: Vec<Segment>,
-    shell: &dyn ShellRunner,
-    run_shell: bool,
-) -> Vec<Segment> {
-    let mut out = Vec::new();
-    for segment in segments {
-        let Segment::Template(text) = segment else {
-            out.push(segment);
-            continue;
-        };
-        let mut rest = text.as_str();
-        while let Some(start) = rest.find("!`") {
-            let after = &rest[start + 2..];
-            let Some(len) = after.find(['`', '\n']) else {
-                break;
-            };
-            if after.as_bytes()[len] != b'`' || after[..len].trim().is_empty() {
-                // Not a substitution: keep `!` and look again after it.
-                out.push(Segment::Template(rest[..start + 1].to_owned()));
-                rest = &rest[start + 1..];
-                continue;
-            }
-            let cmd = &after[..len];
-            let literal = &rest[start..start + 2 + len + 1];
-            out.push(Segment::Template(rest[..start].to_owned()));
-            let produced = if run_shell {
-                match shell.run(cmd).await {
-                    ShellOutcome::Success { stdout, truncated } => {
-                        let mut s = stdout.trim().to_owned();
-                        if truncated {
-                            s.push_str(&format!(" [!shell output cut: {cmd}]"));
-                        }
-                        s
-                    }
-                    ShellOutcome::Failed { code: Some(code) } => {
-                        format!("{literal} [!shell exit {code}: {cmd}]")
-                    }
-                    ShellOutcome::Failed { code: None } => {
-                        format!("{literal} [!shell killed by a signal: {cmd}]")
-                    }
-                    ShellOutcome::TimedOut { after } => {
-                        let after = if after.subsec_millis() == 0 {
-                            format!("{} s", after.as_secs())
-                        } else {
-                            format!("{} ms", after.as_millis())
-                        };
-                        format!("{literal} [!shell timed out after {after}: {cmd}]")
-                    }
-                    ShellOutcome::SpawnFailed { reason } => {
-                        format!("{literal} [!shell could not start: {reason}]")
-                    }
-                }
-            } else {
-                NOT_TRUSTED_NOTE.to_owned()
-            };
-            out.push(Segment::Produced(produced));
-            rest = &after[len + 1..];
-        }
-        out.push(Segment::Template(rest.to_owned()));
+    /// Everything typed after the command name (`$ARGUMENTS`, `{{args}}`).
+    pub fn raw(&self) -> &str {
+        &self.raw
     }
-    out
-}
 
-fn is_word_char(c: char) -> bool {
-    c.is_alphanumeric() || c == '_'
-}
-
-/// Characters that end an `@path` (besides whitespace).
-fn ends_path(c: char) -> bool {
-    c.is_whitespace()
-        || matches!(
-            c,
-            '"' | '\''
-                | '`'
-                | '<'
-                | '>'
-                | '('
-                | ')'
-                | '['
-                | ']'
-                | '{'
-                | '}'
-                | ','
-                | ';'
-                | '$'
-                | '@'
-        )
-}
-
-/// Finds the next `@path` reference in `text`: returns (start of `@`, the path).
-fn next_file_ref(text: &str) -> Option<(usize, &str)> {
-    let mut prev: Option<char> = None;
-    for (i, c) in text.char_indices() {
-        if c == '@' && !prev.is_some_and(is_word_char) {
-            let after = &text[i + 1..];
-            let end = after.find(ends_path).unwrap_or(after.len());
-            let path = after[..end].trim_end_matches(['.', ':', '!', '?']);
-            if !path.is_empty() {
-                return Some((i, path));
-            }
-        }
-        prev = Some(c);
+    /// The positional arguments.
+    pub fn list(&self) -> &[String] {
+        &self.list
     }
-    None
 }
 
-async fn expand_files(segments: Vec<Segment>, files: &dyn FileReader) -> Vec<Segment> {
-    let mut out = Vec::new();
-    for segment in segments {
-        let Segment::Template(text) = segment else {
-            out.push(segment);
-            continue;
-        };
-        let mut rest = text.as_str();
-        while let Some((at, path)) = next_file_ref(rest) {
-            out.push(Segment::Template(rest[..at].to_owned()));
-            let produced = match files.read(path).await {
-                FileOutcome::Contents { text, truncated } => {
-                    if truncated {
-                        format!("{text}\n[@file cut: only the start of {path} is shown]")
-                    } else {
-                        text
-                    }
-                }
-                FileOutcome::Missing => format!("@{path} [@file missing: {path}]"),
-                FileOutcome::Refused { reason } => format!("@{path} [@file refused: {reason}]"),
-            };
-            out.push(Segment::Produced(produced));
-            rest = &rest[at + 1 + path.len()..];
-        }
-        out.push(Segment::Template(rest.to_owned()));
-    }
-    out
-}
-
-/// Splits argument text into positional arguments: whitespace separates, and a double- or
-/// single-quoted stretch (quotes removed) counts as part of one argument. An unclosed quote
-/// runs to the end.
+/// Splits argument text into positional arguments, much as a shell would but forgiving:
+/// whitespace separates; `"…"` anywhere in an argument is quoted text (quotes removed);
+/// `'…'` is quoted text when it opens an argument (or follows `=`) and closes at the end of
+/// one, so the apostrophe of `don't` is just a letter. A quote that is never closed is kept
+/// as a character, so nothing typed is lost.
 pub fn split_args(args: &str) -> Vec<String> {
+    let chars: Vec<char> = args.chars().collect();
     let mut out = Vec::new();
     let mut current: Option<String> = None;
-    let mut quote: Option<char> = None;
-    for c in args.chars() {
-        match quote {
-            Some(q) if c == q => quote = None,
-            Some(_) => current.get_or_insert_default().push(c),
-            None if c == '"' || c == '\'' => {
-                quote = Some(c);
-                current.get_or_insert_default();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            out.extend(current.take());
+            i += 1;
+            continue;
+        }
+        let close = match c {
+            '"' => chars[i + 1..].iter().position(|&x| x == '"'),
+            '\'' if current.as_deref().is_none_or(|s| s.ends_with('=')) => {
+                chars[i + 1..].iter().enumerate().position(|(j, &x)| {
+                    x == '\'' && chars.get(i + 2 + j).is_none_or(|n| n.is_whitespace())
+                })
             }
-            None if c.is_whitespace() => out.extend(current.take()),
-            None => current.get_or_insert_default().push(c),
+            _ => None,
+        };
+        let word = current.get_or_insert_default();
+        match close {
+            Some(len) => {
+                word.extend(&chars[i + 1..i + 1 + len]);
+                i += len + 2;
+            }
+            None => {
+                word.push(c);
+                i += 1;
+            }
         }
     }
     out.extend(current);
     out
 }
 
-fn substitute_args(text: &str, all: &str, positional: &[String]) -> String {
+/// How `$N` is read in a Markdown template.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Numbering {
+    /// `$1` is the first argument (shiro, the shell, Claude Code's original commands).
+    OneBased,
+    /// `$0` is the first argument (Claude Code today); chosen when the template uses `$0`.
+    ZeroBased,
+    /// OpenCode: `$1` is the first, and the highest-numbered placeholder takes the rest.
+    OpenCode {
+        /// The highest placeholder number in the template.
+        last: usize,
+    },
+}
+
+/// Expands `command`'s template with `args`: first the shell substitutions, then the file
+/// references, then the arguments; with no argument placeholder, the arguments are appended
+/// as the command's ecosystem does. Never fails: problems become bracketed notes in the text.
+pub async fn expand(command: &Command, args: &Args, ctx: &ExpandContext<'_>) -> String {
+    let syntax = command.ecosystem.syntax();
+    let (pieces, _) = template::pieces(&command.body, syntax);
+    let run_shell = ctx.workspace_trusted || command.origin != Origin::Project;
+
+    let mut produced: Vec<Option<String>> = vec![None; pieces.len()];
+    for (slot, piece) in produced.iter_mut().zip(&pieces) {
+        if let Piece::Shell {
+            command: text,
+            literal,
+        } = piece
+        {
+            *slot = Some(if run_shell {
+                let rewritten = shell_command(text, syntax, &command.arguments);
+                let call = ShellCall {
+                    command: &rewritten,
+                    args: args.list(),
+                    arguments: args.raw(),
+                };
+                shell_text(ctx.shell.run(&call).await, literal, text)
+            } else {
+                NOT_TRUSTED_NOTE.to_owned()
+            });
+        }
+    }
+    for (slot, piece) in produced.iter_mut().zip(&pieces) {
+        if let Piece::File {
+            path,
+            literal,
+            explicit,
+        } = piece
+        {
+            *slot = Some(file_text(ctx.files, path, literal, *explicit).await);
+        }
+    }
+
+    let numbering = numbering(command.ecosystem, &pieces);
+    let mut out = String::new();
+    for (piece, produced) in pieces.iter().zip(produced) {
+        match (piece, produced) {
+            (_, Some(text)) => out.push_str(&text),
+            (Piece::Text(text), None) => match syntax {
+                Syntax::Markdown => {
+                    out.push_str(&substitute(text, args, &command.arguments, numbering));
+                }
+                Syntax::Gemini => out.push_str(&text.replace(GEMINI_ARGS, args.raw())),
+            },
+            (_, None) => {}
+        }
+    }
+    if !args.raw().trim().is_empty() && !uses_arguments(command, &pieces) {
+        out.truncate(out.trim_end().len());
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        match command.ecosystem {
+            Ecosystem::Shiro | Ecosystem::Claude => {
+                out.push_str("ARGUMENTS: ");
+                out.push_str(args.raw());
+            }
+            Ecosystem::OpenCode => out.push_str(args.raw()),
+            Ecosystem::Gemini => {
+                out.push('/');
+                out.push_str(&command.name);
+                out.push(' ');
+                out.push_str(args.raw());
+            }
+        }
+    }
+    out
+}
+
+/// Gemini CLI's argument placeholder.
+const GEMINI_ARGS: &str = "{{args}}";
+
+fn shell_text(outcome: ShellOutcome, literal: &str, command: &str) -> String {
+    match outcome {
+        ShellOutcome::Success { stdout, truncated } => {
+            let mut s = stdout.trim().to_owned();
+            if truncated {
+                s.push_str(&format!(" [!shell output cut: {command}]"));
+            }
+            s
+        }
+        ShellOutcome::Failed { code: Some(code) } => {
+            format!("{literal} [!shell exit {code}: {command}]")
+        }
+        ShellOutcome::Failed { code: None } => {
+            format!("{literal} [!shell killed by a signal: {command}]")
+        }
+        ShellOutcome::TimedOut { after } => {
+            let after = if after.subsec_millis() == 0 {
+                format!("{} s", after.as_secs())
+            } else {
+                format!("{} ms", after.as_millis())
+            };
+            format!("{literal} [!shell timed out after {after}: {command}]")
+        }
+        ShellOutcome::SpawnFailed { reason } => {
+            format!("{literal} [!shell could not start: {reason}]")
+        }
+    }
+}
+
+/// File extensions that make a missing `@name` look like a file the author meant (and so
+/// worth a note), where `@pytest.fixture` or `@app.route` are code.
+const FILE_EXTENSIONS: &[&str] = &[
+    "adoc",
+    "bash",
+    "bat",
+    "c",
+    "cc",
+    "cfg",
+    "cjs",
+    "clj",
+    "cmake",
+    "conf",
+    "cpp",
+    "cs",
+    "css",
+    "csv",
+    "dart",
+    "diff",
+    "dockerfile",
+    "el",
+    "env",
+    "erl",
+    "ex",
+    "exs",
+    "fish",
+    "gif",
+    "go",
+    "gql",
+    "gradle",
+    "graphql",
+    "h",
+    "hcl",
+    "hpp",
+    "hs",
+    "htm",
+    "html",
+    "ini",
+    "ipynb",
+    "java",
+    "jpeg",
+    "jpg",
+    "js",
+    "json",
+    "jsonc",
+    "jsonl",
+    "jsx",
+    "kt",
+    "kts",
+    "less",
+    "lock",
+    "log",
+    "lua",
+    "m",
+    "md",
+    "mdx",
+    "mjs",
+    "mk",
+    "ml",
+    "mli",
+    "nix",
+    "patch",
+    "pdf",
+    "php",
+    "pl",
+    "png",
+    "properties",
+    "proto",
+    "ps1",
+    "py",
+    "r",
+    "rb",
+    "rs",
+    "rst",
+    "sass",
+    "scala",
+    "scss",
+    "sh",
+    "sql",
+    "svelte",
+    "svg",
+    "swift",
+    "tex",
+    "tf",
+    "toml",
+    "ts",
+    "tsx",
+    "txt",
+    "vue",
+    "xml",
+    "yaml",
+    "yml",
+    "zig",
+    "zsh",
+];
+
+/// Whether a missing `@path` plausibly names a file: it is written as a path (`./x`,
+/// `../x`, `/x`, `~/x`, `x/`), its name has a common file extension, or the folder it names
+/// exists.
+async fn looks_like_a_path(files: &dyn FileReader, path: &str) -> bool {
+    if ["./", "../", "/", "~/"].iter().any(|p| path.starts_with(p)) || path.ends_with('/') {
+        return true;
+    }
+    let name = path.rsplit('/').next().unwrap_or(path);
+    if let Some((stem, ext)) = name.rsplit_once('.')
+        && !stem.is_empty()
+        && FILE_EXTENSIONS.contains(&ext.to_ascii_lowercase().as_str())
+    {
+        return true;
+    }
+    match path.rsplit_once('/') {
+        Some((parent, _)) if !parent.is_empty() => files.is_dir(parent).await,
+        _ => false,
+    }
+}
+
+async fn file_text(files: &dyn FileReader, path: &str, literal: &str, explicit: bool) -> String {
+    match files.read(path).await {
+        FileOutcome::Contents { text, truncated } => {
+            if truncated {
+                format!("{text}\n[@file cut: only the start of {path} is shown]")
+            } else {
+                // The final line break ends the file's last line; the template's own text
+                // goes on after the contents.
+                let text = text.strip_suffix('\n').unwrap_or(&text);
+                text.strip_suffix('\r').unwrap_or(text).to_owned()
+            }
+        }
+        FileOutcome::Directory { entries, more } => {
+            let mut out = format!("Directory {}/:", path.trim_end_matches('/'));
+            for entry in &entries {
+                out.push_str("\n- ");
+                out.push_str(entry);
+            }
+            if entries.is_empty() && more == 0 {
+                out.push_str("\n(empty)");
+            }
+            if more > 0 {
+                out.push_str(&format!("\n- … and {more} more"));
+            }
+            out
+        }
+        FileOutcome::Missing if explicit || looks_like_a_path(files, path).await => {
+            format!("{literal} [@file missing: {path}]")
+        }
+        FileOutcome::Missing => literal.to_owned(),
+        FileOutcome::Refused { reason } => format!("{literal} [@file refused: {reason}]"),
+    }
+}
+
+/// The position of a template's `$N` numbering.
+fn numbering(ecosystem: Ecosystem, pieces: &[Piece<'_>]) -> Numbering {
+    let texts = pieces.iter().filter_map(|p| match p {
+        Piece::Text(t) => Some(*t),
+        _ => None,
+    });
+    match ecosystem {
+        Ecosystem::OpenCode => {
+            let last = texts
+                .flat_map(|t| dollar_numbers(t).into_iter())
+                .max()
+                .unwrap_or(0);
+            Numbering::OpenCode { last }
+        }
+        _ => {
+            let zero = texts.into_iter().any(|t| t.contains("$0"));
+            if zero {
+                Numbering::ZeroBased
+            } else {
+                Numbering::OneBased
+            }
+        }
+    }
+}
+
+/// The numbers of every `$N` (one or more digits) in `text`.
+fn dollar_numbers(text: &str) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        rest = &rest[at + 1..];
+        let digits: &str = &rest[..rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len())];
+        if let Ok(n) = digits.parse::<usize>() {
+            out.push(n);
+        }
+    }
+    out
+}
+
+/// The declared argument name at the start of `rest`, if any: the longest one not followed
+/// by a word character.
+fn named_at<'n>(rest: &str, names: &'n [String]) -> Option<(usize, &'n str)> {
+    names
+        .iter()
+        .enumerate()
+        .filter(|(_, name)| {
+            rest.strip_prefix(name.as_str())
+                .is_some_and(|after| !after.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+        })
+        .max_by_key(|(_, name)| name.len())
+        .map(|(i, name)| (i, name.as_str()))
+}
+
+/// `$ARGUMENTS[N]` at the start of `rest` (after the `$`): its length and N.
+fn indexed_at(rest: &str) -> Option<(usize, usize)> {
+    let inner = rest.strip_prefix("ARGUMENTS[")?;
+    let close = inner.find(']')?;
+    let n = inner[..close].parse::<usize>().ok()?;
+    Some(("ARGUMENTS[".len() + close + 1, n))
+}
+
+/// Substitutes the arguments into template text of a Markdown command.
+fn substitute(text: &str, args: &Args, names: &[String], numbering: Numbering) -> String {
+    let list = args.list();
+    let get = |i: usize| list.get(i).map_or("", String::as_str);
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        if let Some(tail) = after.strip_prefix("ARGUMENTS") {
-            out.push_str(all);
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 1..];
+        if let Some((len, n)) = indexed_at(after) {
+            out.push_str(get(n));
+            rest = &after[len..];
+        } else if let Some(tail) = after.strip_prefix("ARGUMENTS") {
+            out.push_str(args.raw());
             rest = tail;
-        } else if let Some(d) = after.chars().next().filter(|c| ('1'..='9').contains(c)) {
-            let n = d as usize - '1' as usize;
-            out.push_str(positional.get(n).map_or("", String::as_str));
-            rest = &after[1..];
+        } else if let Some((i, name)) = named_at(after, names) {
+            out.push_str(get(i));
+            rest = &after[name.len()..];
+        } else if let Some(consumed) = positional(after, numbering, list, &mut out) {
+            rest = &after[consumed..];
         } else {
             out.push('$');
             rest = after;
@@ -288,4 +549,176 @@ fn substitute_args(text: &str, all: &str, positional: &[String]) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// Substitutes `$N` at the start of `after` (the text after a `$`) into `out`; returns how
+/// many characters it took, or `None` when there is no placeholder there.
+fn positional(
+    after: &str,
+    numbering: Numbering,
+    list: &[String],
+    out: &mut String,
+) -> Option<usize> {
+    let get = |i: usize| list.get(i).map_or("", String::as_str);
+    match numbering {
+        Numbering::OneBased | Numbering::ZeroBased => {
+            let d = after.chars().next().filter(char::is_ascii_digit)?;
+            let n = d as usize - '0' as usize;
+            match (numbering, n) {
+                (Numbering::ZeroBased, n) => out.push_str(get(n)),
+                (_, 0) => return None,
+                (_, n) => out.push_str(get(n - 1)),
+            }
+            Some(1)
+        }
+        Numbering::OpenCode { last } => {
+            let len = after
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(after.len());
+            let n = after[..len].parse::<usize>().ok().filter(|n| *n > 0)?;
+            if n == last && n <= list.len() {
+                out.push_str(&list[n - 1..].join(" "));
+            } else {
+                out.push_str(get(n - 1));
+            }
+            Some(len)
+        }
+    }
+}
+
+/// Whether the template takes the arguments somewhere (so they are not appended).
+fn uses_arguments(command: &Command, pieces: &[Piece<'_>]) -> bool {
+    let names = &command.arguments;
+    pieces.iter().any(|piece| match (command.ecosystem, piece) {
+        (Ecosystem::Gemini, Piece::Text(t) | Piece::Shell { command: t, .. }) => {
+            t.contains(GEMINI_ARGS)
+        }
+        (Ecosystem::Gemini, Piece::File { .. }) => false,
+        (_, Piece::Text(t)) => text_uses_arguments(t, names, true),
+        (_, Piece::Shell { command: t, .. }) => {
+            text_uses_arguments(t, names, false)
+                || ["$@", "$*", "${@", "${*", "${ARGUMENTS"]
+                    .iter()
+                    .any(|p| t.contains(p))
+                || t.match_indices("${").any(|(at, _)| {
+                    t[at + 2..].starts_with(|c: char| c.is_ascii_digit() && c != '0')
+                })
+        }
+        (_, Piece::File { .. }) => false,
+    })
+}
+
+/// Whether `text` has `$ARGUMENTS`, `$N` or a named `$name`; `$0` counts only in template
+/// text (in a shell command it is the shell's own name).
+fn text_uses_arguments(text: &str, names: &[String], zero_counts: bool) -> bool {
+    text.match_indices('$').any(|(at, _)| {
+        let after = &text[at + 1..];
+        after.starts_with("ARGUMENTS")
+            || after.starts_with(|c: char| c.is_ascii_digit() && (zero_counts || c != '0'))
+            || named_at(after, names).is_some()
+    })
+}
+
+/// Where a shell word is being written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Quoting {
+    Bare,
+    Single,
+    Double,
+}
+
+/// A reference to shell parameter `name` that gives its value as one word in `quoting`.
+fn reference(quoting: Quoting, name: &str) -> String {
+    match quoting {
+        Quoting::Bare => format!("\"${{{name}}}\""),
+        Quoting::Double => format!("${{{name}}}"),
+        Quoting::Single => format!("'\"${{{name}}}\"'"),
+    }
+}
+
+/// The command to run for a shell substitution: the template's placeholders for typed text
+/// become references to the shell's parameters, quoted for where they stand, so the text
+/// is passed as data: Gemini's `{{args}}` becomes `"$ARGUMENTS"`, `$ARGUMENTS[N]` and a
+/// named `$name` become `"${N+1}"` (`$ARGUMENTS`, `$1` and `"$@"` the shell reads itself).
+fn shell_command(command: &str, syntax: Syntax, names: &[String]) -> String {
+    let find = |rest: &str| -> Option<(usize, String)> {
+        match syntax {
+            Syntax::Gemini => rest
+                .starts_with(GEMINI_ARGS)
+                .then(|| (GEMINI_ARGS.len(), "ARGUMENTS".to_owned())),
+            Syntax::Markdown => {
+                let after = rest.strip_prefix('$')?;
+                if let Some((len, n)) = indexed_at(after) {
+                    return Some((len + 1, (n + 1).to_string()));
+                }
+                if after.starts_with("ARGUMENTS") {
+                    return None;
+                }
+                let (i, name) = named_at(after, names)?;
+                Some((name.len() + 1, (i + 1).to_string()))
+            }
+        }
+    };
+    let mut out = String::with_capacity(command.len());
+    let mut quoting = Quoting::Bare;
+    let mut chars = command.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if let Some((len, name)) = find(&command[i..]) {
+            out.push_str(&reference(quoting, &name));
+            while chars.peek().is_some_and(|(j, _)| *j < i + len) {
+                chars.next();
+            }
+            continue;
+        }
+        out.push(c);
+        match (quoting, c) {
+            (Quoting::Bare, '\'') => quoting = Quoting::Single,
+            (Quoting::Bare, '"') => quoting = Quoting::Double,
+            (Quoting::Single, '\'') | (Quoting::Double, '"') => quoting = Quoting::Bare,
+            (Quoting::Bare | Quoting::Double, '\\') => {
+                if let Some((_, next)) = chars.next() {
+                    out.push(next);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_placeholders_become_quoted_references() {
+        let names = vec!["file".to_owned()];
+        let md = |c: &str| shell_command(c, Syntax::Markdown, &names);
+        assert_eq!(md("cat $file"), "cat \"${1}\"");
+        assert_eq!(md("echo \"$ARGUMENTS[1] x\""), "echo \"${2} x\"");
+        assert_eq!(md("echo '$file'"), "echo ''\"${1}\"''");
+        assert_eq!(
+            md("echo $files $ARGUMENTS \\$file"),
+            "echo $files $ARGUMENTS \\$file"
+        );
+        let gem = |c: &str| shell_command(c, Syntax::Gemini, &names);
+        assert_eq!(gem("grep -r {{args}} ."), "grep -r \"${ARGUMENTS}\" .");
+        assert_eq!(gem("echo \"{{args}}\""), "echo \"${ARGUMENTS}\"");
+        assert_eq!(gem("echo '{{args}}'"), "echo ''\"${ARGUMENTS}\"''");
+    }
+
+    #[test]
+    fn split_args_keeps_apostrophes_and_unclosed_quotes() {
+        assert_eq!(split_args("don't stop"), ["don't", "stop"]);
+        assert_eq!(split_args("'it's fine' x"), ["it's fine", "x"]);
+        assert_eq!(split_args("a=\"b c\" k='v w'"), ["a=b c", "k=v w"]);
+        assert_eq!(split_args("\"open rest"), ["\"open", "rest"]);
+        assert_eq!(split_args("'' \"\""), ["", ""]);
+        assert_eq!(split_args("rock'n'roll"), ["rock'n'roll"]);
+    }
+
+    #[test]
+    fn dollar_numbers_are_read_whole() {
+        assert_eq!(dollar_numbers("$1 $12 $ $x $3."), [1, 12, 3]);
+    }
 }

@@ -1,4 +1,5 @@
-//! The real file reader for `@path`: jailed to the workspace, capped, text only.
+//! The real file reader for `@path`: jailed to the workspace, capped, text only; a
+//! directory is listed.
 
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
@@ -7,7 +8,8 @@ use crate::expand::{FileOutcome, FileReader};
 
 /// Reads `@path` references from the workspace: refuses `..`, absolute paths and symlinks
 /// that lead outside the workspace root, refuses binary files (those containing a NUL byte)
-/// and keeps at most a cap of bytes (256 KiB by default).
+/// and keeps at most a cap of bytes (256 KiB by default). A directory is listed (at most
+/// [`FsReader::MAX_ENTRIES`] entries).
 #[derive(Debug, Clone)]
 pub struct FsReader {
     root: PathBuf,
@@ -17,6 +19,8 @@ pub struct FsReader {
 impl FsReader {
     /// The default cap: 256 KiB.
     pub const DEFAULT_CAP: usize = 256 * 1024;
+    /// How many entries of a directory are listed.
+    pub const MAX_ENTRIES: usize = 200;
 
     /// A reader jailed to `workspace_root`, which must exist (it is canonicalized).
     pub fn new(workspace_root: &Path) -> std::io::Result<FsReader> {
@@ -33,23 +37,67 @@ impl FsReader {
         self
     }
 
-    fn read_sync(&self, path: &str) -> FileOutcome {
+    /// Where `path` leads inside the workspace, or the outcome that ends the read.
+    fn resolve(&self, path: &str) -> Result<PathBuf, FileOutcome> {
         let refused = |reason: String| FileOutcome::Refused { reason };
         let rel = Path::new(path);
         if rel.components().any(|c| c == Component::ParentDir) {
-            return refused(format!("{path} uses `..`"));
+            return Err(refused(format!("{path} uses `..`")));
         }
         let full = self.root.join(rel);
         let real = match full.canonicalize() {
             Ok(real) => real,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return FileOutcome::Missing,
-            Err(e) => return refused(format!("{path}: {e}")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(FileOutcome::Missing),
+            Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+                return Err(FileOutcome::Missing);
+            }
+            Err(e) => return Err(refused(format!("{path}: {e}"))),
         };
         if !real.starts_with(&self.root) {
-            return refused(format!("{path} is outside the workspace"));
+            return Err(refused(format!("{path} is outside the workspace")));
         }
+        Ok(real)
+    }
+
+    fn list(real: &Path, path: &str) -> FileOutcome {
+        let entries = match std::fs::read_dir(real) {
+            Ok(entries) => entries,
+            Err(e) => {
+                return FileOutcome::Refused {
+                    reason: format!("{path}: {e}"),
+                };
+            }
+        };
+        let mut names: Vec<String> = entries
+            .flatten()
+            .map(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                // A link to a directory is listed as one, as `ls -F` would not; the model
+                // reads it the same way.
+                if entry.path().is_dir() {
+                    format!("{name}/")
+                } else {
+                    name
+                }
+            })
+            .collect();
+        names.sort();
+        let more = names.len().saturating_sub(FsReader::MAX_ENTRIES);
+        names.truncate(FsReader::MAX_ENTRIES);
+        FileOutcome::Directory {
+            entries: names,
+            more,
+        }
+    }
+
+    fn read_sync(&self, path: &str) -> FileOutcome {
+        let refused = |reason: String| FileOutcome::Refused { reason };
+        let real = match self.resolve(path) {
+            Ok(real) => real,
+            Err(outcome) => return outcome,
+        };
         if real.is_dir() {
-            return refused(format!("{path} is a directory"));
+            return FsReader::list(&real, path);
         }
         // A named pipe would block the open (and the expansion) forever; a device may do
         // anything when opened. Only regular files are read.
@@ -94,5 +142,9 @@ impl FileReader for FsReader {
     /// Reads synchronously: files are capped, so the call is short.
     async fn read(&self, path: &str) -> FileOutcome {
         self.read_sync(path)
+    }
+
+    async fn is_dir(&self, path: &str) -> bool {
+        self.resolve(path).is_ok_and(|real| real.is_dir())
     }
 }

@@ -1,29 +1,35 @@
-//! shiro-commands: user-defined slash commands from `.shiro/commands.md`.
+//! shiro-commands: user-defined slash commands from `.shiro/commands.md`, and the command
+//! files people already have for Claude Code, OpenCode and Gemini CLI.
 //!
 //! A user writes prompt templates as `## name` sections in `.shiro/commands.md` (or one file
-//! per command in `.shiro/commands/`, or the same under their config directory). This crate
-//! parses them into [`Command`]s with [`Diagnostic`]s, merges every source in a [`Registry`]
-//! (built-ins > project > user), resolves a typed `/name args` line and [`expand`]s the
-//! template: `` !`cmd` `` first, then `@path`, then `$ARGUMENTS` and `$1`…`$9`.
+//! per command in `.shiro/commands/`, `.claude/commands/`, `.opencode/commands/`, or as TOML
+//! in `.gemini/commands/`, or the same under their own directories). This crate parses them
+//! into [`Command`]s with [`Diagnostic`]s, merges every source in a [`Registry`] (built-ins >
+//! `.shiro` > the other project folders > the user's), resolves a typed `/name args` line and
+//! [`expand`]s the template: shell substitutions first, then file references, then the
+//! arguments.
 //!
 //! Invariants:
 //! - parsing never fails: it returns commands plus diagnostics with line numbers;
 //! - expansion runs shell and file substitutions only through injected traits
-//!   ([`ShellRunner`], [`FileReader`]), each step scans only template text, and typed
-//!   arguments are substituted last so they can never inject shell code or file reads;
+//!   ([`ShellRunner`], [`FileReader`]) and scans only template text; typed arguments reach a
+//!   shell only as its positional parameters and `ARGUMENTS` variable, never as command text;
 //! - a project command's shell substitutions run only in a trusted workspace;
+//! - directory walks follow links at most once per folder, and a project's links stay in
+//!   the project;
 //! - it depends on no other shiro crate, never prints, reads the environment or the home
-//!   directory, or exits.
+//!   directory, or exits (the caller passes the directories in).
 //!
 //! ```
-//! use shiro_commands::{ExpandContext, FileOutcome, FileReader, Origin, Resolved, Registry,
-//!     ShellOutcome, ShellRunner, Sources, expand};
+//! use shiro_commands::{Args, ExpandContext, FileOutcome, FileReader, Origin, Resolved,
+//!     Registry, ShellCall, ShellOutcome, ShellRunner, Sources, expand};
 //!
 //! struct Echo;
 //! #[async_trait::async_trait]
 //! impl ShellRunner for Echo {
-//!     async fn run(&self, command: &str) -> ShellOutcome {
-//!         ShellOutcome::Success { stdout: format!("<{command}>\n"), truncated: false }
+//!     async fn run(&self, call: &ShellCall<'_>) -> ShellOutcome {
+//!         let stdout = format!("<{}> with {:?}\n", call.command, call.args);
+//!         ShellOutcome::Success { stdout, truncated: false }
 //!     }
 //! }
 //! struct NoFiles;
@@ -33,15 +39,16 @@
 //! }
 //!
 //! let root = tempfile::tempdir()?;
-//! std::fs::create_dir(root.path().join(".shiro"))?;
+//! std::fs::create_dir_all(root.path().join(".claude/commands"))?;
 //! std::fs::write(
-//!     root.path().join(".shiro/commands.md"),
-//!     "## Review\n> Review a file\nReview $1 on branch !`git branch --show-current`.\n",
+//!     root.path().join(".claude/commands/review.md"),
+//!     "---\ndescription: Review a file\nallowed-tools: Read, Grep\n---\n\
+//!      Review $1. Log: !`git log -1 \"$1\"`\n",
 //! )?;
 //! let registry = Registry::load(Sources {
 //!     workspace_root: root.path().to_path_buf(),
-//!     user_config_dir: None,
 //!     builtins: vec![("help".into(), "Show help".into())],
+//!     ..Sources::default()
 //! });
 //! assert!(registry.diagnostics().is_empty());
 //!
@@ -49,30 +56,43 @@
 //!     panic!("expected a user command");
 //! };
 //! assert_eq!(command.origin, Origin::Project);
+//! assert!(command.allowed_tools.as_ref().is_some_and(|a| !a.allows("write_file")));
 //! let ctx = ExpandContext { shell: &Echo, files: &NoFiles, workspace_trusted: true };
 //! let prompt = tokio::runtime::Builder::new_current_thread()
 //!     .build()?
-//!     .block_on(expand(&command, &args, &ctx));
-//! assert_eq!(prompt, "Review src/main.rs on branch <git branch --show-current>.");
+//!     .block_on(expand(&command, &Args::parse(&args), &ctx));
+//! // The typed path reaches the shell as `$1`, never inside the command text.
+//! assert_eq!(
+//!     prompt,
+//!     "Review src/main.rs. Log: <git log -1 \"$1\"> with [\"src/main.rs\"]"
+//! );
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod allowed;
 mod expand;
+mod frontmatter;
 mod fs_reader;
 mod parse;
 mod registry;
 mod sh;
+mod template;
+mod walk;
 mod watch;
 
+pub use allowed::{AllowedTools, BashRule, BashVerdict, tool};
 pub use expand::{
-    ExpandContext, FileOutcome, FileReader, NOT_TRUSTED_NOTE, ShellOutcome, ShellRunner, expand,
-    split_args,
+    Args, ExpandContext, FileOutcome, FileReader, NOT_TRUSTED_NOTE, ShellCall, ShellOutcome,
+    ShellRunner, expand, split_args,
 };
 pub use fs_reader::FsReader;
 pub use parse::{
-    Command, Diagnostic, Origin, Parsed, Severity, load_source, parse_command_file,
-    parse_commands_md,
+    Command, Diagnostic, Ecosystem, Origin, Parsed, Severity, parse_command_file,
+    parse_commands_md, parse_gemini_file,
 };
-pub use registry::{MenuEntry, Registry, Resolved, Shadowed, Sources};
+pub use registry::{
+    Ecosystems, Location, LocationKind, MenuEntry, Registry, Resolved, Shadowed, Sources,
+    load_source, source_label,
+};
 pub use sh::ShRunner;
 pub use watch::{WatchError, WatchHandle};

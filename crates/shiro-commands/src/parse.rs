@@ -1,10 +1,15 @@
-//! Parsing of command sources: `commands.md` sections and `commands/*.md` files.
+//! Parsing of command sources: `commands.md` sections, Markdown command files (shiro's,
+//! Claude Code's, OpenCode's) and Gemini CLI's TOML command files.
 //!
 //! Parsing never fails and never panics: every problem becomes a [`Diagnostic`] and the
 //! offending piece is skipped (or kept, for warnings).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+
+use crate::allowed::AllowedTools;
+use crate::frontmatter::{self, Value};
+use crate::template::{self, Syntax};
 
 /// How serious a [`Diagnostic`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -14,6 +19,8 @@ pub enum Severity {
     Error,
     /// Something looks wrong but the command still works as written.
     Warning,
+    /// Worth knowing, not a problem (a definition hidden by a stronger one).
+    Note,
 }
 
 impl fmt::Display for Severity {
@@ -21,6 +28,7 @@ impl fmt::Display for Severity {
         f.write_str(match self {
             Severity::Error => "error",
             Severity::Warning => "warning",
+            Severity::Note => "note",
         })
     }
 }
@@ -30,14 +38,27 @@ impl fmt::Display for Severity {
 pub struct Diagnostic {
     /// The file the problem is in, as the caller named it.
     pub file: PathBuf,
-    /// 1-based line number (0 when the problem concerns the whole file, e.g. unreadable).
+    /// 1-based line number (1 when the problem concerns the whole file).
     pub line: usize,
     /// 1-based column, counted in characters.
     pub column: usize,
-    /// Whether this is an error or a warning.
+    /// Whether this is an error, a warning or a note.
     pub severity: Severity,
     /// A lowercase message without a trailing period.
     pub message: String,
+}
+
+impl Diagnostic {
+    /// A diagnostic about `file` as a whole (line 1, column 1).
+    pub(crate) fn whole_file(file: &Path, severity: Severity, message: String) -> Diagnostic {
+        Diagnostic {
+            file: file.to_path_buf(),
+            line: 1,
+            column: 1,
+            severity,
+            message,
+        }
+    }
 }
 
 impl fmt::Display for Diagnostic {
@@ -54,15 +75,16 @@ impl fmt::Display for Diagnostic {
     }
 }
 
-/// Where a command comes from. Earlier variants win over later ones on a name clash.
+/// Whether a command comes from the embedder, the workspace or the user. Earlier variants
+/// win over later ones on a name clash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Origin {
     /// A command built into the embedding program (e.g. `/undo`); always wins.
     Builtin,
-    /// Defined under the workspace's `.shiro/` directory.
+    /// Defined in the workspace (`.shiro/`, `.claude/`, `.opencode/`, `.gemini/`).
     Project,
-    /// Defined under the user's config directory.
+    /// Defined in the user's own directories.
     User,
 }
 
@@ -76,23 +98,116 @@ impl fmt::Display for Origin {
     }
 }
 
+/// Whose format a command file is written in. Within one origin, earlier variants win.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ecosystem {
+    /// shiro's own `commands.md` and `commands/*.md`.
+    Shiro,
+    /// Claude Code's `.claude/commands/*.md`.
+    Claude,
+    /// OpenCode's `.opencode/command(s)/*.md`.
+    OpenCode,
+    /// Gemini CLI's `.gemini/commands/*.toml`.
+    Gemini,
+}
+
+impl Ecosystem {
+    /// The directory name the ecosystem uses (`.claude`, …).
+    pub fn dir_name(self) -> &'static str {
+        match self {
+            Ecosystem::Shiro => ".shiro",
+            Ecosystem::Claude => ".claude",
+            Ecosystem::OpenCode => ".opencode",
+            Ecosystem::Gemini => ".gemini",
+        }
+    }
+
+    /// The template syntax of its command files.
+    pub(crate) fn syntax(self) -> Syntax {
+        match self {
+            Ecosystem::Gemini => Syntax::Gemini,
+            _ => Syntax::Markdown,
+        }
+    }
+}
+
+impl fmt::Display for Ecosystem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Ecosystem::Shiro => "shiro",
+            Ecosystem::Claude => "claude",
+            Ecosystem::OpenCode => "opencode",
+            Ecosystem::Gemini => "gemini",
+        })
+    }
+}
+
 /// A user-defined command: a prompt template with its metadata.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Command {
     /// The lowercase name typed after `/`, e.g. `review` or `git:commit`.
     pub name: String,
-    /// The one-line summary shown in the `/` menu.
+    /// The one-line summary shown in the `/` menu, as the file declares it.
     pub description: Option<String>,
     /// A hint for the arguments, e.g. `<file> [focus]` (only from frontmatter).
     pub argument_hint: Option<String>,
     /// The prompt template, before expansion.
     pub body: String,
-    /// Which source defined it.
+    /// Whether it is a project or a user command.
     pub origin: Origin,
+    /// Whose format it is written in.
+    pub ecosystem: Ecosystem,
     /// The file that defined it.
     pub file: PathBuf,
     /// The 1-based line where it is defined (its heading, or 1 for a whole file).
     pub line: usize,
+    /// The tools the turn it starts may use (`allowed-tools`), when it limits them.
+    pub allowed_tools: Option<AllowedTools>,
+    /// The model for the turn it starts (`model`), when it names one.
+    pub model: Option<String>,
+    /// Names for its positional arguments (`arguments`), used as `$name`.
+    pub arguments: Vec<String>,
+    /// `disable-model-invocation`: accepted; shiro's model never starts commands anyway.
+    pub disable_model_invocation: bool,
+}
+
+impl Command {
+    /// A command with `body` and no metadata, for tests and embedders that build commands
+    /// by hand.
+    pub fn new(name: &str, body: &str, origin: Origin, ecosystem: Ecosystem) -> Command {
+        Command {
+            name: name.to_owned(),
+            description: None,
+            argument_hint: None,
+            body: body.to_owned(),
+            origin,
+            ecosystem,
+            file: PathBuf::new(),
+            line: 1,
+            allowed_tools: None,
+            model: None,
+            arguments: Vec::new(),
+            disable_model_invocation: false,
+        }
+    }
+
+    /// The menu summary: the declared description, else the first line of the body that
+    /// has a letter or digit (heading marks removed, cut at 100 characters).
+    pub fn summary(&self) -> Option<String> {
+        if let Some(description) = &self.description {
+            return Some(description.clone());
+        }
+        let line = self
+            .body
+            .lines()
+            .map(|l| l.trim().trim_start_matches('#').trim())
+            .find(|l| l.chars().any(char::is_alphanumeric))?;
+        Some(match line.char_indices().nth(100) {
+            Some((cut, _)) => format!("{}…", &line[..cut]),
+            None => line.to_owned(),
+        })
+    }
 }
 
 /// The result of parsing one or more sources: commands plus the problems found.
@@ -106,8 +221,8 @@ pub struct Parsed {
 
 impl Parsed {
     /// Adds `other`'s commands after this one's, reporting (and dropping) any whose name is
-    /// already taken: within one origin, the first definition wins.
-    fn merge(&mut self, other: Parsed) {
+    /// already taken: within one source, the first definition wins.
+    pub(crate) fn merge(&mut self, other: Parsed) {
         self.diagnostics.extend(other.diagnostics);
         for command in other.commands {
             if let Some(first) = self.commands.iter().find(|c| c.name == command.name) {
@@ -128,6 +243,11 @@ impl Parsed {
             }
         }
     }
+}
+
+/// Removes a UTF-8 byte order mark from the start of a file's text.
+pub(crate) fn strip_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
 }
 
 /// Checks a command name (already lowercased); returns the 0-based char index of the first
@@ -220,6 +340,24 @@ fn heading(line: &str) -> Option<(&str, usize)> {
     Some((text.trim_end(), column))
 }
 
+/// Makes diagnostics for one file.
+struct Diags<'a> {
+    file: &'a Path,
+    out: Vec<Diagnostic>,
+}
+
+impl Diags<'_> {
+    fn push(&mut self, line: usize, column: usize, severity: Severity, message: String) {
+        self.out.push(Diagnostic {
+            file: self.file.to_path_buf(),
+            line: line.max(1),
+            column: column.max(1),
+            severity,
+            message,
+        });
+    }
+}
+
 /// Parses a `commands.md` file: every `## name` heading outside a fenced code block starts a
 /// command. `file` is only used to label commands and diagnostics.
 pub fn parse_commands_md(file: &Path, text: &str, origin: Origin) -> Parsed {
@@ -229,16 +367,13 @@ pub fn parse_commands_md(file: &Path, text: &str, origin: Origin) -> Parsed {
         lines: Vec<&'a str>,
     }
 
+    let text = strip_bom(text);
     let mut sections: Vec<Section<'_>> = Vec::new();
-    let mut diagnostics = Vec::new();
-    let mut fences = FenceState::default();
-    let diag = |line: usize, column: usize, severity, message: String| Diagnostic {
-        file: file.to_path_buf(),
-        line,
-        column,
-        severity,
-        message,
+    let mut diags = Diags {
+        file,
+        out: Vec::new(),
     };
+    let mut fences = FenceState::default();
 
     for (i, line) in text.lines().enumerate() {
         let line_no = i + 1;
@@ -252,22 +387,22 @@ pub fn parse_commands_md(file: &Path, text: &str, origin: Origin) -> Parsed {
         };
         let name = raw.to_lowercase();
         let name = if name.is_empty() {
-            diagnostics.push(diag(
+            diags.push(
                 line_no,
                 column + 1,
                 Severity::Error,
                 "missing command name after `##`, section skipped".to_owned(),
-            ));
+            );
             None
         } else if let Some((at, bad)) = invalid_char(&name) {
-            diagnostics.push(diag(
+            diags.push(
                 line_no,
                 column + at + 1,
                 Severity::Error,
                 format!(
                     "invalid command name `{raw}`: {bad:?} is not allowed (use letters, digits, `-`, `_` and `:`), section skipped"
                 ),
-            ));
+            );
             None
         } else {
             Some(name)
@@ -286,18 +421,15 @@ pub fn parse_commands_md(file: &Path, text: &str, origin: Origin) -> Parsed {
             .and_then(|s| s.name.as_deref())
             .map(|n| format!(" and belongs to /{n}"))
             .unwrap_or_default();
-        diagnostics.push(diag(
+        diags.push(
             opened,
             1,
             Severity::Warning,
             format!("unclosed code fence: the rest of the file is inside it{owner}"),
-        ));
+        );
     }
 
-    let mut parsed = Parsed {
-        commands: Vec::new(),
-        diagnostics,
-    };
+    let mut parsed = Parsed::default();
     for section in sections {
         let Some(name) = section.name else { continue };
         let mut lines = section.lines.as_slice();
@@ -307,12 +439,12 @@ pub fn parse_commands_md(file: &Path, text: &str, origin: Origin) -> Parsed {
         {
             let summary = summary.trim();
             if summary.is_empty() {
-                parsed.diagnostics.push(diag(
+                diags.push(
                     section.line + first + 1,
                     1,
                     Severity::Warning,
                     format!("empty `>` summary for /{name}"),
-                ));
+                );
             } else {
                 description = Some(summary.to_owned());
             }
@@ -320,246 +452,450 @@ pub fn parse_commands_md(file: &Path, text: &str, origin: Origin) -> Parsed {
         }
         let body = normalize_body(lines);
         if body.is_empty() {
-            parsed.diagnostics.push(diag(
+            diags.push(
                 section.line,
                 1,
                 Severity::Warning,
                 format!("command /{name} has an empty body"),
-            ));
+            );
         }
+        let mut command = Command::new(&name, &body, origin, Ecosystem::Shiro);
+        command.description = description;
+        command.file = file.to_path_buf();
+        command.line = section.line;
         parsed.merge(Parsed {
-            commands: vec![Command {
-                name,
-                description,
-                argument_hint: None,
-                body,
-                origin,
-                file: file.to_path_buf(),
-                line: section.line,
-            }],
+            commands: vec![command],
             diagnostics: Vec::new(),
         });
     }
+    parsed.diagnostics.extend(diags.out);
     parsed.diagnostics.sort_by_key(|d| (d.line, d.column));
     parsed
 }
 
-/// Parses one `commands/<name>.md` file whose command is called `name` (as derived from its
-/// path by the caller, lowercased and validated here). Optional `---` frontmatter may carry
-/// `description` and `argument-hint`.
-pub fn parse_command_file(file: &Path, name: &str, text: &str, origin: Origin) -> Parsed {
-    let mut parsed = Parsed::default();
-    let diag = |line: usize, column: usize, severity, message: String| Diagnostic {
-        file: file.to_path_buf(),
-        line,
-        column,
-        severity,
-        message,
-    };
+/// Checks the name a command file's path gives; an error diagnostic when it is unusable.
+fn file_command_name(name: &str, diags: &mut Diags<'_>) -> Option<String> {
     let name = name.to_lowercase();
     if name.is_empty() {
-        parsed.diagnostics.push(diag(
+        diags.push(
             1,
             1,
             Severity::Error,
             "empty command name, file skipped".to_owned(),
-        ));
-        return parsed;
+        );
+        return None;
     }
     if let Some((_, bad)) = invalid_char(&name) {
-        parsed.diagnostics.push(diag(
+        diags.push(
             1,
             1,
             Severity::Error,
             format!(
                 "invalid command name `{name}` from the file name: {bad:?} is not allowed (use letters, digits, `-`, `_` and `:`), file skipped"
             ),
-        ));
-        return parsed;
+        );
+        return None;
     }
+    Some(name)
+}
 
+/// The frontmatter keys shiro reads, for the unknown-key warning.
+const KNOWN_KEYS: &str = "`description`, `argument-hint`, `allowed-tools`, `model`, `arguments`, `agent`, `disable-model-invocation`";
+
+/// Parses one Markdown command file (shiro's `commands/<name>.md`, Claude Code's or
+/// OpenCode's) whose command is called `name` (derived from its path by the caller,
+/// lowercased and validated here). Optional `---` frontmatter carries the metadata.
+pub fn parse_command_file(
+    file: &Path,
+    name: &str,
+    text: &str,
+    origin: Origin,
+    ecosystem: Ecosystem,
+) -> Parsed {
+    let mut diags = Diags {
+        file,
+        out: Vec::new(),
+    };
+    let Some(name) = file_command_name(name, &mut diags) else {
+        return Parsed {
+            commands: Vec::new(),
+            diagnostics: diags.out,
+        };
+    };
+    let text = strip_bom(text);
     let lines: Vec<&str> = text.lines().collect();
-    let mut description = None;
-    let mut argument_hint = None;
-    let mut body_start = 0;
-    if lines.first().is_some_and(|l| l.trim_end() == "---") {
-        match lines.iter().skip(1).position(|l| l.trim_end() == "---") {
-            None => parsed.diagnostics.push(diag(
-                1,
-                1,
-                Severity::Error,
-                "frontmatter `---` is never closed: the whole file is used as the body".to_owned(),
-            )),
-            Some(end) => {
-                let end = end + 1;
-                body_start = end + 1;
-                for (i, line) in lines[1..end].iter().enumerate() {
-                    let line_no = i + 2;
-                    let trimmed = line.trim();
-                    if trimmed.is_empty() || trimmed.starts_with('#') {
-                        continue;
-                    }
-                    let Some((key, value)) = trimmed.split_once(':') else {
-                        parsed.diagnostics.push(diag(
-                            line_no,
-                            1,
-                            Severity::Warning,
-                            format!("frontmatter line `{trimmed}` is not `key: value`, ignored"),
-                        ));
-                        continue;
-                    };
-                    let key = key.trim();
-                    let value = unquote(value.trim());
-                    let slot = match key {
-                        "description" => &mut description,
-                        "argument-hint" => &mut argument_hint,
-                        _ => {
-                            parsed.diagnostics.push(diag(
-                                line_no,
-                                1,
-                                Severity::Warning,
-                                format!(
-                                    "unknown frontmatter key `{key}` (known: `description`, `argument-hint`), ignored"
-                                ),
-                            ));
-                            continue;
-                        }
-                    };
-                    if slot.is_some() {
-                        parsed.diagnostics.push(diag(
-                            line_no,
-                            1,
-                            Severity::Warning,
-                            format!("frontmatter key `{key}` repeated, the first value is kept"),
-                        ));
-                    } else if !value.is_empty() {
-                        *slot = Some(value.to_owned());
-                    }
-                }
-            }
-        }
+    let front = frontmatter::parse(&lines);
+    if front.unclosed {
+        diags.push(
+            1,
+            1,
+            Severity::Error,
+            "frontmatter `---` is never closed: the whole file is used as the body".to_owned(),
+        );
     }
-    let body = normalize_body(&lines[body_start.min(lines.len())..]);
+    for (line, message) in &front.warnings {
+        diags.push(*line, 1, Severity::Warning, message.clone());
+    }
+    let body = normalize_body(&lines[front.body_start.min(lines.len())..]);
+    let mut command = Command::new(&name, &body, origin, ecosystem);
+    command.file = file.to_path_buf();
+    apply_frontmatter(&mut command, &front.entries, &mut diags);
     if body.is_empty() {
-        parsed.diagnostics.push(diag(
+        diags.push(
             1,
             1,
             Severity::Warning,
             format!("command /{name} has an empty body"),
-        ));
+        );
     }
-    parsed.commands.push(Command {
-        name,
-        description,
-        argument_hint,
-        body,
-        origin,
-        file: file.to_path_buf(),
-        line: 1,
-    });
-    parsed
+    Parsed {
+        commands: vec![command],
+        diagnostics: diags.out,
+    }
 }
 
-/// Strips one pair of matching surrounding quotes.
-fn unquote(value: &str) -> &str {
-    for q in ['"', '\''] {
-        if let Some(inner) = value.strip_prefix(q).and_then(|v| v.strip_suffix(q)) {
-            return inner;
-        }
-    }
-    value
+/// Warns that `entry`'s value cannot be used as `expected` ("text", "a list").
+fn unusable<T>(entry: &frontmatter::Entry, expected: &str, diags: &mut Diags<'_>) -> Option<T> {
+    let message = match &entry.value {
+        Value::Invalid(why) => format!("`{}`: {why}, ignored", entry.key),
+        _ => format!("`{}` should be {expected}, ignored", entry.key),
+    };
+    diags.push(entry.line, 1, Severity::Warning, message);
+    None
 }
 
-/// Reads one source directory (`<workspace>/.shiro` or the user config directory): its
-/// `commands.md`, then every `commands/**/*.md` in sorted order. Missing files are not an
-/// error; unreadable ones are diagnostics.
-pub fn load_source(dir: &Path, origin: Origin) -> Parsed {
-    let mut parsed = Parsed::default();
-    let md = dir.join("commands.md");
-    match std::fs::read(&md) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            parsed.merge(parse_commands_md(&md, &text, origin));
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => parsed.diagnostics.push(unreadable(&md, &e)),
+/// Reads a value that should be text; warns and gives `None` otherwise.
+fn text_value(entry: &frontmatter::Entry, diags: &mut Diags<'_>) -> Option<String> {
+    match &entry.value {
+        Value::Text(text) => Some(text.clone()),
+        _ => unusable(entry, "text", diags),
     }
-    let mut files = Vec::new();
-    collect_md(
-        &dir.join("commands"),
-        &[],
-        &mut files,
-        &mut parsed.diagnostics,
-        0,
-    );
-    files.sort();
-    for (name, path) in files {
-        match std::fs::read(&path) {
-            Ok(bytes) => {
-                let text = String::from_utf8_lossy(&bytes);
-                parsed.merge(parse_command_file(&path, &name, &text, origin));
+}
+
+/// Reads a value that may be a list or text of comma- or space-separated items.
+fn list_value(
+    entry: &frontmatter::Entry,
+    split: fn(&str) -> Vec<String>,
+    diags: &mut Diags<'_>,
+) -> Option<Vec<String>> {
+    match &entry.value {
+        Value::List(items) => Some(items.iter().flat_map(|i| split(i)).collect()),
+        Value::Text(text) => Some(split(text)),
+        _ => unusable(entry, "a list", diags),
+    }
+}
+
+fn split_names(text: &str) -> Vec<String> {
+    text.split([',', ' ', '\t'])
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether `name` can be used as `$name`: a letter or `_`, then letters, digits, `_`, `-`.
+fn valid_argument_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+fn apply_frontmatter(command: &mut Command, entries: &[frontmatter::Entry], diags: &mut Diags<'_>) {
+    let mut agent_read_only = None;
+    for entry in entries {
+        let warn = |diags: &mut Diags<'_>, message: String| {
+            diags.push(entry.line, 1, Severity::Warning, message);
+        };
+        match entry.key.as_str() {
+            "description" => {
+                command.description = text_value(entry, diags).filter(|t| !t.trim().is_empty());
             }
-            Err(e) => parsed.diagnostics.push(unreadable(&path, &e)),
+            "argument-hint" => {
+                // Authors write `[file] [focus]` and mean the text, which YAML would read as
+                // a list: the text as written is the hint.
+                let hint = match &entry.value {
+                    Value::Text(text) => text.clone(),
+                    _ => entry.raw.clone(),
+                };
+                command.argument_hint = Some(hint).filter(|h| !h.trim().is_empty());
+            }
+            "allowed-tools" => {
+                let Some(items) = list_value(entry, crate::allowed::AllowedTools::split, diags)
+                else {
+                    continue;
+                };
+                if items.is_empty() && matches!(entry.value, Value::Text(_)) {
+                    warn(
+                        diags,
+                        "`allowed-tools` is empty, so it does not limit the tools; write `[]` for no tools".to_owned(),
+                    );
+                    continue;
+                }
+                let (allowed, problems) = AllowedTools::parse(&items);
+                if !problems.unknown.is_empty() {
+                    warn(
+                        diags,
+                        format!(
+                            "`allowed-tools`: shiro has no tool for {}, ignored",
+                            problems.unknown.join(", ")
+                        ),
+                    );
+                }
+                if !problems.malformed.is_empty() {
+                    warn(
+                        diags,
+                        format!(
+                            "`allowed-tools`: cannot read {}, ignored",
+                            problems.malformed.join(", ")
+                        ),
+                    );
+                }
+                if !problems.path_rules.is_empty() {
+                    warn(
+                        diags,
+                        format!(
+                            "`allowed-tools`: path rules such as {} are not supported, so those tools stay off for this command",
+                            problems.path_rules.join(", ")
+                        ),
+                    );
+                }
+                command.allowed_tools = Some(allowed);
+            }
+            "model" => {
+                command.model = text_value(entry, diags)
+                    .map(|m| m.trim().to_owned())
+                    .filter(|m| !m.is_empty() && m != "inherit");
+                if command
+                    .model
+                    .as_deref()
+                    .is_some_and(|m| m.starts_with("replay:"))
+                {
+                    warn(
+                        diags,
+                        "`model`: a command cannot pick a replay script, ignored".to_owned(),
+                    );
+                    command.model = None;
+                }
+            }
+            "arguments" => {
+                let Some(names) = list_value(entry, split_names, diags) else {
+                    continue;
+                };
+                let (good, bad): (Vec<String>, Vec<String>) =
+                    names.into_iter().partition(|n| valid_argument_name(n));
+                if !bad.is_empty() {
+                    warn(
+                        diags,
+                        format!(
+                            "`arguments`: {} cannot be used as `$name` (use letters, digits, `_` and `-`, starting with a letter), ignored",
+                            bad.join(", ")
+                        ),
+                    );
+                }
+                command.arguments = good;
+            }
+            "disable-model-invocation" => match text_value(entry, diags).as_deref() {
+                Some("true" | "yes" | "on") => command.disable_model_invocation = true,
+                Some("false" | "no" | "off") | None => {}
+                Some(other) => warn(
+                    diags,
+                    format!(
+                        "`disable-model-invocation` should be true or false, not `{other}`, ignored"
+                    ),
+                ),
+            },
+            "agent" => match text_value(entry, diags).as_deref().map(str::trim) {
+                Some("plan") => agent_read_only = Some(true),
+                Some("build") | None => {}
+                Some(other) => warn(
+                    diags,
+                    format!(
+                        "`agent`: shiro has no agent `{other}` (it knows OpenCode's `plan`, read-only, and `build`), ignored"
+                    ),
+                ),
+            },
+            "subtask" | "subagent" => warn(
+                diags,
+                format!(
+                    "`{}`: shiro runs every command in the conversation, not as a subagent; ignored",
+                    entry.key
+                ),
+            ),
+            other => warn(
+                diags,
+                format!("unknown frontmatter key `{other}` (shiro reads {KNOWN_KEYS}), ignored"),
+            ),
         }
     }
-    parsed
-}
-
-fn unreadable(path: &Path, e: &std::io::Error) -> Diagnostic {
-    Diagnostic {
-        file: path.to_path_buf(),
-        line: 0,
-        column: 0,
-        severity: Severity::Error,
-        message: format!("cannot read: {e}"),
+    if agent_read_only == Some(true) && command.allowed_tools.is_none() {
+        command.allowed_tools = Some(AllowedTools::read_only());
     }
 }
 
-/// Directory depth beyond which `commands/` is not searched (guards against symlink loops).
-const MAX_DEPTH: usize = 8;
+/// The 1-based line and column of byte `offset` in `text`.
+fn position(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
 
-/// Collects `(name, path)` for every `.md` file under `dir`; a file `a/b/c.md` is `a:b:c`.
-fn collect_md(
-    dir: &Path,
-    prefix: &[String],
-    out: &mut Vec<(String, PathBuf)>,
-    diagnostics: &mut Vec<Diagnostic>,
-    depth: usize,
-) {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
-        Err(e) => {
-            diagnostics.push(unreadable(dir, &e));
-            return;
+/// Parses one Gemini CLI command file (`commands/<name>.toml`): `prompt` (required) and
+/// `description`. A file that is not valid TOML, or has no `prompt`, is skipped with an error.
+pub fn parse_gemini_file(file: &Path, name: &str, text: &str, origin: Origin) -> Parsed {
+    let mut diags = Diags {
+        file,
+        out: Vec::new(),
+    };
+    let Some(name) = file_command_name(name, &mut diags) else {
+        return Parsed {
+            commands: Vec::new(),
+            diagnostics: diags.out,
+        };
+    };
+    let bom = text.len() - strip_bom(text).len();
+    let text = strip_bom(text);
+    let table = match toml::de::DeTable::parse(text) {
+        Ok(table) => table,
+        Err(err) => {
+            let (line, column) = err.span().map_or((1, 1), |span| position(text, span.start));
+            let message = err.message().trim().trim_end_matches('.').to_owned();
+            diags.push(
+                line,
+                column + usize::from(line == 1 && bom > 0),
+                Severity::Error,
+                format!("invalid TOML: {message}, file skipped"),
+            );
+            return Parsed {
+                commands: Vec::new(),
+                diagnostics: diags.out,
+            };
         }
     };
-    if depth > MAX_DEPTH {
-        diagnostics.push(Diagnostic {
-            file: dir.to_path_buf(),
-            line: 0,
-            column: 0,
-            severity: Severity::Warning,
-            message: format!("directories nested deeper than {MAX_DEPTH} levels are not read"),
-        });
-        return;
+    let mut prompt = None;
+    let mut description = None;
+    for (key, value) in table.get_ref() {
+        let (line, column) = position(text, key.span().start);
+        match key.get_ref().as_ref() {
+            "prompt" => match value.get_ref().as_str() {
+                Some(text_value) => prompt = Some((text_value.to_owned(), value.span().start)),
+                None => diags.push(
+                    line,
+                    column,
+                    Severity::Error,
+                    format!(
+                        "`prompt` must be a string, not {}",
+                        value.get_ref().type_str()
+                    ),
+                ),
+            },
+            "description" => match value.get_ref().as_str() {
+                Some(d) if !d.trim().is_empty() => description = Some(d.trim().to_owned()),
+                Some(_) => {}
+                None => diags.push(
+                    line,
+                    column,
+                    Severity::Warning,
+                    format!(
+                        "`description` must be a string, not {}, ignored",
+                        value.get_ref().type_str()
+                    ),
+                ),
+            },
+            other => diags.push(
+                line,
+                column,
+                Severity::Warning,
+                format!(
+                    "unknown key `{other}` (Gemini CLI commands have `prompt` and `description`), ignored"
+                ),
+            ),
+        }
     }
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let Some(file_name) = path.file_name().and_then(|n| n.to_str()) else {
-            continue;
+    let Some((prompt, prompt_at)) = prompt else {
+        if !diags.out.iter().any(|d| d.severity == Severity::Error) {
+            diags.push(
+                1,
+                1,
+                Severity::Error,
+                "missing `prompt`: a Gemini CLI command needs one, file skipped".to_owned(),
+            );
+        }
+        return Parsed {
+            commands: Vec::new(),
+            diagnostics: diags.out,
         };
-        if file_name.starts_with('.') {
-            continue;
-        }
-        if path.is_dir() {
-            let mut prefix = prefix.to_vec();
-            prefix.push(file_name.to_owned());
-            collect_md(&path, &prefix, out, diagnostics, depth + 1);
-        } else if let Some(stem) = file_name.strip_suffix(".md") {
-            let mut parts = prefix.to_vec();
-            parts.push(stem.to_owned());
-            out.push((parts.join(":"), path));
-        }
+    };
+    // Positions inside the prompt are counted from the line its string starts on; a `"""`
+    // string's first newline is no part of its text.
+    let (prompt_line, _) = position(text, prompt_at);
+    let skipped_newline = usize::from(
+        text[prompt_at..].starts_with("\"\"\"\n") || text[prompt_at..].starts_with("'''\n"),
+    );
+    let (_, unclosed) = template::pieces(&prompt, Syntax::Gemini);
+    for open in unclosed {
+        let (line, column) = position(&prompt, open.offset);
+        diags.push(
+            prompt_line + skipped_newline + line - 1,
+            column,
+            Severity::Warning,
+            format!(
+                "`{}` is never closed (its braces must balance), so it stays as text",
+                open.opener
+            ),
+        );
+    }
+    if prompt.trim().is_empty() {
+        diags.push(
+            1,
+            1,
+            Severity::Warning,
+            format!("command /{name} has an empty prompt"),
+        );
+    }
+    // Trailing blank lines (a `"""` string ends with one) say nothing.
+    let mut command = Command::new(&name, prompt.trim_end(), origin, Ecosystem::Gemini);
+    command.description = description;
+    command.file = file.to_path_buf();
+    diags.out.sort_by_key(|d| (d.line, d.column));
+    Parsed {
+        commands: vec![command],
+        diagnostics: diags.out,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_count_lines_and_characters() {
+        assert_eq!(position("ab\ncé\nx", 0), (1, 1));
+        assert_eq!(position("ab\ncé\nx", 3), (2, 1));
+        assert_eq!(position("ab\ncé\nx", 7), (3, 1));
+        assert_eq!(position("ab", 99), (1, 3));
+    }
+
+    #[test]
+    fn summary_falls_back_to_the_first_line() {
+        let mut command = Command::new(
+            "x",
+            "\n# Review the code\nmore",
+            Origin::User,
+            Ecosystem::Claude,
+        );
+        assert_eq!(command.summary().as_deref(), Some("Review the code"));
+        command.description = Some("Declared".to_owned());
+        assert_eq!(command.summary().as_deref(), Some("Declared"));
+        let long = "word ".repeat(40);
+        let command = Command::new("x", &long, Origin::User, Ecosystem::Claude);
+        assert!(
+            command
+                .summary()
+                .is_some_and(|s| s.ends_with('…') && s.chars().count() == 101)
+        );
     }
 }

@@ -4,57 +4,205 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use crate::parse::{Command, Diagnostic, Origin, Parsed, load_source};
+use crate::parse::{
+    Command, Diagnostic, Ecosystem, Origin, Parsed, Severity, parse_command_file,
+    parse_commands_md, parse_gemini_file,
+};
+use crate::walk::{self, Seen};
 
-/// Where commands come from.
+/// Which other tools' command folders are read besides shiro's own (all by default).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ecosystems {
+    /// Claude Code's `.claude/commands/`.
+    pub claude: bool,
+    /// OpenCode's `.opencode/command/` and `.opencode/commands/`.
+    pub opencode: bool,
+    /// Gemini CLI's `.gemini/commands/`.
+    pub gemini: bool,
+}
+
+impl Default for Ecosystems {
+    fn default() -> Ecosystems {
+        Ecosystems {
+            claude: true,
+            opencode: true,
+            gemini: true,
+        }
+    }
+}
+
+impl Ecosystems {
+    fn reads(self, ecosystem: Ecosystem) -> bool {
+        match ecosystem {
+            Ecosystem::Shiro => true,
+            Ecosystem::Claude => self.claude,
+            Ecosystem::OpenCode => self.opencode,
+            Ecosystem::Gemini => self.gemini,
+        }
+    }
+}
+
+/// Where commands come from. The caller finds the directories (this crate reads no
+/// environment variables).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sources {
-    /// The workspace root; project commands live in `<root>/.shiro/commands.md` and
-    /// `<root>/.shiro/commands/**/*.md`.
+    /// The workspace root; project commands live in `.shiro/commands.md`,
+    /// `.shiro/commands/`, `.claude/commands/`, `.opencode/command(s)/` and
+    /// `.gemini/commands/` under it.
     pub workspace_root: PathBuf,
-    /// The user's shiro config directory (e.g. `~/.config/shiro`), found by the caller;
-    /// user commands live in its `commands.md` and `commands/**/*.md`.
+    /// The user's shiro config directory (e.g. `~/.config/shiro`); user commands live in its
+    /// `commands.md` and `commands/`.
     pub user_config_dir: Option<PathBuf>,
+    /// The user's home directory, for `~/.claude/commands/`, `~/.gemini/commands/` and
+    /// `~/.opencode/command(s)/`.
+    pub home_dir: Option<PathBuf>,
+    /// The user's config home (`$XDG_CONFIG_HOME`, else `~/.config`), for
+    /// `opencode/command(s)/` and `gemini-cli/commands/` under it.
+    pub config_home: Option<PathBuf>,
+    /// Which other tools' folders are read.
+    pub ecosystems: Ecosystems,
     /// The embedder's built-in commands as `(name, summary)`; they always win.
     pub builtins: Vec<(String, String)>,
 }
 
+/// What a [`Location`] holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocationKind {
+    /// A `commands.md` file of `## name` sections.
+    CommandsMd,
+    /// A folder of command files, one command per file.
+    Folder,
+}
+
+/// One place commands are read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// Project or user.
+    pub origin: Origin,
+    /// Whose format the files there are in.
+    pub ecosystem: Ecosystem,
+    /// The file or folder.
+    pub path: PathBuf,
+    /// File or folder.
+    pub kind: LocationKind,
+}
+
 impl Sources {
-    /// The project source directory, `<workspace_root>/.shiro`.
+    /// The project's shiro directory, `<workspace_root>/.shiro`.
     pub fn project_dir(&self) -> PathBuf {
         self.workspace_root.join(".shiro")
     }
+
+    /// Every place commands are read from, strongest first: `.shiro`, then the other
+    /// project folders (`.claude`, `.opencode`, `.gemini`), then the user's own in the same
+    /// order. Folders of switched-off ecosystems are left out.
+    pub fn locations(&self) -> Vec<Location> {
+        let root = &self.workspace_root;
+        let mut out = Vec::new();
+        let mut add = |origin, ecosystem, path: PathBuf, kind| {
+            if self.ecosystems.reads(ecosystem) {
+                out.push(Location {
+                    origin,
+                    ecosystem,
+                    path,
+                    kind,
+                });
+            }
+        };
+        use Ecosystem::{Claude, Gemini, OpenCode, Shiro};
+        use LocationKind::{CommandsMd, Folder};
+        use Origin::{Project, User};
+        add(Project, Shiro, root.join(".shiro/commands.md"), CommandsMd);
+        add(Project, Shiro, root.join(".shiro/commands"), Folder);
+        add(Project, Claude, root.join(".claude/commands"), Folder);
+        add(Project, OpenCode, root.join(".opencode/command"), Folder);
+        add(Project, OpenCode, root.join(".opencode/commands"), Folder);
+        add(Project, Gemini, root.join(".gemini/commands"), Folder);
+        if let Some(dir) = &self.user_config_dir {
+            add(User, Shiro, dir.join("commands.md"), CommandsMd);
+            add(User, Shiro, dir.join("commands"), Folder);
+        }
+        if let Some(home) = &self.home_dir {
+            add(User, Claude, home.join(".claude/commands"), Folder);
+        }
+        if let Some(config) = &self.config_home {
+            add(User, OpenCode, config.join("opencode/command"), Folder);
+            add(User, OpenCode, config.join("opencode/commands"), Folder);
+        }
+        if let Some(home) = &self.home_dir {
+            add(User, OpenCode, home.join(".opencode/command"), Folder);
+            add(User, OpenCode, home.join(".opencode/commands"), Folder);
+            add(User, Gemini, home.join(".gemini/commands"), Folder);
+        }
+        if let Some(config) = &self.config_home {
+            add(User, Gemini, config.join("gemini-cli/commands"), Folder);
+        }
+        out
+    }
 }
 
-/// A definition hidden by one with the same name from a stronger origin.
+/// How a command's source is named in listings: `project`, `project .claude`, `user`,
+/// `user .gemini`, `built-in`.
+pub fn source_label(origin: Origin, ecosystem: Option<Ecosystem>) -> String {
+    match (origin, ecosystem) {
+        (Origin::Builtin, _) => "built-in".to_owned(),
+        (origin, None | Some(Ecosystem::Shiro)) => origin.to_string(),
+        (origin, Some(ecosystem)) => format!("{origin} {}", ecosystem.dir_name()),
+    }
+}
+
+/// A definition hidden by one with the same name from a stronger source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shadowed {
     /// The command name both share.
     pub name: String,
     /// The origin of the hidden definition.
     pub hidden: Origin,
+    /// The format of the hidden definition.
+    pub hidden_ecosystem: Ecosystem,
     /// Where the hidden definition is, as `(file, line)`.
     pub hidden_at: (PathBuf, usize),
     /// The origin of the definition that wins.
     pub by: Origin,
+    /// The format of the definition that wins (`None` for a built-in).
+    pub by_ecosystem: Option<Ecosystem>,
+    /// Where the winning definition is (`None` for a built-in).
+    pub by_at: Option<(PathBuf, usize)>,
+}
+
+impl Shadowed {
+    /// The note `shiro commands check` prints for it, at the hidden definition.
+    pub fn diagnostic(&self) -> Diagnostic {
+        Diagnostic {
+            file: self.hidden_at.0.clone(),
+            line: self.hidden_at.1.max(1),
+            column: 1,
+            severity: Severity::Note,
+            message: self.to_string(),
+        }
+    }
 }
 
 impl fmt::Display for Shadowed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let by = match self.by {
-            Origin::Builtin => "the built-in",
-            Origin::Project => "the project command",
-            Origin::User => "the user command",
-        };
         write!(
             f,
-            "{} command /{} ({}:{}) is shadowed by {by} /{}",
-            self.hidden,
+            "{} command /{} ({}:{}) is shadowed by ",
+            source_label(self.hidden, Some(self.hidden_ecosystem)),
             self.name,
             self.hidden_at.0.display(),
             self.hidden_at.1,
-            self.name
-        )
+        )?;
+        match (&self.by_at, self.by) {
+            (None, _) | (_, Origin::Builtin) => write!(f, "the built-in /{}", self.name),
+            (Some((file, line)), by) => write!(
+                f,
+                "the {} command /{} ({}:{line})",
+                source_label(by, self.by_ecosystem),
+                self.name,
+                file.display()
+            ),
+        }
     }
 }
 
@@ -67,8 +215,23 @@ pub struct MenuEntry {
     pub summary: Option<String>,
     /// Where the command comes from.
     pub origin: Origin,
+    /// Whose format it is written in (`None` for a built-in).
+    pub ecosystem: Option<Ecosystem>,
     /// A hint for its arguments, if any.
     pub argument_hint: Option<String>,
+    /// The file that defines it (`None` for a built-in).
+    pub file: Option<PathBuf>,
+    /// Its `allowed-tools` as written, when it limits the tools.
+    pub allowed_tools: Option<Vec<String>>,
+    /// The model its turns use, when it names one.
+    pub model: Option<String>,
+}
+
+impl MenuEntry {
+    /// Where it comes from, as listings name it (see [`source_label`]).
+    pub fn source(&self) -> String {
+        source_label(self.origin, self.ecosystem)
+    }
 }
 
 /// What a typed line refers to.
@@ -86,7 +249,7 @@ pub enum Resolved {
     /// A user-defined command, ready for [`crate::expand`].
     User {
         /// The command.
-        command: Command,
+        command: Box<Command>,
         /// The text after the name, trimmed.
         args: String,
     },
@@ -94,6 +257,9 @@ pub enum Resolved {
     Unknown {
         /// The lowercase name.
         name: String,
+        /// Commands whose last part is `name` (`/commit` for `/git:commit` and
+        /// `/hg:commit`) when there are several.
+        candidates: Vec<String>,
     },
 }
 
@@ -106,7 +272,8 @@ struct Snapshot {
     generation: u64,
 }
 
-/// Every command from every source, with precedence built-in > project > user applied.
+/// Every command from every source, with precedence built-in > `.shiro` > other project
+/// folders > user folders applied.
 ///
 /// Cloning is cheap and clones share state: a [`Registry::reload`] (or the watcher from
 /// [`Registry::watch`]) is seen by every clone.
@@ -166,32 +333,66 @@ impl Registry {
                 name: name.to_lowercase(),
                 summary: Some(summary.clone()),
                 origin: Origin::Builtin,
+                ecosystem: None,
                 argument_hint: None,
+                file: None,
+                allowed_tools: None,
+                model: None,
             })
             .chain(snapshot.commands.iter().map(|c| MenuEntry {
                 name: c.name.clone(),
-                summary: c.description.clone(),
+                summary: c.summary(),
                 origin: c.origin,
+                ecosystem: Some(c.ecosystem),
                 argument_hint: c.argument_hint.clone(),
+                file: Some(c.file.clone()),
+                allowed_tools: c.allowed_tools.as_ref().map(|a| a.written.clone()),
+                model: c.model.clone(),
             }))
             .collect();
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         entries
     }
 
-    /// The effective user-defined commands (project and user), sorted by name.
+    /// The effective user-defined commands, sorted by name.
     pub fn commands(&self) -> Vec<Command> {
         self.current().commands.clone()
     }
 
-    /// The effective user-defined command called `name` (case-insensitive), if any.
+    /// The effective user-defined command called exactly `name` (case-insensitive; `/` in
+    /// the name stands for `:`, as OpenCode writes nested names), if any.
     pub fn get(&self, name: &str) -> Option<Command> {
-        let name = name.to_lowercase();
+        let name = normalize_name(name);
         self.current()
             .commands
             .iter()
             .find(|c| c.name == name)
             .cloned()
+    }
+
+    /// The command `name` stands for: the one called exactly that, else the only one whose
+    /// last part is `name` (`/commit` for `/git:commit`, as Claude Code runs commands of
+    /// subfolders by their file name). `Err` holds the candidates when several fit (empty
+    /// when none does).
+    pub fn find(&self, name: &str) -> Result<Command, Vec<String>> {
+        let name = normalize_name(name);
+        let snapshot = self.current();
+        if let Some(command) = snapshot.commands.iter().find(|c| c.name == name) {
+            return Ok(command.clone());
+        }
+        if name.contains(':') {
+            return Err(Vec::new());
+        }
+        let suffix = format!(":{name}");
+        let fits: Vec<&Command> = snapshot
+            .commands
+            .iter()
+            .filter(|c| c.name.ends_with(&suffix))
+            .collect();
+        match fits.as_slice() {
+            [only] => Ok((*only).clone()),
+            _ => Err(fits.iter().map(|c| c.name.clone()).collect()),
+        }
     }
 
     /// Every definition hidden by a stronger one.
@@ -204,6 +405,30 @@ impl Registry {
         self.current().diagnostics.clone()
     }
 
+    /// What `check` reports: every problem, and a note for every hidden definition, source by
+    /// source in precedence order, then file by file and top to bottom.
+    pub fn check(&self) -> Vec<Diagnostic> {
+        let snapshot = self.current();
+        let mut all = snapshot.diagnostics.clone();
+        all.extend(snapshot.shadowed.iter().map(Shadowed::diagnostic));
+        let locations = self.sources.locations();
+        let rank = |file: &Path| {
+            locations
+                .iter()
+                .position(|l| file.starts_with(&l.path))
+                .unwrap_or(locations.len())
+        };
+        all.sort_by(|a, b| {
+            (rank(&a.file), &a.file, a.line, a.column).cmp(&(
+                rank(&b.file),
+                &b.file,
+                b.line,
+                b.column,
+            ))
+        });
+        all
+    }
+
     /// Resolves a typed line such as `/review src/main.rs`.
     pub fn resolve(&self, line: &str) -> Resolved {
         let Some(rest) = line.trim_start().strip_prefix('/') else {
@@ -213,14 +438,17 @@ impl Registry {
         if name.is_empty() {
             return Resolved::NotACommand;
         }
-        let name = name.to_lowercase();
+        let name = normalize_name(name);
         let args = args.trim().to_owned();
         if self.is_builtin(&name) {
             return Resolved::Builtin { name, args };
         }
-        match self.get(&name) {
-            Some(command) => Resolved::User { command, args },
-            None => Resolved::Unknown { name },
+        match self.find(&name) {
+            Ok(command) => Resolved::User {
+                command: Box::new(command),
+                args,
+            },
+            Err(candidates) => Resolved::Unknown { name, candidates },
         }
     }
 
@@ -232,43 +460,188 @@ impl Registry {
     }
 }
 
+fn normalize_name(name: &str) -> String {
+    name.trim_start_matches('/')
+        .to_lowercase()
+        .replace('/', ":")
+}
+
+/// Command files larger than this are not read.
+const MAX_FILE_BYTES: u64 = 1024 * 1024;
+
+/// Reads a command file's text; `None` (with a diagnostic) when it cannot be used.
+fn read_text(path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
+    use std::io::Read as _;
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(err) => {
+            diagnostics.push(Diagnostic::whole_file(
+                path,
+                Severity::Error,
+                format!("cannot read: {err}"),
+            ));
+            return None;
+        }
+    };
+    // Only regular files: a FIFO would block the load forever.
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        diagnostics.push(Diagnostic::whole_file(
+            path,
+            Severity::Error,
+            "not a regular file, skipped".to_owned(),
+        ));
+        return None;
+    }
+    let mut bytes = Vec::new();
+    if let Err(err) = file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes) {
+        diagnostics.push(Diagnostic::whole_file(
+            path,
+            Severity::Error,
+            format!("cannot read: {err}"),
+        ));
+        return None;
+    }
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        diagnostics.push(Diagnostic::whole_file(
+            path,
+            Severity::Error,
+            format!(
+                "larger than {} KiB, skipped: a command file is a prompt",
+                MAX_FILE_BYTES / 1024
+            ),
+        ));
+        return None;
+    }
+    match String::from_utf8(bytes) {
+        Ok(text) => Some(text),
+        Err(err) => {
+            diagnostics.push(Diagnostic::whole_file(
+                path,
+                Severity::Warning,
+                "not valid UTF-8: the invalid bytes are read as \u{fffd}".to_owned(),
+            ));
+            Some(String::from_utf8_lossy(err.as_bytes()).into_owned())
+        }
+    }
+}
+
+/// Reads one location into `parsed`.
+fn load_location(location: &Location, jail: Option<&Path>, seen: &mut Seen, parsed: &mut Parsed) {
+    let Location {
+        origin,
+        ecosystem,
+        path,
+        kind,
+    } = location;
+    match kind {
+        LocationKind::CommandsMd => {
+            if !path.exists() || !seen.file(path) {
+                return;
+            }
+            if let Some(text) = read_text(path, &mut parsed.diagnostics) {
+                parsed.merge(parse_commands_md(path, &text, *origin));
+            }
+        }
+        LocationKind::Folder => {
+            let extension = match ecosystem {
+                Ecosystem::Gemini => "toml",
+                _ => "md",
+            };
+            let found = walk::walk(path, extension, jail, seen, &mut parsed.diagnostics);
+            for file in found {
+                let Some(text) = read_text(&file.path, &mut parsed.diagnostics) else {
+                    continue;
+                };
+                parsed.merge(match ecosystem {
+                    Ecosystem::Gemini => parse_gemini_file(&file.path, &file.name, &text, *origin),
+                    _ => parse_command_file(&file.path, &file.name, &text, *origin, *ecosystem),
+                });
+            }
+        }
+    }
+}
+
+/// Reads one shiro source directory (`<workspace>/.shiro` or the user config directory): its
+/// `commands.md`, then every `commands/**/*.md` in sorted order. Missing files are not an
+/// error; unreadable ones are diagnostics.
+pub fn load_source(dir: &Path, origin: Origin) -> Parsed {
+    let mut parsed = Parsed::default();
+    let mut seen = Seen::default();
+    for (path, kind) in [
+        (dir.join("commands.md"), LocationKind::CommandsMd),
+        (dir.join("commands"), LocationKind::Folder),
+    ] {
+        let location = Location {
+            origin,
+            ecosystem: Ecosystem::Shiro,
+            path,
+            kind,
+        };
+        load_location(&location, None, &mut seen, &mut parsed);
+    }
+    parsed
+}
+
 fn build(sources: &Sources, generation: u64) -> Snapshot {
-    let project = load_source(&sources.project_dir(), Origin::Project);
-    let user = sources
-        .user_config_dir
-        .as_deref()
-        .map(|dir| load_source(dir, Origin::User))
-        .unwrap_or_default();
+    let jail = sources.workspace_root.canonicalize().ok();
+    let mut seen = Seen::default();
+    // One parse result per source (origin and ecosystem), in precedence order: a name
+    // defined twice within one source is an error, across sources a shadowing.
+    let mut groups: Vec<((Origin, Ecosystem), Parsed)> = Vec::new();
+    for location in sources.locations() {
+        let key = (location.origin, location.ecosystem);
+        let index = match groups.iter().position(|(k, _)| *k == key) {
+            Some(index) => index,
+            None => {
+                groups.push((key, Parsed::default()));
+                groups.len() - 1
+            }
+        };
+        let jail = match location.origin {
+            // A project's folders must live in the project; without a root that resolves,
+            // nothing of the project is read.
+            Origin::Project => match &jail {
+                Some(jail) => Some(jail.as_path()),
+                None => continue,
+            },
+            _ => None,
+        };
+        load_location(&location, jail, &mut seen, &mut groups[index].1);
+    }
     let mut snapshot = Snapshot {
         generation,
         ..Snapshot::default()
     };
-    for parsed in [project, user] {
+    for (_, parsed) in groups {
         let Parsed {
             commands,
             diagnostics,
         } = parsed;
         snapshot.diagnostics.extend(diagnostics);
         for command in commands {
-            let winner = if sources
+            let builtin = sources
                 .builtins
                 .iter()
-                .any(|(b, _)| b.eq_ignore_ascii_case(&command.name))
-            {
-                Some(Origin::Builtin)
+                .any(|(b, _)| b.eq_ignore_ascii_case(&command.name));
+            let winner = if builtin {
+                Some((Origin::Builtin, None, None))
             } else {
                 snapshot
                     .commands
                     .iter()
                     .find(|c| c.name == command.name)
-                    .map(|c| c.origin)
+                    .map(|c| (c.origin, Some(c.ecosystem), Some((c.file.clone(), c.line))))
             };
             match winner {
-                Some(by) => snapshot.shadowed.push(Shadowed {
+                Some((by, by_ecosystem, by_at)) => snapshot.shadowed.push(Shadowed {
                     name: command.name.clone(),
                     hidden: command.origin,
+                    hidden_ecosystem: command.ecosystem,
                     hidden_at: (command.file.clone(), command.line),
                     by,
+                    by_ecosystem,
+                    by_at,
                 }),
                 None => snapshot.commands.push(command),
             }
@@ -278,14 +651,24 @@ fn build(sources: &Sources, generation: u64) -> Snapshot {
     snapshot
 }
 
-/// Whether `path` is one of the files a registry reads (used by the watcher).
+/// Whether `path` is one of the files a registry reads, a folder that holds them, or a
+/// project folder (`.claude`, …) whose creation may bring some (used by the watcher).
 pub(crate) fn is_source_path(sources: &Sources, path: &Path) -> bool {
-    let dirs = std::iter::once(sources.project_dir()).chain(sources.user_config_dir.clone());
-    for dir in dirs {
-        if path == dir || path.starts_with(dir.join("commands")) || path == dir.join("commands.md")
-        {
-            return true;
-        }
+    let root = &sources.workspace_root;
+    let bases = [".shiro", ".claude", ".opencode", ".gemini"];
+    if bases.iter().any(|base| path == root.join(base)) {
+        return true;
     }
-    false
+    if let Some(dir) = &sources.user_config_dir
+        && path == dir
+    {
+        return true;
+    }
+    sources
+        .locations()
+        .iter()
+        .any(|location| match location.kind {
+            LocationKind::CommandsMd => path == location.path,
+            LocationKind::Folder => path.starts_with(&location.path),
+        })
 }

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
-use crate::expand::{ShellOutcome, ShellRunner};
+use crate::expand::{ShellCall, ShellOutcome, ShellRunner};
 
-/// Runs `` !`cmd` `` substitutions with `sh -c` in the workspace root, stdin closed, stderr
-/// discarded, stdout capped, and the whole process group killed on timeout.
+/// Runs shell substitutions as `sh -c COMMAND shiro ARGS…` in the workspace root, with the
+/// typed text in the `ARGUMENTS` environment variable: stdin closed, stderr discarded,
+/// stdout capped, and the whole process group killed on timeout.
 ///
 /// Needs a Tokio runtime with the I/O and time drivers enabled.
 #[derive(Debug, Clone)]
@@ -72,10 +73,14 @@ fn kill_group(pid: Option<u32>) {
 
 #[async_trait::async_trait]
 impl ShellRunner for ShRunner {
-    async fn run(&self, command: &str) -> ShellOutcome {
+    async fn run(&self, call: &ShellCall<'_>) -> ShellOutcome {
         let mut child = match tokio::process::Command::new("sh")
             .arg("-c")
-            .arg(command)
+            .arg(call.command)
+            // `$0` of the command; the typed arguments follow as `$1`, `$2`, ….
+            .arg("shiro")
+            .args(call.args)
+            .env("ARGUMENTS", call.arguments)
             .current_dir(&self.root)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -61,11 +61,62 @@ fn relevant(kind: EventKind) -> bool {
     }
 }
 
+/// The directories hot reload watches, as `(path, recursive)`: the workspace root (to see
+/// `.shiro` or `.claude` appear), `.shiro` whole, the other tools' project folders (not
+/// recursively: `.opencode` may hold a `node_modules`), every command folder and the user's
+/// shiro directory. Only those that exist are returned, and the root always (watching it is
+/// what must work).
+fn targets(sources: &crate::Sources) -> Vec<(PathBuf, RecursiveMode)> {
+    let root = &sources.workspace_root;
+    let mut out = vec![(root.clone(), RecursiveMode::NonRecursive)];
+    out.push((root.join(".shiro"), RecursiveMode::Recursive));
+    for base in [".claude", ".opencode", ".gemini"] {
+        out.push((root.join(base), RecursiveMode::NonRecursive));
+    }
+    if let Some(user) = &sources.user_config_dir {
+        out.push((user.clone(), RecursiveMode::Recursive));
+    }
+    for location in sources.locations() {
+        if location.kind == crate::LocationKind::Folder {
+            out.push((location.path, RecursiveMode::Recursive));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|(path, _)| (path == root || path.is_dir()) && seen.insert(path.clone()));
+    out
+}
+
+/// Adds watches for every target not watched yet (a target inside a folder watched
+/// recursively needs none). At start (`strict`) the first error is returned; later ones are
+/// retried on the next reload.
+fn add_watches(
+    watcher: &mut RecommendedWatcher,
+    sources: &crate::Sources,
+    watched: &mut Vec<(PathBuf, RecursiveMode)>,
+    strict: bool,
+) -> Result<(), WatchError> {
+    for (path, mode) in targets(sources) {
+        let covered = watched
+            .iter()
+            .any(|(w, m)| w == &path || (*m == RecursiveMode::Recursive && path.starts_with(w)));
+        if covered {
+            continue;
+        }
+        match watcher.watch(&path, mode) {
+            Ok(()) => watched.push((path, mode)),
+            Err(source) if strict => return Err(WatchError::Watch { path, source }),
+            Err(_) => {}
+        }
+    }
+    Ok(())
+}
+
 impl Registry {
-    /// Starts hot reload: watches `<workspace>/.shiro` (recursively), the workspace root
-    /// (non-recursively, so that a `.shiro` created later is noticed and then watched) and
-    /// the user config directory if it exists. Changes are debounced (150 ms of quiet) and
-    /// then [`Registry::reload`] runs on a background thread.
+    /// Starts hot reload: watches the command folders that exist, `.shiro` and the user's
+    /// shiro directory recursively, and the workspace root and the other tools' project
+    /// folders non-recursively, so that a folder created later is noticed and then watched.
+    /// Changes are debounced (150 ms of quiet) and then [`Registry::reload`] runs on a
+    /// background thread.
     pub fn watch(&self) -> Result<WatchHandle, WatchError> {
         let (tx, rx) = mpsc::channel::<notify::Result<notify::Event>>();
         let watcher = notify::recommended_watcher(move |event| {
@@ -74,38 +125,19 @@ impl Registry {
         })
         .map_err(WatchError::Start)?;
         let watcher = Arc::new(Mutex::new(watcher));
-
-        let sources = self.sources();
-        let project = sources.project_dir();
-        let mut targets = vec![(sources.workspace_root.clone(), RecursiveMode::NonRecursive)];
-        if project.is_dir() {
-            targets.push((project.clone(), RecursiveMode::Recursive));
-        }
-        if let Some(user) = sources.user_config_dir.as_ref().filter(|d| d.is_dir()) {
-            targets.push((user.clone(), RecursiveMode::Recursive));
-        }
-        let mut watched = Vec::new();
+        let mut in_thread = Vec::new();
         {
             let mut guard = watcher
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            for (path, mode) in targets {
-                guard
-                    .watch(&path, mode)
-                    .map_err(|source| WatchError::Watch {
-                        path: path.clone(),
-                        source,
-                    })?;
-                watched.push(path);
-            }
+            add_watches(&mut guard, self.sources(), &mut in_thread, true)?;
         }
-        let project_watched = watched.contains(&project);
-
+        let watched = in_thread.iter().map(|(path, _)| path.clone()).collect();
         let registry = self.clone();
         let weak = Arc::downgrade(&watcher);
         std::thread::Builder::new()
             .name("shiro-commands-watch".to_owned())
-            .spawn(move || reload_loop(&registry, &rx, &weak, project_watched))
+            .spawn(move || reload_loop(&registry, &rx, &weak, &mut in_thread))
             .map_err(WatchError::Thread)?;
         Ok(WatchHandle {
             _watcher: watcher,
@@ -118,44 +150,57 @@ fn reload_loop(
     registry: &Registry,
     rx: &mpsc::Receiver<notify::Result<notify::Event>>,
     watcher: &Weak<Mutex<RecommendedWatcher>>,
-    project_watched: bool,
+    watched: &mut Vec<(PathBuf, RecursiveMode)>,
 ) {
-    // Whether `.shiro` needs a (new) watch: it did not exist at start, or was replaced.
-    let mut rewatch = !project_watched;
     let sources = registry.sources();
     let wanted = |event: &notify::Result<notify::Event>| match event {
         Ok(event) => relevant(event.kind) && event.paths.iter().any(|p| is_source_path(sources, p)),
         // An error may mean missed events: reloading is the safe answer.
         Err(_) => true,
     };
+    // A watched folder that was itself removed or replaced needs a new watch.
+    let mut replaced = Vec::new();
+    let note = |event: &notify::Result<notify::Event>,
+                watched: &[(PathBuf, RecursiveMode)],
+                replaced: &mut Vec<PathBuf>| {
+        if let Ok(event) = event {
+            replaced.extend(
+                event
+                    .paths
+                    .iter()
+                    .filter(|p| watched.iter().any(|(w, _)| w == *p))
+                    .cloned(),
+            );
+        }
+    };
     loop {
         // Wait for a relevant event; a disconnect means the handle was dropped.
-        let project = sources.project_dir();
-        let touches_project = |event: &notify::Result<notify::Event>| {
-            event.as_ref().is_ok_and(|e| e.paths.contains(&project))
-        };
         match rx.recv() {
-            Ok(event) if wanted(&event) => rewatch |= touches_project(&event),
+            Ok(event) if wanted(&event) => note(&event, watched, &mut replaced),
             Ok(_) => continue,
             Err(_) => return,
         }
         let start = Instant::now();
         loop {
             match rx.recv_timeout(DEBOUNCE) {
-                Ok(event) if start.elapsed() < MAX_DELAY => rewatch |= touches_project(&event),
+                Ok(event) if start.elapsed() < MAX_DELAY => note(&event, watched, &mut replaced),
                 Ok(_) | Err(RecvTimeoutError::Timeout) => break,
                 Err(RecvTimeoutError::Disconnected) => return,
             }
         }
-        if rewatch && project.is_dir() {
-            let Some(watcher) = watcher.upgrade() else {
-                return;
-            };
+        // A folder created (or replaced) since the last reload gets its watch now.
+        let Some(watcher) = watcher.upgrade() else {
+            return;
+        };
+        {
             let mut guard = watcher
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            rewatch = guard.watch(&project, RecursiveMode::Recursive).is_err();
+            watched.retain(|(path, _)| path.is_dir() && !replaced.contains(path));
+            replaced.clear();
+            let _ = add_watches(&mut guard, sources, watched, false);
         }
+        drop(watcher);
         registry.reload();
     }
 }

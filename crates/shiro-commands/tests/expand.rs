@@ -1,29 +1,52 @@
 //! Expansion with fake shell runners and file readers: each substitution, the order, the
-//! failure notes, quoting, trust and injection attempts.
+//! failure notes, quoting, trust, the argument rules of each ecosystem and injection attempts.
 
 // Helpers outside `#[test]` functions unwrap too: a failure there is a test failure.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::HashMap;
-use std::path::PathBuf;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use shiro_commands::{
-    Command, ExpandContext, FileOutcome, FileReader, Origin, ShellOutcome, ShellRunner, expand,
-    split_args,
+    Args, Command, Ecosystem, ExpandContext, FileOutcome, FileReader, Origin, ShellCall,
+    ShellOutcome, ShellRunner, expand, split_args,
 };
+
+/// One call the fake shell received.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Call {
+    command: String,
+    args: Vec<String>,
+    arguments: String,
+}
 
 /// Answers from a table; unknown commands succeed with `out(<cmd>)` plus a newline.
 #[derive(Default)]
 struct FakeShell {
     answers: HashMap<String, ShellOutcome>,
-    calls: Mutex<Vec<String>>,
+    calls: Mutex<Vec<Call>>,
+}
+
+impl FakeShell {
+    fn commands(&self) -> Vec<String> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|c| c.command.clone())
+            .collect()
+    }
 }
 
 #[async_trait::async_trait]
 impl ShellRunner for FakeShell {
-    async fn run(&self, command: &str) -> ShellOutcome {
-        self.calls.lock().unwrap().push(command.to_owned());
+    async fn run(&self, call: &ShellCall<'_>) -> ShellOutcome {
+        let command = call.command;
+        self.calls.lock().unwrap().push(Call {
+            command: command.to_owned(),
+            args: call.args.to_vec(),
+            arguments: call.arguments.to_owned(),
+        });
         self.answers
             .get(command)
             .cloned()
@@ -38,6 +61,7 @@ impl ShellRunner for FakeShell {
 #[derive(Default)]
 struct FakeFiles {
     files: HashMap<String, FileOutcome>,
+    dirs: HashSet<String>,
     calls: Mutex<Vec<String>>,
 }
 
@@ -48,6 +72,18 @@ impl FakeFiles {
             FileOutcome::Contents {
                 text: text.to_owned(),
                 truncated: false,
+            },
+        );
+        self
+    }
+
+    fn with_dir(mut self, path: &str, entries: &[&str]) -> FakeFiles {
+        self.dirs.insert(path.to_owned());
+        self.files.insert(
+            path.to_owned(),
+            FileOutcome::Directory {
+                entries: entries.iter().map(|e| (*e).to_owned()).collect(),
+                more: 0,
             },
         );
         self
@@ -63,18 +99,28 @@ impl FileReader for FakeFiles {
             .cloned()
             .unwrap_or(FileOutcome::Missing)
     }
+
+    async fn is_dir(&self, path: &str) -> bool {
+        self.dirs.contains(path)
+    }
 }
 
-fn command(body: &str, origin: Origin) -> Command {
-    Command {
-        name: "t".to_owned(),
-        description: None,
-        argument_hint: None,
-        body: body.to_owned(),
-        origin,
-        file: PathBuf::from("commands.md"),
-        line: 1,
-    }
+fn expand_with(
+    command: &Command,
+    args: &Args,
+    shell: &FakeShell,
+    files: &FakeFiles,
+    workspace_trusted: bool,
+) -> String {
+    let ctx = ExpandContext {
+        shell,
+        files,
+        workspace_trusted,
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(expand(command, args, &ctx))
 }
 
 fn run(body: &str, args: &str, shell: &FakeShell, files: &FakeFiles) -> String {
@@ -89,21 +135,25 @@ fn run_as(
     origin: Origin,
     workspace_trusted: bool,
 ) -> String {
-    let ctx = ExpandContext {
-        shell,
-        files,
-        workspace_trusted,
-    };
-    let cmd = command(body, origin);
-    tokio::runtime::Builder::new_current_thread()
-        .build()
-        .unwrap()
-        .block_on(expand(&cmd, args, &ctx))
+    let cmd = Command::new("t", body, origin, Ecosystem::Shiro);
+    expand_with(&cmd, &Args::parse(args), shell, files, workspace_trusted)
 }
 
 /// Expands with default fakes (every command succeeds, no files).
 fn check(body: &str, args: &str) -> String {
     run(body, args, &FakeShell::default(), &FakeFiles::default())
+}
+
+/// Expands a command of `ecosystem` with default fakes.
+fn check_in(ecosystem: Ecosystem, body: &str, args: &str) -> String {
+    let cmd = Command::new("t", body, Origin::User, ecosystem);
+    expand_with(
+        &cmd,
+        &Args::parse(args),
+        &FakeShell::default(),
+        &FakeFiles::default(),
+        true,
+    )
 }
 
 #[test]
@@ -165,7 +215,7 @@ fn incomplete_shell_syntax_is_left_alone() {
     Wow!`not closed
     next` line, !`` empty, ! `spaced`, aout(x)
     ");
-    assert_eq!(*shell.calls.lock().unwrap(), ["x"]);
+    assert_eq!(shell.commands(), ["x"]);
 }
 
 #[test]
@@ -253,9 +303,193 @@ fn trailing_punctuation_is_not_part_of_the_path() {
 
 #[test]
 fn arguments() {
-    let body = "all=[$ARGUMENTS] 1=[$1] 2=[$2] 3=[$3] 9=[$9] 0=[$0] $HOME $ $$ $x";
-    insta::assert_snapshot!(check(body, r#"  one "two words" 'three  spaced'  "#), @r#"all=[one "two words" 'three  spaced'] 1=[one] 2=[two words] 3=[three  spaced] 9=[] 0=[$0] $HOME $ $$ $x"#);
-    insta::assert_snapshot!(check(body, ""), @"all=[] 1=[] 2=[] 3=[] 9=[] 0=[$0] $HOME $ $$ $x");
+    let body = "all=[$ARGUMENTS] 1=[$1] 2=[$2] 3=[$3] 9=[$9] $HOME $ $$ $x";
+    insta::assert_snapshot!(check(body, r#"  one "two words" 'three  spaced'  "#), @r#"all=[one "two words" 'three  spaced'] 1=[one] 2=[two words] 3=[three  spaced] 9=[] $HOME $ $$ $x"#);
+    insta::assert_snapshot!(check(body, ""), @"all=[] 1=[] 2=[] 3=[] 9=[] $HOME $ $$ $x");
+}
+
+#[test]
+fn a_template_that_uses_zero_counts_from_zero_as_claude_code_does() {
+    let body = "0=[$0] 1=[$1] 2=[$2] [0]=[$ARGUMENTS[0]] [1]=[$ARGUMENTS[1]] [7]=[$ARGUMENTS[7]]";
+    insta::assert_snapshot!(check(body, "a b c"), @"0=[a] 1=[b] 2=[c] [0]=[a] [1]=[b] [7]=[]");
+    // Without `$0`, `$ARGUMENTS[N]` still counts from zero, and `$1` is the first argument.
+    insta::assert_snapshot!(check("$1 $ARGUMENTS[0] $ARGUMENTS[x] $ARGUMENTS[", "a b"), @"a a a b[x] a b[");
+}
+
+#[test]
+fn named_arguments_take_positions_in_order() {
+    let mut cmd = Command::new(
+        "t",
+        "from $from to $to, not $toward, all: $ARGUMENTS",
+        Origin::User,
+        Ecosystem::Claude,
+    );
+    cmd.arguments = vec!["from".to_owned(), "to".to_owned()];
+    let out = expand_with(
+        &cmd,
+        &Args::parse("React Vue extra"),
+        &FakeShell::default(),
+        &FakeFiles::default(),
+        true,
+    );
+    insta::assert_snapshot!(out, @"from React to Vue, not $toward, all: React Vue extra");
+}
+
+#[test]
+fn arguments_are_appended_when_the_template_takes_none() {
+    insta::assert_snapshot!(check_in(Ecosystem::Claude, "Review the code.", "src/a.rs carefully"), @r"
+    Review the code.
+
+    ARGUMENTS: src/a.rs carefully
+    ");
+    insta::assert_snapshot!(check_in(Ecosystem::Shiro, "Review the code.", "x"), @r"
+    Review the code.
+
+    ARGUMENTS: x
+    ");
+    insta::assert_snapshot!(check_in(Ecosystem::OpenCode, "Review the code.", "x y"), @r"
+    Review the code.
+
+    x y
+    ");
+    insta::assert_snapshot!(check_in(Ecosystem::Gemini, "Review the code.", "x \"y z\""), @r#"
+    Review the code.
+
+    /t x "y z"
+    "#);
+    // No arguments, nothing appended; a placeholder anywhere (a shell one too), nothing
+    // appended.
+    assert_eq!(check_in(Ecosystem::Claude, "Review.", "   "), "Review.");
+    assert_eq!(
+        check_in(Ecosystem::Claude, "Review !`echo \"$1\"`.", "x"),
+        "Review out(echo \"$1\")."
+    );
+    assert_eq!(
+        check_in(Ecosystem::Claude, "Log !`git log \"$@\"`", "x"),
+        "Log out(git log \"$@\")"
+    );
+    assert_eq!(check_in(Ecosystem::Gemini, "Fix {{args}}.", "x"), "Fix x.");
+    assert_eq!(check_in(Ecosystem::Claude, "", "x"), "ARGUMENTS: x");
+}
+
+#[test]
+fn opencode_numbers_from_one_and_the_last_placeholder_takes_the_rest() {
+    insta::assert_snapshot!(check_in(Ecosystem::OpenCode, "type=$1 message=$2", "fix the login bug"), @"type=fix message=the login bug");
+    insta::assert_snapshot!(check_in(Ecosystem::OpenCode, "$2 then $1 then $10", "a b c"), @"b then a then ");
+    insta::assert_snapshot!(check_in(Ecosystem::OpenCode, "all: $ARGUMENTS, $0 stays", "a"), @"all: a, $0 stays");
+}
+
+#[test]
+fn gemini_args_are_raw_in_text_and_a_shell_reference_in_commands() {
+    let shell = FakeShell::default();
+    let cmd = Command::new(
+        "grep-code",
+        "Pattern `{{args}}`:\n!{grep -r {{args}} .}\n!{echo \"{{args}}\" '{{args}}'}",
+        Origin::User,
+        Ecosystem::Gemini,
+    );
+    let out = expand_with(
+        &cmd,
+        &Args::parse("It's complicated"),
+        &shell,
+        &FakeFiles::default(),
+        true,
+    );
+    insta::assert_snapshot!(out, @r#"
+    Pattern `It's complicated`:
+    out(grep -r "${ARGUMENTS}" .)
+    out(echo "${ARGUMENTS}" ''"${ARGUMENTS}"'')
+    "#);
+    let calls = shell.calls.lock().unwrap();
+    assert_eq!(calls[0].arguments, "It's complicated");
+    assert_eq!(calls[0].args, ["It's", "complicated"]);
+}
+
+#[test]
+fn gemini_files_and_untrusted_shell() {
+    let files = FakeFiles::default().with("docs/best practices.md", "BE KIND");
+    let shell = FakeShell::default();
+    let cmd = Command::new(
+        "review",
+        "Rules: @{docs/best practices.md}\nMissing: @{nope}\nDiff: !{git diff}\nOpen: !{never",
+        Origin::Project,
+        Ecosystem::Gemini,
+    );
+    let out = expand_with(&cmd, &Args::default(), &shell, &files, false);
+    insta::assert_snapshot!(out, @r"
+    Rules: BE KIND
+    Missing: @{nope} [@file missing: nope]
+    Diff: [!shell not run: workspace not trusted]
+    Open: !{never
+    ");
+    assert!(shell.commands().is_empty());
+}
+
+#[test]
+fn at_names_a_file_only_where_it_plausibly_does() {
+    let files = FakeFiles::default()
+        .with("me", "a file called me")
+        .with_dir("src", &["lib.rs", "util/"])
+        .with_dir("types", &[]);
+    let body = "@me @src @scope/pkg@latest @RestController @typescript-eslint/parser \
+                @pytest.fixture @app.route(x) @notes.md @types/missing @./x @~/y";
+    let out = run(body, "", &FakeShell::default(), &files);
+    insta::assert_snapshot!(out, @r"
+    a file called me Directory src/:
+    - lib.rs
+    - util/ @scope/pkg@latest @RestController @typescript-eslint/parser @pytest.fixture @app.route(x) @notes.md [@file missing: notes.md] @types/missing [@file missing: types/missing] @./x [@file missing: ./x] @~/y [@file missing: ~/y]
+    ");
+    // The second `@` of `@scope/pkg@latest` follows a word character: never a reference.
+    assert!(!files.calls.lock().unwrap().contains(&"latest".to_owned()));
+}
+
+#[test]
+fn the_shell_gets_the_arguments_as_parameters_and_in_the_environment() {
+    let shell = FakeShell::default();
+    let mut cmd = Command::new(
+        "t",
+        "!`grep -n \"$1\" $ARGUMENTS[1] '$file'`",
+        Origin::User,
+        Ecosystem::Claude,
+    );
+    cmd.arguments = vec!["pattern".to_owned(), "file".to_owned()];
+    let _ = expand_with(
+        &cmd,
+        &Args::parse("'a b' c.rs"),
+        &shell,
+        &FakeFiles::default(),
+        true,
+    );
+    assert_eq!(
+        *shell.calls.lock().unwrap(),
+        [Call {
+            command: "grep -n \"$1\" \"${2}\" ''\"${2}\"''".to_owned(),
+            args: vec!["a b".to_owned(), "c.rs".to_owned()],
+            arguments: "'a b' c.rs".to_owned(),
+        }]
+    );
+}
+
+#[test]
+fn argv_arguments_are_taken_verbatim() {
+    let argv: Vec<String> = ["it's", "", "\"quoted\"", "two words"]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    let args = Args::from_argv(&argv);
+    assert_eq!(args.list(), argv.as_slice());
+    insta::assert_snapshot!(check_args("1=[$1] 2=[$2] 3=[$3] 4=[$4] all=[$ARGUMENTS]", &args), @r#"1=[it's] 2=[] 3=["quoted"] 4=[two words] all=[it's  "quoted" two words]"#);
+}
+
+fn check_args(body: &str, args: &Args) -> String {
+    let cmd = Command::new("t", body, Origin::User, Ecosystem::Shiro);
+    expand_with(
+        &cmd,
+        args,
+        &FakeShell::default(),
+        &FakeFiles::default(),
+        true,
+    )
 }
 
 #[test]
@@ -272,7 +506,8 @@ fn split_args_quoting() {
         "d \"e\"",
         "fg hi",
         "",
-        "unclosed rest",
+        "\"unclosed",
+        "rest",
     ]
     "#);
     assert!(split_args("   ").is_empty());
@@ -298,7 +533,7 @@ fn steps_run_in_order_and_never_rescan_produced_text() {
     F: file says !`from-file` @b.md $1
     A: ARG
     ");
-    assert_eq!(*shell.calls.lock().unwrap(), ["emit"]);
+    assert_eq!(shell.commands(), ["emit"]);
     assert_eq!(*files.calls.lock().unwrap(), ["a.md"]);
 }
 
@@ -335,11 +570,7 @@ fn arguments_cannot_inject_shell_or_file_reads() {
             &shell,
             &files,
         );
-        assert_eq!(
-            *shell.calls.lock().unwrap(),
-            ["echo safe"],
-            "attempt {attempt}"
-        );
+        assert_eq!(shell.commands(), ["echo safe"], "attempt {attempt}");
         assert!(files.calls.lock().unwrap().is_empty(), "attempt {attempt}");
         assert!(!out.contains("SECRET"), "attempt {attempt}: {out}");
         assert!(
@@ -360,21 +591,29 @@ fn file_reference_built_from_an_argument_is_not_read() {
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
 
-    /// Expansion never panics, and whatever the arguments say, they never reach the shell or
-    /// the file reader.
+    /// Expansion never panics, and whatever the arguments say, they never reach the shell
+    /// as code or the file reader: in every format, the shell runs the same command text and
+    /// the reader reads the same paths with or without them.
     #[test]
     fn expansion_never_panics_and_arguments_never_run(
-        body in "[a-z!`@$ARGUMENTS0-9 .,()\"'\n]{0,60}",
+        body in "[a-z!`@${}ARGUMENTS0-9 .,()\"'\n\\\\\\[\\]]{0,60}",
         args in proptest::prelude::any::<String>(),
+        ecosystem in proptest::sample::select(vec![Ecosystem::Shiro, Ecosystem::Claude, Ecosystem::OpenCode, Ecosystem::Gemini]),
+        named in proptest::prelude::any::<bool>(),
     ) {
-        let shell = FakeShell::default();
-        let files = FakeFiles::default();
-        let _ = run(&body, "", &shell, &files);
-        let calls_without_args = (shell.calls.lock().unwrap().len(), files.calls.lock().unwrap().len());
-        let shell = FakeShell::default();
-        let files = FakeFiles::default();
-        let _ = run(&body, &args, &shell, &files);
-        let calls_with_args = (shell.calls.lock().unwrap().len(), files.calls.lock().unwrap().len());
-        proptest::prop_assert_eq!(calls_without_args, calls_with_args);
+        let mut cmd = Command::new("t", &body, Origin::User, ecosystem);
+        if named {
+            cmd.arguments = vec!["a".to_owned(), "ARG".to_owned()];
+        }
+        let seen = |args: &Args| {
+            let shell = FakeShell::default();
+            let files = FakeFiles::default();
+            let _ = expand_with(&cmd, args, &shell, &files, true);
+            let reads = files.calls.lock().unwrap().clone();
+            (shell.commands(), reads)
+        };
+        let without = seen(&Args::default());
+        proptest::prop_assert_eq!(&without, &seen(&Args::parse(&args)));
+        proptest::prop_assert_eq!(&without, &seen(&Args::from_argv(&[args, "!`x`".to_owned()])));
     }
 }

@@ -7,7 +7,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
-use shiro_commands::{Origin, Parsed, parse_command_file, parse_commands_md};
+use shiro_commands::{
+    Ecosystem, Origin, Parsed, parse_command_file, parse_commands_md, parse_gemini_file,
+};
 
 /// Renders a parse result the way a reviewer wants to read it.
 fn render(parsed: &Parsed) -> String {
@@ -19,6 +21,27 @@ fn render(parsed: &Parsed) -> String {
         }
         if let Some(h) = &c.argument_hint {
             writeln!(out, "  argument-hint: {h}").unwrap();
+        }
+        if let Some(a) = &c.allowed_tools {
+            let tools: Vec<&str> = a.tools.iter().map(String::as_str).collect();
+            writeln!(
+                out,
+                "  allowed-tools: {} -> {tools:?}",
+                a.written.join(", ")
+            )
+            .unwrap();
+            if !a.bash_rules.is_empty() {
+                writeln!(out, "  bash rules: {:?}", a.bash_rules).unwrap();
+            }
+        }
+        if let Some(m) = &c.model {
+            writeln!(out, "  model: {m}").unwrap();
+        }
+        if !c.arguments.is_empty() {
+            writeln!(out, "  arguments: {}", c.arguments.join(", ")).unwrap();
+        }
+        if c.disable_model_invocation {
+            writeln!(out, "  disable-model-invocation").unwrap();
         }
         for line in c.body.lines() {
             writeln!(out, "  | {line}").unwrap();
@@ -65,7 +88,7 @@ fn command_files_corpus() {
         let text = std::fs::read_to_string(&path).unwrap();
         let stem = path.file_stem().unwrap().to_str().unwrap().to_owned();
         let label = Path::new("commands").join(path.file_name().unwrap());
-        let parsed = parse_command_file(&label, &stem, &text, Origin::User);
+        let parsed = parse_command_file(&label, &stem, &text, Origin::User, Ecosystem::Shiro);
         insta::assert_snapshot!(format!("command_file__{stem}"), render(&parsed));
     }
 }
@@ -116,7 +139,36 @@ proptest! {
             prop_assert!(!c.name.is_empty());
             prop_assert_eq!(c.body.trim_end(), c.body.as_str());
         }
-        let _ = parse_command_file(Path::new("x.md"), "x", &text, Origin::User);
+        let _ = parse_command_file(Path::new("x.md"), "x", &text, Origin::User, Ecosystem::Claude);
+        let _ = parse_gemini_file(Path::new("x.toml"), "x", &text, Origin::User);
+    }
+
+    /// Arbitrary bytes, read as the loader reads them (lossily), in either format.
+    #[test]
+    fn parsing_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        let text = String::from_utf8_lossy(&bytes);
+        let _ = parse_commands_md(Path::new("x.md"), &text, Origin::Project);
+        let _ = parse_command_file(Path::new("x.md"), "x", &text, Origin::User, Ecosystem::OpenCode);
+        let _ = parse_gemini_file(Path::new("x.toml"), "x", &text, Origin::User);
+    }
+
+    #[test]
+    fn parsing_tomlish_text_never_panics(
+        lines in proptest::collection::vec(
+            prop_oneof![
+                Just("prompt = \"\"\"".to_owned()), Just("\"\"\"".to_owned()),
+                Just("description = 'd'".to_owned()), Just("prompt = \"!{a {{args}} }\"".to_owned()),
+                Just("[t]".to_owned()), Just("@{".to_owned()), Just("!{".to_owned()), Just("}".to_owned()),
+                "[\\x00-\\x7f\u{feff}é]{0,12}",
+            ],
+            0..20,
+        )
+    ) {
+        let text = lines.join("\n");
+        let parsed = parse_gemini_file(Path::new("x.toml"), "x", &text, Origin::User);
+        for d in &parsed.diagnostics {
+            prop_assert!(d.line >= 1 && d.column >= 1, "{}", d);
+        }
     }
 
     #[test]
@@ -126,6 +178,8 @@ proptest! {
                 Just("## a".to_owned()), Just("##".to_owned()), Just("```".to_owned()),
                 Just("~~~".to_owned()), Just("> s".to_owned()), Just("---".to_owned()),
                 Just(String::new()), Just("description: d".to_owned()), "[#>`~ a-é:\t]{0,8}",
+                Just("allowed-tools:".to_owned()), Just("  - Bash(git status:*)".to_owned()),
+                Just("arguments: [a, \"b".to_owned()), Just("x: |".to_owned()), Just("\u{feff}---".to_owned()),
             ],
             0..40,
         )
@@ -136,6 +190,9 @@ proptest! {
         names.sort_unstable();
         names.dedup();
         prop_assert_eq!(names.len(), parsed.commands.len(), "names are unique");
-        let _ = parse_command_file(Path::new("x.md"), "x", &text, Origin::User);
+        let parsed = parse_command_file(Path::new("x.md"), "x", &text, Origin::User, Ecosystem::Claude);
+        for d in &parsed.diagnostics {
+            prop_assert!(d.line >= 1 && d.column >= 1, "{}", d);
+        }
     }
 }

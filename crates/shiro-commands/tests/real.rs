@@ -5,7 +5,18 @@
 
 use std::time::{Duration, Instant};
 
-use shiro_commands::{FileOutcome, FileReader, FsReader, ShRunner, ShellOutcome, ShellRunner};
+use shiro_commands::{
+    FileOutcome, FileReader, FsReader, ShRunner, ShellCall, ShellOutcome, ShellRunner,
+};
+
+/// A call of `command` with no arguments.
+fn call(command: &str) -> ShellCall<'_> {
+    ShellCall {
+        command,
+        args: &[],
+        arguments: "",
+    }
+}
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
@@ -20,7 +31,7 @@ fn sh_runs_in_the_workspace_root_with_stdin_closed() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().canonicalize().unwrap();
     let runner = ShRunner::new(&root);
-    let out = block_on(runner.run("pwd; cat; echo done"));
+    let out = block_on(runner.run(&call("pwd; cat; echo done")));
     assert_eq!(
         out,
         ShellOutcome::Success {
@@ -33,7 +44,7 @@ fn sh_runs_in_the_workspace_root_with_stdin_closed() {
 #[test]
 fn sh_reports_the_exit_code() {
     let dir = tempfile::tempdir().unwrap();
-    let out = block_on(ShRunner::new(dir.path()).run("echo partial; exit 3"));
+    let out = block_on(ShRunner::new(dir.path()).run(&call("echo partial; exit 3")));
     assert_eq!(out, ShellOutcome::Failed { code: Some(3) });
 }
 
@@ -41,7 +52,7 @@ fn sh_reports_the_exit_code() {
 fn sh_caps_stdout_and_still_finishes() {
     let dir = tempfile::tempdir().unwrap();
     let runner = ShRunner::new(dir.path()).with_stdout_cap(1000);
-    let out = block_on(runner.run("head -c 300000 /dev/zero | tr '\\0' x"));
+    let out = block_on(runner.run(&call("head -c 300000 /dev/zero | tr '\\0' x")));
     let ShellOutcome::Success { stdout, truncated } = out else {
         panic!("unexpected {out:?}");
     };
@@ -72,7 +83,8 @@ fn dropping_a_running_substitution_kills_its_whole_process_group() {
         .build()
         .unwrap();
     rt.block_on(async {
-        let run = runner.run("sleep 30 & echo $! > bg.pid; sleep 30");
+        let sleeper = call("sleep 30 & echo $! > bg.pid; sleep 30");
+        let run = runner.run(&sleeper);
         // Dropped once the background child has said who it is.
         let written = async {
             while std::fs::read_to_string(&pid_file).map_or(true, |p| p.trim().is_empty()) {
@@ -102,7 +114,7 @@ fn sh_timeout_kills_the_whole_process_group() {
     let pid_file = dir.path().join("bg.pid");
     let runner = ShRunner::new(dir.path()).with_timeout(Duration::from_millis(500));
     let start = Instant::now();
-    let out = block_on(runner.run("sleep 30 & echo $! > bg.pid; sleep 30"));
+    let out = block_on(runner.run(&call("sleep 30 & echo $! > bg.pid; sleep 30")));
     assert_eq!(
         out,
         ShellOutcome::TimedOut {
@@ -161,7 +173,6 @@ fn fs_reader_reads_and_refuses() {
         refused(secret.to_str().unwrap()).replace(secret.to_str().unwrap(), "<outside>/secret.txt"),
         refused("link.txt"),
         refused("bin.dat"),
-        refused("src"),
         if fifo {
             refused("pipe")
         } else {
@@ -175,10 +186,24 @@ fn fs_reader_reads_and_refuses() {
         "<outside>/secret.txt is outside the workspace",
         "link.txt is outside the workspace",
         "bin.dat is a binary file",
-        "src is a directory",
         "pipe is not a regular file",
     ]
     "#);
+
+    // A directory is listed, links to directories as directories; a path through a file
+    // is missing, not an error.
+    std::fs::create_dir(root.join("src/sub")).unwrap();
+    assert_eq!(
+        read("src"),
+        FileOutcome::Directory {
+            entries: vec!["a.rs".to_owned(), "sub/".to_owned()],
+            more: 0
+        }
+    );
+    assert!(block_on(reader.is_dir("src/sub")));
+    assert!(!block_on(reader.is_dir("src/a.rs")));
+    assert!(!block_on(reader.is_dir("../")));
+    assert_eq!(read("src/a.rs/x"), FileOutcome::Missing);
 
     // The cut falls inside a two-byte character, which is dropped rather than mangled.
     let capped = FsReader::new(root).unwrap().with_cap(11);
@@ -196,4 +221,91 @@ fn fs_reader_reads_and_refuses() {
             truncated: false
         }
     );
+}
+
+/// The typed arguments reach the shell as `$1`… and `$ARGUMENTS`, as data: nothing in them
+/// runs, whatever quotes or substitutions they hold.
+#[test]
+fn sh_passes_arguments_as_parameters_never_as_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let runner = ShRunner::new(dir.path());
+    let args: Vec<String> = [
+        "$(touch pwned1)",
+        "`touch pwned2`",
+        "'; touch pwned3; '",
+        "\"; touch pwned4; \"",
+        "",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let arguments = "x $(touch pwned5) `touch pwned6`";
+    let out = block_on(runner.run(&ShellCall {
+        command: "printf '[%s]' \"$0\" \"$@\" \"$#\"; printf '{%s}' \"$ARGUMENTS\"; echo $ARGUMENTS",
+        args: &args,
+        arguments,
+    }));
+    let ShellOutcome::Success { stdout, .. } = out else {
+        panic!("unexpected {out:?}");
+    };
+    insta::assert_snapshot!(stdout, @r#"
+    [shiro][$(touch pwned1)][`touch pwned2`]['; touch pwned3; ']["; touch pwned4; "][][5]{x $(touch pwned5) `touch pwned6`}x $(touch pwned5) `touch pwned6`
+    "#);
+    let made: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert!(made.is_empty(), "{made:?}");
+}
+
+/// The real shell, with arguments full of shell syntax: what it prints is exactly what was
+/// typed (it got the text as data, in either format), and nothing it was told ran.
+#[test]
+fn typed_text_reaches_the_real_shell_only_as_data() {
+    use proptest::prelude::*;
+    use shiro_commands::{Args, Command, Ecosystem, ExpandContext, Origin, expand};
+
+    let dir = tempfile::tempdir().unwrap();
+    let shell = ShRunner::new(dir.path());
+    let files = FsReader::new(dir.path()).unwrap();
+    let ctx = ExpandContext {
+        shell: &shell,
+        files: &files,
+        workspace_trusted: true,
+    };
+    let markdown = Command::new(
+        "t",
+        "md[!`printf '%s' \"$ARGUMENTS\"`] first[!`printf '%s' \"$1\"`] [!`printf '%s' $ARGUMENTS[0]`]",
+        Origin::Project,
+        Ecosystem::Claude,
+    );
+    let gemini = Command::new(
+        "t",
+        "gem[!{printf '%s' {{args}}}] q[!{printf '%s' \"{{args}}\"}] s[!{printf '%s' '{{args}}'}]",
+        Origin::Project,
+        Ecosystem::Gemini,
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let config = ProptestConfig {
+        cases: 48,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest::test_runner::TestRunner::new(config)
+        .run(
+            &proptest::collection::vec("[a-z$`'\"();|&<>*?{}!@ \\\\]{1,12}", 1..4),
+            |argv| {
+                let args = Args::from_argv(&argv);
+                let raw = args.raw().trim();
+                let first = argv[0].trim();
+                let got = runtime.block_on(expand(&markdown, &args, &ctx));
+                prop_assert_eq!(got, format!("md[{raw}] first[{first}] [{first}]"));
+                let got = runtime.block_on(expand(&gemini, &args, &ctx));
+                prop_assert_eq!(got, format!("gem[{raw}] q[{raw}] s[{raw}]"));
+                Ok(())
+            },
+        )
+        .unwrap();
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().collect();
+    assert!(left.is_empty(), "{left:?}");
 }

@@ -43,6 +43,7 @@ fn fixture() -> (tempfile::TempDir, Sources) {
         workspace_root: ws,
         user_config_dir: Some(user),
         builtins: builtins(),
+        ..Sources::default()
     };
     (dir, sources)
 }
@@ -55,7 +56,7 @@ fn render(registry: &Registry, base: &Path) -> String {
             out,
             "/{} [{}] {} {}",
             e.name,
-            e.origin,
+            e.source(),
             e.summary.as_deref().unwrap_or("-"),
             e.argument_hint.as_deref().unwrap_or("")
         )
@@ -85,7 +86,7 @@ fn listing_and_shadowing() {
     /undo [built-in] Undo the last turn 
     --- shadowed
     project command /undo (<tmp>/ws/.shiro/commands.md:1) is shadowed by the built-in /undo
-    user command /review (<tmp>/user/commands.md:1) is shadowed by the project command /review
+    user command /review (<tmp>/user/commands.md:1) is shadowed by the project command /review (<tmp>/ws/.shiro/commands.md:5)
     user command /help (<tmp>/user/commands.md:9) is shadowed by the built-in /help
     --- diagnostics
     <tmp>/user/commands/bad name.md:1:1: error: invalid command name `bad name` from the file name: ' ' is not allowed (use letters, digits, `-`, `_` and `:`), file skipped
@@ -117,7 +118,8 @@ fn resolving_typed_lines() {
     assert_eq!(
         registry.resolve("/nope x"),
         Resolved::Unknown {
-            name: "nope".into()
+            name: "nope".into(),
+            candidates: Vec::new(),
         }
     );
     assert_eq!(registry.resolve("hello /review"), Resolved::NotACommand);
@@ -132,6 +134,7 @@ fn a_workspace_without_sources_lists_only_builtins() {
         workspace_root: dir.path().to_path_buf(),
         user_config_dir: Some(dir.path().join("no-such-dir")),
         builtins: builtins(),
+        ..Sources::default()
     });
     let names: Vec<String> = registry.list().into_iter().map(|e| e.name).collect();
     assert_eq!(names, ["help", "undo"]);
@@ -204,6 +207,7 @@ fn hot_reload_notices_a_shiro_directory_created_later() {
         workspace_root: dir.path().to_path_buf(),
         user_config_dir: None,
         builtins: Vec::new(),
+        ..Sources::default()
     });
     let watch = registry.watch().unwrap();
     assert_eq!(watch.watched(), [dir.path().to_path_buf()]);
@@ -243,8 +247,283 @@ fn watching_a_missing_workspace_is_an_error_not_a_panic() {
         workspace_root: dir.path().join("missing"),
         user_config_dir: None,
         builtins: Vec::new(),
+        ..Sources::default()
     });
     let err = registry.watch().unwrap_err();
     assert!(err.to_string().starts_with("cannot watch "), "{err}");
     assert!(registry.list().is_empty());
+}
+
+fn link(target: &str, at: &Path) {
+    std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+    std::os::unix::fs::symlink(target, at).unwrap();
+}
+
+/// Several link loops, nested, and a folder shared by two sources: every command once, one
+/// diagnostic per loop, and quickly.
+#[test]
+fn link_loops_give_each_command_once_and_one_diagnostic_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let commands = ws.join(".shiro/commands");
+    write(&commands.join("a.md"), "A.\n");
+    write(&commands.join("sub/b.md"), "B.\n");
+    write(&commands.join("sub/deep/c.md"), "C.\n");
+    link(".", &commands.join("l1"));
+    link("..", &commands.join("sub/up"));
+    link("../../..", &commands.join("sub/deep/top"));
+    link("../deep", &commands.join("sub/deep/self"));
+    // Not a loop: another way to a folder already read, which adds nothing.
+    link("sub", &commands.join("alias"));
+    // Claude Code's folder is the same folder: its commands are not listed twice.
+    link("../.shiro/commands", &ws.join(".claude/commands"));
+    write(&ws.join(".gemini/commands/g.toml"), "prompt = \"G\"\n");
+    link("../../.gemini/commands", &ws.join(".gemini/commands/again"));
+    let start = Instant::now();
+    let registry = Registry::load(Sources {
+        workspace_root: ws.clone(),
+        ..Sources::default()
+    });
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        start.elapsed()
+    );
+    let names: Vec<String> = registry.commands().into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["a", "g", "sub:b", "sub:deep:c"]);
+    assert!(registry.shadowed().is_empty(), "{:?}", registry.shadowed());
+    let mut out = String::new();
+    for d in registry.diagnostics() {
+        writeln!(out, "{d}").unwrap();
+    }
+    insta::assert_snapshot!(out.replace(&ws.canonicalize().unwrap().display().to_string(), "<ws>").replace(&ws.display().to_string(), "<ws>"), @r"
+    <ws>/.shiro/commands/l1:1:1: warning: link loop: it leads to <ws>/.shiro/commands, a folder that contains it; not followed
+    <ws>/.shiro/commands/sub/up:1:1: warning: link loop: it leads to <ws>/.shiro/commands, a folder that contains it; not followed
+    <ws>/.shiro/commands/sub/deep/self:1:1: warning: link loop: it leads to <ws>/.shiro/commands/sub/deep, a folder that contains it; not followed
+    <ws>/.shiro/commands/sub/deep/top:1:1: warning: link loop: it leads to <ws>/.shiro, a folder that contains it; not followed
+    <ws>/.gemini/commands/again:1:1: warning: link loop: it leads to <ws>/.gemini/commands, a folder that contains it; not followed
+    ");
+}
+
+/// Every ecosystem's folder, project and user: precedence, shadowing across them, names
+/// typed with `/` and by their last part, and folders switched off.
+#[test]
+fn every_source_with_precedence_and_shadowing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let home = dir.path().join("home");
+    let config = dir.path().join("config");
+    write(
+        &ws.join(".shiro/commands.md"),
+        "## review\n> shiro review\nS.\n",
+    );
+    write(
+        &ws.join(".claude/commands/review.md"),
+        "---\ndescription: claude review\n---\nC.\n",
+    );
+    write(&ws.join(".claude/commands/git/commit.md"), "Commit.\n");
+    write(
+        &ws.join(".opencode/command/team/review.md"),
+        "Team review.\n",
+    );
+    write(
+        &ws.join(".opencode/commands/plan.md"),
+        "---\nagent: plan\n---\nPlan.\n",
+    );
+    write(
+        &ws.join(".gemini/commands/git/fix.toml"),
+        "description = \"Fix\"\nprompt = \"Fix {{args}}\"\n",
+    );
+    write(&ws.join(".gemini/commands/review.toml"), "prompt = \"G\"\n");
+    write(&home.join(".claude/commands/mine.md"), "Mine.\n");
+    write(
+        &home.join(".claude/commands/review.md"),
+        "User claude review.\n",
+    );
+    write(
+        &home.join(".gemini/commands/hg/commit.toml"),
+        "prompt = \"hg\"\n",
+    );
+    write(&config.join("opencode/commands/oc.md"), "OC.\n");
+    write(
+        &config.join("gemini-cli/commands/gm.toml"),
+        "prompt = \"gm\"\n",
+    );
+    let sources = Sources {
+        workspace_root: ws,
+        home_dir: Some(home),
+        config_home: Some(config),
+        builtins: builtins(),
+        ..Sources::default()
+    };
+    let registry = Registry::load(sources.clone());
+    let base = dir.path().canonicalize().unwrap();
+    insta::assert_snapshot!(render(&registry, &base).replace(&dir.path().display().to_string(), "<tmp>"), @r"
+    --- menu
+    /git:commit [project .claude] Commit. 
+    /git:fix [project .gemini] Fix 
+    /gm [user .gemini] gm 
+    /help [built-in] Show help 
+    /hg:commit [user .gemini] hg 
+    /mine [user .claude] Mine. 
+    /oc [user .opencode] OC. 
+    /plan [project .opencode] Plan. 
+    /review [project] shiro review 
+    /team:review [project .opencode] Team review. 
+    /undo [built-in] Undo the last turn 
+    --- shadowed
+    project .claude command /review (<tmp>/ws/.claude/commands/review.md:1) is shadowed by the project command /review (<tmp>/ws/.shiro/commands.md:1)
+    project .gemini command /review (<tmp>/ws/.gemini/commands/review.toml:1) is shadowed by the project command /review (<tmp>/ws/.shiro/commands.md:1)
+    user .claude command /review (<tmp>/home/.claude/commands/review.md:1) is shadowed by the project command /review (<tmp>/ws/.shiro/commands.md:1)
+    --- diagnostics
+    ");
+
+    // OpenCode's nested names are typed with `/`; a subfolder's command by its file name
+    // when only one has it, as in Claude Code.
+    let name = |line: &str| match registry.resolve(line) {
+        Resolved::User { command, .. } => command.name,
+        other => format!("{other:?}"),
+    };
+    assert_eq!(name("/team/review x"), "team:review");
+    assert_eq!(name("/fix"), "git:fix");
+    assert_eq!(
+        name("/commit"),
+        "Unknown { name: \"commit\", candidates: [\"git:commit\", \"hg:commit\"] }"
+    );
+    assert_eq!(
+        name("/nothing"),
+        "Unknown { name: \"nothing\", candidates: [] }"
+    );
+
+    let off = Registry::load(Sources {
+        ecosystems: shiro_commands::Ecosystems {
+            claude: false,
+            opencode: false,
+            gemini: false,
+        },
+        ..sources
+    });
+    let names: Vec<String> = off.commands().into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["review"]);
+}
+
+/// A project's command folder, or a link in it, that leads outside the workspace is not
+/// followed: a cloned repository cannot make a command of the user's files.
+#[test]
+fn project_links_stay_in_the_project() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let outside = dir.path().join("outside");
+    write(&outside.join("secret.md"), "SECRET\n");
+    write(&outside.join("dir/also.md"), "ALSO\n");
+    write(&ws.join("inside.md"), "Inside.\n");
+    link(
+        &outside.join("secret.md").display().to_string(),
+        &ws.join(".claude/commands/steal.md"),
+    );
+    link(
+        &outside.join("dir").display().to_string(),
+        &ws.join(".claude/commands/more"),
+    );
+    link("../../inside.md", &ws.join(".claude/commands/ok.md"));
+    link(&outside.display().to_string(), &ws.join(".gemini/commands"));
+    let registry = Registry::load(Sources {
+        workspace_root: ws.clone(),
+        ..Sources::default()
+    });
+    let names: Vec<String> = registry.commands().into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["ok"]);
+    let mut out = String::new();
+    for d in registry.diagnostics() {
+        writeln!(out, "{d}").unwrap();
+    }
+    let base = dir.path().canonicalize().unwrap();
+    insta::assert_snapshot!(out.replace(&base.display().to_string(), "<tmp>").replace(&dir.path().display().to_string(), "<tmp>"), @r"
+    <tmp>/ws/.claude/commands/more:1:1: error: link leads outside the workspace (to <tmp>/outside/dir), not followed: a project's commands must live in the project
+    <tmp>/ws/.claude/commands/steal.md:1:1: error: link leads outside the workspace (to <tmp>/outside/secret.md), not followed: a project's commands must live in the project
+    <tmp>/ws/.gemini/commands:1:1: error: leads outside the workspace (to <tmp>/outside), so it is not read: a project's command folder must live in the project
+    ");
+    // The same links in the user's own folders are theirs to make.
+    let registry = Registry::load(Sources {
+        workspace_root: dir.path().join("empty"),
+        home_dir: Some(ws),
+        ..Sources::default()
+    });
+    let names: Vec<String> = registry.commands().into_iter().map(|c| c.name).collect();
+    assert_eq!(names, ["more:also", "ok", "steal"]);
+}
+
+/// A Claude Code folder created after the watch started is noticed, and then watched.
+#[test]
+fn hot_reload_notices_a_claude_folder_created_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Registry::load(Sources {
+        workspace_root: dir.path().to_path_buf(),
+        ..Sources::default()
+    });
+    let _watch = registry.watch().unwrap();
+    let file = dir.path().join(".claude/commands/late.md");
+    write(&file, "Arrived.\n");
+    assert!(
+        eventually(|| registry.get("late").is_some()),
+        "late .claude not seen"
+    );
+    write(&file, "Edited.\n");
+    assert!(
+        eventually(|| registry.get("late").is_some_and(|c| c.body == "Edited.")),
+        "edit inside the late .claude not seen"
+    );
+    write(&dir.path().join(".claude/commands/ops/more.md"), "More.\n");
+    assert!(
+        eventually(|| registry.get("ops:more").is_some()),
+        "new subfolder not seen"
+    );
+}
+
+/// `check` reports problems and hidden definitions source by source, in precedence order.
+#[test]
+fn check_orders_by_source_then_file_then_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let home = dir.path().join("a-home");
+    write(
+        &home.join(".claude/commands/x.md"),
+        "---\nnope: 1\n---\nX.\n",
+    );
+    write(
+        &ws.join(".gemini/commands/x.toml"),
+        "prompt = \"x\"\ncolour = 1\n",
+    );
+    write(&ws.join(".claude/commands/x.md"), "---\nbad: 1\n---\nX.\n");
+    write(&ws.join(".shiro/commands.md"), "## x\nX.\n## y!\n");
+    let registry = Registry::load(Sources {
+        workspace_root: ws,
+        home_dir: Some(home),
+        ..Sources::default()
+    });
+    let lines: Vec<String> = registry
+        .check()
+        .iter()
+        .map(|d| {
+            let file = d
+                .file
+                .strip_prefix(dir.path())
+                .unwrap()
+                .display()
+                .to_string();
+            format!("{file}:{}: {}", d.line, d.severity)
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "ws/.shiro/commands.md:3: error",
+            "ws/.claude/commands/x.md:1: note",
+            "ws/.claude/commands/x.md:2: warning",
+            "ws/.gemini/commands/x.toml:1: note",
+            "ws/.gemini/commands/x.toml:2: warning",
+            "a-home/.claude/commands/x.md:1: note",
+            "a-home/.claude/commands/x.md:2: warning",
+        ]
+    );
 }

@@ -92,6 +92,9 @@ impl Ws {
             .arg(self.path())
             .args(args)
             .env("SHIRO_CONFIG_DIR", self.config.path())
+            // The user's own command folders (`~/.claude/commands`, …) are never seen.
+            .env("HOME", self.config.path())
+            .env_remove("XDG_CONFIG_HOME")
             .env("NO_COLOR", "1")
             .env_remove("SHIRO_MODEL")
             .env_remove("OPENAI_BASE_URL")

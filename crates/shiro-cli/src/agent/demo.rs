@@ -98,6 +98,7 @@ pub async fn run(out: Box<dyn Write + Send>, color: Color) -> Result<()> {
         max_steps: DEFAULT_MAX_STEPS,
         catch_interrupts: false,
         bash_running: tokio::sync::watch::Sender::new(false),
+        limits: turn::TurnLimits::default(),
     };
     agent.push(Message::system(SYSTEM_PROMPT))?;
     agent.printer.info(&format!(

@@ -237,8 +237,8 @@ mod tests {
         std::fs::write(root.path().join("notes.md"), "").unwrap();
         let registry = Registry::load(shiro_commands::Sources {
             workspace_root: root.path().to_owned(),
-            user_config_dir: None,
             builtins: vec![("undo".into(), "undo the last turn".into())],
+            ..shiro_commands::Sources::default()
         });
         let helper = Completion {
             root: root.path().to_owned(),

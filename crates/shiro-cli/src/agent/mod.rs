@@ -25,12 +25,13 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
+use shiro_commands::{Args, ExpandContext, FsReader, Origin, Resolved, ShRunner};
 
 use self::approve::{Approvals, Policy};
 use self::events::{Mode, Printer};
 use self::input::{Input, Lines, Terminal};
 use self::session::Session;
-use self::turn::{Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT};
+use self::turn::{Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT, TurnLimits, TurnReport};
 use crate::cli::SessionArgs;
 use crate::headless::{self, Context};
 use crate::provider::{Message, OpenAiConfig, OpenAiProvider, Provider, ReplayProvider};
@@ -84,6 +85,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         // `-p` too: Ctrl-C stops the turn, which is finished and recorded.
         catch_interrupts: true,
         bash_running: tokio::sync::watch::Sender::new(false),
+        limits: turn::TurnLimits::default(),
     };
     if agent.history.is_empty() {
         agent.push(Message::system(SYSTEM_PROMPT))?;
@@ -92,7 +94,14 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         agent.printer.info(&format!("note: {notice}"));
     }
     if let Some(prompt) = &args.prompt {
-        let report = agent.turn(prompt).await?;
+        // A user command works with -p as it does in a session; other text, a built-in's
+        // name included, goes to the model as typed.
+        let report = match registry.resolve(prompt) {
+            Resolved::User { command, args } => {
+                run_user_command(&mut agent, &command, &args).await?
+            }
+            _ => agent.turn(prompt).await?,
+        };
         if report.interrupted {
             // The turn was finished and recorded, like one the REPL stops.
             agent.printer.info(match report.turn_id {
@@ -122,6 +131,48 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
     let _watch = registry.watch().ok();
     repl::run(&mut agent, &registry).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Expands a user command and runs it as one turn: its `allowed-tools` limit the turn's tools
+/// (a matching `Bash(…)` rule runs a command without asking, when the command is the user's
+/// own or its workspace is trusted), and its `model` answers this turn only.
+pub async fn run_user_command(
+    agent: &mut Agent<'_>,
+    command: &shiro_commands::Command,
+    args: &str,
+) -> Result<TurnReport> {
+    let ctx = agent.ctx;
+    let trusted = crate::trust::is_trusted(ctx.config.user_dir.as_deref(), &ctx.root);
+    let shell = ShRunner::new(&ctx.root);
+    let files = FsReader::new(&ctx.root)?;
+    let expand_ctx = ExpandContext {
+        shell: &shell,
+        files: &files,
+        workspace_trusted: trusted,
+    };
+    let prompt = shiro_commands::expand(command, &Args::parse(args), &expand_ctx).await;
+    agent.printer.info(&format!(
+        "(/{} expanded to {} characters)",
+        command.name,
+        prompt.chars().count()
+    ));
+    for note in headless::turn_notes(command) {
+        agent.printer.info(&format!("({note})"));
+    }
+    let limits = TurnLimits {
+        command: command.name.clone(),
+        allowed: command.allowed_tools.clone(),
+        preapprove: trusted || command.origin != Origin::Project,
+    };
+    let saved = command.model.as_deref().map(|model| {
+        let for_turn = provider(ctx, Some(model), |name| std::env::var(name));
+        std::mem::replace(&mut agent.provider, for_turn)
+    });
+    let report = agent.turn_with(&prompt, limits).await;
+    if let Some(saved) = saved {
+        agent.provider = saved;
+    }
+    report
 }
 
 /// A new session, or the one `--continue`/`--resume` names, with its history and notices.

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use anyhow::Result;
-use shiro_commands::{ExpandContext, FsReader, Registry, Resolved, ShRunner};
+use shiro_commands::{Registry, Resolved};
 use shiro_undo::{UndoError, UndoOptions};
 
 use super::input::Read;
@@ -40,24 +40,19 @@ pub async fn run(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
                 builtin(agent, registry, &name, &args).await?;
             }
             Resolved::User { command, args } => {
-                let trusted =
-                    trust::is_trusted(agent.ctx.config.user_dir.as_deref(), &agent.ctx.root);
-                let shell = ShRunner::new(&agent.ctx.root);
-                let files = FsReader::new(&agent.ctx.root)?;
-                let expand_ctx = ExpandContext {
-                    shell: &shell,
-                    files: &files,
-                    workspace_trusted: trusted,
-                };
-                let prompt = shiro_commands::expand(&command, &args, &expand_ctx).await;
-                agent.printer.info(&format!(
-                    "(/{} expanded to {} characters)",
-                    command.name,
-                    prompt.chars().count()
-                ));
-                send(agent, &prompt).await?;
+                if let Err(err) = super::run_user_command(agent, &command, &args).await {
+                    agent
+                        .printer
+                        .info(&format!("error: {}", crate::headless::error_text(&err)));
+                }
             }
-            Resolved::Unknown { name } => {
+            Resolved::Unknown { name, candidates } if !candidates.is_empty() => {
+                agent.printer.info(&format!(
+                    "/{name} is ambiguous: {}",
+                    headless::slash_names(&candidates)
+                ));
+            }
+            Resolved::Unknown { name, .. } => {
                 let names: Vec<String> = registry
                     .list()
                     .into_iter()

@@ -4,6 +4,7 @@
 
 use anyhow::{Context as _, Result, anyhow};
 use serde_json::Value;
+use shiro_commands::{AllowedTools, BashVerdict};
 use shiro_tools::capture::CaptureMode;
 use shiro_tools::{Change, FsMutator, Tool};
 use shiro_undo::{Recording, TurnStart};
@@ -20,6 +21,54 @@ use crate::signals::Handling;
 #[derive(Debug, thiserror::Error)]
 #[error("interrupted by Ctrl-C")]
 pub struct Interrupted;
+
+/// What a user command asks of the turn it starts: which tools it may use, and which bash
+/// commands run without asking.
+#[derive(Debug, Clone, Default)]
+pub struct TurnLimits {
+    /// The command's name (without `/`), for messages.
+    pub command: String,
+    /// The tools the turn may use; `None`: every tool.
+    pub allowed: Option<AllowedTools>,
+    /// Whether a bash command that a `Bash(…)` rule matches runs without asking. Only for a
+    /// command the user vouches for: their own, or one of a workspace they trust.
+    pub preapprove: bool,
+}
+
+impl TurnLimits {
+    /// Why `tool` may not run in this turn, for the model; `None` when it may (as far as the
+    /// limits go: approval may still be needed).
+    fn refusal(&self, tool: &str, args: &Value) -> Option<String> {
+        let allowed = self.allowed.as_ref()?;
+        let tools = crate::headless::describe_tools(allowed);
+        if !allowed.allows(tool) {
+            return Some(format!(
+                "refused: the /{} command limits this turn to these tools: {tools} (its allowed-tools: {}); {tool} is not one of them, so nothing was run. Use those tools, or tell the user what you would need",
+                self.command,
+                allowed.written.join(", ")
+            ));
+        }
+        if tool == shiro_commands::tool::BASH {
+            let line = args.get("command").and_then(Value::as_str).unwrap_or("");
+            if allowed.bash(line) == BashVerdict::Refused {
+                return Some(format!(
+                    "refused: in this turn the /{} command allows {tools}; `{line}` is not covered (every command of a line must match a rule, and substitutions and redirections never do), so nothing was run",
+                    self.command
+                ));
+            }
+        }
+        None
+    }
+
+    /// Whether a bash call runs without asking.
+    fn preapproved(&self, args: &Value) -> bool {
+        let Some(allowed) = &self.allowed else {
+            return false;
+        };
+        let line = args.get("command").and_then(Value::as_str).unwrap_or("");
+        self.preapprove && allowed.bash(line) == BashVerdict::Allowed
+    }
+}
 
 /// The default cap on model calls in one turn.
 pub const DEFAULT_MAX_STEPS: usize = 50;
@@ -58,6 +107,8 @@ pub struct Agent<'a> {
     /// True while a `bash` call runs: Ctrl-C then stops its command (the tool watches the
     /// same signal) and lets it commit what it changed before the turn is dropped.
     pub bash_running: tokio::sync::watch::Sender<bool>,
+    /// The limits of the running turn (a user command's `allowed-tools`).
+    pub limits: TurnLimits,
 }
 
 impl std::fmt::Debug for Agent<'_> {
@@ -115,6 +166,27 @@ impl Agent<'_> {
     pub fn rewind(&mut self, to: usize) -> Result<()> {
         self.history.truncate(to);
         self.session.append(&Line::Rewind { to })
+    }
+
+    /// Runs one turn for `prompt` within `limits` (a user command's tools).
+    pub async fn turn_with(&mut self, prompt: &str, limits: TurnLimits) -> Result<TurnReport> {
+        self.limits = limits;
+        let report = self.turn(prompt).await;
+        self.limits = TurnLimits::default();
+        report
+    }
+
+    /// The tool specs this turn offers: all of them, or those its limits allow.
+    fn offered_specs(&self) -> Vec<ToolSpec> {
+        match &self.limits.allowed {
+            None => self.specs.clone(),
+            Some(allowed) => self
+                .specs
+                .iter()
+                .filter(|spec| allowed.allows(&spec.name))
+                .cloned()
+                .collect(),
+        }
     }
 
     /// Runs one turn for `prompt`. Errors of the model or a tool end the turn and are in the
@@ -213,12 +285,13 @@ impl Agent<'_> {
         report: &mut TurnReport,
     ) -> Result<()> {
         self.push(Message::user(prompt))?;
+        let specs = self.offered_specs();
         while report.steps < self.max_steps {
             report.steps += 1;
             let provider = self.provider.as_ref().map_err(|why| anyhow!("{why}"))?;
             let request = ChatRequest {
                 messages: &self.history,
-                tools: &self.specs,
+                tools: &specs,
             };
             let printer = &mut self.printer;
             let completion = provider
@@ -304,7 +377,11 @@ impl Agent<'_> {
                 );
             }
         };
+        if let Some(refusal) = self.limits.refusal(name, &args) {
+            return (Status::Denied, refusal, Vec::new());
+        }
         let is_bash = tool.name() == "bash";
+        let preapproved = is_bash && self.limits.preapproved(&args);
         if tool.is_mutating() || is_bash {
             let preview = approve::preview(
                 tool.as_ref(),
@@ -314,7 +391,12 @@ impl Agent<'_> {
             )
             .await;
             self.printer.info(&preview);
-            if let Decision::Deny(reason) = decide(
+            if preapproved {
+                self.printer.info(&format!(
+                    "(runs without asking: the /{} command's allowed-tools cover it)",
+                    self.limits.command
+                ));
+            } else if let Decision::Deny(reason) = decide(
                 &mut self.approvals,
                 &mut *self.input,
                 &mut self.printer,
@@ -490,6 +572,7 @@ mod tests {
             max_steps: 2,
             catch_interrupts: false,
             bash_running: tokio::sync::watch::Sender::new(false),
+            limits: TurnLimits::default(),
         };
         let report = agent.turn("look around").await.unwrap();
         assert_eq!(report.steps, 2);

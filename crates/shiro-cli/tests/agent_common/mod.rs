@@ -66,6 +66,8 @@ impl World {
             .args(args)
             .current_dir(self.ws.path())
             .env("SHIRO_CONFIG_DIR", self.cfg.path())
+            // The user's own command folders (`~/.claude/commands`, …) are never seen.
+            .env("HOME", self.cfg.path())
             .env("NO_COLOR", "1")
             .env_remove("SHIRO_MODEL")
             .env_remove("OPENAI_BASE_URL")

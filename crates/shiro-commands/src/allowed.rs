@@ -1,0 +1,452 @@
+//! `allowed-tools`: which tools the turn a command starts may use, in Claude Code's syntax.
+//!
+//! A command file may say `allowed-tools: Read, Grep, Bash(git status:*)`. For the turn that
+//! command starts, the agent may then use only those tools, and may run without asking only
+//! the bash commands the `Bash(…)` patterns match. Claude Code's tool names are mapped to
+//! shiro's (`Read` is `read_file` and `list_dir`, `Edit` is `edit_file`, `multi_edit` and
+//! `apply_patch`, …); shiro's own names work too.
+
+use std::collections::BTreeSet;
+
+/// shiro's tool names, as the agent offers them to a model.
+pub mod tool {
+    /// Reads a file.
+    pub const READ_FILE: &str = "read_file";
+    /// Lists a directory.
+    pub const LIST_DIR: &str = "list_dir";
+    /// Finds files by pattern.
+    pub const GLOB: &str = "glob";
+    /// Searches file contents.
+    pub const GREP: &str = "grep";
+    /// Creates or replaces a file.
+    pub const WRITE_FILE: &str = "write_file";
+    /// Replaces text in a file.
+    pub const EDIT_FILE: &str = "edit_file";
+    /// Several edits of one file, all or nothing.
+    pub const MULTI_EDIT: &str = "multi_edit";
+    /// Applies a patch to several files.
+    pub const APPLY_PATCH: &str = "apply_patch";
+    /// Runs a shell command.
+    pub const BASH: &str = "bash";
+
+    /// Every tool, in the order the agent offers them to a model when it lists them for a
+    /// person: reading first, then writing, then the shell.
+    pub const ALL: [&str; 9] = [
+        READ_FILE,
+        LIST_DIR,
+        GLOB,
+        GREP,
+        WRITE_FILE,
+        EDIT_FILE,
+        MULTI_EDIT,
+        APPLY_PATCH,
+        BASH,
+    ];
+}
+
+/// The shiro tools a name in `allowed-tools` stands for (`None`: not a tool shiro has).
+fn tools_for(name: &str) -> Option<&'static [&'static str]> {
+    use tool::*;
+    Some(match name.to_ascii_lowercase().as_str() {
+        "read" => &[READ_FILE, LIST_DIR],
+        "ls" => &[LIST_DIR],
+        "glob" => &[GLOB],
+        "grep" => &[GREP],
+        "write" => &[WRITE_FILE],
+        "edit" => &[EDIT_FILE, MULTI_EDIT, APPLY_PATCH],
+        "multiedit" => &[MULTI_EDIT],
+        "bash" => &[BASH],
+        "read_file" => &[READ_FILE],
+        "list_dir" => &[LIST_DIR],
+        "write_file" => &[WRITE_FILE],
+        "edit_file" => &[EDIT_FILE],
+        "multi_edit" => &[MULTI_EDIT],
+        "apply_patch" => &[APPLY_PATCH],
+        _ => return None,
+    })
+}
+
+/// A `Bash(…)` rule: which command lines run without asking.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", content = "text", rename_all = "lowercase")]
+pub enum BashRule {
+    /// `Bash(git status:*)`: the command itself, or it followed by a space and more.
+    Prefix(String),
+    /// `Bash(npm run test)`: exactly this command.
+    Exact(String),
+    /// `Bash(git commit *)`: `*` stands for any text.
+    Wildcard(String),
+}
+
+impl BashRule {
+    fn parse(spec: &str) -> Option<BashRule> {
+        let spec = spec.trim();
+        if spec.is_empty() {
+            return None;
+        }
+        if let Some(prefix) = spec.strip_suffix(":*") {
+            return Some(BashRule::Prefix(prefix.trim_end().to_owned()));
+        }
+        if spec.contains('*') {
+            return Some(BashRule::Wildcard(spec.to_owned()));
+        }
+        Some(BashRule::Exact(spec.to_owned()))
+    }
+
+    fn matches(&self, command: &str) -> bool {
+        match self {
+            BashRule::Prefix(prefix) => {
+                prefix.is_empty()
+                    || command == prefix
+                    || command
+                        .strip_prefix(prefix.as_str())
+                        .is_some_and(|rest| rest.starts_with(char::is_whitespace))
+            }
+            BashRule::Exact(exact) => command == exact,
+            BashRule::Wildcard(pattern) => wildcard(pattern, command),
+        }
+    }
+}
+
+/// Matches `text` against `pattern`, where `*` stands for any run of characters.
+fn wildcard(pattern: &str, text: &str) -> bool {
+    let parts: Vec<&str> = pattern.split('*').collect();
+    let (Some(first), Some(last)) = (parts.first(), parts.last()) else {
+        return false;
+    };
+    if parts.len() == 1 {
+        return pattern == text;
+    }
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    for middle in &parts[1..parts.len() - 1] {
+        match rest.find(middle) {
+            Some(at) => rest = &rest[at + middle.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// What a scoped turn does with a bash command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BashVerdict {
+    /// A `Bash(…)` rule matches every command on the line: it runs without asking.
+    Allowed,
+    /// Bash is allowed but no rule matches: it is asked about as usual.
+    Ask,
+    /// The command's tools do not include bash for this line: it is refused.
+    Refused,
+}
+
+/// The tools the turn a command starts may use, parsed from `allowed-tools`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct AllowedTools {
+    /// The entries as the command file wrote them, for messages.
+    pub written: Vec<String>,
+    /// shiro's tools the turn may use (bash included when any `Bash` entry is given).
+    pub tools: BTreeSet<String>,
+    /// Whether a bare `Bash` lets every command line be asked about.
+    pub any_bash: bool,
+    /// The `Bash(…)` rules: lines they match run without asking.
+    pub bash_rules: Vec<BashRule>,
+}
+
+/// What parsing `allowed-tools` found besides the tools.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct AllowedProblems {
+    /// Names shiro has no tool for (`WebFetch`, `mcp__x`), ignored.
+    pub unknown: Vec<String>,
+    /// Entries that could not be read (`Bash(` never closed, `Bash()`), ignored.
+    pub malformed: Vec<String>,
+    /// Entries with a path rule (`Edit(docs/**)`), which shiro cannot enforce: the tool is
+    /// left out rather than allowed everywhere.
+    pub path_rules: Vec<String>,
+}
+
+impl AllowedTools {
+    /// The tools of a read-only turn: reading, listing and searching.
+    pub fn read_only() -> AllowedTools {
+        let tools = [tool::READ_FILE, tool::LIST_DIR, tool::GLOB, tool::GREP];
+        AllowedTools {
+            written: vec!["read-only".to_owned()],
+            tools: tools.iter().map(|t| (*t).to_owned()).collect(),
+            any_bash: false,
+            bash_rules: Vec::new(),
+        }
+    }
+
+    /// Parses the entries of `allowed-tools` (each one `Name` or `Name(spec)`).
+    pub(crate) fn parse(entries: &[String]) -> (AllowedTools, AllowedProblems) {
+        let mut allowed = AllowedTools::default();
+        let mut problems = AllowedProblems::default();
+        for entry in entries {
+            let entry = entry.trim();
+            if entry.is_empty() {
+                continue;
+            }
+            allowed.written.push(entry.to_owned());
+            let (name, spec) = match entry.split_once('(') {
+                Some((name, rest)) => match rest.strip_suffix(')') {
+                    Some(spec) => (name.trim(), Some(spec)),
+                    None => {
+                        problems.malformed.push(entry.to_owned());
+                        continue;
+                    }
+                },
+                None => (entry, None),
+            };
+            let Some(tools) = tools_for(name) else {
+                problems.unknown.push(entry.to_owned());
+                continue;
+            };
+            match spec {
+                None => {
+                    if tools.contains(&tool::BASH) {
+                        allowed.any_bash = true;
+                    }
+                    allowed.tools.extend(tools.iter().map(|t| (*t).to_owned()));
+                }
+                Some(spec) if tools.contains(&tool::BASH) => match BashRule::parse(spec) {
+                    Some(rule) => {
+                        allowed.tools.insert(tool::BASH.to_owned());
+                        allowed.bash_rules.push(rule);
+                    }
+                    None => problems.malformed.push(entry.to_owned()),
+                },
+                Some(_) => problems.path_rules.push(entry.to_owned()),
+            }
+        }
+        (allowed, problems)
+    }
+
+    /// Splits `allowed-tools` text into entries: at commas outside parentheses, or at
+    /// whitespace outside parentheses when there is no comma.
+    pub(crate) fn split(text: &str) -> Vec<String> {
+        let split_at = |sep: fn(char) -> bool| {
+            let mut out = Vec::new();
+            let mut current = String::new();
+            let mut depth = 0usize;
+            for c in text.chars() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                if depth == 0 && sep(c) {
+                    out.push(std::mem::take(&mut current));
+                } else {
+                    current.push(c);
+                }
+            }
+            out.push(current);
+            out.into_iter()
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<String>>()
+        };
+        let commas = split_at(|c| c == ',');
+        if commas.len() > 1 {
+            commas
+        } else {
+            split_at(char::is_whitespace)
+        }
+    }
+
+    /// The tools the turn may use, in the order of [`tool::ALL`] (unknown names last).
+    pub fn names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = tool::ALL
+            .iter()
+            .copied()
+            .filter(|t| self.tools.contains(*t))
+            .collect();
+        names.extend(
+            self.tools
+                .iter()
+                .map(String::as_str)
+                .filter(|t| !tool::ALL.contains(t)),
+        );
+        names
+    }
+
+    /// Whether the turn may use `tool` at all (for bash, whether some line may run).
+    pub fn allows(&self, tool: &str) -> bool {
+        self.tools.contains(tool)
+    }
+
+    /// What the turn does with the bash command line `command`.
+    ///
+    /// A rule pre-approves a line only when it matches every command of it: the line is cut
+    /// at `&&`, `||`, `;`, `|` and newlines outside quotes, and a line with a command
+    /// substitution, a process substitution, a redirection or a background `&` is never
+    /// pre-approved (it can do what no rule names).
+    pub fn bash(&self, command: &str) -> BashVerdict {
+        if !self.allows(tool::BASH) {
+            return BashVerdict::Refused;
+        }
+        let matched = simple_commands(command).is_some_and(|parts| {
+            !parts.is_empty()
+                && parts
+                    .iter()
+                    .all(|part| self.bash_rules.iter().any(|rule| rule.matches(part)))
+        });
+        match (matched, self.any_bash) {
+            (true, _) => BashVerdict::Allowed,
+            (false, true) => BashVerdict::Ask,
+            (false, false) => BashVerdict::Refused,
+        }
+    }
+}
+
+/// The simple commands of a command line, or `None` when the line does anything a rule
+/// cannot vouch for (substitutions, redirections, background jobs, an unclosed quote).
+fn simple_commands(line: &str) -> Option<Vec<String>> {
+    let mut parts = Vec::new();
+    let mut current = String::new();
+    let mut quote: Option<char> = None;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some('\'') => {
+                current.push(c);
+                if c == '\'' {
+                    quote = None;
+                }
+                continue;
+            }
+            Some(_) => {
+                match c {
+                    '"' => quote = None,
+                    '`' => return None,
+                    '$' if chars.peek() == Some(&'(') => return None,
+                    '\\' => {
+                        current.push(c);
+                        if let Some(next) = chars.next() {
+                            current.push(next);
+                        }
+                        continue;
+                    }
+                    _ => {}
+                }
+                current.push(c);
+                continue;
+            }
+            None => {}
+        }
+        match c {
+            '\'' | '"' => {
+                quote = Some(c);
+                current.push(c);
+            }
+            '\\' => {
+                current.push(c);
+                match chars.next() {
+                    // A backslash-newline joins lines, as in the shell.
+                    Some('\n') => {
+                        current.pop();
+                    }
+                    Some(next) => current.push(next),
+                    None => {}
+                }
+            }
+            '`' | '<' | '>' | '(' | ')' | '{' | '}' => return None,
+            '$' if matches!(chars.peek(), Some('(' | '{')) => return None,
+            '&' if chars.peek() == Some(&'&') => {
+                chars.next();
+                parts.push(std::mem::take(&mut current));
+            }
+            '&' => return None,
+            '|' => {
+                if chars.peek() == Some(&'|') {
+                    chars.next();
+                }
+                parts.push(std::mem::take(&mut current));
+            }
+            ';' | '\n' => parts.push(std::mem::take(&mut current)),
+            c => current.push(c),
+        }
+    }
+    if quote.is_some() {
+        return None;
+    }
+    parts.push(current);
+    let parts: Vec<String> = parts
+        .into_iter()
+        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    // An empty command between operators (`a ;; b`, a trailing `|`) is a syntax error the
+    // shell will report; a trailing `;` or newline is harmless.
+    let (last, rest) = parts.split_last()?;
+    if rest.iter().any(String::is_empty) {
+        return None;
+    }
+    let mut parts = rest.to_vec();
+    if !last.is_empty() {
+        parts.push(last.clone());
+    }
+    Some(parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> (AllowedTools, AllowedProblems) {
+        AllowedTools::parse(&AllowedTools::split(text))
+    }
+
+    #[test]
+    fn claude_names_map_to_shiro_tools() {
+        let (allowed, problems) = parse("Read, Grep, WebFetch, Edit(docs/**), Bash(");
+        let tools: Vec<&str> = allowed.tools.iter().map(String::as_str).collect();
+        assert_eq!(tools, ["grep", "list_dir", "read_file"]);
+        assert_eq!(problems.unknown, ["WebFetch"]);
+        assert_eq!(problems.path_rules, ["Edit(docs/**)"]);
+        assert_eq!(problems.malformed, ["Bash("]);
+        assert_eq!(allowed.bash("ls"), BashVerdict::Refused);
+        let (allowed, _) = parse("Read Grep edit_file");
+        assert_eq!(allowed.tools.len(), 4);
+    }
+
+    #[test]
+    fn bash_rules() {
+        let (allowed, problems) = parse(
+            "Bash(git status:*), Bash(git diff:*), Bash(npm test), Bash(git log * --oneline)",
+        );
+        assert_eq!(problems, AllowedProblems::default());
+        let verdict = |line: &str| allowed.bash(line);
+        assert_eq!(verdict("git status"), BashVerdict::Allowed);
+        assert_eq!(verdict("git status --short"), BashVerdict::Allowed);
+        assert_eq!(verdict("  git   status  "), BashVerdict::Allowed);
+        assert_eq!(verdict("git statusx"), BashVerdict::Refused);
+        assert_eq!(verdict("npm test"), BashVerdict::Allowed);
+        assert_eq!(verdict("npm test --watch"), BashVerdict::Refused);
+        assert_eq!(verdict("git log -5 --oneline"), BashVerdict::Allowed);
+        assert_eq!(verdict("git status && git diff HEAD"), BashVerdict::Allowed);
+        assert_eq!(verdict("git status; rm -rf /"), BashVerdict::Refused);
+        assert_eq!(verdict("git status | sh"), BashVerdict::Refused);
+        assert_eq!(verdict("git status $(rm -rf /)"), BashVerdict::Refused);
+        assert_eq!(verdict("git status `rm -rf /`"), BashVerdict::Refused);
+        assert_eq!(verdict("git diff > /etc/passwd"), BashVerdict::Refused);
+        assert_eq!(verdict("git status & rm x"), BashVerdict::Refused);
+        assert_eq!(verdict("git status 'a;b'"), BashVerdict::Allowed);
+        assert_eq!(verdict("git status \"$(id)\""), BashVerdict::Refused);
+        assert_eq!(verdict("git status 'unclosed"), BashVerdict::Refused);
+        assert_eq!(verdict(""), BashVerdict::Refused);
+
+        let (allowed, _) = parse("Bash, Bash(git status:*)");
+        assert_eq!(allowed.bash("git status"), BashVerdict::Allowed);
+        assert_eq!(allowed.bash("rm x"), BashVerdict::Ask);
+    }
+
+    #[test]
+    fn wildcards() {
+        assert!(wildcard("a*c", "abc"));
+        assert!(wildcard("a*c", "ac"));
+        assert!(!wildcard("a*c", "ab"));
+        assert!(wildcard("*", ""));
+        assert!(wildcard("a*b*c", "aXbYc"));
+        assert!(!wildcard("a*a", "a"));
+    }
+}

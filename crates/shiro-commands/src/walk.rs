@@ -1,0 +1,340 @@
+//! Finding command files under a commands directory, safely.
+//!
+//! Symbolic links are followed, but every directory is read once: each is canonicalised and
+//! remembered across all sources of one load, so a link back up the tree (`ln -s . l`) is
+//! one diagnostic instead of an endless walk, and a folder shared by two sources (a
+//! `.claude/commands` that links to `.shiro/commands`) gives its commands once, to the
+//! stronger source. Depth and the number of entries are capped. In a project source, a link
+//! that leads outside the workspace is not followed: a cloned repository must not be able to
+//! turn a file of the user's into a command.
+
+use std::collections::{HashSet, VecDeque};
+use std::path::{Path, PathBuf};
+
+use crate::parse::{Diagnostic, Severity};
+
+/// How deep below the commands directory files are looked for.
+pub(crate) const MAX_DEPTH: usize = 8;
+/// How many command files one commands directory may give.
+pub(crate) const MAX_FILES: usize = 1000;
+/// How many directory entries one commands directory's walk may look at.
+pub(crate) const MAX_ENTRIES: usize = 20_000;
+
+/// What one load has read already, across all its sources.
+#[derive(Debug, Default)]
+pub(crate) struct Seen {
+    dirs: HashSet<PathBuf>,
+    files: HashSet<PathBuf>,
+}
+
+impl Seen {
+    /// Remembers a file read outside a walk (a `commands.md`); `false` when it was read
+    /// already.
+    pub(crate) fn file(&mut self, path: &Path) -> bool {
+        match path.canonicalize() {
+            Ok(canonical) => self.files.insert(canonical),
+            Err(_) => true,
+        }
+    }
+}
+
+/// A command file found by a walk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Found {
+    /// The command name its path gives (`git/commit.md` is `git:commit`).
+    pub name: String,
+    /// The path to read it by (under the commands directory, links unresolved).
+    pub path: PathBuf,
+}
+
+/// A directory waiting to be read.
+struct Pending {
+    /// Its canonical path.
+    canonical: PathBuf,
+    /// The path it was reached by, for names and messages.
+    shown: PathBuf,
+    /// The command-name prefix of its files.
+    prefix: Vec<String>,
+}
+
+/// A link met while reading directories; links are followed only after every real entry
+/// has been read, so that a command gets its name from its real location.
+struct Link {
+    shown: PathBuf,
+    /// The canonical directory the link sits in.
+    parent: PathBuf,
+    prefix: Vec<String>,
+    name: String,
+}
+
+/// The name of a file `stem` found under `prefix`; a stem that already carries the
+/// namespace (`svelte/svelte:test.md`) does not get it twice.
+fn command_name(prefix: &[String], stem: &str) -> String {
+    if prefix.is_empty() {
+        return stem.to_owned();
+    }
+    let joined = prefix.join(":");
+    if stem.starts_with(&format!("{joined}:")) {
+        return stem.to_owned();
+    }
+    for skip in 1..prefix.len() {
+        let tail = prefix[skip..].join(":");
+        if stem.starts_with(&format!("{tail}:")) {
+            return format!("{}:{stem}", prefix[..skip].join(":"));
+        }
+    }
+    format!("{joined}:{stem}")
+}
+
+/// The walk of one commands directory.
+struct Walk<'a> {
+    extension: &'a str,
+    jail: Option<&'a Path>,
+    seen: &'a mut Seen,
+    diagnostics: &'a mut Vec<Diagnostic>,
+    found: Vec<Found>,
+    queue: VecDeque<Pending>,
+    links: VecDeque<Link>,
+    entries: usize,
+    too_deep: bool,
+    too_many: bool,
+}
+
+/// Finds every `*.{extension}` file under `dir`, sorted by name within each directory, real
+/// entries before links. A missing `dir` gives nothing and no diagnostic. With `jail`, links
+/// (and `dir` itself) must resolve inside it.
+pub(crate) fn walk(
+    dir: &Path,
+    extension: &str,
+    jail: Option<&Path>,
+    seen: &mut Seen,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<Found> {
+    let canonical = match dir.canonicalize() {
+        Ok(canonical) => canonical,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(err) => {
+            diagnostics.push(Diagnostic::whole_file(
+                dir,
+                Severity::Error,
+                format!("cannot read: {err}"),
+            ));
+            return Vec::new();
+        }
+    };
+    if !canonical.is_dir() {
+        return Vec::new();
+    }
+    if let Some(jail) = jail
+        && !canonical.starts_with(jail)
+    {
+        diagnostics.push(Diagnostic::whole_file(
+            dir,
+            Severity::Error,
+            format!(
+                "leads outside the workspace (to {}), so it is not read: a project's command folder must live in the project",
+                canonical.display()
+            ),
+        ));
+        return Vec::new();
+    }
+    if !seen.dirs.insert(canonical.clone()) {
+        return Vec::new();
+    }
+    let mut walk = Walk {
+        extension,
+        jail,
+        seen,
+        diagnostics,
+        found: Vec::new(),
+        queue: VecDeque::new(),
+        links: VecDeque::new(),
+        entries: 0,
+        too_deep: false,
+        too_many: false,
+    };
+    walk.queue.push_back(Pending {
+        canonical,
+        shown: dir.to_path_buf(),
+        prefix: Vec::new(),
+    });
+    walk.run(dir);
+    walk.found
+}
+
+impl Walk<'_> {
+    fn run(&mut self, top: &Path) {
+        loop {
+            while let Some(pending) = self.queue.pop_front() {
+                self.read_dir(&pending);
+            }
+            let Some(link) = self.links.pop_front() else {
+                break;
+            };
+            self.follow(link);
+        }
+        if self.too_deep {
+            self.diagnostics.push(Diagnostic::whole_file(
+                top,
+                Severity::Warning,
+                format!("folders nested deeper than {MAX_DEPTH} levels are not read"),
+            ));
+        }
+        if self.too_many {
+            self.diagnostics.push(Diagnostic::whole_file(
+                top,
+                Severity::Warning,
+                format!(
+                    "too many entries: only the first {MAX_FILES} command files (and {MAX_ENTRIES} entries) are read"
+                ),
+            ));
+        }
+    }
+
+    fn read_dir(&mut self, dir: &Pending) {
+        let entries = match std::fs::read_dir(&dir.shown) {
+            Ok(entries) => entries,
+            Err(err) => {
+                self.diagnostics.push(Diagnostic::whole_file(
+                    &dir.shown,
+                    Severity::Error,
+                    format!("cannot read: {err}"),
+                ));
+                return;
+            }
+        };
+        let mut names: Vec<(String, std::fs::FileType)> = Vec::new();
+        for entry in entries.flatten() {
+            self.entries += 1;
+            if self.entries > MAX_ENTRIES {
+                self.too_many = true;
+                break;
+            }
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if name.starts_with('.') {
+                continue;
+            }
+            if let Ok(file_type) = entry.file_type() {
+                names.push((name, file_type));
+            }
+        }
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        for (name, file_type) in names {
+            if file_type.is_symlink() {
+                self.links.push_back(Link {
+                    shown: dir.shown.join(&name),
+                    parent: dir.canonical.clone(),
+                    prefix: dir.prefix.clone(),
+                    name,
+                });
+            } else if file_type.is_dir() {
+                let canonical = dir.canonical.join(&name);
+                self.enter(canonical, dir.shown.join(&name), &dir.prefix, name);
+            } else if file_type.is_file() {
+                let canonical = dir.canonical.join(&name);
+                self.file(canonical, dir.shown.join(&name), &dir.prefix, &name);
+            }
+        }
+    }
+
+    /// Queues a directory unless it was read already or lies too deep.
+    fn enter(&mut self, canonical: PathBuf, shown: PathBuf, prefix: &[String], name: String) {
+        if prefix.len() + 1 > MAX_DEPTH {
+            self.too_deep = true;
+            return;
+        }
+        if !self.seen.dirs.insert(canonical.clone()) {
+            return;
+        }
+        let mut prefix = prefix.to_vec();
+        prefix.push(name);
+        self.queue.push_back(Pending {
+            canonical,
+            shown,
+            prefix,
+        });
+    }
+
+    fn file(&mut self, canonical: PathBuf, shown: PathBuf, prefix: &[String], name: &str) {
+        let Some(stem) = name
+            .strip_suffix(self.extension)
+            .and_then(|s| s.strip_suffix('.'))
+        else {
+            return;
+        };
+        if !self.seen.files.insert(canonical) {
+            return;
+        }
+        if self.found.len() >= MAX_FILES {
+            self.too_many = true;
+            return;
+        }
+        self.found.push(Found {
+            name: command_name(prefix, stem),
+            path: shown,
+        });
+    }
+
+    fn follow(&mut self, link: Link) {
+        let target = match link.shown.canonicalize() {
+            Ok(target) => target,
+            Err(err) => {
+                if link.name.ends_with(&format!(".{}", self.extension)) {
+                    self.diagnostics.push(Diagnostic::whole_file(
+                        &link.shown,
+                        Severity::Warning,
+                        format!("broken link, skipped: {err}"),
+                    ));
+                }
+                return;
+            }
+        };
+        if let Some(jail) = self.jail
+            && !target.starts_with(jail)
+        {
+            self.diagnostics.push(Diagnostic::whole_file(
+                &link.shown,
+                Severity::Error,
+                format!(
+                    "link leads outside the workspace (to {}), not followed: a project's commands must live in the project",
+                    target.display()
+                ),
+            ));
+            return;
+        }
+        if target.is_dir() {
+            if link.parent.starts_with(&target) {
+                self.diagnostics.push(Diagnostic::whole_file(
+                    &link.shown,
+                    Severity::Warning,
+                    format!(
+                        "link loop: it leads to {}, a folder that contains it; not followed",
+                        target.display()
+                    ),
+                ));
+                return;
+            }
+            self.enter(target, link.shown, &link.prefix, link.name);
+        } else if target.is_file() {
+            self.file(target, link.shown, &link.prefix, &link.name);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_are_not_doubled() {
+        let p = |parts: &[&str]| parts.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(command_name(&[], "x"), "x");
+        assert_eq!(command_name(&p(&["git"]), "commit"), "git:commit");
+        assert_eq!(command_name(&p(&["svelte"]), "svelte:test"), "svelte:test");
+        assert_eq!(command_name(&p(&["a", "b"]), "a:b:c"), "a:b:c");
+        assert_eq!(command_name(&p(&["a", "b"]), "b:c"), "a:b:c");
+        assert_eq!(command_name(&p(&["a", "b"]), "bc"), "a:b:bc");
+    }
+}
