@@ -120,8 +120,18 @@ async fn without_yes_mutating_tools_are_denied_and_the_model_is_told() {
     ])
     .await;
     let run = run_p(&world, &url, &["-p", "make x.txt"]).await;
-    assert_eq!(run.code, Some(0), "{run:?}");
+    // Every change the model tried was denied: a script must not read that as success.
+    assert_eq!(run.code, Some(1), "{run:?}");
     assert_eq!(world.read("x.txt"), None);
+    let told: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|line| line.starts_with("denied:") || line.starts_with("nothing was changed"))
+        .collect();
+    insta::assert_snapshot!(told.join("\n"), @r"
+    denied: write_file x.txt
+    nothing was changed: -p denies every change unless --yes is given; run again with --yes to allow them
+    ");
     let requests = server.requests();
     let tool_result = &requests[1].body["messages"][3];
     assert_eq!(tool_result["role"], "tool");
@@ -500,7 +510,8 @@ async fn an_untrusted_project_command_cannot_pre_approve_bash() {
     ])
     .await;
     let run = run_p(&world, &url, &["-p", "/hello"]).await;
-    assert_eq!(run.code, Some(0), "{run:?}");
+    // The one change the model tried was denied.
+    assert_eq!(run.code, Some(1), "{run:?}");
     assert!(world.read("made.txt").is_none());
     let requests = server.requests();
     let answer = requests[1].body["messages"][3]["content"].as_str().unwrap();

@@ -271,7 +271,7 @@ impl Printer {
 
 /// A one-line view of a tool call's arguments: the path or command when there is one,
 /// else the JSON, cut to a readable length.
-fn brief(arguments: &serde_json::Value) -> String {
+pub(crate) fn brief(arguments: &serde_json::Value) -> String {
     const MAX: usize = 100;
     // A patch is summed up by its file headers: `Update File: a.rs, Delete File: b.rs`.
     let patch_files = arguments

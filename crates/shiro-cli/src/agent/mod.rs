@@ -115,6 +115,18 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
             return Ok(ExitCode::FAILURE);
         }
         agent.printer.answer(&report.answer);
+        for call in &report.denied {
+            agent.printer.info(&format!("denied: {call}"));
+        }
+        if !report.denied.is_empty() && report.changed.is_empty() && !report.ran_bash {
+            // Every change the model tried was refused: a script must not take this for
+            // success.
+            agent.printer.info(
+                "nothing was changed: -p denies every change unless --yes is given; run again \
+                 with --yes to allow them",
+            );
+            return Ok(ExitCode::FAILURE);
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let model = match &agent.provider {

@@ -138,6 +138,8 @@ pub struct TurnReport {
     pub bash_notes: Vec<String>,
     /// Whether Ctrl-C (or SIGTERM) stopped it.
     pub interrupted: bool,
+    /// The calls the approval policy denied, one line each (`write_file x.txt`).
+    pub denied: Vec<String>,
 }
 
 /// The tool specs the model is offered.
@@ -402,6 +404,9 @@ impl Agent<'_> {
                 &mut self.printer,
                 name,
             ) {
+                report
+                    .denied
+                    .push(format!("{name} {}", crate::agent::events::brief(&args)));
                 return (
                     Status::Denied,
                     approve::denied_text(reason.as_deref()),
