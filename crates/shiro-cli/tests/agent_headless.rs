@@ -379,7 +379,7 @@ async fn a_claude_command_with_allowed_tools_refuses_write_file_and_tells_the_mo
                 0,
                 Some("call_w"),
                 Some("write_file"),
-                "{\"path\": \"src/lib.rs\", \"content\": \"fn main() { todo!() }\\n\"}",
+                "{\"path\": \"src/lib.rs\", \"content\": \"pub fn rewritten() {}\\n\"}",
             ),
             finish_chunk("tool_calls"),
         ]),

@@ -634,32 +634,20 @@ fn apply_frontmatter(command: &mut Command, entries: &[frontmatter::Entry], diag
                     continue;
                 }
                 let (allowed, problems) = AllowedTools::parse(&items);
-                if !problems.unknown.is_empty() {
-                    warn(
-                        diags,
-                        format!(
-                            "`allowed-tools`: shiro has no tool for {}, ignored",
-                            problems.unknown.join(", ")
-                        ),
-                    );
-                }
-                if !problems.malformed.is_empty() {
-                    warn(
-                        diags,
-                        format!(
-                            "`allowed-tools`: cannot read {}, ignored",
-                            problems.malformed.join(", ")
-                        ),
-                    );
-                }
-                if !problems.path_rules.is_empty() {
-                    warn(
-                        diags,
-                        format!(
-                            "`allowed-tools`: path rules such as {} are not supported, so those tools stay off for this command",
-                            problems.path_rules.join(", ")
-                        ),
-                    );
+                let notes = [
+                    (&problems.unknown, "shiro has no tool for {}, ignored"),
+                    (&problems.malformed, "cannot read {}, ignored"),
+                    (
+                        &problems.path_rules,
+                        "path rules such as {} are not supported, so those tools stay off for \
+                         this command",
+                    ),
+                ];
+                for (names, message) in notes {
+                    if !names.is_empty() {
+                        let message = message.replace("{}", &names.join(", "));
+                        warn(diags, format!("`allowed-tools`: {message}"));
+                    }
                 }
                 command.allowed_tools = Some(allowed);
             }

@@ -89,7 +89,7 @@ impl Tool for Glob {
                         paths.push(entry.rel());
                     }
                 },
-            )?;
+            );
             let mut paths: Vec<String> = found.into_iter().flatten().collect();
             let matched = paths.len();
             walk::first_in_order(&mut paths, GLOB_MAX_PATHS);

@@ -13,7 +13,6 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::mutator::Mutator;
-use crate::mutator::fs_jail::Jail;
 use crate::path::WorkspacePath;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
 use crate::tools::walk::{self, Kind, PathGlob, Start};
@@ -138,7 +137,7 @@ impl Tool for Grep {
                             }
                         }
                     },
-                )?;
+                );
                 found.into_inner().unwrap_or_else(PoisonError::into_inner)
             } else {
                 let mut report = Report::default();
@@ -174,9 +173,9 @@ fn searcher() -> Searcher {
 /// The regular file the search was asked to start at, opened beneath the jail's handle on
 /// the root, with its length; `None` for anything else.
 fn open_regular(start: &Start, rel: &str) -> Option<(std::fs::File, u64)> {
-    let jail = Jail::open(start.root()).ok()?;
     let path = WorkspacePath::from_relative(rel).ok()?;
-    let fd = jail
+    let fd = start
+        .jail
         .open_following(&path, rustix::fs::OFlags::RDONLY)
         .ok()?;
     let stat = rustix::fs::fstat(&fd).ok()?;

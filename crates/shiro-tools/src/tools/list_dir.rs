@@ -7,7 +7,6 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::mutator::Mutator;
-use crate::mutator::fs_jail::Jail;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
 use crate::tools::walk::{self, Kind};
 
@@ -69,10 +68,7 @@ impl Tool for ListDir {
                     start.describe()
                 )));
             }
-            let jail = Jail::open(start.root()).map_err(|err| {
-                ToolError::refused(format!("cannot open the workspace root: {err}"))
-            })?;
-            let listing = walk::direct_entries(&jail, &start)?;
+            let listing = walk::direct_entries(&start)?;
             let found = walk::walk(
                 &start,
                 Some(1),
@@ -83,7 +79,7 @@ impl Tool for ListDir {
                         entries.push((entry.rel(), entry.kind));
                     }
                 },
-            )?;
+            );
             let mut entries: Vec<(String, Kind)> = found.into_iter().flatten().collect();
             let shown = entries.len();
             entries.sort_unstable_by(|a, b| walk::path_order(&a.0, &b.0));
@@ -92,7 +88,7 @@ impl Tool for ListDir {
                 .into_iter()
                 .map(|(rel, kind)| match kind {
                     Kind::Dir => format!("{rel}/"),
-                    Kind::Symlink => match jail.read_link(&rel) {
+                    Kind::Symlink => match start.jail.read_link(&rel) {
                         Some(target) => format!("{rel} -> {target}"),
                         None => format!("{rel} -> ?"),
                     },

@@ -48,6 +48,8 @@ pub(crate) struct Start {
     pub full: PathBuf,
     /// Whether the start is a directory (else a file).
     pub is_dir: bool,
+    /// The root, opened: every entry is checked and read beneath it.
+    pub jail: Jail,
 }
 
 impl Start {
@@ -81,6 +83,8 @@ pub(crate) fn open(tool: &str, root: &Path, input: Option<&str>) -> Result<Start
                 root.display()
             ))
         })?;
+    let jail = Jail::open(&canonical)
+        .map_err(|err| ToolError::refused(format!("cannot open the workspace root: {err}")))?;
     let rel = match input.map(str::trim) {
         None | Some("" | ".") => None,
         Some(text) => match WorkspacePath::resolve(root, text) {
@@ -94,6 +98,7 @@ pub(crate) fn open(tool: &str, root: &Path, input: Option<&str>) -> Result<Start
             root: canonical.clone(),
             full: canonical,
             is_dir: true,
+            jail,
         });
     };
     let full = rel.to_fs_path(&canonical);
@@ -115,6 +120,7 @@ pub(crate) fn open(tool: &str, root: &Path, input: Option<&str>) -> Result<Start
         root: canonical,
         full: resolved,
         is_dir,
+        jail,
     })
 }
 
@@ -240,12 +246,10 @@ pub(crate) fn walk<S: Send>(
     cancel: &AtomicBool,
     state: impl Fn() -> S + Sync,
     visit: impl Fn(&mut S, &mut Beneath<'_>, Found<'_>) + Sync,
-) -> Result<Vec<S>, ToolError> {
-    let jail = Jail::open(&start.root)
-        .map_err(|err| ToolError::refused(format!("cannot open the workspace root: {err}")))?;
+) -> Vec<S> {
     let walk = Walk {
         start,
-        jail: &jail,
+        jail: &start.jail,
         cancel,
         reached: AtomicBool::new(false),
         state: &state,
@@ -259,10 +263,9 @@ pub(crate) fn walk<S: Send>(
     if !walk.reached.load(Ordering::Relaxed) && !cancel.load(Ordering::Relaxed) {
         walk.from(&start.full, max_depth);
     }
-    Ok(walk
-        .states
+    walk.states
         .into_inner()
-        .unwrap_or_else(PoisonError::into_inner))
+        .unwrap_or_else(PoisonError::into_inner)
 }
 
 /// One parallel walk's shared parts.
@@ -445,12 +448,10 @@ fn is_hidden_internal(root: &Path, path: &Path) -> bool {
 /// each name with its inode, `.git` (and `.shiro/undo`) left out. What a walk of depth 1
 /// reports is checked against it (the same name with the same inode is inside), and what it
 /// does not report is what ignore files hid. Blocking.
-pub(crate) fn direct_entries(
-    jail: &Jail,
-    start: &Start,
-) -> Result<HashMap<Vec<u8>, u64>, ToolError> {
+pub(crate) fn direct_entries(start: &Start) -> Result<HashMap<Vec<u8>, u64>, ToolError> {
     let rel = start.rel();
-    let entries = jail
+    let entries = start
+        .jail
         .dir_entries(&rel)
         .map_err(|err| ToolError::refused(format!("cannot list {}: {err}", start.describe())))?;
     Ok(entries
@@ -459,13 +460,6 @@ pub(crate) fn direct_entries(
             name.as_slice() != b".git" && !(rel == ".shiro" && name.as_slice() == b"undo")
         })
         .collect())
-}
-
-impl Start {
-    /// The canonical workspace root.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
 }
 
 /// `path` relative to `root`, `/`-separated (lossy for names that are not UTF-8).
