@@ -61,6 +61,10 @@ pub struct SessionArgs {
     /// Reopen the latest saved session
     #[arg(long = "continue", conflicts_with = "resume")]
     pub continue_latest: bool,
+
+    /// Use the plain line interface even on a terminal (as with pipes and TERM=dumb)
+    #[arg(long)]
+    pub no_tui: bool,
 }
 
 /// The headless commands.

@@ -32,9 +32,13 @@ use self::events::{Mode, Printer};
 use self::input::{Input, Lines, Terminal};
 use self::session::Session;
 use self::turn::{Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT, TurnLimits, TurnReport};
+use std::sync::Arc;
+
 use crate::cli::SessionArgs;
 use crate::headless::{self, Context};
 use crate::provider::{Message, OpenAiConfig, OpenAiProvider, Provider, ReplayProvider};
+use crate::render::Color;
+use crate::tui::{Msg, ToUi, Ui, UiInput, UiSender};
 
 /// Runs the agent: interactive, or one headless turn with `-p`.
 pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
@@ -52,7 +56,29 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         (false, false) => Policy::Ask,
     };
     let registry = headless::registry(ctx);
-    let input: Box<dyn Input> = if headless {
+    let ui = if !headless && !args.no_tui && tui_fits(|name| std::env::var(name)) {
+        match Ui::start(
+            registry.clone(),
+            ctx.root.clone(),
+            ctx.color == Color::Always,
+            ctx.signals.clone(),
+        ) {
+            Ok(ui) => Some(ui),
+            Err(err) => {
+                // The line interface still works.
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!("shiro: the terminal UI cannot start ({err}); using plain lines");
+                }
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let input: Box<dyn Input> = if let Some(ui) = &ui {
+        Box::new(UiInput::new(ui.sender()))
+    } else if headless {
         Box::new(Lines::new(Box::new(std::io::empty())))
     } else if std::io::stdin().is_terminal() {
         Box::new(Terminal::new(&ctx.root, registry.clone())?)
@@ -61,13 +87,22 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
             std::io::stdin(),
         ))))
     };
-    let printer = Printer::new(
-        Box::new(std::io::stdout()),
-        Box::new(std::io::stderr()),
-        mode,
-        ctx.color,
-    );
-    let tools = ctx.tools();
+    let printer = match &ui {
+        Some(ui) => Printer::to_ui(ui.sender()),
+        None => Printer::new(
+            Box::new(std::io::stdout()),
+            Box::new(std::io::stderr()),
+            mode,
+            ctx.color,
+        ),
+    };
+    let tools = match &ui {
+        // bash's output is shown as it comes.
+        Some(ui) => shiro_tools::tools::all_with(
+            ctx.bash.clone().with_live_output(live_output(ui.sender())),
+        ),
+        None => ctx.tools(),
+    };
     let mut agent = Agent {
         ctx,
         provider,
@@ -134,6 +169,9 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         Err(_) => "none".to_owned(),
     };
     let resumed = agent.history.len() > 1;
+    if resumed {
+        agent.printer.ui(ToUi::Replay(agent.history.clone()));
+    }
     agent.printer.info(&format!(
         "shiro: session {} ({}), model {model}; /help lists commands, /undo takes a turn back",
         agent.session.id(),
@@ -141,8 +179,42 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
     ));
     // Hot reload of user commands; without it (no inotify, say) commands load once.
     let _watch = registry.watch().ok();
-    repl::run(&mut agent, &registry).await?;
+    let ended = repl::run(&mut agent, &registry).await;
+    drop(agent);
+    if let Some(ui) = ui {
+        ui.finish();
+    }
+    ended?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the terminal UI can run: both ends on a terminal that is not `TERM=dumb`.
+fn tui_fits(env: impl Fn(&str) -> Result<String, std::env::VarError>) -> bool {
+    std::io::stdin().is_terminal()
+        && std::io::stdout().is_terminal()
+        && env("TERM").map_or(true, |term| term != "dumb")
+}
+
+/// Hands a running command's output to the UI, whole characters at a time.
+fn live_output(ui: UiSender) -> shiro_tools::tools::Live {
+    let carry = std::sync::Mutex::new(Vec::new());
+    Arc::new(move |bytes: &[u8]| {
+        let mut carry = carry
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        carry.extend_from_slice(bytes);
+        // A character cut between two reads waits for its end.
+        let valid = match std::str::from_utf8(&carry) {
+            Ok(_) => carry.len(),
+            Err(err) if err.error_len().is_none() => err.valid_up_to(),
+            Err(_) => carry.len(),
+        };
+        let text = String::from_utf8_lossy(&carry[..valid]).into_owned();
+        carry.drain(..valid);
+        if !text.is_empty() {
+            let _ = ui.send(Msg::Agent(ToUi::BashOutput(text)));
+        }
+    })
 }
 
 /// Expands a user command and runs it as one turn: its `allowed-tools` limit the turn's tools

@@ -13,6 +13,8 @@ use crate::cli::CommandsCommand;
 use crate::headless::{self, BUILTINS};
 use crate::provider::Message;
 use crate::trust;
+use crate::tui::{StatusInfo, ToUi};
+use shiro_tools::capture::CaptureMode;
 
 /// The prompt shown for the next message.
 pub const PROMPT: &str = "> ";
@@ -20,6 +22,14 @@ pub const PROMPT: &str = "> ";
 /// Runs the loop until `/exit`, Ctrl-D or the end of the input.
 pub async fn run(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
     loop {
+        // SIGTERM during a turn stopped it; the session ends with it.
+        if agent.ctx.signals.terminated() {
+            return Ok(());
+        }
+        if agent.printer.has_ui() {
+            let status = status(agent).await;
+            agent.printer.ui(ToUi::Status(status));
+        }
         let line = match agent.input.read(PROMPT, &mut agent.printer) {
             Read::Line(line) => line,
             // Ctrl-C at the prompt clears the line, as in a shell.
@@ -61,6 +71,44 @@ pub async fn run(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
                 agent.printer.info(&unknown_command(&name, &names));
             }
         }
+    }
+}
+
+/// What the terminal UI's status line shows now.
+async fn status(agent: &Agent<'_>) -> StatusInfo {
+    let ctx = agent.ctx;
+    let model = match &agent.provider {
+        Ok(provider) => provider.model().to_owned(),
+        Err(_) => "no model".to_owned(),
+    };
+    let workspace = match &ctx.config.home_dir {
+        Some(home) => match ctx.root.strip_prefix(home) {
+            Ok(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
+            Ok(rest) => format!("~/{}", rest.display()),
+            Err(_) => ctx.root.display().to_string(),
+        },
+        None => ctx.root.display().to_string(),
+    };
+    // Only when the store is there: the status line must not create it.
+    let undo_depth = if ctx.root.join(".shiro").join("undo").exists() {
+        match ctx.open_store().await {
+            Ok((store, _)) => store.log().ok().map(|turns| turns.len()),
+            Err(_) => None,
+        }
+    } else {
+        Some(0)
+    };
+    let capture_note = match ctx.bash.runner().mode() {
+        CaptureMode::Overlay => None,
+        CaptureMode::Detect => Some("bash: changes detected, not undoable".to_owned()),
+        CaptureMode::Off => Some("bash: not captured".to_owned()),
+    };
+    StatusInfo {
+        model,
+        workspace,
+        undo_depth,
+        capture_note,
+        ..StatusInfo::default()
     }
 }
 

@@ -16,6 +16,7 @@ use super::session::{Line, Session};
 use crate::headless::{self, Context};
 use crate::provider::{ChatRequest, Message, Provider, Role, ToolSpec};
 use crate::signals::Handling;
+use crate::tui::Phase;
 
 /// A turn stopped by Ctrl-C or SIGTERM.
 #[derive(Debug, thiserror::Error)]
@@ -295,6 +296,7 @@ impl Agent<'_> {
                 messages: &self.history,
                 tools: &specs,
             };
+            self.printer.phase(Phase::Waiting);
             let printer = &mut self.printer;
             let completion = provider
                 .complete(&request, &mut |event| printer.stream(event))
@@ -392,7 +394,7 @@ impl Agent<'_> {
                 self.printer.color(),
             )
             .await;
-            self.printer.info(&preview);
+            self.printer.preview(&preview);
             if preapproved {
                 self.printer.info(&format!(
                     "(runs without asking: the /{} command's allowed-tools cover it)",
@@ -500,10 +502,7 @@ fn decide(
         Policy::Ask => {}
     }
     loop {
-        let prompt = format!(
-            "allow {tool}? [y]es, [a]lways for {tool}, [n]o (n REASON tells the model why) "
-        );
-        match input.read(&prompt, printer) {
+        match input.approve(tool, printer) {
             Read::Line(line) => match approve::parse_answer(&line) {
                 Some(Answer::Once) => return Decision::Run,
                 Some(Answer::Always) => {
