@@ -121,6 +121,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         catch_interrupts: true,
         bash_running: tokio::sync::watch::Sender::new(false),
         limits: turn::TurnLimits::default(),
+        usage: turn::SessionUsage::default(),
     };
     if agent.history.is_empty() {
         agent.push(Message::system(SYSTEM_PROMPT))?;

@@ -103,12 +103,19 @@ async fn status(agent: &Agent<'_>) -> StatusInfo {
         CaptureMode::Detect => Some("bash: changes detected, not undoable".to_owned()),
         CaptureMode::Off => Some("bash: not captured".to_owned()),
     };
+    let usage = agent.usage;
     StatusInfo {
+        context_window: ctx
+            .config
+            .model
+            .context_window
+            .or_else(|| crate::config::context_window(&model)),
         model,
         workspace,
+        tokens: (usage.total.total() > 0).then(|| usage.total.total()),
+        context_used: usage.last.map(|last| last.total()),
         undo_depth,
         capture_note,
-        ..StatusInfo::default()
     }
 }
 

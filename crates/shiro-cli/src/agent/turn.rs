@@ -14,7 +14,7 @@ use super::events::{Event, Printer, Status};
 use super::input::{Input, Read};
 use super::session::{Line, Session};
 use crate::headless::{self, Context};
-use crate::provider::{ChatRequest, Message, Provider, Role, ToolSpec};
+use crate::provider::{ChatRequest, Message, Provider, Role, ToolSpec, Usage};
 use crate::signals::Handling;
 use crate::tui::Phase;
 
@@ -110,6 +110,17 @@ pub struct Agent<'a> {
     pub bash_running: tokio::sync::watch::Sender<bool>,
     /// The limits of the running turn (a user command's `allowed-tools`).
     pub limits: TurnLimits,
+    /// The tokens the session has used, as the provider reported them.
+    pub usage: SessionUsage,
+}
+
+/// The tokens a session has used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionUsage {
+    /// Every request's tokens, summed.
+    pub total: Usage,
+    /// The last request's: how full the context window is.
+    pub last: Option<Usage>,
 }
 
 impl std::fmt::Debug for Agent<'_> {
@@ -301,6 +312,12 @@ impl Agent<'_> {
             let completion = provider
                 .complete(&request, &mut |event| printer.stream(event))
                 .await?;
+            if let Some(usage) = completion.usage {
+                self.usage.total.prompt_tokens += usage.prompt_tokens;
+                self.usage.total.completion_tokens += usage.completion_tokens;
+                self.usage.total.cached_tokens += usage.cached_tokens;
+                self.usage.last = Some(usage);
+            }
             let message = completion.message;
             if !message.content.is_empty() {
                 self.printer.event(&Event::AssistantText {
@@ -577,6 +594,7 @@ mod tests {
             catch_interrupts: false,
             bash_running: tokio::sync::watch::Sender::new(false),
             limits: TurnLimits::default(),
+            usage: SessionUsage::default(),
         };
         let report = agent.turn("look around").await.unwrap();
         assert_eq!(report.steps, 2);

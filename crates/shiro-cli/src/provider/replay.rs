@@ -173,6 +173,7 @@ impl Provider for ReplayProvider {
         Ok(Completion {
             message: message.clone(),
             finish_reason,
+            usage: None,
         })
     }
 

@@ -124,7 +124,8 @@ pub struct Menu {
     pub items: Vec<MenuItem>,
     /// The selected choice.
     pub selected: usize,
-    /// Whether it completes a `/` command (Enter then sends it).
+    /// Whether it completes a `/` command (Enter then sends it, Tab leaves room for its
+    /// arguments).
     pub commands: bool,
 }
 
@@ -137,8 +138,6 @@ pub struct MenuItem {
     pub detail: String,
     /// What replaces the word.
     pub replacement: String,
-    /// Whether the command takes arguments (Enter then leaves room for them).
-    pub takes_args: bool,
 }
 
 /// The session picker.
@@ -381,9 +380,13 @@ impl App {
                         return;
                     }
                 } else if let Some(preview) = self.preview.take() {
-                    // Asked: the diff goes to the transcript in full.
-                    let lines = self.diff_lines(&preview);
-                    self.push_lines(lines);
+                    // Asked: the diff goes to the transcript in full; a command only when
+                    // the card's header had to cut it.
+                    let shown = self.bash.as_ref().map(|bash| format!("$ {}", bash.command));
+                    if shown.as_deref() != Some(preview.trim_end_matches('\n')) {
+                        let lines = self.diff_lines(&preview);
+                        self.push_lines(lines);
+                    }
                 }
                 self.reading = Some((kind, reply));
             }
@@ -539,12 +542,14 @@ impl App {
             ),
         };
         let mut lines: Vec<Line<'static>> = Vec::new();
+        let mut lead = lead;
         if last && let Some(note) = &note {
-            lines.push(Line::styled(note.clone(), dim()));
+            lines.push(Line::styled(format!("{lead}{}", note.trim_start()), dim()));
+            lead = "    ";
         }
-        for (index, line) in shown.iter().enumerate() {
-            let lead = if index == 0 { lead } else { "    " };
+        for line in shown {
             lines.push(Line::styled(format!("{lead}{line}"), style));
+            lead = "    ";
         }
         if !last && let Some(note) = note {
             lines.push(Line::styled(note, dim()));
@@ -825,8 +830,8 @@ impl App {
         }
     }
 
-    /// Puts the menu's choice in the prompt; Enter on a command that takes no arguments
-    /// also sends it.
+    /// Puts the menu's choice in the prompt. Enter on a command sends it; Tab leaves room
+    /// for its arguments.
     fn accept_menu(&mut self, enter: bool, now: Instant) {
         let Some(menu) = self.menu.take() else {
             if !enter {
@@ -840,9 +845,7 @@ impl App {
         self.editor
             .replace_before_cursor(menu.start, &item.replacement);
         if menu.commands {
-            if enter && !item.takes_args {
-                let text = self.editor.text().trim_end().to_owned();
-                self.editor.set_text(&text);
+            if enter {
                 self.enter(now);
                 return;
             }
@@ -885,16 +888,12 @@ impl App {
                         .as_deref()
                         .map(|hint| format!(" {hint}"))
                         .unwrap_or_default();
-                    let takes_args = entry.argument_hint.is_some()
-                        || matches!(entry.name.as_str(), "undo" | "redo" | "resume")
-                        || entry.origin != shiro_commands::Origin::Builtin;
                     (
                         entry.name.starts_with(&typed),
                         MenuItem {
                             label: format!("/{}{hint}", entry.name),
                             detail: entry.summary.unwrap_or_default(),
                             replacement: format!("/{}", entry.name),
-                            takes_args,
                         },
                     )
                 })
@@ -916,7 +915,6 @@ impl App {
                     label: pair.display,
                     detail: String::new(),
                     replacement: pair.replacement,
-                    takes_args: false,
                 })
                 .collect();
             return (!items.is_empty() && (forced || !partial.ends_with(' '))).then_some(Menu {

@@ -18,6 +18,9 @@ pub mod screen;
 pub mod term;
 pub mod view;
 
+#[cfg(test)]
+mod snapshots_test;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

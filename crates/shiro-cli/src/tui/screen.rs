@@ -71,6 +71,12 @@ impl<B: Backend> Screen<B> {
         self.terminal.backend()
     }
 
+    /// The backend, for tests that resize it.
+    #[cfg(test)]
+    pub fn backend_mut(&mut self) -> &mut B {
+        self.terminal.backend_mut()
+    }
+
     /// Makes the viewport `height` rows tall (at most the screen), scrolling the screen up
     /// when it would run past the bottom. Rows it gives up are cleared.
     pub fn set_height(&mut self, height: u16) -> Result<(), B::Error> {

@@ -208,12 +208,13 @@ fn status_line(app: &App, now: Instant, width: u16) -> Line<'static> {
         return Line::styled("press ctrl+c again to exit", dim());
     }
     let status = &app.status;
+    // What matters most comes first, since a narrow terminal cuts the end.
     let mut parts: Vec<String> = Vec::new();
     if !status.model.is_empty() {
         parts.push(status.model.clone());
     }
-    if !status.workspace.is_empty() {
-        parts.push(status.workspace.clone());
+    if let Some(depth) = status.undo_depth {
+        parts.push(plural(depth, "undoable turn"));
     }
     match (status.tokens, status.context_used, status.context_window) {
         (Some(tokens), Some(used), Some(window)) if window > 0 => parts.push(format!(
@@ -224,11 +225,11 @@ fn status_line(app: &App, now: Instant, width: u16) -> Line<'static> {
         (Some(tokens), _, _) => parts.push(format!("{} tokens", short(tokens))),
         _ => {}
     }
-    if let Some(depth) = status.undo_depth {
-        parts.push(plural(depth, "undoable turn"));
-    }
     if let Some(note) = &status.capture_note {
         parts.push(note.clone());
+    }
+    if !status.workspace.is_empty() {
+        parts.push(status.workspace.clone());
     }
     let mut text = parts.join(" · ");
     if let Some(hint) = &app.hint {
