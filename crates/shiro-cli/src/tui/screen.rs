@@ -195,6 +195,95 @@ impl<B: Backend> Screen<B> {
     }
 }
 
+/// A crossterm backend writing to any writer, with a size given rather than asked of a
+/// terminal: for benchmarks, and tests that feed a terminal emulator.
+pub struct FixedSize<W: std::io::Write> {
+    backend: ratatui::backend::CrosstermBackend<W>,
+    size: Size,
+}
+
+impl<W: std::io::Write> std::fmt::Debug for FixedSize<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FixedSize")
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W: std::io::Write> FixedSize<W> {
+    /// A `width` × `height` terminal writing to `writer`.
+    pub fn new(writer: W, width: u16, height: u16) -> Self {
+        FixedSize {
+            backend: ratatui::backend::CrosstermBackend::new(writer),
+            size: Size::new(width, height),
+        }
+    }
+
+    /// Changes the size, as a window resize does.
+    pub fn set_size(&mut self, width: u16, height: u16) {
+        self.size = Size::new(width, height);
+    }
+}
+
+impl<W: std::io::Write> Backend for FixedSize<W> {
+    type Error = std::io::Error;
+
+    fn draw<'a, I>(&mut self, content: I) -> std::io::Result<()>
+    where
+        I: Iterator<Item = (u16, u16, &'a ratatui::buffer::Cell)>,
+    {
+        self.backend.draw(content)
+    }
+    fn append_lines(&mut self, n: u16) -> std::io::Result<()> {
+        self.backend.append_lines(n)
+    }
+    fn hide_cursor(&mut self) -> std::io::Result<()> {
+        self.backend.hide_cursor()
+    }
+    fn show_cursor(&mut self) -> std::io::Result<()> {
+        self.backend.show_cursor()
+    }
+    fn get_cursor_position(&mut self) -> std::io::Result<Position> {
+        // Never asked of a terminal: the answer would come on the input.
+        Ok(Position::new(0, 0))
+    }
+    fn set_cursor_position<P: Into<Position>>(&mut self, position: P) -> std::io::Result<()> {
+        self.backend.set_cursor_position(position)
+    }
+    fn clear(&mut self) -> std::io::Result<()> {
+        self.backend.clear()
+    }
+    fn clear_region(&mut self, clear_type: ClearType) -> std::io::Result<()> {
+        self.backend.clear_region(clear_type)
+    }
+    fn scroll_region_up(
+        &mut self,
+        region: std::ops::Range<u16>,
+        line_count: u16,
+    ) -> std::io::Result<()> {
+        self.backend.scroll_region_up(region, line_count)
+    }
+    fn scroll_region_down(
+        &mut self,
+        region: std::ops::Range<u16>,
+        line_count: u16,
+    ) -> std::io::Result<()> {
+        self.backend.scroll_region_down(region, line_count)
+    }
+    fn size(&self) -> std::io::Result<Size> {
+        Ok(self.size)
+    }
+    fn window_size(&mut self) -> std::io::Result<ratatui::backend::WindowSize> {
+        Ok(ratatui::backend::WindowSize {
+            columns_rows: self.size,
+            pixels: Size::new(0, 0),
+        })
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Backend::flush(&mut self.backend)
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use std::cell::RefCell;
@@ -202,22 +291,22 @@ pub(crate) mod tests {
     use std::num::NonZeroU16;
     use std::rc::Rc;
 
-    use ratatui::backend::{CrosstermBackend, WindowSize};
+    use ratatui::backend::WindowSize;
     use ratatui::buffer::Cell;
     use ratatui::widgets::Paragraph;
 
     use super::*;
 
-    /// A crossterm backend writing into a vt100 terminal emulator of a fixed size, so tests
-    /// see what a terminal would show, scrollback included.
+    /// A terminal of a fixed size writing into a vt100 terminal emulator, so tests see what
+    /// a terminal would show, scrollback included.
     pub(crate) struct Emulator {
-        backend: CrosstermBackend<Sink>,
+        backend: FixedSize<Sink>,
         written: Rc<RefCell<Vec<u8>>>,
         pub(crate) parser: vt100::Parser,
-        pub(crate) size: Size,
+        width: u16,
     }
 
-    /// Where the crossterm backend writes: a buffer the emulator drains.
+    /// Where the backend writes: a buffer the emulator drains.
     pub(crate) struct Sink(Rc<RefCell<Vec<u8>>>);
 
     impl Write for Sink {
@@ -238,16 +327,17 @@ pub(crate) mod tests {
         pub(crate) fn new(width: u16, height: u16) -> Self {
             let written = Rc::new(RefCell::new(Vec::new()));
             Emulator {
-                backend: CrosstermBackend::new(Sink(Rc::clone(&written))),
+                backend: FixedSize::new(Sink(Rc::clone(&written)), width, height),
                 written,
                 parser: vt100::Parser::new(nonzero(height), nonzero(width), 1000),
-                size: Size::new(width, height),
+                width,
             }
         }
 
         /// Changes the emulated terminal's size, as a window resize does.
         pub(crate) fn set_size(&mut self, width: u16, height: u16) {
-            self.size = Size::new(width, height);
+            self.backend.set_size(width, height);
+            self.width = width;
             self.parser
                 .screen_mut()
                 .set_size(nonzero(height), nonzero(width));
@@ -277,7 +367,7 @@ pub(crate) mod tests {
                 let row = self
                     .parser
                     .screen()
-                    .rows(0, self.size.width)
+                    .rows(0, self.width)
                     .next()
                     .unwrap_or_default();
                 lines.push(row);
@@ -348,13 +438,10 @@ pub(crate) mod tests {
             Ok(())
         }
         fn size(&self) -> std::io::Result<Size> {
-            Ok(self.size)
+            self.backend.size()
         }
         fn window_size(&mut self) -> std::io::Result<WindowSize> {
-            Ok(WindowSize {
-                columns_rows: self.size,
-                pixels: Size::new(0, 0),
-            })
+            self.backend.window_size()
         }
         fn flush(&mut self) -> std::io::Result<()> {
             Backend::flush(&mut self.backend)?;
