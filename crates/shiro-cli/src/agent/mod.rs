@@ -38,7 +38,7 @@ use crate::cli::SessionArgs;
 use crate::headless::{self, Context};
 use crate::provider::{Message, OpenAiConfig, OpenAiProvider, Provider, ReplayProvider};
 use crate::render::Color;
-use crate::tui::{Msg, ToUi, Ui, UiInput, UiSender};
+use crate::tui::{Msg, ToUi, Ui, UiSender};
 
 /// Runs the agent: interactive, or one headless turn with `-p`.
 pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
@@ -77,7 +77,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         None
     };
     let input: Box<dyn Input> = if let Some(ui) = &ui {
-        Box::new(UiInput::new(ui.sender()))
+        Box::new(ui.input())
     } else if headless {
         Box::new(Lines::new(Box::new(std::io::empty())))
     } else if std::io::stdin().is_terminal() {

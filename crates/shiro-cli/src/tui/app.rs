@@ -809,9 +809,18 @@ impl App {
             Some((ReadKind::Prompt, reply)) => {
                 self.echo_prompt(&text);
                 self.hint = None;
+                // A command says what it runs until the model is asked (a user command's
+                // turn then says so itself).
+                let phase = match text.strip_prefix('/') {
+                    Some(command) => Phase::Tool(format!(
+                        "/{}",
+                        command.split_whitespace().next().unwrap_or("")
+                    )),
+                    None => Phase::Waiting,
+                };
                 let _ = reply.send(Read::Line(text));
                 self.turn_started = Some(now);
-                self.phase = Some((Phase::Waiting, now));
+                self.phase = Some((phase, now));
             }
             other => {
                 // A turn runs: the prompt waits for it to end.

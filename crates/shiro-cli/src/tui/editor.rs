@@ -303,6 +303,43 @@ impl Editor {
     }
 }
 
+/// The most entries of the prompt history kept.
+pub const HISTORY_MAX: usize = 1000;
+
+/// Reads a prompt history file: the line editor's format (`#V2`, then one entry a line, with
+/// `\\` for a backslash and `\n` for a newline), the newest [`HISTORY_MAX`] entries.
+pub fn parse_history(text: &str) -> Vec<String> {
+    let mut entries: Vec<String> = text
+        .lines()
+        .filter(|line| *line != "#V2" && !line.is_empty())
+        .map(|line| {
+            let mut entry = String::with_capacity(line.len());
+            let mut chars = line.chars();
+            while let Some(c) = chars.next() {
+                match (c, c == '\\') {
+                    (_, true) => match chars.next() {
+                        Some('n') => entry.push('\n'),
+                        Some(other) => entry.push(other),
+                        None => entry.push('\\'),
+                    },
+                    (c, false) => entry.push(c),
+                }
+            }
+            entry
+        })
+        .collect();
+    let skip = entries.len().saturating_sub(HISTORY_MAX);
+    entries.drain(..skip);
+    entries
+}
+
+/// One history entry as a line of the file, newline included.
+pub fn history_line(entry: &str) -> String {
+    let mut line = entry.replace('\\', "\\\\").replace('\n', "\\n");
+    line.push('\n');
+    line
+}
+
 fn to_u16(n: usize) -> u16 {
     u16::try_from(n).unwrap_or(u16::MAX)
 }
@@ -388,6 +425,20 @@ mod tests {
                 (0, 0)
             )
         );
+    }
+
+    #[test]
+    fn history_lines_round_trip_newlines_and_backslashes() {
+        let entries = ["plain", "two\nlines", "a \\n literal", "trailing\\"];
+        let mut file = String::from("#V2\n");
+        for entry in entries {
+            file.push_str(&history_line(entry));
+        }
+        assert_eq!(parse_history(&file), entries);
+        let many: String = (0..HISTORY_MAX + 5).map(|n| history_line(&n.to_string())).collect();
+        let parsed = parse_history(&many);
+        assert_eq!(parsed.len(), HISTORY_MAX);
+        assert_eq!(parsed.first().map(String::as_str), Some("5"));
     }
 
     #[test]

@@ -63,6 +63,7 @@ pub struct Ui {
     thread: Option<JoinHandle<()>>,
     keys_stop: Arc<AtomicBool>,
     keys: Option<JoinHandle<()>>,
+    history_file: PathBuf,
 }
 
 impl Ui {
@@ -83,7 +84,13 @@ impl Ui {
                 return Err(err);
             }
         };
-        let app = App::new(width, color, Some(registry), root);
+        let history_file = root
+            .join(crate::agent::session::SESSIONS_DIR)
+            .join("history.txt");
+        let mut app = App::new(width, color, Some(registry), root);
+        // No history yet is the normal first run.
+        let history = std::fs::read_to_string(&history_file).unwrap_or_default();
+        app.editor = editor::Editor::with_history(editor::parse_history(&history));
         let thread = std::thread::Builder::new()
             .name("shiro-ui".into())
             .spawn(move || {
@@ -104,12 +111,21 @@ impl Ui {
             thread: Some(thread),
             keys_stop,
             keys: Some(keys),
+            history_file,
         })
     }
 
     /// A sender for the printer and the input.
     pub fn sender(&self) -> UiSender {
         self.tx.clone()
+    }
+
+    /// The agent's input through this UI.
+    pub fn input(&self) -> UiInput {
+        UiInput {
+            tx: self.tx.clone(),
+            history_file: Some(self.history_file.clone()),
+        }
     }
 
     /// Shows `message`.
@@ -219,12 +235,17 @@ pub fn render<B: ratatui::backend::Backend>(
 #[derive(Debug)]
 pub struct UiInput {
     tx: Sender<Msg>,
+    /// Where sent prompts are kept for the next session's history.
+    history_file: Option<PathBuf>,
 }
 
 impl UiInput {
-    /// Input asking the UI behind `tx`.
+    /// Input asking the UI behind `tx`, keeping no history file.
     pub fn new(tx: UiSender) -> Self {
-        UiInput { tx }
+        UiInput {
+            tx,
+            history_file: None,
+        }
     }
 
     fn ask(&self, kind: ReadKind) -> Read {
@@ -249,5 +270,23 @@ impl Input for UiInput {
         self.ask(ReadKind::Approval {
             tool: tool.to_owned(),
         })
+    }
+
+    fn remember(&mut self, line: &str) {
+        let Some(path) = &self.history_file else {
+            return;
+        };
+        // Appended at once so that history survives a crash; losing it is not worth an
+        // error (a read-only workspace has none).
+        let fresh = !path.exists();
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            use std::io::Write as _;
+            let header = if fresh { "#V2\n" } else { "" };
+            let _ = file.write_all(format!("{header}{}", editor::history_line(line)).as_bytes());
+        }
     }
 }
