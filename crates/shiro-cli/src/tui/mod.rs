@@ -29,6 +29,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossterm::event::Event as TermEvent;
+use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
 use ratatui::backend::CrosstermBackend;
 use shiro_commands::Registry;
 
@@ -214,7 +215,11 @@ fn run<B: ratatui::backend::Backend>(
                 Msg::Finish => finish = true,
             }
         }
-        render(&mut app, &mut screen)?;
+        // One synchronized update, so a terminal that supports it shows no half-drawn frame.
+        let _ = crossterm::queue!(std::io::stdout(), BeginSynchronizedUpdate);
+        let drawn = render(&mut app, &mut screen);
+        let _ = crossterm::execute!(std::io::stdout(), EndSynchronizedUpdate);
+        drawn?;
     }
     screen.leave()
 }
