@@ -8,11 +8,13 @@
 //!
 //! - [`app`]: the state, driven by messages and keys; [`view`]: the viewport's lines;
 //! - [`screen`]: the viewport of variable height and the scrollback above it;
-//! - [`editor`]: the prompt's text; [`markdown`]: the transcript's Markdown;
+//! - [`editor`]: the prompt's text; [`markdown`]: the transcript's Markdown, its code
+//!   blocks coloured by [`highlight`];
 //! - [`term`]: the terminal's modes, restored on every way out.
 
 pub mod app;
 pub mod editor;
+pub mod highlight;
 pub mod markdown;
 pub mod screen;
 pub mod term;
