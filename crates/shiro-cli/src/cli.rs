@@ -30,7 +30,7 @@ pub struct Cli {
 /// Options every command takes.
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// The workspace directory (default: the current directory)
+    /// The workspace directory (default: the root of the git repository you are in, else the current directory)
     #[arg(short = 'C', long = "workspace", value_name = "DIR", global = true)]
     pub workspace: Option<PathBuf>,
 }

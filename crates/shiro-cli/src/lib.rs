@@ -14,3 +14,4 @@ pub mod provider;
 pub mod render;
 pub mod signals;
 pub mod trust;
+pub mod workspace;

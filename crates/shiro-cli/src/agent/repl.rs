@@ -135,6 +135,14 @@ fn restore_options(args: &str) -> Result<UndoOptions, String> {
 /// is this session's, truncates the conversation to where the turn began.
 async fn restore(agent: &mut Agent<'_>, undo: bool, options: UndoOptions) -> String {
     let ctx = agent.ctx;
+    if !ctx.has_store() {
+        // Nothing was ever recorded here; opening the store would only make an empty one.
+        return if undo {
+            UndoError::NothingToUndo.to_string()
+        } else {
+            UndoError::NothingToRedo.to_string()
+        };
+    }
     let (store, notices) = match ctx.open_store().await {
         Ok(opened) => opened,
         Err(err) => return format!("error: {}", crate::headless::error_text(&err)),
