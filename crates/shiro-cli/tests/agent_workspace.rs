@@ -1,10 +1,11 @@
-//! Where shiro works: the git repository's root, and never `.shiro/` in the home directory
-//! unasked.
+//! Where shiro works: the git repository's root, never `.shiro/` in the home directory
+//! unasked, and a read-only workspace where questions still work.
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
 mod agent_common;
 
 use std::io::{Read as _, Write as _};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -262,4 +263,106 @@ fn in_the_home_directory_a_terminal_session_asks_first() {
     let again = run_on_terminal(&world, world.ws.path(), &[], &env, &[("> ", "/exit\r")]);
     assert_eq!(again.code, 0, "{}", again.screen);
     assert!(!again.screen.contains("[y/N]"), "{}", again.screen);
+}
+
+/// A script for the read-only workspace: a question answered with read_file, then a change
+/// the model tries.
+fn read_then_write_script() -> serde_json::Value {
+    json!({"responses": [
+        {"text": "Reading.", "tool_calls": [
+            {"name": "read_file", "arguments": {"path": "a.txt"}}]},
+        {"text": "It says hello."},
+        {"text": "Writing.", "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "b.txt", "content": "b\n"}},
+            {"name": "bash", "arguments": {"command": "touch c.txt"}}]},
+        {"text": "I could not change anything."}
+    ]})
+}
+
+/// In a directory where `.shiro/` cannot be made (mode 0555), questions still work, changes
+/// and bash are refused with a text for the model, the state is reported once, and `/log`
+/// and `shiro log` say there is no history. Root ignores the mode, so as root the test runs
+/// shiro as `nobody`; where that is not possible it says why and stops (the same logic is
+/// tested with an injected failure in `agent::turn`'s unit tests).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_read_only_directory_questions_work_and_changes_are_refused() {
+    let world = World::new();
+    world.write("a.txt", "hello\n");
+    let model = world.replay(&read_then_write_script());
+    // `nobody` must reach the binary, the script and the config directory.
+    std::fs::set_permissions(world.cfg.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(world.ws.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
+    let as_nobody = |mut command: tokio::process::Command| {
+        if is_root() {
+            command.uid(65534).gid(65534);
+        }
+        command
+    };
+    let probe = as_nobody(world.command(&["log"], &[]));
+    let Some(log) = as_nobody_runs(probe).await else {
+        std::fs::set_permissions(world.ws.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        eprintln!("skipped: running as root, and shiro cannot be started as nobody here");
+        return;
+    };
+    assert_eq!(
+        (log.code, log.stdout.as_str()),
+        (Some(0), "no turns to undo\n"),
+        "{log:?}"
+    );
+
+    let command = as_nobody(world.command(&["--model", &model, "--yes"], &[]));
+    let stdin = "what does a.txt say?\nnow change things\n/log\n/undo\n";
+    let run = run_command(command, stdin).await;
+    std::fs::set_permissions(world.ws.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let out = world.normalize(&run.stdout);
+    insta::assert_snapshot!("read_only_session", out);
+    assert_eq!(
+        out.matches("cannot be saved").count(),
+        1,
+        "the state is reported once: {out}"
+    );
+    assert!(!world.ws.path().join(".shiro").exists());
+    assert_eq!(world.read("b.txt"), None);
+    assert_eq!(world.read("c.txt"), None, "bash did not run");
+}
+
+/// `shiro -p --yes` there: a turn whose changes were all refused exits 1 and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_read_only_directory_a_headless_change_exits_1() {
+    let world = World::new();
+    world.write("a.txt", "hello\n");
+    let model = world.replay(&json!({"responses": [
+        {"text": "Writing.", "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "b.txt", "content": "b\n"}}]},
+        {"text": "I could not write b.txt."}
+    ]}));
+    std::fs::set_permissions(world.cfg.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(world.ws.path(), std::fs::Permissions::from_mode(0o555)).unwrap();
+    let mut command = world.command(&["-p", "write b.txt", "--yes", "--model", &model], &[]);
+    if is_root() {
+        command.uid(65534).gid(65534);
+    }
+    let run = as_nobody_runs(command).await;
+    std::fs::set_permissions(world.ws.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let Some(run) = run else {
+        eprintln!("skipped: running as root, and shiro cannot be started as nobody here");
+        return;
+    };
+    assert_eq!(run.code, Some(1), "{run:?}");
+    insta::assert_snapshot!("read_only_headless_stderr", world.normalize(&run.stderr));
+    assert_eq!(world.read("b.txt"), None);
+}
+
+fn is_root() -> bool {
+    // The owner of a file this process creates is its effective user.
+    let probe = tempfile::NamedTempFile::new().unwrap();
+    std::os::unix::fs::MetadataExt::uid(&probe.as_file().metadata().unwrap()) == 0
+}
+
+/// Runs `command`, or `None` when it cannot be started (switching to `nobody` refused).
+async fn as_nobody_runs(mut command: tokio::process::Command) -> Option<agent_common::Run> {
+    command.stdin(std::process::Stdio::null());
+    let child = command.spawn().ok()?;
+    Some(agent_common::finish(child).await)
 }

@@ -118,6 +118,16 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         for call in &report.denied {
             agent.printer.info(&format!("denied: {call}"));
         }
+        for call in &report.unrecordable {
+            agent.printer.info(&format!("refused: {call}"));
+        }
+        if !report.unrecordable.is_empty() && report.changed.is_empty() && !report.ran_bash {
+            // As for denied calls: the changes the model asked for were not made.
+            agent.printer.info(
+                "nothing was changed: this workspace cannot keep shiro's undo log (see the note above), and a change that could not be undone is never made",
+            );
+            return Ok(ExitCode::FAILURE);
+        }
         if !report.denied.is_empty() && report.changed.is_empty() && !report.ran_bash {
             // Every change the model tried was refused: a script must not take this for
             // success.
@@ -134,10 +144,14 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         Err(_) => "none".to_owned(),
     };
     let resumed = agent.history.len() > 1;
+    let state = match (resumed, agent.session.unsaved_reason()) {
+        (_, Some(_)) => "new, not saved",
+        (true, None) => "resumed",
+        (false, None) => "new",
+    };
     agent.printer.info(&format!(
-        "shiro: session {} ({}), model {model}; /help lists commands, /undo takes a turn back",
+        "shiro: session {} ({state}), model {model}; /help lists commands, /undo takes a turn back",
         agent.session.id(),
-        if resumed { "resumed" } else { "new" }
     ));
     // Hot reload of user commands; without it (no inotify, say) commands load once.
     let _watch = registry.watch().ok();
@@ -187,8 +201,14 @@ pub async fn run_user_command(
     report
 }
 
-/// A new session, or the one `--continue`/`--resume` names, with its history and notices.
-fn open_session(root: &Path, args: &SessionArgs) -> Result<(Session, Vec<Message>, Vec<String>)> {
+/// A new session, or the one `--continue`/`--resume` names (`--resume` without an id: the
+/// newest), with its history and notices. A new session in a workspace where `.shiro/`
+/// cannot be made is an unsaved one, and the one notice says so: its turns answer questions
+/// and refuse changes, without saying it again.
+pub fn open_session(
+    root: &Path,
+    args: &SessionArgs,
+) -> Result<(Session, Vec<Message>, Vec<String>)> {
     let id = match (&args.resume, args.continue_latest) {
         (Some(id), _) if !id.is_empty() => Some(Some(id.as_str())),
         (Some(_), _) | (None, true) => Some(None),
@@ -199,7 +219,16 @@ fn open_session(root: &Path, args: &SessionArgs) -> Result<(Session, Vec<Message
             let reopened = Session::reopen(root, id)?;
             Ok((reopened.session, reopened.history, reopened.notices))
         }
-        None => Ok((Session::create(root)?, Vec::new(), Vec::new())),
+        None => match Session::create(root) {
+            Ok(session) => Ok((session, Vec::new(), Vec::new())),
+            Err(err) => {
+                let why = headless::error_text(&err);
+                let notice = format!(
+                    "this session cannot be saved ({why}), and changes to files and bash are refused, since they could not be undone; questions that change nothing still work"
+                );
+                Ok((Session::unsaved(why), Vec::new(), vec![notice]))
+            }
+        },
     }
 }
 

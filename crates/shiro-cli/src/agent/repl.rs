@@ -91,7 +91,7 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
             Ok(report) => report.stdout,
             Err(err) => format!("error: {}", crate::headless::error_text(&err)),
         },
-        "clear" => match Session::create(&ctx.root) {
+        "clear" => match new_session(agent) {
             Ok(session) => {
                 agent.session = session;
                 agent.history.clear();
@@ -114,6 +114,14 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
     };
     agent.printer.info(&text);
     Ok(())
+}
+
+/// A new session for `/clear`: unsaved like the current one when that is unsaved.
+fn new_session(agent: &Agent<'_>) -> Result<Session> {
+    match agent.session.unsaved_reason() {
+        Some(why) => Ok(Session::unsaved(why)),
+        None => Session::create(&agent.ctx.root),
+    }
 }
 
 fn restore_options(args: &str) -> Result<UndoOptions, String> {

@@ -42,12 +42,16 @@ pub enum Line {
     },
 }
 
-/// An open session: its id, its file, and the history replayed from it.
+/// An open session: its id and its file. A session in a workspace where `.shiro/` cannot
+/// be made keeps nothing (see [`Session::unsaved`]).
 #[derive(Debug)]
 pub struct Session {
     id: String,
     path: PathBuf,
-    file: File,
+    /// `None` for an unsaved session.
+    file: Option<File>,
+    /// Why an unsaved session is not saved.
+    unsaved: Option<String>,
 }
 
 /// A session reopened from disk.
@@ -72,7 +76,29 @@ impl Session {
             .append(true)
             .open(&path)
             .with_context(|| format!("cannot create the session file {}", path.display()))?;
-        Ok(Session { id, path, file })
+        Ok(Session {
+            id,
+            path,
+            file: Some(file),
+            unsaved: None,
+        })
+    }
+
+    /// A session that saves nothing, for a workspace where `.shiro/sessions/` cannot be made
+    /// (`why` says why): the conversation works, and is lost at the end. It has an id like
+    /// any other, so the undo log can still name it.
+    pub fn unsaved(why: impl Into<String>) -> Session {
+        Session {
+            id: new_id(),
+            path: PathBuf::new(),
+            file: None,
+            unsaved: Some(why.into()),
+        }
+    }
+
+    /// Why this session is not saved; `None` when it is.
+    pub fn unsaved_reason(&self) -> Option<&str> {
+        self.unsaved.as_deref()
     }
 
     /// Reopens the session `id`, or the newest one when `id` is `None`.
@@ -109,7 +135,12 @@ impl Session {
             .map(|stem| stem.to_string_lossy().into_owned())
             .unwrap_or_default();
         Ok(Reopened {
-            session: Session { id, path, file },
+            session: Session {
+                id,
+                path,
+                file: Some(file),
+                unsaved: None,
+            },
             history,
             notices,
         })
@@ -120,18 +151,21 @@ impl Session {
         &self.id
     }
 
-    /// The session file.
+    /// The session file (empty for an unsaved session).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Appends one line and flushes it, so that it survives a crash of this process.
+    /// Appends one line and flushes it, so that it survives a crash of this process. An
+    /// unsaved session drops it.
     pub fn append(&mut self, line: &Line) -> Result<()> {
+        let Some(file) = &mut self.file else {
+            return Ok(());
+        };
         let mut text = serde_json::to_string(line).context("cannot encode a session line")?;
         text.push('\n');
-        self.file
-            .write_all(text.as_bytes())
-            .and_then(|()| self.file.flush())
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.flush())
             .with_context(|| format!("cannot write the session file {}", self.path.display()))
     }
 }
