@@ -28,7 +28,7 @@ use crate::signals::{INTERRUPTED, Signals};
 use crate::trust;
 
 /// The names the agent handles itself; user commands can never take them.
-pub const BUILTINS: [(&str, &str); 8] = [
+pub const BUILTINS: [(&str, &str); 9] = [
     ("help", "list commands and keys"),
     (
         "undo",
@@ -38,6 +38,10 @@ pub const BUILTINS: [(&str, &str); 8] = [
     ("log", "list the turns that can be undone"),
     ("commands", "list user commands"),
     ("clear", "start a new conversation (files are kept)"),
+    (
+        "resume",
+        "list this workspace's saved sessions; /resume N switches to one",
+    ),
     (
         "trust",
         "trust this workspace: run shell substitutions of its commands",

@@ -156,7 +156,75 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
     // Hot reload of user commands; without it (no inotify, say) commands load once.
     let _watch = registry.watch().ok();
     repl::run(&mut agent, &registry).await?;
+    if let Some(hint) = resume_hint(&agent) {
+        agent.printer.info(&hint);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Switches `agent` to the saved session `id` of its workspace (`/resume`, a picker): its
+/// history replaces the current conversation, and what follows is appended to its file.
+/// Returns the notice to show. On an error the agent keeps its session.
+pub fn resume_session(agent: &mut Agent<'_>, id: &str) -> Result<String> {
+    if id.trim() == agent.session.id() {
+        return Ok(format!("session {id} is this one"));
+    }
+    let reopened = Session::reopen(&agent.ctx.root, Some(id))?;
+    let mut text = String::new();
+    for notice in &reopened.notices {
+        text.push_str(&format!("note: {notice}\n"));
+    }
+    agent.session = reopened.session;
+    agent.history = reopened.history;
+    if agent.history.is_empty() {
+        agent.push(Message::system(SYSTEM_PROMPT))?;
+    }
+    let turns = agent
+        .history
+        .iter()
+        .filter(|m| m.role == crate::provider::Role::User)
+        .count();
+    text.push_str(&format!(
+        "resumed session {} ({turns} {}); the conversation goes on from its last message, and /undo rewinds its turns",
+        agent.session.id(),
+        if turns == 1 { "turn" } else { "turns" }
+    ));
+    Ok(text)
+}
+
+/// `resume this session with: shiro --resume ID` for a saved session with at least one user
+/// message, shown when an interactive session ends; `-C ROOT` is added when shiro started
+/// here would pick another workspace.
+pub fn resume_hint(agent: &Agent<'_>) -> Option<String> {
+    if agent.session.unsaved_reason().is_some()
+        || !agent
+            .history
+            .iter()
+            .any(|m| m.role == crate::provider::Role::User)
+    {
+        return None;
+    }
+    let here = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| crate::workspace::locate(None, &cwd).ok());
+    let flag = match here {
+        Some(here) if here.root == agent.ctx.root => String::new(),
+        _ => format!("-C {} ", shell_word(&agent.ctx.root.to_string_lossy())),
+    };
+    Some(format!(
+        "resume this session with: shiro {flag}--resume {}",
+        agent.session.id()
+    ))
+}
+
+/// `word` as one shell word: as it is when it holds only safe characters, else quoted.
+fn shell_word(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
 }
 
 /// Expands a user command and runs it as one turn: its `allowed-tools` limit the turn's tools

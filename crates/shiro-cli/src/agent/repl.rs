@@ -7,7 +7,7 @@ use shiro_commands::{Registry, Resolved};
 use shiro_undo::{UndoError, UndoOptions};
 
 use super::input::Read;
-use super::session::Session;
+use super::session::{self, Session, SessionSummary};
 use super::turn::{Agent, SYSTEM_PROMPT};
 use crate::cli::CommandsCommand;
 use crate::headless::{self, BUILTINS};
@@ -91,6 +91,7 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
             Ok(report) => report.stdout,
             Err(err) => format!("error: {}", crate::headless::error_text(&err)),
         },
+        "resume" => resume(agent, args),
         "clear" => match new_session(agent) {
             Ok(session) => {
                 agent.session = session;
@@ -122,6 +123,82 @@ fn new_session(agent: &Agent<'_>) -> Result<Session> {
         Some(why) => Ok(Session::unsaved(why)),
         None => Session::create(&agent.ctx.root),
     }
+}
+
+/// How many sessions `/resume` lists.
+const LISTED_SESSIONS: usize = 20;
+
+/// `/resume` lists the workspace's saved sessions, newest first; `/resume N` (a number from
+/// the list) or `/resume ID` switches to one.
+fn resume(agent: &mut Agent<'_>, args: &str) -> String {
+    let sessions = match session::list(&agent.ctx.root) {
+        Ok(sessions) => sessions,
+        Err(err) => return format!("error: {}", crate::headless::error_text(&err)),
+    };
+    let arg = args.trim();
+    if arg.is_empty() {
+        return sessions_text(&sessions, agent.session.id());
+    }
+    let id = match arg.parse::<usize>() {
+        Ok(n) => match n.checked_sub(1).and_then(|i| sessions.get(i)) {
+            Some(session) => session.id.clone(),
+            None => {
+                return format!(
+                    "no session number {n}: /resume lists {} {}",
+                    sessions.len(),
+                    if sessions.len() == 1 {
+                        "session"
+                    } else {
+                        "sessions"
+                    }
+                );
+            }
+        },
+        Err(_) => arg.to_owned(),
+    };
+    match super::resume_session(agent, &id) {
+        Ok(text) => text,
+        Err(err) => format!("error: {}", crate::headless::error_text(&err)),
+    }
+}
+
+/// The numbered list `/resume` shows: time (UTC), turns, first prompt.
+pub fn sessions_text(sessions: &[SessionSummary], current: &str) -> String {
+    if sessions.is_empty() {
+        return "no saved session with a prompt in this workspace".to_owned();
+    }
+    let mut out = String::from("saved sessions, newest first (/resume N switches to one):\n");
+    for (index, session) in sessions.iter().take(LISTED_SESSIONS).enumerate() {
+        let secs = session
+            .modified
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let turns = format!(
+            "{} {}",
+            session.turns,
+            if session.turns == 1 { "turn" } else { "turns" }
+        );
+        let this = if session.id == current {
+            "  (this session)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "{:>4}  {}  {turns:>9}  {}{this}",
+            index + 1,
+            headless::format_time(secs),
+            session.first_prompt
+        );
+    }
+    if sessions.len() > LISTED_SESSIONS {
+        let _ = writeln!(
+            out,
+            "      … and {} older (/resume N opens any of them)",
+            sessions.len() - LISTED_SESSIONS
+        );
+    }
+    out
 }
 
 fn restore_options(args: &str) -> Result<UndoOptions, String> {

@@ -146,6 +146,29 @@ pub async fn run_command(command: tokio::process::Command, stdin: &str) -> Run {
     finish(spawn_command(command, stdin).await).await
 }
 
+/// Replaces every `YYYY-MM-DD HH:MM:SS UTC` time with `[TIME]`.
+pub fn normalize_times(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let shape = "dddd-dd-dd dd:dd:dd UTC";
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let fits = i + shape.len() <= chars.len()
+            && shape.chars().zip(&chars[i..]).all(|(s, c)| match s {
+                'd' => c.is_ascii_digit(),
+                other => other == *c,
+            });
+        if fits {
+            out.push_str("[TIME]");
+            i += shape.len();
+        } else {
+            out.push(chars[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
 /// Waits for a child (at most 120 s) and collects its output.
 pub async fn finish(child: tokio::process::Child) -> Run {
     let output = tokio::time::timeout(
