@@ -281,3 +281,36 @@ async fn resume_lists_sessions_and_switches_to_one_whose_turn_undo_rewinds() {
         "the first session is rewound to its system prompt"
     );
 }
+
+/// `@path` typed in the REPL is attached, kept in the session, and `/undo` of the turn
+/// rewinds the message with its attachment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attached_file_is_in_the_history_and_undo_rewinds_it() {
+    let world = World::new();
+    world.write("spec.txt", "a.txt must say one\n");
+    let model = world.replay(&two_turn_script());
+    let run = world
+        .run(&["--model", &model, "--yes"], "follow @spec.txt\n", &[])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("> follow @spec.txt\n(attached spec.txt: 1 line)\n"),
+        "{}",
+        run.stdout
+    );
+    let history = replay_history(&world.session_lines());
+    assert_eq!(
+        history[1]["content"],
+        "follow @spec.txt\n\n<attachment path=\"spec.txt\">\na.txt must say one\n</attachment>"
+    );
+    let undo = world.run(&["--continue"], "/undo\n", &[]).await;
+    assert!(
+        undo.stdout
+            .contains("rewound the conversation by 4 messages"),
+        "{}",
+        undo.stdout
+    );
+    assert_eq!(replay_history(&world.session_lines()).len(), 1);
+    assert_eq!(world.read("a.txt"), None);
+}

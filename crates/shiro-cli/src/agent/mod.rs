@@ -4,6 +4,7 @@
 //! - [`turn`]: the loop (model → tools → model …), approvals and undo recording;
 //! - [`session`]: the JSONL transcript in `.shiro/sessions/`;
 //! - [`repl`]: the read-eval loop and its `/` commands; [`input`]: where lines come from;
+//! - [`attach`]: the files a prompt's `@path`s name, attached to its message;
 //! - [`events`]: what a turn reports, as text or JSON lines; [`approve`]: approvals and diffs;
 //! - [`demo`]: the offline demo, which drives the same REPL with a replay script.
 //!
@@ -11,6 +12,7 @@
 //! `OPENAI_BASE_URL`, `OPENAI_API_KEY`) and talks to the terminal.
 
 pub mod approve;
+pub mod attach;
 pub mod demo;
 pub mod events;
 pub mod input;
@@ -100,7 +102,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
             Resolved::User { command, args } => {
                 run_user_command(&mut agent, &command, &args).await?
             }
-            _ => agent.turn(prompt).await?,
+            _ => send_prompt(&mut agent, prompt).await?,
         };
         if report.interrupted {
             // The turn was finished and recorded, like one the REPL stops.
@@ -160,6 +162,18 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         agent.printer.info(&hint);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Sends a typed prompt as one turn: the files and directories its `@path`s name are
+/// attached to the message (see [`attach`]), each with a note for the user, and the turn
+/// runs. The REPL and `-p` send prompts through it; a user command's template has its own
+/// `@` references, read by [`run_user_command`].
+pub async fn send_prompt(agent: &mut Agent<'_>, prompt: &str) -> Result<TurnReport> {
+    let attached = attach::attach(&agent.ctx.root, prompt).await;
+    for note in &attached.notes {
+        agent.printer.info(note);
+    }
+    agent.turn(&attached.message).await
 }
 
 /// Switches `agent` to the saved session `id` of its workspace (`/resume`, a picker): its

@@ -67,7 +67,7 @@ pub async fn run(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
 /// Sends a prompt as one turn. Errors of shiro's bookkeeping are shown and the session goes
 /// on: the files and the log are consistent (the store recovers on its next use).
 async fn send(agent: &mut Agent<'_>, prompt: &str) -> Result<()> {
-    if let Err(err) = agent.turn(prompt).await {
+    if let Err(err) = super::send_prompt(agent, prompt).await {
         agent
             .printer
             .info(&format!("error: {}", crate::headless::error_text(&err)));
