@@ -191,7 +191,7 @@ fn consent(
 ) -> Result<(), u8> {
     let on_terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     if cli.command.is_some() || cli.session.prompt.is_some() || !on_terminal {
-        eprintln!("shiro: {}", workspace::refusal(workspace, exposed, false));
+        eprintln!("shiro: {}", workspace::refusal(workspace, exposed));
         return Err(USAGE);
     }
     // Nothing is made yet, so Ctrl-C at the question can stop shiro at once.
@@ -204,7 +204,7 @@ fn consent(
     if yes {
         return Ok(());
     }
-    eprintln!("shiro: {}", workspace::refusal(workspace, exposed, true));
+    eprintln!("shiro: {}", workspace::declined(workspace, exposed));
     Err(1)
 }
 

@@ -123,20 +123,32 @@ pub fn is_yes(answer: &str) -> bool {
     matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
 }
 
-/// Why shiro stopped without making `.shiro/`: the user said no (`declined`), or nobody
-/// could be asked.
-pub fn refusal(workspace: &Workspace, exposed: Exposed, declined: bool) -> String {
-    let place = described(workspace, exposed);
-    let root = workspace.root.display();
-    let what = if declined {
-        format!("did not create .shiro/ in {place}")
-    } else {
-        format!(
-            "will not create .shiro/ (shiro's undo log and sessions) in {place} without asking, and there is no terminal to ask on"
-        )
-    };
+/// Why shiro stops without making `.shiro/` when there is no terminal to ask on.
+pub fn refusal(workspace: &Workspace, exposed: Exposed) -> String {
+    with_the_way_out(
+        workspace,
+        &format!(
+            "will not create .shiro/ (shiro's undo log and sessions) in {} without asking, and there is no terminal to ask on",
+            described(workspace, exposed)
+        ),
+    )
+}
+
+/// What shiro says when the user answered no to [`question`].
+pub fn declined(workspace: &Workspace, exposed: Exposed) -> String {
+    with_the_way_out(
+        workspace,
+        &format!(
+            "did not create .shiro/ in {}",
+            described(workspace, exposed)
+        ),
+    )
+}
+
+fn with_the_way_out(workspace: &Workspace, what: &str) -> String {
     format!(
-        "{what}; run shiro in a project directory, or pass -C DIR to choose the workspace (`-C {root}` uses this one)"
+        "{what}; run shiro in a project directory, or pass -C DIR to choose the workspace (`-C {}` uses this one)",
+        workspace.root.display()
     )
 }
 
@@ -242,8 +254,8 @@ mod tests {
         };
         let text = [
             question(&home, Exposed::Home),
-            refusal(&home, Exposed::Home, true),
-            refusal(&slash, Exposed::FilesystemRoot, false),
+            declined(&home, Exposed::Home),
+            refusal(&slash, Exposed::FilesystemRoot),
         ]
         .join("\n");
         insta::assert_snapshot!(text, @r"
