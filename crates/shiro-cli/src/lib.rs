@@ -15,3 +15,4 @@ pub mod render;
 pub mod signals;
 pub mod trust;
 pub mod tui;
+pub mod workspace;

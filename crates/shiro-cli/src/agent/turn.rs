@@ -152,7 +152,15 @@ pub struct TurnReport {
     pub interrupted: bool,
     /// The calls the approval policy denied, one line each (`write_file x.txt`).
     pub denied: Vec<String>,
+    /// The calls refused because the workspace has no undo log to record them in (a
+    /// read-only directory), one line each.
+    pub unrecordable: Vec<String>,
 }
+
+/// Where a turn's changes are recorded: the undo log, or nowhere, for the reason given (a
+/// workspace where `.shiro/` cannot be made); then every change is refused, never run
+/// unrecorded.
+type Log<'r> = Result<&'r Recording<FsMutator>, &'r str>;
 
 /// The tool specs the model is offered.
 pub fn specs(tools: &[Box<dyn Tool>]) -> Vec<ToolSpec> {
@@ -223,18 +231,33 @@ impl Agent<'_> {
             });
         }
         let marker = self.history.len();
-        let (store, notices) = self.ctx.open_store().await?;
-        for notice in notices {
-            self.printer.info(&format!("note: {notice}"));
-        }
-        let recording = store.recorder(self.ctx.workspace()?);
-        recording
-            .begin_turn(TurnStart {
-                summary: summary_of(prompt),
-                history_marker: marker as u64,
-                session: Some(self.session.id().to_owned()),
-            })
-            .await?;
+        let store = match self.ctx.open_store().await {
+            Ok((store, notices)) => {
+                for notice in notices {
+                    self.printer.info(&format!("note: {notice}"));
+                }
+                Ok(store)
+            }
+            // The session said when it began that nothing can be saved here: questions
+            // still work, and changes are refused (see `run_call`), without a notice per turn.
+            Err(err) if self.session.unsaved_reason().is_some() => Err(headless::error_text(&err)),
+            Err(err) => return Err(err),
+        };
+        let recording = match &store {
+            Ok(store) => {
+                let recording = store.recorder(self.ctx.workspace()?);
+                recording
+                    .begin_turn(TurnStart {
+                        summary: summary_of(prompt),
+                        history_marker: marker as u64,
+                        session: Some(self.session.id().to_owned()),
+                    })
+                    .await?;
+                Ok(recording)
+            }
+            Err(why) => Err(why.as_str()),
+        };
+        let log: Log<'_> = recording.as_ref().map_err(|why| *why);
         let mut report = TurnReport::default();
         let outcome = if self.catch_interrupts {
             // Dropping the steps future cancels the model request or the running tool (bash
@@ -244,7 +267,7 @@ impl Agent<'_> {
             let signals = self.ctx.signals.clone();
             signals.set(Handling::Cancel);
             let mut running = self.bash_running.subscribe();
-            let steps = self.steps(&recording, prompt, &mut report);
+            let steps = self.steps(log, prompt, &mut report);
             tokio::pin!(steps);
             let outcome = tokio::select! {
                 outcome = &mut steps => outcome,
@@ -261,18 +284,20 @@ impl Agent<'_> {
             signals.set(Handling::Idle);
             outcome
         } else {
-            self.steps(&recording, prompt, &mut report).await
+            self.steps(log, prompt, &mut report).await
         };
         if let Err(err) = outcome {
             report.interrupted = err.downcast_ref::<Interrupted>().is_some();
             report.error = Some(crate::headless::error_text(&err));
         }
         let repaired = self.answer_dangling_calls();
-        let finished = recording.finish_turn().await;
-        for notice in store.take_notices() {
-            self.printer.info(&format!("note: {notice}"));
+        if let (Ok(store), Ok(recording)) = (&store, &recording) {
+            let finished = recording.finish_turn().await;
+            for notice in store.take_notices() {
+                self.printer.info(&format!("note: {notice}"));
+            }
+            report.turn_id = finished?.map(|id| id.0);
         }
-        report.turn_id = finished?.map(|id| id.0);
         if let Some(turn_id) = report.turn_id {
             self.session.append(&Line::Turn {
                 turn_id,
@@ -294,7 +319,7 @@ impl Agent<'_> {
 
     async fn steps(
         &mut self,
-        recording: &Recording<FsMutator>,
+        recording: Log<'_>,
         prompt: &str,
         report: &mut TurnReport,
     ) -> Result<()> {
@@ -345,7 +370,7 @@ impl Agent<'_> {
     /// Runs one tool call (after approval) and returns the text for the model.
     async fn call_tool(
         &mut self,
-        recording: &Recording<FsMutator>,
+        recording: Log<'_>,
         call: &crate::provider::ToolCall,
         report: &mut TurnReport,
     ) -> String {
@@ -375,7 +400,7 @@ impl Agent<'_> {
 
     async fn run_call(
         &mut self,
-        recording: &Recording<FsMutator>,
+        recording: Log<'_>,
         name: &str,
         parsed: Result<Value, serde_json::Error>,
         report: &mut TurnReport,
@@ -402,6 +427,30 @@ impl Agent<'_> {
             return (Status::Denied, refusal, Vec::new());
         }
         let is_bash = tool.name() == "bash";
+        let recording = match recording {
+            Ok(recording) => recording,
+            Err(why) if tool.is_mutating() || is_bash => {
+                report
+                    .unrecordable
+                    .push(format!("{name} {}", crate::agent::events::brief(&args)));
+                return (
+                    Status::Error,
+                    format!("cannot record this change for undo ({why}); nothing was run"),
+                    Vec::new(),
+                );
+            }
+            // Nothing to record: a read-only tool reads the workspace itself.
+            Err(_) => {
+                let result = match self.ctx.workspace() {
+                    Ok(workspace) => tool.call(&workspace, args).await.map_err(|e| e.to_string()),
+                    Err(err) => Err(headless::error_text(&err)),
+                };
+                return match result {
+                    Ok(output) => (Status::Ok, output.text, output.changes),
+                    Err(text) => (Status::Error, text, Vec::new()),
+                };
+            }
+        };
         let preapproved = is_bash && self.limits.preapproved(&args);
         if tool.is_mutating() || is_bash {
             let preview = approve::preview(
@@ -622,5 +671,82 @@ mod tests {
                 Role::Tool
             ]
         );
+    }
+
+    /// Where the undo log cannot be opened (here `.shiro` is a file, which stops root as well
+    /// as anyone; a read-only directory does the same for other users), an unsaved session
+    /// still answers: read-only tools run, and changes and bash are refused, never run
+    /// unrecorded.
+    #[tokio::test]
+    async fn without_an_undo_log_reads_run_and_changes_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join("a.txt"), "hello\n").unwrap();
+        let config = Config::load(&root, None).unwrap();
+        std::fs::write(root.join(".shiro"), "not a directory").unwrap();
+        let ctx = Context {
+            config,
+            root,
+            color: Color::Never,
+            signals: Signals::default(),
+            bash: shiro_tools::tools::bash(),
+        };
+        let script = serde_json::json!({"responses": [
+            {"text": "", "tool_calls": [
+                {"name": "read_file", "arguments": {"path": "a.txt"}},
+                {"name": "write_file", "arguments": {"path": "b.txt", "content": "b"}},
+                {"name": "bash", "arguments": {"command": "touch c.txt"}}]},
+            {"text": "done"}
+        ]})
+        .to_string();
+        let tools = shiro_tools::tools::all();
+        let mut agent = Agent {
+            ctx: &ctx,
+            provider: Ok(Box::new(ReplayProvider::from_script(&script).unwrap())),
+            specs: specs(&tools),
+            tools,
+            history: Vec::new(),
+            session: Session::unsaved("cannot use the sessions directory"),
+            printer: Printer::new(
+                Box::new(std::io::sink()),
+                Box::new(std::io::sink()),
+                Mode::Interactive,
+                Color::Never,
+            ),
+            input: Box::new(Lines::new(Box::new(std::io::empty()))),
+            approvals: Approvals {
+                policy: Policy::Approve,
+                always: Default::default(),
+            },
+            max_steps: 5,
+            catch_interrupts: false,
+            bash_running: tokio::sync::watch::Sender::new(false),
+            limits: TurnLimits::default(),
+            usage: SessionUsage::default(),
+        };
+        let report = agent.turn("look, then change").await.unwrap();
+        assert_eq!(report.error, None, "{report:?}");
+        assert_eq!(report.turn_id, None);
+        assert_eq!(
+            report.unrecordable,
+            ["write_file b.txt", "bash touch c.txt"]
+        );
+        let results: Vec<&str> = agent
+            .history
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .map(|m| m.content.as_str())
+            .collect();
+        assert!(results[0].contains("hello"), "{results:?}");
+        for refused in &results[1..] {
+            assert!(
+                refused.starts_with(
+                    "cannot record this change for undo (cannot open the undo store: "
+                ) && refused.ends_with("); nothing was run"),
+                "{refused}"
+            );
+        }
+        assert!(!ctx.root.join("b.txt").exists());
+        assert!(!ctx.root.join("c.txt").exists());
     }
 }

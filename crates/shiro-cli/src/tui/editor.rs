@@ -435,7 +435,9 @@ mod tests {
             file.push_str(&history_line(entry));
         }
         assert_eq!(parse_history(&file), entries);
-        let many: String = (0..HISTORY_MAX + 5).map(|n| history_line(&n.to_string())).collect();
+        let many: String = (0..HISTORY_MAX + 5)
+            .map(|n| history_line(&n.to_string()))
+            .collect();
         let parsed = parse_history(&many);
         assert_eq!(parsed.len(), HISTORY_MAX);
         assert_eq!(parsed.first().map(String::as_str), Some("5"));
