@@ -290,6 +290,7 @@ impl Agent<'_> {
         self.push(Message::user(prompt))?;
         let specs = self.offered_specs();
         while report.steps < self.max_steps {
+            self.check_stop()?;
             report.steps += 1;
             let provider = self.provider.as_ref().map_err(|why| anyhow!("{why}"))?;
             let request = ChatRequest {
@@ -315,6 +316,7 @@ impl Agent<'_> {
                 return Ok(());
             }
             for call in &calls {
+                self.check_stop()?;
                 let text = self.call_tool(recording, call, report).await;
                 self.push(Message::tool_result(call.id.clone(), text))?;
             }
@@ -323,6 +325,17 @@ impl Agent<'_> {
             "stopped after {} model calls (the step cap); ask again to continue",
             self.max_steps
         ))
+    }
+
+    /// Fails with [`Interrupted`] once the turn was asked to stop. A stop during a bash call
+    /// lets the call finish (its command is killed and its changes committed), and what
+    /// follows the call runs on in the same poll until something waits: without this check
+    /// the next call, or the next model request and its whole answer, would still happen.
+    fn check_stop(&self) -> Result<()> {
+        if self.catch_interrupts && self.ctx.signals.interrupted() {
+            return Err(Interrupted.into());
+        }
+        Ok(())
     }
 
     /// Runs one tool call (after approval) and returns the text for the model.
