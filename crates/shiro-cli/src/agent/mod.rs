@@ -227,6 +227,11 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         }
     }
     ended?;
+    if ctx.signals.terminated() {
+        // SIGTERM stopped a turn and ended the session: a signal's exit code, as at the
+        // prompt, so that whoever sent it does not read a normal end.
+        return Ok(ExitCode::from(crate::signals::INTERRUPTED));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -20,7 +20,7 @@ use crate::tui::Phase;
 
 /// A turn stopped by Ctrl-C or SIGTERM.
 #[derive(Debug, thiserror::Error)]
-#[error("interrupted by Ctrl-C")]
+#[error("interrupted (Esc, Ctrl-C or a signal)")]
 pub struct Interrupted;
 
 /// What a user command asks of the turn it starts: which tools it may use, and which bash
@@ -326,6 +326,7 @@ impl Agent<'_> {
         self.push(Message::user(prompt))?;
         let specs = self.offered_specs();
         while report.steps < self.max_steps {
+            self.check_stop()?;
             report.steps += 1;
             let provider = self.provider.as_ref().map_err(|why| anyhow!("{why}"))?;
             let request = ChatRequest {
@@ -357,6 +358,7 @@ impl Agent<'_> {
                 return Ok(());
             }
             for call in &calls {
+                self.check_stop()?;
                 let text = self.call_tool(recording, call, report).await;
                 self.push(Message::tool_result(call.id.clone(), text))?;
             }
@@ -365,6 +367,17 @@ impl Agent<'_> {
             "stopped after {} model calls (the step cap); ask again to continue",
             self.max_steps
         ))
+    }
+
+    /// Fails with [`Interrupted`] once the turn was asked to stop. A stop during a bash call
+    /// lets the call finish (its command is killed and its changes committed), and what
+    /// follows the call runs on in the same poll until something waits: without this check
+    /// the next call, or the next model request and its whole answer, would still happen.
+    fn check_stop(&self) -> Result<()> {
+        if self.catch_interrupts && self.ctx.signals.interrupted() {
+            return Err(Interrupted.into());
+        }
+        Ok(())
     }
 
     /// Runs one tool call (after approval) and returns the text for the model.

@@ -695,8 +695,14 @@ impl App {
             KeyCode::Char('j') if ctrl => self.editor.insert("\n"),
             KeyCode::Enter => self.enter(now),
             KeyCode::Tab => self.accept_menu(false, now),
-            KeyCode::Up if self.menu.is_some() => self.move_menu(-1),
-            KeyCode::Down if self.menu.is_some() => self.move_menu(1),
+            KeyCode::Up if self.menu.is_some() => {
+                self.move_menu(-1);
+                return Effect::None;
+            }
+            KeyCode::Down if self.menu.is_some() => {
+                self.move_menu(1);
+                return Effect::None;
+            }
             KeyCode::Up => {
                 self.editor.up();
             }

@@ -19,7 +19,7 @@ const LIVE_LINES: usize = 8;
 /// The most rows of the prompt shown.
 const PROMPT_ROWS: usize = 8;
 /// The most menu or picker rows shown.
-const MENU_ROWS: usize = 8;
+const MENU_ROWS: usize = 10;
 
 fn dim() -> Style {
     Style::default().add_modifier(Modifier::DIM)
@@ -177,7 +177,9 @@ pub fn lines(app: &App, now: Instant) -> (Vec<Line<'static>>, Option<(u16, u16)>
                 .min(usize::from(width) / 2);
             for (index, item) in menu.items.iter().enumerate().skip(first).take(MENU_ROWS) {
                 let selected = index == menu.selected;
-                let label = format!("  {:<label_width$}  ", item.label);
+                // Marked, not only highlighted, so it shows without colours too.
+                let mark = if selected { "› " } else { "  " };
+                let label = format!("{mark}{:<label_width$}  ", item.label);
                 let style = if selected {
                     Style::default().add_modifier(Modifier::REVERSED)
                 } else {
