@@ -518,3 +518,45 @@ fn ctrl_c_clears_a_typed_prompt_and_twice_on_an_empty_one_exits() {
     let status = pty.wait_exit(WAIT);
     assert!(status.success(), "{status:?}\n{}", pty.dump());
 }
+
+#[test]
+fn the_picker_resumes_a_session_whose_turn_undo_then_rewinds() {
+    let world = World::new();
+    let before = tree(&world.root());
+    let model = world.replay(&json!({"responses": [
+        {"text": "Adding it.", "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "todo.txt", "content": "ship it\n"}}]},
+        {"text": "Added todo.txt."}
+    ]}));
+    // A first session: one turn that writes a file, then leave.
+    let Some(mut pty) = spawn_shiro(&world, &["--model", &model, "--yes"]) else {
+        return;
+    };
+    wait_idle(&mut pty);
+    pty.send("add a todo list\r");
+    pty.wait_for("/undo reverts it", WAIT);
+    exit_with_ctrl_d(&mut pty);
+    assert!(pty.text().contains("resume this session with: shiro --resume"));
+    assert_eq!(bytes(&world.root(), "todo.txt").as_deref(), Some(&b"ship it\n"[..]));
+
+    // `--resume` without an id opens the picker; Enter takes the newest session.
+    let Some(mut pty) = spawn_shiro(&world, &["--resume", "--model", &model, "--yes"]) else {
+        return;
+    };
+    pty.wait_for("Resume a session", WAIT);
+    pty.wait_for("add a todo list", WAIT);
+    pty.send("\r");
+    // Its conversation is shown again, then the prompt.
+    pty.wait_for("(resumed: the conversation above continues)", WAIT);
+    pty.wait_for("resumed session", WAIT);
+    wait_idle(&mut pty);
+    let text = pty.text();
+    assert!(text.contains("› add a todo list"), "{}", pty.dump());
+    assert!(text.contains("● write_file todo.txt"), "{}", pty.dump());
+    assert!(text.contains("Added todo.txt."), "{}", pty.dump());
+
+    // The turn is this session's: /undo restores the files and rewinds the conversation.
+    undo(&mut pty);
+    assert_eq!(tree(&world.root()), before, "{}", pty.dump());
+    exit_with_ctrl_d(&mut pty);
+}
