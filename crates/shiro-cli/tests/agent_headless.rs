@@ -280,7 +280,10 @@ async fn ctrl_c_stops_the_turn_not_the_session_and_what_it_changed_stays_undoabl
     let run = agent_common::finish(child).await;
     assert_eq!(run.code, Some(0), "{run:?}");
     let out = world.normalize(&run.stdout);
-    assert!(out.contains("turn stopped: interrupted (Esc, Ctrl-C or a signal)"), "{out}");
+    assert!(
+        out.contains("turn stopped: interrupted (Esc, Ctrl-C or a signal)"),
+        "{out}"
+    );
     assert!(
         out.contains("changed: A x.txt (turn #1; /undo reverts it)"),
         "{out}"

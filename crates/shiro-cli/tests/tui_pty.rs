@@ -536,8 +536,14 @@ fn the_picker_resumes_a_session_whose_turn_undo_then_rewinds() {
     pty.send("add a todo list\r");
     pty.wait_for("/undo reverts it", WAIT);
     exit_with_ctrl_d(&mut pty);
-    assert!(pty.text().contains("resume this session with: shiro --resume"));
-    assert_eq!(bytes(&world.root(), "todo.txt").as_deref(), Some(&b"ship it\n"[..]));
+    assert!(
+        pty.text()
+            .contains("resume this session with: shiro --resume")
+    );
+    assert_eq!(
+        bytes(&world.root(), "todo.txt").as_deref(),
+        Some(&b"ship it\n"[..])
+    );
 
     // `--resume` without an id opens the picker; Enter takes the newest session.
     let Some(mut pty) = spawn_shiro(&world, &["--resume", "--model", &model, "--yes"]) else {

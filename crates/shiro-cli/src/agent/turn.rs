@@ -620,27 +620,33 @@ mod tests {
     use crate::render::Color;
     use crate::signals::Signals;
 
-    #[tokio::test]
-    async fn the_step_cap_ends_a_turn_that_never_stops_calling_tools() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        let ctx = Context {
-            config: Config::load(&root, None).unwrap(),
+    /// A context on `root` with no terminal, no signals and bash without capture.
+    fn context(root: std::path::PathBuf, config: Config) -> Context {
+        Context {
+            config,
             root,
             color: Color::Never,
             signals: Signals::default(),
             bash: shiro_tools::tools::bash(),
-        };
-        let call = serde_json::json!({"text": "", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]});
-        let script = serde_json::json!({"responses": [call, call, call]}).to_string();
+        }
+    }
+
+    /// An agent in `ctx` playing `script`, printing nowhere, with `session` and `policy`.
+    fn agent<'a>(
+        ctx: &'a Context,
+        script: &str,
+        session: Session,
+        policy: Policy,
+        max_steps: usize,
+    ) -> Agent<'a> {
         let tools = shiro_tools::tools::all();
-        let mut agent = Agent {
-            ctx: &ctx,
-            provider: Ok(Box::new(ReplayProvider::from_script(&script).unwrap())),
+        Agent {
+            ctx,
+            provider: Ok(Box::new(ReplayProvider::from_script(script).unwrap())),
             specs: specs(&tools),
             tools,
             history: Vec::new(),
-            session: Session::create(&ctx.root).unwrap(),
+            session,
             printer: Printer::new(
                 Box::new(std::io::sink()),
                 Box::new(std::io::sink()),
@@ -649,15 +655,26 @@ mod tests {
             ),
             input: Box::new(Lines::new(Box::new(std::io::empty()))),
             approvals: Approvals {
-                policy: Policy::Deny,
+                policy,
                 always: Default::default(),
             },
-            max_steps: 2,
+            max_steps,
             catch_interrupts: false,
             bash_running: tokio::sync::watch::Sender::new(false),
             limits: TurnLimits::default(),
             usage: SessionUsage::default(),
-        };
+        }
+    }
+
+    #[tokio::test]
+    async fn the_step_cap_ends_a_turn_that_never_stops_calling_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let ctx = context(root.clone(), Config::load(&root, None).unwrap());
+        let call = serde_json::json!({"text": "", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]});
+        let script = serde_json::json!({"responses": [call, call, call]}).to_string();
+        let session = Session::create(&ctx.root).unwrap();
+        let mut agent = agent(&ctx, &script, session, Policy::Deny, 2);
         let report = agent.turn("look around").await.unwrap();
         assert_eq!(report.steps, 2);
         assert!(
@@ -697,13 +714,7 @@ mod tests {
         std::fs::write(root.join("a.txt"), "hello\n").unwrap();
         let config = Config::load(&root, None).unwrap();
         std::fs::write(root.join(".shiro"), "not a directory").unwrap();
-        let ctx = Context {
-            config,
-            root,
-            color: Color::Never,
-            signals: Signals::default(),
-            bash: shiro_tools::tools::bash(),
-        };
+        let ctx = context(root, config);
         let script = serde_json::json!({"responses": [
             {"text": "", "tool_calls": [
                 {"name": "read_file", "arguments": {"path": "a.txt"}},
@@ -712,31 +723,8 @@ mod tests {
             {"text": "done"}
         ]})
         .to_string();
-        let tools = shiro_tools::tools::all();
-        let mut agent = Agent {
-            ctx: &ctx,
-            provider: Ok(Box::new(ReplayProvider::from_script(&script).unwrap())),
-            specs: specs(&tools),
-            tools,
-            history: Vec::new(),
-            session: Session::unsaved("cannot use the sessions directory"),
-            printer: Printer::new(
-                Box::new(std::io::sink()),
-                Box::new(std::io::sink()),
-                Mode::Interactive,
-                Color::Never,
-            ),
-            input: Box::new(Lines::new(Box::new(std::io::empty()))),
-            approvals: Approvals {
-                policy: Policy::Approve,
-                always: Default::default(),
-            },
-            max_steps: 5,
-            catch_interrupts: false,
-            bash_running: tokio::sync::watch::Sender::new(false),
-            limits: TurnLimits::default(),
-            usage: SessionUsage::default(),
-        };
+        let session = Session::unsaved("cannot use the sessions directory");
+        let mut agent = agent(&ctx, &script, session, Policy::Approve, 5);
         let report = agent.turn("look, then change").await.unwrap();
         assert_eq!(report.error, None, "{report:?}");
         assert_eq!(report.turn_id, None);

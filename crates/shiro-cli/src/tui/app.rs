@@ -994,22 +994,10 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tui::snapshots_test::{prompt, text};
 
     fn key(code: KeyCode) -> KeyEvent {
         KeyEvent::new(code, KeyModifiers::NONE)
-    }
-
-    fn text(lines: &[Line<'_>]) -> String {
-        lines
-            .iter()
-            .map(|line| {
-                line.spans
-                    .iter()
-                    .map(|s| s.content.as_ref())
-                    .collect::<String>()
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
     }
 
     #[test]
@@ -1084,14 +1072,7 @@ mod tests {
     fn ctrl_c_twice_on_an_empty_prompt_leaves() {
         let now = Instant::now();
         let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
-        let (reply, replies) = std::sync::mpsc::channel();
-        app.on_agent(
-            ToUi::Read {
-                kind: ReadKind::Prompt,
-                reply,
-            },
-            now,
-        );
+        let replies = prompt(&mut app, now);
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         app.on_key(key(KeyCode::Char('x')), now);
         app.on_key(ctrl_c, now);

@@ -41,7 +41,8 @@ fn app(width: u16) -> App {
     app
 }
 
-fn text(lines: &[Line<'_>]) -> String {
+/// The lines' text, each without trailing blanks.
+pub(crate) fn text(lines: &[Line<'_>]) -> String {
     lines
         .iter()
         .map(|line| {
@@ -72,7 +73,8 @@ fn shot(app: &mut App, now: Instant) -> String {
     )
 }
 
-fn prompt(app: &mut App, now: Instant) -> Receiver<Read> {
+/// The agent asks for the next prompt; the receiver gets what is sent.
+pub(crate) fn prompt(app: &mut App, now: Instant) -> Receiver<Read> {
     let (reply, replies) = channel();
     app.on_agent(
         ToUi::Read {

@@ -148,19 +148,26 @@ pub async fn run_command(command: tokio::process::Command, stdin: &str) -> Run {
 
 /// Replaces every `YYYY-MM-DD HH:MM:SS UTC` time with `[TIME]`.
 pub fn normalize_times(text: &str) -> String {
+    replace_shaped(text, "dddd-dd-dd dd:dd:dd UTC", "[TIME]")
+}
+
+/// Replaces every run of `text` that has `shape` (`d` a digit, `h` a hex digit, any other
+/// character itself) with `with`.
+fn replace_shaped(text: &str, shape: &str, with: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
-    let shape = "dddd-dd-dd dd:dd:dd UTC";
+    let len = shape.chars().count();
     let mut out = String::new();
     let mut i = 0;
     while i < chars.len() {
-        let fits = i + shape.len() <= chars.len()
+        let fits = i + len <= chars.len()
             && shape.chars().zip(&chars[i..]).all(|(s, c)| match s {
                 'd' => c.is_ascii_digit(),
+                'h' => c.is_ascii_hexdigit(),
                 other => other == *c,
             });
         if fits {
-            out.push_str("[TIME]");
-            i += shape.len();
+            out.push_str(with);
+            i += len;
         } else {
             out.push(chars[i]);
             i += 1;
@@ -187,26 +194,7 @@ pub async fn finish(child: tokio::process::Child) -> Run {
 
 /// Replaces every `YYYYMMDD-HHMMSS-xxxx` session id with `[SESSION]`.
 pub fn normalize_ids(text: &str) -> String {
-    let chars: Vec<char> = text.chars().collect();
-    let shape = "dddddddd-dddddd-hhhh";
-    let mut out = String::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let fits = i + shape.len() <= chars.len()
-            && shape.chars().zip(&chars[i..]).all(|(s, c)| match s {
-                'd' => c.is_ascii_digit(),
-                'h' => c.is_ascii_hexdigit(),
-                other => other == *c,
-            });
-        if fits {
-            out.push_str("[SESSION]");
-            i += shape.len();
-        } else {
-            out.push(chars[i]);
-            i += 1;
-        }
-    }
-    out
+    replace_shaped(text, "dddddddd-dddddd-hhhh", "[SESSION]")
 }
 
 /// The messages a session file describes, replayed (messages appended, rewinds applied).

@@ -78,10 +78,13 @@ fn thread_cpu() -> Duration {
     }
 }
 
+/// Times `each` on every token, and the thread's CPU time over all of them; `counter` is
+/// where the side writes.
 fn measure(
     tokens: &[String],
+    counter: &Counter,
     mut each: impl FnMut(&str) -> Result<()>,
-) -> Result<(Vec<u64>, Duration, Duration)> {
+) -> Result<Cost> {
     let mut latencies = Vec::with_capacity(tokens.len());
     let cpu = thread_cpu();
     let wall = Instant::now();
@@ -93,7 +96,12 @@ fn measure(
     let wall = wall.elapsed();
     let cpu = thread_cpu().saturating_sub(cpu);
     latencies.sort_unstable();
-    Ok((latencies, wall, cpu))
+    Ok(Cost {
+        latencies,
+        wall,
+        cpu,
+        written: counter.0.load(Ordering::Relaxed),
+    })
 }
 
 fn raw(tokens: &[String]) -> Result<Cost> {
@@ -104,15 +112,9 @@ fn raw(tokens: &[String]) -> Result<Cost> {
         Mode::Interactive,
         Color::Always,
     );
-    let (latencies, wall, cpu) = measure(tokens, |token| {
+    measure(tokens, &counter, |token| {
         printer.stream(StreamEvent::TextDelta(token.to_owned()));
         Ok(())
-    })?;
-    Ok(Cost {
-        latencies,
-        wall,
-        cpu,
-        written: counter.0.load(Ordering::Relaxed),
     })
 }
 
@@ -122,16 +124,10 @@ fn ui(tokens: &[String]) -> Result<Cost> {
         .context("cannot set up the screen")?;
     let mut app = App::new(100, true, None, PathBuf::new());
     app.on_agent(ToUi::Phase(Phase::Waiting), Instant::now());
-    let (latencies, wall, cpu) = measure(tokens, |token| {
+    measure(tokens, &counter, |token| {
         app.on_agent(ToUi::Delta(token.to_owned()), Instant::now());
         shiro_cli::tui::render(&mut app, &mut screen).context("cannot draw")?;
         Ok(())
-    })?;
-    Ok(Cost {
-        latencies,
-        wall,
-        cpu,
-        written: counter.0.load(Ordering::Relaxed),
     })
 }
 
