@@ -24,6 +24,7 @@ use std::collections::BTreeSet;
 use std::io::IsTerminal as _;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -34,8 +35,6 @@ use self::events::{Mode, Printer};
 use self::input::{Input, Lines, Terminal};
 use self::session::Session;
 use self::turn::{Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT, TurnLimits, TurnReport};
-use std::sync::Arc;
-
 use crate::cli::SessionArgs;
 use crate::headless::{self, Context};
 use crate::provider::{Message, OpenAiConfig, OpenAiProvider, Provider, ReplayProvider};

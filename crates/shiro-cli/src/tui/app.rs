@@ -1069,6 +1069,50 @@ mod tests {
     }
 
     #[test]
+    fn a_long_diff_is_cut_in_its_card_and_ctrl_o_prints_it_whole() {
+        let now = Instant::now();
+        let mut app = App::new(60, false, None, PathBuf::from("/nonexistent"));
+        app.on_agent(
+            ToUi::Event(Event::ToolCall {
+                id: "call_1".into(),
+                name: "write_file".into(),
+                arguments: serde_json::json!({"path": "big.txt"}),
+            }),
+            now,
+        );
+        let diff: String = (1..=30).map(|n| format!("+line {n}\n")).collect();
+        app.on_agent(ToUi::Preview(diff), now);
+        app.on_agent(
+            ToUi::Event(Event::ToolResult {
+                id: "call_1".into(),
+                name: "write_file".into(),
+                status: Status::Ok,
+                output: "created big.txt".into(),
+                changes: Vec::new(),
+            }),
+            now,
+        );
+        let card = text(&app.take_pending());
+        assert!(
+            card.contains("+line 12") && !card.contains("+line 13"),
+            "{card}"
+        );
+        assert!(
+            card.contains("… 18 more lines (ctrl+o shows them)"),
+            "{card}"
+        );
+        app.on_key(
+            KeyEvent::new(KeyCode::Char('o'), KeyModifiers::CONTROL),
+            now,
+        );
+        let whole = text(&app.take_pending());
+        assert!(
+            whole.contains("+line 30") && whole.contains("created big.txt"),
+            "{whole}"
+        );
+    }
+
+    #[test]
     fn ctrl_c_twice_on_an_empty_prompt_leaves() {
         let now = Instant::now();
         let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));

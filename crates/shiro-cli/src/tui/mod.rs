@@ -1,10 +1,10 @@
 //! The terminal UI (see `docs/cli.md`, "The terminal UI").
 //!
-//! The agent's loop does no terminal I/O with it: the [`Printer`](crate::agent::events::Printer)
-//! sends what a turn reports to the UI's thread as [`ToUi`] messages, and the agent's
-//! [`Input`](crate::agent::input::Input) asks that thread for lines. The UI thread owns the
-//! terminal: a second thread only reads keys into the same channel. So the spinner turns and
-//! Esc is read while the agent waits on the model or a tool.
+//! The agent's loop does no terminal I/O with it: the [`Printer`] sends what a turn reports
+//! to the UI's thread as [`ToUi`] messages, and the agent's [`Input`] asks that thread for
+//! lines. The UI thread owns the terminal: a second thread only reads keys into the same
+//! channel. So the spinner turns and Esc is read while the agent waits on the model or a
+//! tool.
 //!
 //! - [`app`]: the state, driven by messages and keys; [`view`]: the viewport's lines;
 //! - [`screen`]: the viewport of variable height and the scrollback above it;
