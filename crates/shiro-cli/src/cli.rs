@@ -30,13 +30,13 @@ pub struct Cli {
 /// Options every command takes.
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// The workspace directory (default: the current directory)
+    /// The workspace directory (default: the root of the git repository you are in, else the current directory)
     #[arg(short = 'C', long = "workspace", value_name = "DIR", global = true)]
     pub workspace: Option<PathBuf>,
 }
 
 /// Options of the agent (interactive or headless with -p).
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct SessionArgs {
     /// Run one headless turn with this prompt, print the answer, and exit
     #[arg(short = 'p', long = "prompt", value_name = "PROMPT")]
@@ -54,13 +54,17 @@ pub struct SessionArgs {
     #[arg(long)]
     pub yes: bool,
 
-    /// Reopen a saved session (the latest when no ID is given)
+    /// Reopen a saved session (without an ID: a picker on a terminal, else the latest)
     #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]
     pub resume: Option<String>,
 
     /// Reopen the latest saved session
     #[arg(long = "continue", conflicts_with = "resume")]
     pub continue_latest: bool,
+
+    /// Use the plain line interface even on a terminal (as with pipes and TERM=dumb)
+    #[arg(long)]
+    pub no_tui: bool,
 }
 
 /// The headless commands.

@@ -79,6 +79,34 @@ pub struct ModelConfig {
     pub base_url: Option<String>,
     /// Request timeout in seconds.
     pub timeout_secs: Option<u64>,
+    /// The model's context window in tokens (the status line's share of it); well-known
+    /// models have a default (see [`context_window`]).
+    pub context_window: Option<u64>,
+}
+
+/// The context window of a well-known model, by its name: the status line shows the share
+/// of it a session uses. `None` for a model this table does not know.
+pub fn context_window(model: &str) -> Option<u64> {
+    let model = model.to_lowercase();
+    let name = model.rsplit('/').next().unwrap_or(&model);
+    let table: [(&str, u64); 12] = [
+        ("gpt-4.1", 1_047_576),
+        ("gpt-5", 400_000),
+        ("gpt-4o", 128_000),
+        ("gpt-4-turbo", 128_000),
+        ("o1", 200_000),
+        ("o3", 200_000),
+        ("o4-mini", 200_000),
+        ("claude", 200_000),
+        ("gemini", 1_048_576),
+        ("llama3", 8_192),
+        ("qwen2.5-coder", 32_768),
+        ("deepseek", 128_000),
+    ];
+    table
+        .iter()
+        .find(|(prefix, _)| name.starts_with(prefix))
+        .map(|(_, window)| *window)
 }
 
 /// The merged configuration.
@@ -134,6 +162,7 @@ impl Config {
                 name: project.model.name.or(user.model.name),
                 base_url: project.model.base_url.or(user.model.base_url),
                 timeout_secs: project.model.timeout_secs.or(user.model.timeout_secs),
+                context_window: project.model.context_window.or(user.model.context_window),
             },
             bash_capture: project
                 .bash

@@ -28,7 +28,7 @@ use crate::signals::{INTERRUPTED, Signals};
 use crate::trust;
 
 /// The names the agent handles itself; user commands can never take them.
-pub const BUILTINS: [(&str, &str); 8] = [
+pub const BUILTINS: [(&str, &str); 9] = [
     ("help", "list commands and keys"),
     (
         "undo",
@@ -38,6 +38,10 @@ pub const BUILTINS: [(&str, &str); 8] = [
     ("log", "list the turns that can be undone"),
     ("commands", "list user commands"),
     ("clear", "start a new conversation (files are kept)"),
+    (
+        "resume",
+        "list this workspace's saved sessions; /resume N switches to one",
+    ),
     (
         "trust",
         "trust this workspace: run shell substitutions of its commands",
@@ -92,6 +96,24 @@ impl Context {
             .context("cannot open the undo store")?;
         let notices = notices_of(&store);
         Ok((store, notices))
+    }
+
+    /// Whether the workspace may have an undo log: `.shiro/undo` or the bash layers
+    /// (`.shiro/bash`, which opening the store recovers after a crash) are there, as
+    /// anything, or `.shiro` is something other than a directory; opening the store then
+    /// checks what they are and refuses a link. Without them there is nothing to undo, redo
+    /// or list, and the commands that only read say so rather than make a store: a
+    /// workspace where `.shiro/` cannot or should not be made (a read-only directory, the
+    /// home directory) keeps working for them.
+    pub fn has_store(&self) -> bool {
+        let exists = |rel: &str| std::fs::symlink_metadata(self.root.join(rel)).is_ok();
+        match std::fs::symlink_metadata(self.root.join(".shiro")) {
+            Ok(meta) if meta.is_dir() => {
+                exists(shiro_undo::STORE_DIR) || exists(shiro_tools::capture::LAYERS_DIR)
+            }
+            Ok(_) => true,
+            Err(_) => false,
+        }
     }
 
     /// The store's options, from the configuration.
@@ -413,6 +435,13 @@ pub async fn capture_ahead<M: Mutator>(
 
 /// `shiro undo` and `shiro redo`.
 pub async fn restore(ctx: &Context, way: Way, args: &RestoreArgs) -> Result<Report> {
+    if !ctx.has_store() {
+        return Err(match (args.abandon, way) {
+            (true, _) => anyhow!(ABANDON_NOTHING),
+            (false, Way::Undo) => UndoError::NothingToUndo.into(),
+            (false, Way::Redo) => UndoError::NothingToRedo.into(),
+        });
+    }
     if args.abandon {
         return abandon(ctx).await;
     }
@@ -531,6 +560,9 @@ fn notices_of(store: &UndoStore) -> Vec<String> {
         .collect()
 }
 
+const ABANDON_NOTHING: &str =
+    "nothing to abandon: no undo or redo stopped part-way in this workspace";
+
 /// `shiro undo --abandon`: clears a restore that stopped part-way, changing no file. The
 /// store is opened as it is: opening it normally would first try to complete the restore.
 async fn abandon(ctx: &Context) -> Result<Report> {
@@ -546,7 +578,7 @@ async fn abandon(ctx: &Context) -> Result<Report> {
             notices,
             ..Report::default()
         }),
-        None => bail!("nothing to abandon: no undo or redo stopped part-way in this workspace"),
+        None => bail!(ABANDON_NOTHING),
     }
 }
 
@@ -591,6 +623,16 @@ fn side_of(image: &Image, bytes: Vec<u8>) -> Side {
 
 /// `shiro log [--json]`.
 pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
+    if !ctx.has_store() {
+        return Ok(Report {
+            stdout: if json {
+                serde_json::to_string_pretty(&serde_json::json!({"turns": [], "redo": []}))? + "\n"
+            } else {
+                "no turns to undo\n".to_owned()
+            },
+            ..Report::default()
+        });
+    }
     let (store, notices) = ctx.open_store().await?;
     let turns = store.log()?;
     let workspace = ctx.workspace()?;

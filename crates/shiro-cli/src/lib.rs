@@ -14,3 +14,5 @@ pub mod provider;
 pub mod render;
 pub mod signals;
 pub mod trust;
+pub mod tui;
+pub mod workspace;

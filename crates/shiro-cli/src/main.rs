@@ -11,6 +11,7 @@ use shiro_cli::config::{self, Config};
 use shiro_cli::headless::{self, Context, FailedAfterChanges, Noticed, Report, Way};
 use shiro_cli::render::Color;
 use shiro_cli::signals::{Handling, INTERRUPTED, Signals};
+use shiro_cli::workspace::{self, Exposed, Workspace};
 use shiro_tools::{capture, tools};
 
 fn main() -> ExitCode {
@@ -107,16 +108,15 @@ fn handling(cli: &Cli) -> Handling {
 }
 
 async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
-    let root = match &cli.global.workspace {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir()?,
-    };
-    let root = root
-        .canonicalize()
-        .map_err(|err| anyhow::anyhow!("workspace {}: {err}", root.display()))?;
-    if !root.is_dir() {
-        anyhow::bail!("workspace {} is not a directory", root.display());
+    let cwd = std::env::current_dir()?;
+    let workspace = workspace::locate(cli.global.workspace.as_deref(), &cwd)?;
+    if let Some(exposed) = workspace::exposed(&workspace, config::home_dir().as_deref())
+        && creates_state(cli.command.as_ref())
+        && let Err(code) = consent(&cli, &workspace, exposed, &signals)
+    {
+        return Ok(ExitCode::from(code));
     }
+    let root = workspace.root;
     let mut config = Config::load(&root, config::user_config_dir())?;
     config.home_dir = config::home_dir();
     config.config_home = config::config_home();
@@ -159,6 +159,53 @@ async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(INTERRUPTED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The exit code of a usage error, as clap exits with it.
+const USAGE: u8 = 2;
+
+/// Whether the command may make `.shiro/` (a session file, the undo log). Those that only
+/// read create nothing: `log`, `undo` and `redo` with no undo log say there is nothing to
+/// do, and a read-only tool records no turn.
+fn creates_state(command: Option<&Command>) -> bool {
+    match command {
+        None => true,
+        Some(Command::Tool { name, .. }) => {
+            name == "bash" || tools::find(name).is_some_and(|tool| tool.is_mutating())
+        }
+        Some(Command::ApplyPatch { .. }) => true,
+        Some(Command::Undo(_) | Command::Redo(_) | Command::Log { .. }) => false,
+        Some(Command::Commands(_) | Command::Demo) => false,
+    }
+}
+
+/// Whether shiro may make `.shiro/` in the home directory or `/` (see
+/// `shiro_cli::workspace`): the interactive agent on a terminal asks once on stderr and reads
+/// the answer from the terminal; anything else is refused, with the way out. `Err` holds
+/// the exit code: 2 (usage) when nobody could be asked, 1 when the user said no.
+fn consent(
+    cli: &Cli,
+    workspace: &Workspace,
+    exposed: Exposed,
+    signals: &Signals,
+) -> Result<(), u8> {
+    let on_terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if cli.command.is_some() || cli.session.prompt.is_some() || !on_terminal {
+        eprintln!("shiro: {}", workspace::refusal(workspace, exposed));
+        return Err(USAGE);
+    }
+    // Nothing is made yet, so Ctrl-C at the question can stop shiro at once.
+    signals.set(Handling::Stop);
+    eprint!("{}", workspace::question(workspace, exposed));
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    let yes = std::io::stdin().read_line(&mut answer).is_ok() && workspace::is_yes(&answer);
+    signals.set(handling(cli));
+    if yes {
+        return Ok(());
+    }
+    eprintln!("shiro: {}", workspace::declined(workspace, exposed));
+    Err(1)
 }
 
 async fn dispatch(ctx: &Context, command: &Command) -> anyhow::Result<Report> {

@@ -61,6 +61,8 @@ struct State {
     handling: Handling,
     /// A signal came that the command has not acknowledged yet.
     pending: bool,
+    /// SIGTERM came: the session ends once the running turn is finished.
+    terminated: bool,
 }
 
 impl State {
@@ -92,6 +94,7 @@ impl Signals {
                 state: Mutex::new(State {
                     handling,
                     pending: false,
+                    terminated: false,
                 }),
                 hand,
                 stop,
@@ -128,6 +131,17 @@ impl Signals {
         self.shared.stop.subscribe()
     }
 
+    /// Acts as if Ctrl-C was pressed: the terminal UI reads Ctrl-C and Esc as keys, and
+    /// stops the running turn through this.
+    pub fn interrupt(&self) {
+        self.shared.on_signal(Kind::Interrupt);
+    }
+
+    /// Whether SIGTERM came: the session should end once its running turn is finished.
+    pub fn terminated(&self) -> bool {
+        self.shared.lock().terminated
+    }
+
     /// Whether a signal came since the handling was last set.
     pub fn interrupted(&self) -> bool {
         self.shared.lock().pending
@@ -158,13 +172,19 @@ impl Shared {
 
     fn on_signal(&self, kind: Kind) {
         let mut state = self.lock();
+        if let Kind::Terminate = kind {
+            state.terminated = true;
+        }
         match (state.handling, state.pending, kind) {
             (Handling::Idle, _, Kind::Interrupt) => {}
             (Handling::Stop | Handling::Idle, _, _) => {
+                // The terminal's modes first, so the message reads as a line.
+                crate::tui::term::restore();
                 eprintln!("shiro: interrupted");
                 std::process::exit(i32::from(INTERRUPTED));
             }
             (Handling::Cancel | Handling::Finish, true, _) => {
+                crate::tui::term::restore();
                 eprintln!(
                     "shiro: stopped at once; the change may be partly made: the next shiro command completes an undo or redo that was under way, and records a turn that was under way so that `shiro undo` reverts it"
                 );

@@ -280,7 +280,10 @@ async fn ctrl_c_stops_the_turn_not_the_session_and_what_it_changed_stays_undoabl
     let run = agent_common::finish(child).await;
     assert_eq!(run.code, Some(0), "{run:?}");
     let out = world.normalize(&run.stdout);
-    assert!(out.contains("turn stopped: interrupted by Ctrl-C"), "{out}");
+    assert!(
+        out.contains("turn stopped: interrupted (Esc, Ctrl-C or a signal)"),
+        "{out}"
+    );
     assert!(
         out.contains("changed: A x.txt (turn #1; /undo reverts it)"),
         "{out}"
@@ -518,5 +521,43 @@ async fn an_untrusted_project_command_cannot_pre_approve_bash() {
     assert!(
         answer.starts_with("the user denied this tool call; nothing was run"),
         "{answer}"
+    );
+}
+
+/// `@path` in a `-p` prompt: the model gets the file after the prompt as typed, the user a
+/// note per reference, and the session keeps the message with its attachment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_paths_in_the_prompt_are_attached_for_the_model() {
+    let world = World::new();
+    world.write("notes.md", "# Notes\nship it\n");
+    world.write("src/a.rs", "fn a() {}\n");
+    let (url, server) = MockServer::start(vec![MockResponse::text(&["Noted."])]).await;
+    let prompt = "summarize @notes.md and @src/, not @missing.rs, mail me@example.com";
+    let run = run_p(&world, &url, &["-p", prompt]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "Noted.\n");
+    insta::assert_snapshot!(run.stderr, @r"
+    (attached notes.md: 2 lines)
+    (attached src/: a directory of 1 entry)
+    (not attached: there is no missing.rs in the workspace)
+    ");
+    let requests = server.requests();
+    let sent = requests[0].body["messages"][1]["content"].as_str().unwrap();
+    insta::assert_snapshot!(sent, @r#"
+    summarize @notes.md and @src/, not @missing.rs, mail me@example.com
+
+    <attachment path="notes.md">
+    # Notes
+    ship it
+    </attachment>
+
+    <attachment path="src/" kind="directory">
+    a.rs
+    </attachment>
+    "#);
+    let history = agent_common::replay_history(&world.session_lines());
+    assert_eq!(
+        history[1]["content"], sent,
+        "the session keeps what was sent"
     );
 }

@@ -4,7 +4,7 @@
 
 mod agent_common;
 
-use agent_common::{World, replay_history, tree};
+use agent_common::{World, normalize_times, replay_history, tree};
 use serde_json::json;
 
 /// Two turns: the first creates a.txt, the second edits it and creates b.txt.
@@ -211,4 +211,106 @@ async fn undo_restores_what_a_bash_call_changed() {
     assert_eq!(world.read("build.log").as_deref(), Some("log\n"));
     let history = replay_history(&world.session_lines());
     assert!(!history.iter().any(|m| m["content"] == "rename it"));
+}
+
+/// Two saved sessions, then a third run: `/resume` lists them (the new, empty one is left
+/// out), `/resume 2` switches to the first, whose turn `/undo` then rewinds as its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_lists_sessions_and_switches_to_one_whose_turn_undo_rewinds() {
+    let world = World::new();
+    let model = world.replay(&two_turn_script());
+    let first = world
+        .run(&["--model", &model, "--yes"], "make a.txt\n", &[])
+        .await;
+    assert_eq!(first.code, Some(0), "{first:?}");
+    let first_id = world.sessions()[0]
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        first.stdout.ends_with(&format!(
+            "resume this session with: shiro --resume {first_id}\n"
+        )),
+        "{}",
+        first.stdout
+    );
+    let answer = world.replay(&json!({"responses": [{"text": "Forty-two."}]}));
+    let second = world
+        .run(
+            &["--model", &answer],
+            "what is the answer?\nand why?\n",
+            &[],
+        )
+        .await;
+    assert_eq!(second.code, Some(0), "{second:?}");
+
+    // The list is by modification time; on a filesystem with coarse times both could fall
+    // in the same second.
+    let first_file = world
+        .ws
+        .path()
+        .join(format!(".shiro/sessions/{first_id}.jsonl"));
+    std::fs::File::options()
+        .append(true)
+        .open(&first_file)
+        .unwrap()
+        .set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(10))
+        .unwrap();
+
+    let stdin = "/resume\n/resume 7\n/resume nope\n/resume 2\n/undo\n";
+    let run = world.run(&[], stdin, &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    insta::assert_snapshot!(
+        "resume_sessions",
+        normalize_times(&world.normalize(&run.stdout))
+    );
+    assert_eq!(
+        world.read("a.txt"),
+        None,
+        "the first session's turn is undone"
+    );
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(first_file)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        replay_history(&lines).len(),
+        1,
+        "the first session is rewound to its system prompt"
+    );
+}
+
+/// `@path` typed in the REPL is attached, kept in the session, and `/undo` of the turn
+/// rewinds the message with its attachment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attached_file_is_in_the_history_and_undo_rewinds_it() {
+    let world = World::new();
+    world.write("spec.txt", "a.txt must say one\n");
+    let model = world.replay(&two_turn_script());
+    let run = world
+        .run(&["--model", &model, "--yes"], "follow @spec.txt\n", &[])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("> follow @spec.txt\n(attached spec.txt: 1 line)\n"),
+        "{}",
+        run.stdout
+    );
+    let history = replay_history(&world.session_lines());
+    assert_eq!(
+        history[1]["content"],
+        "follow @spec.txt\n\n<attachment path=\"spec.txt\">\na.txt must say one\n</attachment>"
+    );
+    let undo = world.run(&["--continue"], "/undo\n", &[]).await;
+    assert!(
+        undo.stdout
+            .contains("rewound the conversation by 4 messages"),
+        "{}",
+        undo.stdout
+    );
+    assert_eq!(replay_history(&world.session_lines()).len(), 1);
+    assert_eq!(world.read("a.txt"), None);
 }

@@ -9,7 +9,7 @@ use insta::assert_snapshot;
 use serde_json::json;
 use shiro_cli::provider::{
     ChatRequest, Completion, FinishReason, Message, OpenAiConfig, OpenAiProvider, Provider,
-    ProviderError, ReplayProvider, Role, StreamEvent, ToolCall, ToolSpec,
+    ProviderError, ReplayProvider, Role, StreamEvent, ToolCall, ToolSpec, Usage,
 };
 use support::mock_openai::{
     MockResponse, MockServer, error_body, finish_chunk, text_chunk, tool_call_chunk,
@@ -101,12 +101,44 @@ async fn streams_text_and_sends_a_streaming_request() {
         json!({
             "model": "gpt-test",
             "stream": true,
+            "stream_options": {"include_usage": true},
             "messages": [
                 {"role": "system", "content": "be brief"},
                 {"role": "user", "content": "hi"},
             ],
         })
     );
+    assert_eq!(completion.usage, None, "this server reported no usage");
+}
+
+#[tokio::test]
+async fn reads_the_usage_of_the_last_chunk() {
+    let usage = json!({
+        "choices": [],
+        "usage": {
+            "prompt_tokens": 1200,
+            "completion_tokens": 34,
+            "total_tokens": 1234,
+            "prompt_tokens_details": {"cached_tokens": 1024},
+        },
+    });
+    let (url, _server) = MockServer::start(vec![MockResponse::stream(vec![
+        text_chunk("hi"),
+        finish_chunk("stop"),
+        usage,
+    ])])
+    .await;
+    let (result, _) = ask(&provider(&url), &[Message::user("hi")], &[]).await;
+    let completion = result.expect("a completion");
+    assert_eq!(
+        completion.usage,
+        Some(Usage {
+            prompt_tokens: 1200,
+            completion_tokens: 34,
+            cached_tokens: 1024,
+        })
+    );
+    assert_eq!(completion.message, Message::assistant("hi"));
 }
 
 #[tokio::test]
@@ -735,7 +767,7 @@ fn replay_refuses_a_malformed_script() {
     assert_snapshot!(messages.join("\n"), @r"
     invalid replay script: EOF while parsing a value at line 1 column 0
     invalid replay script: missing field `responses` at line 1 column 2
-    invalid replay script: unknown field `txt`, expected `text` or `tool_calls` at line 1 column 21
+    invalid replay script: unknown field `txt`, expected one of `text`, `tool_calls`, `delay_ms` at line 1 column 21
     invalid replay script: missing field `name` at line 1 column 48
     invalid replay script: it has no responses
     ");

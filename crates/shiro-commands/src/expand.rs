@@ -405,10 +405,26 @@ const FILE_EXTENSIONS: &[&str] = &[
     "zsh",
 ];
 
+/// The paths that `@path` references in typed text name, in order, found by the rules of a
+/// Markdown template's: `@` after a letter, digit or `_` (`me@example.com`) starts none;
+/// whitespace, quotes, brackets, `,` and `;` end a path, and a trailing `.`, `:`, `!` or `?`
+/// ends the sentence rather than the path. For a caller that attaches the files a typed
+/// prompt names, as a command's template has them read.
+///
+/// ```
+/// assert_eq!(
+///     shiro_commands::file_references("see @src/a.rs, mail me@example.com @docs/."),
+///     ["src/a.rs", "docs/"]
+/// );
+/// ```
+pub fn file_references(text: &str) -> Vec<&str> {
+    template::file_references(text)
+}
+
 /// Whether a missing `@path` plausibly names a file: it is written as a path (`./x`,
 /// `../x`, `/x`, `~/x`, `x/`), its name has a common file extension, or the folder it names
-/// exists.
-async fn looks_like_a_path(files: &dyn FileReader, path: &str) -> bool {
+/// exists. `@me` or `@app.route` do not, and are best left as typed without a note.
+pub async fn looks_like_a_path(files: &dyn FileReader, path: &str) -> bool {
     if ["./", "../", "/", "~/"].iter().any(|p| path.starts_with(p)) || path.ends_with('/') {
         return true;
     }

@@ -83,7 +83,7 @@ mod watch;
 pub use allowed::{AllowedTools, BashRule, BashVerdict, tool};
 pub use expand::{
     Args, ExpandContext, FileOutcome, FileReader, NOT_TRUSTED_NOTE, ShellCall, ShellOutcome,
-    ShellRunner, expand, split_args,
+    ShellRunner, expand, file_references, looks_like_a_path, split_args,
 };
 pub use fs_reader::FsReader;
 pub use parse::{

@@ -143,6 +143,20 @@ fn file_refs<'a>(body: &'a str, start: usize, end: usize, out: &mut Vec<Piece<'a
     }
 }
 
+/// The paths of the `@path` references in `text`, in order, by the rules of a Markdown
+/// template's (see [`file_refs`]).
+pub(crate) fn file_references(text: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    file_refs(text, 0, text.len(), &mut pieces);
+    pieces
+        .into_iter()
+        .filter_map(|piece| match piece {
+            Piece::File { path, .. } => Some(path),
+            _ => None,
+        })
+        .collect()
+}
+
 fn gemini(body: &str) -> (Vec<Piece<'_>>, Vec<Unclosed>) {
     let mut out = Vec::new();
     let mut unclosed = Vec::new();

@@ -10,7 +10,7 @@
 //! document says so, with the reason.
 //!
 //! Usage: `shiro_bench --shiro PATH --out FILE [--quick] [--only SECTION,...]`, where the
-//! sections are `capture`, `undo`, `patch`, `store`, `bash` and `search`.
+//! sections are `capture`, `undo`, `patch`, `store`, `bash`, `search` and `ui`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 #[path = "shiro_bench/bash.rs"]
@@ -23,6 +23,8 @@ mod inputs;
 mod report;
 #[path = "shiro_bench/search.rs"]
 mod search;
+#[path = "shiro_bench/ui.rs"]
+mod ui;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -298,7 +300,7 @@ impl Verdicts {
 const USAGE: &str = "shiro_bench --shiro PATH --out FILE [--quick] [--only SECTION,...]";
 
 /// The sections of the document, in order; `--only` picks some of them.
-const SECTIONS: [&str; 6] = ["capture", "undo", "patch", "store", "bash", "search"];
+const SECTIONS: [&str; 7] = ["capture", "undo", "patch", "store", "bash", "search", "ui"];
 
 fn bench(
     plan: &Plan,
@@ -346,6 +348,9 @@ fn bench(
     }
     if wants("search") {
         search::search(&mut doc, plan, shiro, work, runner, &mut verdicts)?;
+    }
+    if wants("ui") {
+        ui::section(&mut doc, plan)?;
     }
     memory(&mut doc, runner);
     doc.push_str(
@@ -1704,7 +1709,7 @@ fn memory(doc: &mut String, runner: &mut Runner) {
     let idle = runner.spawn(&Case::Idle).map(|r| r.peak_self_kib);
     let _ = write!(
         doc,
-        "\n## 6. Peak memory of each case\n\n\
+        "\n## 8. Peak memory of each case\n\n\
          Every case runs in its own child process of the harness. \"In process\" is that child's \
          peak resident set (`VmHWM`), which includes the harness itself ({} when idle) and, for \
          whole-process cases, only their small driver; \"spawned\" is the largest peak resident \

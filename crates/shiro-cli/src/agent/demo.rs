@@ -99,6 +99,7 @@ pub async fn run(out: Box<dyn Write + Send>, color: Color) -> Result<()> {
         catch_interrupts: false,
         bash_running: tokio::sync::watch::Sender::new(false),
         limits: turn::TurnLimits::default(),
+        usage: Default::default(),
     };
     agent.push(Message::system(SYSTEM_PROMPT))?;
     agent.printer.info(&format!(

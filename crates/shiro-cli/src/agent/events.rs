@@ -7,6 +7,7 @@ use shiro_tools::Change;
 
 use crate::provider::StreamEvent;
 use crate::render::Color;
+use crate::tui::{Msg, Phase, ToUi, UiSender};
 
 /// One event of a turn, as `shiro -p … --json` prints it (one JSON object a line, tagged by
 /// `type`).
@@ -86,6 +87,8 @@ pub struct Printer {
     color: Color,
     /// Whether the last thing written to the text stream ended a line.
     at_line_start: bool,
+    /// The terminal UI, when it shows the session: everything goes to it instead.
+    ui: Option<UiSender>,
 }
 
 impl std::fmt::Debug for Printer {
@@ -113,7 +116,55 @@ impl Printer {
             mode,
             color,
             at_line_start: true,
+            ui: None,
         }
+    }
+
+    /// A printer that sends everything to the terminal UI. Its text carries no colour
+    /// codes (diffs included): the UI styles what it shows.
+    pub fn to_ui(ui: UiSender) -> Self {
+        Printer {
+            out: Box::new(std::io::sink()),
+            err: Box::new(std::io::sink()),
+            mode: Mode::Interactive,
+            color: Color::Never,
+            at_line_start: true,
+            ui: Some(ui),
+        }
+    }
+
+    /// Sends `message` to the UI, when there is one; says whether there is.
+    fn to_ui_if_any(&self, message: impl FnOnce() -> ToUi) -> bool {
+        match &self.ui {
+            Some(ui) => {
+                // A UI that is gone shows nothing; the turn's bookkeeping goes on.
+                let _ = ui.send(Msg::Agent(message()));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Says what the turn does now (the UI's spinner); nothing in text modes.
+    pub fn phase(&mut self, phase: Phase) {
+        self.to_ui_if_any(|| ToUi::Phase(phase));
+    }
+
+    /// Shows the diff of a call about to run.
+    pub fn preview(&mut self, diff: &str) {
+        if !self.to_ui_if_any(|| ToUi::Preview(diff.to_owned())) {
+            self.info(diff);
+        }
+    }
+
+    /// Sends anything else the UI shows (the status line, a replayed conversation).
+    pub fn ui(&mut self, message: ToUi) {
+        self.to_ui_if_any(|| message);
+    }
+
+    /// Whether a terminal UI shows the session.
+    pub fn has_ui(&self) -> bool {
+        self.ui.is_some()
     }
 
     /// The output mode.
@@ -145,13 +196,18 @@ impl Printer {
 
     /// Ends the current line if something is on it.
     pub fn end_line(&mut self) {
-        if !self.at_line_start {
+        if !self.at_line_start && self.ui.is_none() {
             self.write_text("\n");
         }
     }
 
     /// Shows what a provider streams: text as it comes (interactive only), retries always.
     pub fn stream(&mut self, event: StreamEvent) {
+        if let StreamEvent::TextDelta(text) = &event
+            && self.to_ui_if_any(|| ToUi::Delta(text.clone()))
+        {
+            return;
+        }
         match event {
             StreamEvent::TextDelta(text) if self.mode == Mode::Interactive => {
                 self.write_text(&text);
@@ -162,9 +218,8 @@ impl Printer {
                 delay,
                 reason,
             } => {
-                self.end_line();
-                self.write_text(&format!(
-                    "({reason}; retry {attempt} of {max_retries} in {:.1}s)\n",
+                self.info(&format!(
+                    "({reason}; retry {attempt} of {max_retries} in {:.1}s)",
                     delay.as_secs_f64()
                 ));
             }
@@ -174,6 +229,9 @@ impl Printer {
 
     /// Shows a line of information (a notice, a command's output).
     pub fn info(&mut self, text: &str) {
+        if self.to_ui_if_any(|| ToUi::Info(text.to_owned())) {
+            return;
+        }
         self.end_line();
         self.write_text(text);
         if !text.is_empty() && !text.ends_with('\n') {
@@ -194,6 +252,9 @@ impl Printer {
 
     /// Reports an event: a JSON line, or its text form.
     pub fn event(&mut self, event: &Event) {
+        if self.to_ui_if_any(|| ToUi::Event(event.clone())) {
+            return;
+        }
         if self.mode == Mode::Json {
             if let Ok(line) = serde_json::to_string(event) {
                 let _ = writeln!(self.out, "{line}");

@@ -32,6 +32,14 @@ pub trait Input {
     /// Shows `prompt` and reads one line.
     fn read(&mut self, prompt: &str, printer: &mut Printer) -> Read;
 
+    /// Asks whether `tool` may run: `y`, `a`, or `n` with an optional reason.
+    fn approve(&mut self, tool: &str, printer: &mut Printer) -> Read {
+        let prompt = format!(
+            "allow {tool}? [y]es, [a]lways for {tool}, [n]o (n REASON tells the model why) "
+        );
+        self.read(&prompt, printer)
+    }
+
     /// Adds a line the user sent to the prompt history.
     fn remember(&mut self, _line: &str) {}
 }

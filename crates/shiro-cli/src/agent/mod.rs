@@ -4,6 +4,7 @@
 //! - [`turn`]: the loop (model → tools → model …), approvals and undo recording;
 //! - [`session`]: the JSONL transcript in `.shiro/sessions/`;
 //! - [`repl`]: the read-eval loop and its `/` commands; [`input`]: where lines come from;
+//! - [`attach`]: the files a prompt's `@path`s name, attached to its message;
 //! - [`events`]: what a turn reports, as text or JSON lines; [`approve`]: approvals and diffs;
 //! - [`demo`]: the offline demo, which drives the same REPL with a replay script.
 //!
@@ -11,6 +12,7 @@
 //! `OPENAI_BASE_URL`, `OPENAI_API_KEY`) and talks to the terminal.
 
 pub mod approve;
+pub mod attach;
 pub mod demo;
 pub mod events;
 pub mod input;
@@ -22,6 +24,7 @@ use std::collections::BTreeSet;
 use std::io::IsTerminal as _;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -35,12 +38,25 @@ use self::turn::{Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT, TurnLimits, TurnReport
 use crate::cli::SessionArgs;
 use crate::headless::{self, Context};
 use crate::provider::{Message, OpenAiConfig, OpenAiProvider, Provider, ReplayProvider};
+use crate::render::Color;
+use crate::tui::{Msg, PickItem, ToUi, Ui, UiSender};
 
 /// Runs the agent: interactive, or one headless turn with `-p`.
 pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
     let provider = provider(ctx, args.model.as_deref(), |name| std::env::var(name));
-    let (session, history, notices) = open_session(&ctx.root, args)?;
     let headless = args.prompt.is_some();
+    let tui = !headless && !args.no_tui && tui_fits(|name| std::env::var(name));
+    // `--resume` without an id on a terminal: a new session, then a picker of the others.
+    let pick = tui && args.resume.as_deref() == Some("");
+    let (session, history, notices) = if pick {
+        let new = SessionArgs {
+            resume: None,
+            ..args.clone()
+        };
+        open_session(&ctx.root, &new)?
+    } else {
+        open_session(&ctx.root, args)?
+    };
     let mode = match (headless, args.json) {
         (false, _) => Mode::Interactive,
         (true, false) => Mode::Headless,
@@ -52,7 +68,29 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         (false, false) => Policy::Ask,
     };
     let registry = headless::registry(ctx);
-    let input: Box<dyn Input> = if headless {
+    let ui = if tui {
+        match Ui::start(
+            registry.clone(),
+            ctx.root.clone(),
+            ctx.color == Color::Always,
+            ctx.signals.clone(),
+        ) {
+            Ok(ui) => Some(ui),
+            Err(err) => {
+                // The line interface still works.
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!("shiro: the terminal UI cannot start ({err}); using plain lines");
+                }
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let input: Box<dyn Input> = if let Some(ui) = &ui {
+        Box::new(ui.input())
+    } else if headless {
         Box::new(Lines::new(Box::new(std::io::empty())))
     } else if std::io::stdin().is_terminal() {
         Box::new(Terminal::new(&ctx.root, registry.clone())?)
@@ -61,13 +99,22 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
             std::io::stdin(),
         ))))
     };
-    let printer = Printer::new(
-        Box::new(std::io::stdout()),
-        Box::new(std::io::stderr()),
-        mode,
-        ctx.color,
-    );
-    let tools = ctx.tools();
+    let printer = match &ui {
+        Some(ui) => Printer::to_ui(ui.sender()),
+        None => Printer::new(
+            Box::new(std::io::stdout()),
+            Box::new(std::io::stderr()),
+            mode,
+            ctx.color,
+        ),
+    };
+    let tools = match &ui {
+        // bash's output is shown as it comes.
+        Some(ui) => shiro_tools::tools::all_with(
+            ctx.bash.clone().with_live_output(live_output(ui.sender())),
+        ),
+        None => ctx.tools(),
+    };
     let mut agent = Agent {
         ctx,
         provider,
@@ -86,6 +133,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         catch_interrupts: true,
         bash_running: tokio::sync::watch::Sender::new(false),
         limits: turn::TurnLimits::default(),
+        usage: turn::SessionUsage::default(),
     };
     if agent.history.is_empty() {
         agent.push(Message::system(SYSTEM_PROMPT))?;
@@ -100,7 +148,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
             Resolved::User { command, args } => {
                 run_user_command(&mut agent, &command, &args).await?
             }
-            _ => agent.turn(prompt).await?,
+            _ => send_prompt(&mut agent, prompt).await?,
         };
         if report.interrupted {
             // The turn was finished and recorded, like one the REPL stops.
@@ -118,6 +166,16 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         for call in &report.denied {
             agent.printer.info(&format!("denied: {call}"));
         }
+        for call in &report.unrecordable {
+            agent.printer.info(&format!("refused: {call}"));
+        }
+        if !report.unrecordable.is_empty() && report.changed.is_empty() && !report.ran_bash {
+            // As for denied calls: the changes the model asked for were not made.
+            agent.printer.info(
+                "nothing was changed: this workspace cannot keep shiro's undo log (see the note above), and a change that could not be undone is never made",
+            );
+            return Ok(ExitCode::FAILURE);
+        }
         if !report.denied.is_empty() && report.changed.is_empty() && !report.ran_bash {
             // Every change the model tried was refused: a script must not take this for
             // success.
@@ -134,15 +192,204 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         Err(_) => "none".to_owned(),
     };
     let resumed = agent.history.len() > 1;
+    let state = match (resumed, agent.session.unsaved_reason()) {
+        (_, Some(_)) => "new, not saved",
+        (true, None) => "resumed",
+        (false, None) => "new",
+    };
+    if resumed {
+        agent.printer.ui(ToUi::Replay(agent.history.clone()));
+    }
     agent.printer.info(&format!(
-        "shiro: session {} ({}), model {model}; /help lists commands, /undo takes a turn back",
+        "shiro: session {} ({state}), model {model}; /help lists commands, /undo takes a turn back",
         agent.session.id(),
-        if resumed { "resumed" } else { "new" }
     ));
     // Hot reload of user commands; without it (no inotify, say) commands load once.
     let _watch = registry.watch().ok();
-    repl::run(&mut agent, &registry).await?;
+    if pick {
+        pick_session(&mut agent);
+    }
+    let ended = repl::run(&mut agent, &registry).await;
+    let hint = resume_hint(&agent);
+    if let (None, Some(hint)) = (&ui, &hint) {
+        agent.printer.info(hint);
+    }
+    drop(agent);
+    if let Some(ui) = ui {
+        ui.finish();
+        // The UI is gone: the hint goes after the transcript, on the terminal itself.
+        if let Some(hint) = &hint {
+            #[allow(clippy::print_stdout)]
+            {
+                println!("{hint}");
+            }
+        }
+    }
+    ended?;
+    if ctx.signals.terminated() {
+        // SIGTERM stopped a turn and ended the session: a signal's exit code, as at the
+        // prompt, so that whoever sent it does not read a normal end.
+        return Ok(ExitCode::from(crate::signals::INTERRUPTED));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the terminal UI can run: both ends on a terminal that is not `TERM=dumb`.
+fn tui_fits(env: impl Fn(&str) -> Result<String, std::env::VarError>) -> bool {
+    std::io::stdin().is_terminal()
+        && std::io::stdout().is_terminal()
+        && env("TERM").map_or(true, |term| term != "dumb")
+}
+
+/// Hands a running command's output to the UI, whole characters at a time.
+fn live_output(ui: UiSender) -> shiro_tools::tools::Live {
+    let carry = std::sync::Mutex::new(Vec::new());
+    Arc::new(move |bytes: &[u8]| {
+        let mut carry = carry
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        carry.extend_from_slice(bytes);
+        // A character cut between two reads waits for its end.
+        let valid = match std::str::from_utf8(&carry) {
+            Ok(_) => carry.len(),
+            Err(err) if err.error_len().is_none() => err.valid_up_to(),
+            Err(_) => carry.len(),
+        };
+        let text = String::from_utf8_lossy(&carry[..valid]).into_owned();
+        carry.drain(..valid);
+        if !text.is_empty() {
+            let _ = ui.send(Msg::Agent(ToUi::BashOutput(text)));
+        }
+    })
+}
+
+/// The picker of `--resume` and `/resume` without an id: the workspace's other sessions
+/// are offered, and the chosen one replaces the conversation and is shown again.
+pub fn pick_session(agent: &mut Agent<'_>) {
+    let sessions = match session::list(&agent.ctx.root) {
+        Ok(sessions) => sessions,
+        Err(err) => {
+            agent
+                .printer
+                .info(&format!("error: {}", headless::error_text(&err)));
+            return;
+        }
+    };
+    let items: Vec<PickItem> = sessions
+        .iter()
+        .filter(|summary| summary.id != agent.session.id())
+        .map(|summary| PickItem {
+            id: summary.id.clone(),
+            when: session_time(summary.modified),
+            first_prompt: summary.first_prompt.clone(),
+            turns: summary.turns,
+        })
+        .collect();
+    let (reply, chosen) = std::sync::mpsc::channel();
+    agent.printer.ui(ToUi::Pick {
+        sessions: items,
+        reply,
+    });
+    // The UI answers at once when there is nothing to pick. Waiting blocks this thread, as
+    // the agent's input does while a person types.
+    let chosen = chosen.recv().ok().flatten();
+    let Some(id) = chosen else {
+        return;
+    };
+    match resume_session(agent, &id) {
+        Ok(notice) => {
+            agent.printer.ui(ToUi::Replay(agent.history.clone()));
+            agent.printer.info(&notice);
+        }
+        Err(err) => agent
+            .printer
+            .info(&format!("error: {}", headless::error_text(&err))),
+    }
+}
+
+/// A session file's time as the picker shows it (UTC).
+fn session_time(time: std::time::SystemTime) -> String {
+    let secs = time
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs());
+    headless::format_time(secs)
+}
+
+/// Sends a typed prompt as one turn: the files and directories its `@path`s name are
+/// attached to the message (see [`attach`]), each with a note for the user, and the turn
+/// runs. The REPL and `-p` send prompts through it; a user command's template has its own
+/// `@` references, read by [`run_user_command`].
+pub async fn send_prompt(agent: &mut Agent<'_>, prompt: &str) -> Result<TurnReport> {
+    let attached = attach::attach(&agent.ctx.root, prompt).await;
+    for note in &attached.notes {
+        agent.printer.info(note);
+    }
+    agent.turn(&attached.message).await
+}
+
+/// Switches `agent` to the saved session `id` of its workspace (`/resume`, a picker): its
+/// history replaces the current conversation, and what follows is appended to its file.
+/// Returns the notice to show. On an error the agent keeps its session.
+pub fn resume_session(agent: &mut Agent<'_>, id: &str) -> Result<String> {
+    if id.trim() == agent.session.id() {
+        return Ok(format!("session {id} is this one"));
+    }
+    let reopened = Session::reopen(&agent.ctx.root, Some(id))?;
+    let mut text = String::new();
+    for notice in &reopened.notices {
+        text.push_str(&format!("note: {notice}\n"));
+    }
+    agent.session = reopened.session;
+    agent.history = reopened.history;
+    if agent.history.is_empty() {
+        agent.push(Message::system(SYSTEM_PROMPT))?;
+    }
+    let turns = agent
+        .history
+        .iter()
+        .filter(|m| m.role == crate::provider::Role::User)
+        .count();
+    text.push_str(&format!(
+        "resumed session {} ({turns} {}); the conversation goes on from its last message, and /undo rewinds its turns",
+        agent.session.id(),
+        if turns == 1 { "turn" } else { "turns" }
+    ));
+    Ok(text)
+}
+
+/// `resume this session with: shiro --resume ID` for a saved session with at least one user
+/// message, shown when an interactive session ends; `-C ROOT` is added when shiro started
+/// here would pick another workspace.
+pub fn resume_hint(agent: &Agent<'_>) -> Option<String> {
+    if agent.session.unsaved_reason().is_some()
+        || !agent
+            .history
+            .iter()
+            .any(|m| m.role == crate::provider::Role::User)
+    {
+        return None;
+    }
+    let here = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| crate::workspace::locate(None, &cwd).ok());
+    let flag = match here {
+        Some(here) if here.root == agent.ctx.root => String::new(),
+        _ => format!("-C {} ", shell_word(&agent.ctx.root.to_string_lossy())),
+    };
+    Some(format!(
+        "resume this session with: shiro {flag}--resume {}",
+        agent.session.id()
+    ))
+}
+
+/// `word` as one shell word: as it is when it holds only safe characters, else quoted.
+fn shell_word(word: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c);
+    if !word.is_empty() && word.chars().all(safe) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
 }
 
 /// Expands a user command and runs it as one turn: its `allowed-tools` limit the turn's tools
@@ -187,8 +434,14 @@ pub async fn run_user_command(
     report
 }
 
-/// A new session, or the one `--continue`/`--resume` names, with its history and notices.
-fn open_session(root: &Path, args: &SessionArgs) -> Result<(Session, Vec<Message>, Vec<String>)> {
+/// A new session, or the one `--continue`/`--resume` names (`--resume` without an id: the
+/// newest), with its history and notices. A new session in a workspace where `.shiro/`
+/// cannot be made is an unsaved one, and the one notice says so: its turns answer questions
+/// and refuse changes, without saying it again.
+pub fn open_session(
+    root: &Path,
+    args: &SessionArgs,
+) -> Result<(Session, Vec<Message>, Vec<String>)> {
     let id = match (&args.resume, args.continue_latest) {
         (Some(id), _) if !id.is_empty() => Some(Some(id.as_str())),
         (Some(_), _) | (None, true) => Some(None),
@@ -199,7 +452,16 @@ fn open_session(root: &Path, args: &SessionArgs) -> Result<(Session, Vec<Message
             let reopened = Session::reopen(root, id)?;
             Ok((reopened.session, reopened.history, reopened.notices))
         }
-        None => Ok((Session::create(root)?, Vec::new(), Vec::new())),
+        None => match Session::create(root) {
+            Ok(session) => Ok((session, Vec::new(), Vec::new())),
+            Err(err) => {
+                let why = headless::error_text(&err);
+                let notice = format!(
+                    "this session cannot be saved ({why}), and changes to files and bash are refused, since they could not be undone; questions that change nothing still work"
+                );
+                Ok((Session::unsaved(why), Vec::new(), vec![notice]))
+            }
+        },
     }
 }
 

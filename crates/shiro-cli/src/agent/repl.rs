@@ -7,12 +7,14 @@ use shiro_commands::{Registry, Resolved};
 use shiro_undo::{UndoError, UndoOptions};
 
 use super::input::Read;
-use super::session::Session;
+use super::session::{self, Session, SessionSummary};
 use super::turn::{Agent, SYSTEM_PROMPT};
 use crate::cli::CommandsCommand;
 use crate::headless::{self, BUILTINS};
 use crate::provider::Message;
 use crate::trust;
+use crate::tui::{StatusInfo, ToUi};
+use shiro_tools::capture::CaptureMode;
 
 /// The prompt shown for the next message.
 pub const PROMPT: &str = "> ";
@@ -20,6 +22,14 @@ pub const PROMPT: &str = "> ";
 /// Runs the loop until `/exit`, Ctrl-D or the end of the input.
 pub async fn run(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
     loop {
+        // SIGTERM during a turn stopped it; the session ends with it.
+        if agent.ctx.signals.terminated() {
+            return Ok(());
+        }
+        if agent.printer.has_ui() {
+            let status = status(agent).await;
+            agent.printer.ui(ToUi::Status(status));
+        }
         let line = match agent.input.read(PROMPT, &mut agent.printer) {
             Read::Line(line) => line,
             // Ctrl-C at the prompt clears the line, as in a shell.
@@ -64,10 +74,55 @@ pub async fn run(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
     }
 }
 
+/// What the terminal UI's status line shows now.
+async fn status(agent: &Agent<'_>) -> StatusInfo {
+    let ctx = agent.ctx;
+    let model = match &agent.provider {
+        Ok(provider) => provider.model().to_owned(),
+        Err(_) => "no model".to_owned(),
+    };
+    let workspace = match &ctx.config.home_dir {
+        Some(home) => match ctx.root.strip_prefix(home) {
+            Ok(rest) if rest.as_os_str().is_empty() => "~".to_owned(),
+            Ok(rest) => format!("~/{}", rest.display()),
+            Err(_) => ctx.root.display().to_string(),
+        },
+        None => ctx.root.display().to_string(),
+    };
+    // Only when the store is there: the status line must not create it.
+    let undo_depth = if ctx.root.join(".shiro").join("undo").exists() {
+        match ctx.open_store().await {
+            Ok((store, _)) => store.log().ok().map(|turns| turns.len()),
+            Err(_) => None,
+        }
+    } else {
+        Some(0)
+    };
+    let capture_note = match ctx.bash.runner().mode() {
+        CaptureMode::Overlay => None,
+        CaptureMode::Detect => Some("bash: changes detected, not undoable".to_owned()),
+        CaptureMode::Off => Some("bash: not captured".to_owned()),
+    };
+    let usage = agent.usage;
+    StatusInfo {
+        context_window: ctx
+            .config
+            .model
+            .context_window
+            .or_else(|| crate::config::context_window(&model)),
+        model,
+        workspace,
+        tokens: (usage.total.total() > 0).then(|| usage.total.total()),
+        context_used: usage.last.map(|last| last.total()),
+        undo_depth,
+        capture_note,
+    }
+}
+
 /// Sends a prompt as one turn. Errors of shiro's bookkeeping are shown and the session goes
 /// on: the files and the log are consistent (the store recovers on its next use).
 async fn send(agent: &mut Agent<'_>, prompt: &str) -> Result<()> {
-    if let Err(err) = agent.turn(prompt).await {
+    if let Err(err) = super::send_prompt(agent, prompt).await {
         agent
             .printer
             .info(&format!("error: {}", crate::headless::error_text(&err)));
@@ -91,7 +146,13 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
             Ok(report) => report.stdout,
             Err(err) => format!("error: {}", crate::headless::error_text(&err)),
         },
-        "clear" => match Session::create(&ctx.root) {
+        // The terminal UI picks from a list; the line interface lists, and switches by number.
+        "resume" if args.trim().is_empty() && agent.printer.has_ui() => {
+            super::pick_session(agent);
+            return Ok(());
+        }
+        "resume" => resume(agent, args),
+        "clear" => match new_session(agent) {
             Ok(session) => {
                 agent.session = session;
                 agent.history.clear();
@@ -116,6 +177,90 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
     Ok(())
 }
 
+/// A new session for `/clear`: unsaved like the current one when that is unsaved.
+fn new_session(agent: &Agent<'_>) -> Result<Session> {
+    match agent.session.unsaved_reason() {
+        Some(why) => Ok(Session::unsaved(why)),
+        None => Session::create(&agent.ctx.root),
+    }
+}
+
+/// How many sessions `/resume` lists.
+const LISTED_SESSIONS: usize = 20;
+
+/// `/resume` lists the workspace's saved sessions, newest first; `/resume N` (a number from
+/// the list) or `/resume ID` switches to one.
+fn resume(agent: &mut Agent<'_>, args: &str) -> String {
+    let sessions = match session::list(&agent.ctx.root) {
+        Ok(sessions) => sessions,
+        Err(err) => return format!("error: {}", crate::headless::error_text(&err)),
+    };
+    let arg = args.trim();
+    if arg.is_empty() {
+        return sessions_text(&sessions, agent.session.id());
+    }
+    let id = match arg.parse::<usize>() {
+        Ok(n) => match n.checked_sub(1).and_then(|i| sessions.get(i)) {
+            Some(session) => session.id.clone(),
+            None => {
+                return format!(
+                    "no session number {n}: /resume lists {} {}",
+                    sessions.len(),
+                    if sessions.len() == 1 {
+                        "session"
+                    } else {
+                        "sessions"
+                    }
+                );
+            }
+        },
+        Err(_) => arg.to_owned(),
+    };
+    match super::resume_session(agent, &id) {
+        Ok(text) => text,
+        Err(err) => format!("error: {}", crate::headless::error_text(&err)),
+    }
+}
+
+/// The numbered list `/resume` shows: time (UTC), turns, first prompt.
+pub fn sessions_text(sessions: &[SessionSummary], current: &str) -> String {
+    if sessions.is_empty() {
+        return "no saved session with a prompt in this workspace".to_owned();
+    }
+    let mut out = String::from("saved sessions, newest first (/resume N switches to one):\n");
+    for (index, session) in sessions.iter().take(LISTED_SESSIONS).enumerate() {
+        let secs = session
+            .modified
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let turns = format!(
+            "{} {}",
+            session.turns,
+            if session.turns == 1 { "turn" } else { "turns" }
+        );
+        let this = if session.id == current {
+            "  (this session)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "{:>4}  {}  {turns:>9}  {}{this}",
+            index + 1,
+            headless::format_time(secs),
+            session.first_prompt
+        );
+    }
+    if sessions.len() > LISTED_SESSIONS {
+        let _ = writeln!(
+            out,
+            "      … and {} older (/resume N opens any of them)",
+            sessions.len() - LISTED_SESSIONS
+        );
+    }
+    out
+}
+
 fn restore_options(args: &str) -> Result<UndoOptions, String> {
     let mut options = UndoOptions {
         force: false,
@@ -135,6 +280,14 @@ fn restore_options(args: &str) -> Result<UndoOptions, String> {
 /// is this session's, truncates the conversation to where the turn began.
 async fn restore(agent: &mut Agent<'_>, undo: bool, options: UndoOptions) -> String {
     let ctx = agent.ctx;
+    if !ctx.has_store() {
+        // Nothing was ever recorded here; opening the store would only make an empty one.
+        return if undo {
+            UndoError::NothingToUndo.to_string()
+        } else {
+            UndoError::NothingToRedo.to_string()
+        };
+    }
     let (store, notices) = match ctx.open_store().await {
         Ok(opened) => opened,
         Err(err) => return format!("error: {}", crate::headless::error_text(&err)),

@@ -14,7 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use crate::provider::Message;
+use crate::provider::{Message, Role};
 
 /// The folder of saved sessions, relative to the workspace root.
 pub const SESSIONS_DIR: &str = ".shiro/sessions";
@@ -42,13 +42,34 @@ pub enum Line {
     },
 }
 
-/// An open session: its id, its file, and the history replayed from it.
+/// An open session: its id and its file. A session in a workspace where `.shiro/` cannot
+/// be made keeps nothing (see [`Session::unsaved`]).
 #[derive(Debug)]
 pub struct Session {
     id: String,
     path: PathBuf,
-    file: File,
+    /// `None` for an unsaved session.
+    file: Option<File>,
+    /// Why an unsaved session is not saved.
+    unsaved: Option<String>,
 }
+
+/// A saved session as a picker shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// Its id, for [`Session::reopen`] and `shiro --resume ID`.
+    pub id: String,
+    /// When its file was last written.
+    pub modified: SystemTime,
+    /// The first line of its first user message, cut to [`SUMMARY_CHARS`] characters (with
+    /// `…` when cut).
+    pub first_prompt: String,
+    /// How many user messages its history holds (after the rewinds of `/undo`).
+    pub turns: usize,
+}
+
+/// How many characters of a session's first prompt a [`SessionSummary`] keeps.
+pub const SUMMARY_CHARS: usize = 80;
 
 /// A session reopened from disk.
 #[derive(Debug)]
@@ -72,7 +93,29 @@ impl Session {
             .append(true)
             .open(&path)
             .with_context(|| format!("cannot create the session file {}", path.display()))?;
-        Ok(Session { id, path, file })
+        Ok(Session {
+            id,
+            path,
+            file: Some(file),
+            unsaved: None,
+        })
+    }
+
+    /// A session that saves nothing, for a workspace where `.shiro/sessions/` cannot be made
+    /// (`why` says why): the conversation works, and is lost at the end. It has an id like
+    /// any other, so the undo log can still name it.
+    pub fn unsaved(why: impl Into<String>) -> Session {
+        Session {
+            id: new_id(),
+            path: PathBuf::new(),
+            file: None,
+            unsaved: Some(why.into()),
+        }
+    }
+
+    /// Why this session is not saved; `None` when it is.
+    pub fn unsaved_reason(&self) -> Option<&str> {
+        self.unsaved.as_deref()
     }
 
     /// Reopens the session `id`, or the newest one when `id` is `None`.
@@ -109,7 +152,12 @@ impl Session {
             .map(|stem| stem.to_string_lossy().into_owned())
             .unwrap_or_default();
         Ok(Reopened {
-            session: Session { id, path, file },
+            session: Session {
+                id,
+                path,
+                file: Some(file),
+                unsaved: None,
+            },
             history,
             notices,
         })
@@ -120,18 +168,21 @@ impl Session {
         &self.id
     }
 
-    /// The session file.
+    /// The session file (empty for an unsaved session).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Appends one line and flushes it, so that it survives a crash of this process.
+    /// Appends one line and flushes it, so that it survives a crash of this process. An
+    /// unsaved session drops it.
     pub fn append(&mut self, line: &Line) -> Result<()> {
+        let Some(file) = &mut self.file else {
+            return Ok(());
+        };
         let mut text = serde_json::to_string(line).context("cannot encode a session line")?;
         text.push('\n');
-        self.file
-            .write_all(text.as_bytes())
-            .and_then(|()| self.file.flush())
+        file.write_all(text.as_bytes())
+            .and_then(|()| file.flush())
             .with_context(|| format!("cannot write the session file {}", self.path.display()))
     }
 }
@@ -209,6 +260,75 @@ fn latest(dir: &Path) -> Result<Option<PathBuf>> {
         }
     }
     Ok(best.map(|(_, path)| path))
+}
+
+/// The saved sessions of the workspace at `root`, newest first, for a picker. A session
+/// without a user message (every start of shiro makes one) is left out, and so is a file
+/// that cannot be read or does not replay; nothing is created. An error only when
+/// `.shiro/sessions` is there but is not a real directory (a link a checkout planted is never
+/// followed) or cannot be listed.
+pub fn list(root: &Path) -> Result<Vec<SessionSummary>> {
+    for dir in [root.join(".shiro"), root.join(SESSIONS_DIR)] {
+        match std::fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => bail!(
+                "{} is not a directory (a link is never followed), so no session is read from it",
+                dir.display()
+            ),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(err) => {
+                return Err(err).with_context(|| format!("cannot inspect {}", dir.display()));
+            }
+        }
+    }
+    let dir = root.join(SESSIONS_DIR);
+    let entries =
+        std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?;
+    let mut sessions: Vec<SessionSummary> = entries
+        .flatten()
+        .filter_map(|entry| summary(&entry.path()))
+        .collect();
+    sessions.sort_by(|a, b| (b.modified, &b.id).cmp(&(a.modified, &a.id)));
+    Ok(sessions)
+}
+
+/// The summary of one session file; `None` when it is no session, cannot be read or
+/// replayed, or holds no user message.
+fn summary(path: &Path) -> Option<SessionSummary> {
+    if path.extension().is_none_or(|ext| ext != "jsonl") {
+        return None;
+    }
+    let id = path.file_stem()?.to_str()?.to_owned();
+    if id.starts_with('.') {
+        return None;
+    }
+    let text = read_no_follow(path).ok()?;
+    let modified = std::fs::symlink_metadata(path)
+        .and_then(|meta| meta.modified())
+        .unwrap_or(UNIX_EPOCH);
+    let (history, _) = replay(&text).ok()?;
+    let mut prompts = history.iter().filter(|m| m.role == Role::User);
+    let first = prompts.next()?;
+    Some(SessionSummary {
+        id,
+        modified,
+        first_prompt: first_line(&first.content, SUMMARY_CHARS),
+        turns: 1 + prompts.count(),
+    })
+}
+
+/// The first line of `text` that is not blank, trimmed and cut to `max` characters (`…`
+/// marks a cut).
+pub fn first_line(text: &str, max: usize) -> String {
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    match line.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &line[..cut]),
+        None => line.to_owned(),
+    }
 }
 
 /// `YYYYMMDD-HHMMSS-xxxx`: sortable by creation time, with a random suffix so two sessions
@@ -299,5 +419,78 @@ mod tests {
             .unwrap();
         assert!(Session::reopen(root.path(), Some("s1")).is_err());
         assert_eq!(std::fs::read_to_string(&secret).unwrap(), "SECRET");
+    }
+
+    /// The picker's list: newest first, with the first prompt and the turns after the
+    /// rewinds; sessions without a prompt, damaged files, other files and links are left
+    /// out, and nothing is created.
+    #[test]
+    fn lists_sessions_newest_first_and_skips_what_it_cannot_read() {
+        let root = tempfile::tempdir().unwrap();
+        assert_eq!(list(root.path()).unwrap(), []);
+        assert!(
+            !root.path().join(".shiro").exists(),
+            "listing creates nothing"
+        );
+
+        let message = |m: Message| Line::Message { message: m };
+        let mut old = Session::create(root.path()).unwrap();
+        for line in [
+            message(Message::system("system")),
+            message(Message::user("\n  fix the parser\nin src/parse.rs")),
+            message(Message::assistant("done")),
+            message(Message::user("second")),
+            message(Message::user("undone")),
+            Line::Rewind { to: 4 },
+        ] {
+            old.append(&line).unwrap();
+        }
+        let long = "x".repeat(SUMMARY_CHARS + 5);
+        let mut new = Session::create(root.path()).unwrap();
+        new.append(&message(Message::user(long.as_str()))).unwrap();
+        let mut empty = Session::create(root.path()).unwrap();
+        empty.append(&message(Message::system("system"))).unwrap();
+        let dir = root.path().join(SESSIONS_DIR);
+        let user = serde_json::to_string(&message(Message::user("hidden"))).unwrap();
+        std::fs::write(dir.join("damaged.jsonl"), format!("{{oops\n{user}\n")).unwrap();
+        std::fs::write(dir.join("history.txt"), "make a.txt\n").unwrap();
+        std::fs::write(dir.join("bytes.jsonl"), b"\xff\xfe\0").unwrap();
+        std::os::unix::fs::symlink(old.path(), dir.join("link.jsonl")).unwrap();
+        std::fs::create_dir(dir.join("folder.jsonl")).unwrap();
+        // Modification times one second apart, oldest first.
+        let base = SystemTime::now() - std::time::Duration::from_secs(100);
+        for (i, session) in [&old, &new, &empty].iter().enumerate() {
+            let file = std::fs::File::options()
+                .append(true)
+                .open(session.path())
+                .unwrap();
+            file.set_modified(base + std::time::Duration::from_secs(i as u64))
+                .unwrap();
+        }
+
+        let listed = list(root.path()).unwrap();
+        let shown: Vec<(String, &str, usize)> = listed
+            .iter()
+            .map(|s| (s.id.clone(), s.first_prompt.as_str(), s.turns))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                (
+                    new.id().to_owned(),
+                    format!("{}…", "x".repeat(SUMMARY_CHARS)).as_str(),
+                    1
+                ),
+                (old.id().to_owned(), "fix the parser", 2),
+            ]
+        );
+        assert_eq!(listed[0].modified, base + std::time::Duration::from_secs(1));
+
+        // A planted link in place of the folder is never followed.
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::rename(&dir, elsewhere.path().join("sessions")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path().join("sessions"), &dir).unwrap();
+        let err = list(root.path()).unwrap_err();
+        assert!(format!("{err:#}").contains("is not a directory"), "{err:#}");
     }
 }

@@ -14,12 +14,13 @@ use super::events::{Event, Printer, Status};
 use super::input::{Input, Read};
 use super::session::{Line, Session};
 use crate::headless::{self, Context};
-use crate::provider::{ChatRequest, Message, Provider, Role, ToolSpec};
+use crate::provider::{ChatRequest, Message, Provider, Role, ToolSpec, Usage};
 use crate::signals::Handling;
+use crate::tui::Phase;
 
 /// A turn stopped by Ctrl-C or SIGTERM.
 #[derive(Debug, thiserror::Error)]
-#[error("interrupted by Ctrl-C")]
+#[error("interrupted (Esc, Ctrl-C or a signal)")]
 pub struct Interrupted;
 
 /// What a user command asks of the turn it starts: which tools it may use, and which bash
@@ -109,6 +110,17 @@ pub struct Agent<'a> {
     pub bash_running: tokio::sync::watch::Sender<bool>,
     /// The limits of the running turn (a user command's `allowed-tools`).
     pub limits: TurnLimits,
+    /// The tokens the session has used, as the provider reported them.
+    pub usage: SessionUsage,
+}
+
+/// The tokens a session has used.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionUsage {
+    /// Every request's tokens, summed.
+    pub total: Usage,
+    /// The last request's: how full the context window is.
+    pub last: Option<Usage>,
 }
 
 impl std::fmt::Debug for Agent<'_> {
@@ -140,7 +152,15 @@ pub struct TurnReport {
     pub interrupted: bool,
     /// The calls the approval policy denied, one line each (`write_file x.txt`).
     pub denied: Vec<String>,
+    /// The calls refused because the workspace has no undo log to record them in (a
+    /// read-only directory), one line each.
+    pub unrecordable: Vec<String>,
 }
+
+/// Where a turn's changes are recorded: the undo log, or nowhere, for the reason given (a
+/// workspace where `.shiro/` cannot be made); then every change is refused, never run
+/// unrecorded.
+type Log<'r> = Result<&'r Recording<FsMutator>, &'r str>;
 
 /// The tool specs the model is offered.
 pub fn specs(tools: &[Box<dyn Tool>]) -> Vec<ToolSpec> {
@@ -211,18 +231,33 @@ impl Agent<'_> {
             });
         }
         let marker = self.history.len();
-        let (store, notices) = self.ctx.open_store().await?;
-        for notice in notices {
-            self.printer.info(&format!("note: {notice}"));
-        }
-        let recording = store.recorder(self.ctx.workspace()?);
-        recording
-            .begin_turn(TurnStart {
-                summary: summary_of(prompt),
-                history_marker: marker as u64,
-                session: Some(self.session.id().to_owned()),
-            })
-            .await?;
+        let store = match self.ctx.open_store().await {
+            Ok((store, notices)) => {
+                for notice in notices {
+                    self.printer.info(&format!("note: {notice}"));
+                }
+                Ok(store)
+            }
+            // The session said when it began that nothing can be saved here: questions
+            // still work, and changes are refused (see `run_call`), without a notice per turn.
+            Err(err) if self.session.unsaved_reason().is_some() => Err(headless::error_text(&err)),
+            Err(err) => return Err(err),
+        };
+        let recording = match &store {
+            Ok(store) => {
+                let recording = store.recorder(self.ctx.workspace()?);
+                recording
+                    .begin_turn(TurnStart {
+                        summary: summary_of(prompt),
+                        history_marker: marker as u64,
+                        session: Some(self.session.id().to_owned()),
+                    })
+                    .await?;
+                Ok(recording)
+            }
+            Err(why) => Err(why.as_str()),
+        };
+        let log: Log<'_> = recording.as_ref().map_err(|why| *why);
         let mut report = TurnReport::default();
         let outcome = if self.catch_interrupts {
             // Dropping the steps future cancels the model request or the running tool (bash
@@ -232,7 +267,7 @@ impl Agent<'_> {
             let signals = self.ctx.signals.clone();
             signals.set(Handling::Cancel);
             let mut running = self.bash_running.subscribe();
-            let steps = self.steps(&recording, prompt, &mut report);
+            let steps = self.steps(log, prompt, &mut report);
             tokio::pin!(steps);
             let outcome = tokio::select! {
                 outcome = &mut steps => outcome,
@@ -249,18 +284,20 @@ impl Agent<'_> {
             signals.set(Handling::Idle);
             outcome
         } else {
-            self.steps(&recording, prompt, &mut report).await
+            self.steps(log, prompt, &mut report).await
         };
         if let Err(err) = outcome {
             report.interrupted = err.downcast_ref::<Interrupted>().is_some();
             report.error = Some(crate::headless::error_text(&err));
         }
         let repaired = self.answer_dangling_calls();
-        let finished = recording.finish_turn().await;
-        for notice in store.take_notices() {
-            self.printer.info(&format!("note: {notice}"));
+        if let (Ok(store), Ok(recording)) = (&store, &recording) {
+            let finished = recording.finish_turn().await;
+            for notice in store.take_notices() {
+                self.printer.info(&format!("note: {notice}"));
+            }
+            report.turn_id = finished?.map(|id| id.0);
         }
-        report.turn_id = finished?.map(|id| id.0);
         if let Some(turn_id) = report.turn_id {
             self.session.append(&Line::Turn {
                 turn_id,
@@ -282,23 +319,31 @@ impl Agent<'_> {
 
     async fn steps(
         &mut self,
-        recording: &Recording<FsMutator>,
+        recording: Log<'_>,
         prompt: &str,
         report: &mut TurnReport,
     ) -> Result<()> {
         self.push(Message::user(prompt))?;
         let specs = self.offered_specs();
         while report.steps < self.max_steps {
+            self.check_stop()?;
             report.steps += 1;
             let provider = self.provider.as_ref().map_err(|why| anyhow!("{why}"))?;
             let request = ChatRequest {
                 messages: &self.history,
                 tools: &specs,
             };
+            self.printer.phase(Phase::Waiting);
             let printer = &mut self.printer;
             let completion = provider
                 .complete(&request, &mut |event| printer.stream(event))
                 .await?;
+            if let Some(usage) = completion.usage {
+                self.usage.total.prompt_tokens += usage.prompt_tokens;
+                self.usage.total.completion_tokens += usage.completion_tokens;
+                self.usage.total.cached_tokens += usage.cached_tokens;
+                self.usage.last = Some(usage);
+            }
             let message = completion.message;
             if !message.content.is_empty() {
                 self.printer.event(&Event::AssistantText {
@@ -313,6 +358,7 @@ impl Agent<'_> {
                 return Ok(());
             }
             for call in &calls {
+                self.check_stop()?;
                 let text = self.call_tool(recording, call, report).await;
                 self.push(Message::tool_result(call.id.clone(), text))?;
             }
@@ -323,10 +369,21 @@ impl Agent<'_> {
         ))
     }
 
+    /// Fails with [`Interrupted`] once the turn was asked to stop. A stop during a bash call
+    /// lets the call finish (its command is killed and its changes committed), and what
+    /// follows the call runs on in the same poll until something waits: without this check
+    /// the next call, or the next model request and its whole answer, would still happen.
+    fn check_stop(&self) -> Result<()> {
+        if self.catch_interrupts && self.ctx.signals.interrupted() {
+            return Err(Interrupted.into());
+        }
+        Ok(())
+    }
+
     /// Runs one tool call (after approval) and returns the text for the model.
     async fn call_tool(
         &mut self,
-        recording: &Recording<FsMutator>,
+        recording: Log<'_>,
         call: &crate::provider::ToolCall,
         report: &mut TurnReport,
     ) -> String {
@@ -356,7 +413,7 @@ impl Agent<'_> {
 
     async fn run_call(
         &mut self,
-        recording: &Recording<FsMutator>,
+        recording: Log<'_>,
         name: &str,
         parsed: Result<Value, serde_json::Error>,
         report: &mut TurnReport,
@@ -383,6 +440,30 @@ impl Agent<'_> {
             return (Status::Denied, refusal, Vec::new());
         }
         let is_bash = tool.name() == "bash";
+        let recording = match recording {
+            Ok(recording) => recording,
+            Err(why) if tool.is_mutating() || is_bash => {
+                report
+                    .unrecordable
+                    .push(format!("{name} {}", crate::agent::events::brief(&args)));
+                return (
+                    Status::Error,
+                    format!("cannot record this change for undo ({why}); nothing was run"),
+                    Vec::new(),
+                );
+            }
+            // Nothing to record: a read-only tool reads the workspace itself.
+            Err(_) => {
+                let result = match self.ctx.workspace() {
+                    Ok(workspace) => tool.call(&workspace, args).await.map_err(|e| e.to_string()),
+                    Err(err) => Err(headless::error_text(&err)),
+                };
+                return match result {
+                    Ok(output) => (Status::Ok, output.text, output.changes),
+                    Err(text) => (Status::Error, text, Vec::new()),
+                };
+            }
+        };
         let preapproved = is_bash && self.limits.preapproved(&args);
         if tool.is_mutating() || is_bash {
             let preview = approve::preview(
@@ -392,7 +473,7 @@ impl Agent<'_> {
                 self.printer.color(),
             )
             .await;
-            self.printer.info(&preview);
+            self.printer.preview(&preview);
             if preapproved {
                 self.printer.info(&format!(
                     "(runs without asking: the /{} command's allowed-tools cover it)",
@@ -500,10 +581,7 @@ fn decide(
         Policy::Ask => {}
     }
     loop {
-        let prompt = format!(
-            "allow {tool}? [y]es, [a]lways for {tool}, [n]o (n REASON tells the model why) "
-        );
-        match input.read(&prompt, printer) {
+        match input.approve(tool, printer) {
             Read::Line(line) => match approve::parse_answer(&line) {
                 Some(Answer::Once) => return Decision::Run,
                 Some(Answer::Always) => {
@@ -542,27 +620,33 @@ mod tests {
     use crate::render::Color;
     use crate::signals::Signals;
 
-    #[tokio::test]
-    async fn the_step_cap_ends_a_turn_that_never_stops_calling_tools() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
-        let ctx = Context {
-            config: Config::load(&root, None).unwrap(),
+    /// A context on `root` with no terminal, no signals and bash without capture.
+    fn context(root: std::path::PathBuf, config: Config) -> Context {
+        Context {
+            config,
             root,
             color: Color::Never,
             signals: Signals::default(),
             bash: shiro_tools::tools::bash(),
-        };
-        let call = serde_json::json!({"text": "", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]});
-        let script = serde_json::json!({"responses": [call, call, call]}).to_string();
+        }
+    }
+
+    /// An agent in `ctx` playing `script`, printing nowhere, with `session` and `policy`.
+    fn agent<'a>(
+        ctx: &'a Context,
+        script: &str,
+        session: Session,
+        policy: Policy,
+        max_steps: usize,
+    ) -> Agent<'a> {
         let tools = shiro_tools::tools::all();
-        let mut agent = Agent {
-            ctx: &ctx,
-            provider: Ok(Box::new(ReplayProvider::from_script(&script).unwrap())),
+        Agent {
+            ctx,
+            provider: Ok(Box::new(ReplayProvider::from_script(script).unwrap())),
             specs: specs(&tools),
             tools,
             history: Vec::new(),
-            session: Session::create(&ctx.root).unwrap(),
+            session,
             printer: Printer::new(
                 Box::new(std::io::sink()),
                 Box::new(std::io::sink()),
@@ -571,14 +655,26 @@ mod tests {
             ),
             input: Box::new(Lines::new(Box::new(std::io::empty()))),
             approvals: Approvals {
-                policy: Policy::Deny,
+                policy,
                 always: Default::default(),
             },
-            max_steps: 2,
+            max_steps,
             catch_interrupts: false,
             bash_running: tokio::sync::watch::Sender::new(false),
             limits: TurnLimits::default(),
-        };
+            usage: SessionUsage::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_step_cap_ends_a_turn_that_never_stops_calling_tools() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let ctx = context(root.clone(), Config::load(&root, None).unwrap());
+        let call = serde_json::json!({"text": "", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]});
+        let script = serde_json::json!({"responses": [call, call, call]}).to_string();
+        let session = Session::create(&ctx.root).unwrap();
+        let mut agent = agent(&ctx, &script, session, Policy::Deny, 2);
         let report = agent.turn("look around").await.unwrap();
         assert_eq!(report.steps, 2);
         assert!(
@@ -605,5 +701,53 @@ mod tests {
                 Role::Tool
             ]
         );
+    }
+
+    /// Where the undo log cannot be opened (here `.shiro` is a file, which stops root as well
+    /// as anyone; a read-only directory does the same for other users), an unsaved session
+    /// still answers: read-only tools run, and changes and bash are refused, never run
+    /// unrecorded.
+    #[tokio::test]
+    async fn without_an_undo_log_reads_run_and_changes_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::write(root.join("a.txt"), "hello\n").unwrap();
+        let config = Config::load(&root, None).unwrap();
+        std::fs::write(root.join(".shiro"), "not a directory").unwrap();
+        let ctx = context(root, config);
+        let script = serde_json::json!({"responses": [
+            {"text": "", "tool_calls": [
+                {"name": "read_file", "arguments": {"path": "a.txt"}},
+                {"name": "write_file", "arguments": {"path": "b.txt", "content": "b"}},
+                {"name": "bash", "arguments": {"command": "touch c.txt"}}]},
+            {"text": "done"}
+        ]})
+        .to_string();
+        let session = Session::unsaved("cannot use the sessions directory");
+        let mut agent = agent(&ctx, &script, session, Policy::Approve, 5);
+        let report = agent.turn("look, then change").await.unwrap();
+        assert_eq!(report.error, None, "{report:?}");
+        assert_eq!(report.turn_id, None);
+        assert_eq!(
+            report.unrecordable,
+            ["write_file b.txt", "bash touch c.txt"]
+        );
+        let results: Vec<&str> = agent
+            .history
+            .iter()
+            .filter(|m| m.role == Role::Tool)
+            .map(|m| m.content.as_str())
+            .collect();
+        assert!(results[0].contains("hello"), "{results:?}");
+        for refused in &results[1..] {
+            assert!(
+                refused.starts_with(
+                    "cannot record this change for undo (cannot open the undo store: "
+                ) && refused.ends_with("); nothing was run"),
+                "{refused}"
+            );
+        }
+        assert!(!ctx.root.join("b.txt").exists());
+        assert!(!ctx.root.join("c.txt").exists());
     }
 }

@@ -213,6 +213,26 @@ pub struct Completion {
     pub message: Message,
     /// Why the model stopped.
     pub finish_reason: FinishReason,
+    /// What the request used, when the server says.
+    pub usage: Option<Usage>,
+}
+
+/// The tokens one request used, as the server counted them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Usage {
+    /// Tokens of the prompt: the conversation and the tools sent.
+    pub prompt_tokens: u64,
+    /// Tokens of the answer.
+    pub completion_tokens: u64,
+    /// Tokens of the prompt served from the server's cache (included in `prompt_tokens`).
+    pub cached_tokens: u64,
+}
+
+impl Usage {
+    /// Prompt and answer together.
+    pub fn total(&self) -> u64 {
+        self.prompt_tokens.saturating_add(self.completion_tokens)
+    }
 }
 
 /// Where a provider reports [`StreamEvent`]s while it works.

@@ -14,7 +14,7 @@ use super::error::one_line;
 use super::sse::SseParser;
 use super::{
     ChatRequest, Completion, FinishReason, Message, Provider, ProviderError, Role, Sink,
-    StreamEvent, ToolCall,
+    StreamEvent, ToolCall, Usage,
 };
 
 /// How an [`OpenAiProvider`] reaches its server. The binary fills it from flags, the
@@ -536,7 +536,13 @@ impl ApiError {
 /// The JSON body of a streamed Chat Completions request.
 fn request_body(model: &str, request: &ChatRequest<'_>) -> Value {
     let messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
-    let mut body = json!({ "model": model, "messages": messages, "stream": true });
+    // `include_usage` asks for a last chunk with the request's token counts.
+    let mut body = json!({
+        "model": model,
+        "messages": messages,
+        "stream": true,
+        "stream_options": { "include_usage": true },
+    });
     // Some servers reject an empty `tools` array, so none is sent when there are no tools.
     if !request.tools.is_empty() {
         let tools: Vec<Value> = request
@@ -598,6 +604,25 @@ struct Chunk {
     choices: Vec<Choice>,
     #[serde(default)]
     error: Option<Value>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+/// Token counts as the Chat Completions API reports them.
+#[derive(Debug, Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -651,6 +676,7 @@ struct Assembler {
     /// Tool calls by the server's `index`, so fragments of interleaved calls land right.
     calls: BTreeMap<usize, ToolCall>,
     finish_reason: Option<FinishReason>,
+    usage: Option<Usage>,
 }
 
 impl Assembler {
@@ -680,6 +706,15 @@ impl Assembler {
                 message
             };
             return Err(ProviderError::Stream { detail });
+        }
+        if let Some(usage) = chunk.usage {
+            self.usage = Some(Usage {
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+                cached_tokens: usage
+                    .prompt_tokens_details
+                    .map_or(0, |details| details.cached_tokens),
+            });
         }
         // shiro asks for one choice; should a server send more, only the first counts.
         for choice in chunk
@@ -786,6 +821,7 @@ impl Assembler {
                 ..Message::assistant(self.text)
             },
             finish_reason,
+            usage: self.usage,
         })
     }
 }

@@ -30,6 +30,10 @@ struct ScriptResponse {
     text: String,
     #[serde(default)]
     tool_calls: Vec<ScriptToolCall>,
+    /// A pause before each streamed piece, in milliseconds: a slow model, for the terminal
+    /// UI's tests and benchmark.
+    #[serde(default)]
+    delay_ms: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -67,6 +71,8 @@ fn empty_object() -> Value {
 #[derive(Debug)]
 pub struct ReplayProvider {
     responses: Vec<Message>,
+    /// The pause before each streamed piece of each response.
+    delays: Vec<std::time::Duration>,
     /// The next response to play; atomic because `complete` takes `&self`.
     next: AtomicUsize,
 }
@@ -88,6 +94,11 @@ impl ReplayProvider {
             });
         }
         let mut call_number = 0;
+        let delays = script
+            .responses
+            .iter()
+            .map(|response| std::time::Duration::from_millis(response.delay_ms))
+            .collect();
         let responses = script
             .responses
             .into_iter()
@@ -116,6 +127,7 @@ impl ReplayProvider {
             .collect();
         Ok(ReplayProvider {
             responses,
+            delays,
             next: AtomicUsize::new(0),
         })
     }
@@ -141,7 +153,11 @@ impl Provider for ReplayProvider {
                 used: self.responses.len(),
             });
         };
+        let delay = self.delays.get(index).copied().unwrap_or_default();
         for piece in chunks(&message.content) {
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
             sink(StreamEvent::TextDelta(piece.to_owned()));
         }
         for call in &message.tool_calls {
@@ -157,6 +173,7 @@ impl Provider for ReplayProvider {
         Ok(Completion {
             message: message.clone(),
             finish_reason,
+            usage: None,
         })
     }
 

@@ -61,6 +61,12 @@ impl World {
         stdin: &str,
         env: &[(&str, &str)],
     ) -> tokio::process::Child {
+        spawn_command(self.command(args, env), stdin).await
+    }
+
+    /// The command [`World::spawn`] runs, to adjust (another current directory, another
+    /// user) before [`run_command`].
+    pub fn command(&self, args: &[&str], env: &[(&str, &str)]) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_shiro"));
         command
             .args(args)
@@ -79,11 +85,7 @@ impl World {
         for (key, value) in env {
             command.env(key, value);
         }
-        let mut child = command.spawn().unwrap();
-        let mut input = child.stdin.take().unwrap();
-        input.write_all(stdin.as_bytes()).await.unwrap();
-        drop(input);
-        child
+        command
     }
 
     /// Runs `shiro ARGS` to the end; see [`World::spawn`].
@@ -127,6 +129,53 @@ impl World {
     }
 }
 
+/// Starts `command` with `stdin` piped in (and closed).
+pub async fn spawn_command(
+    mut command: tokio::process::Command,
+    stdin: &str,
+) -> tokio::process::Child {
+    let mut child = command.spawn().unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.as_bytes()).await.unwrap();
+    drop(input);
+    child
+}
+
+/// Runs `command` (from [`World::command`]) to the end with `stdin` piped in.
+pub async fn run_command(command: tokio::process::Command, stdin: &str) -> Run {
+    finish(spawn_command(command, stdin).await).await
+}
+
+/// Replaces every `YYYY-MM-DD HH:MM:SS UTC` time with `[TIME]`.
+pub fn normalize_times(text: &str) -> String {
+    replace_shaped(text, "dddd-dd-dd dd:dd:dd UTC", "[TIME]")
+}
+
+/// Replaces every run of `text` that has `shape` (`d` a digit, `h` a hex digit, any other
+/// character itself) with `with`.
+fn replace_shaped(text: &str, shape: &str, with: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let len = shape.chars().count();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let fits = i + len <= chars.len()
+            && shape.chars().zip(&chars[i..]).all(|(s, c)| match s {
+                'd' => c.is_ascii_digit(),
+                'h' => c.is_ascii_hexdigit(),
+                other => other == *c,
+            });
+        if fits {
+            out.push_str(with);
+            i += len;
+        } else {
+            out.push(chars[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
 /// Waits for a child (at most 120 s) and collects its output.
 pub async fn finish(child: tokio::process::Child) -> Run {
     let output = tokio::time::timeout(
@@ -145,26 +194,7 @@ pub async fn finish(child: tokio::process::Child) -> Run {
 
 /// Replaces every `YYYYMMDD-HHMMSS-xxxx` session id with `[SESSION]`.
 pub fn normalize_ids(text: &str) -> String {
-    let chars: Vec<char> = text.chars().collect();
-    let shape = "dddddddd-dddddd-hhhh";
-    let mut out = String::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let fits = i + shape.len() <= chars.len()
-            && shape.chars().zip(&chars[i..]).all(|(s, c)| match s {
-                'd' => c.is_ascii_digit(),
-                'h' => c.is_ascii_hexdigit(),
-                other => other == *c,
-            });
-        if fits {
-            out.push_str("[SESSION]");
-            i += shape.len();
-        } else {
-            out.push(chars[i]);
-            i += 1;
-        }
-    }
-    out
+    replace_shaped(text, "dddddddd-dddddd-hhhh", "[SESSION]")
 }
 
 /// The messages a session file describes, replayed (messages appended, rewinds applied).

@@ -64,6 +64,31 @@ pub struct MockResponse {
     /// sees it arrive in parts.
     pieces: Vec<Vec<u8>>,
     ending: Ending,
+    /// Gates the server waits at, each before the piece at its index.
+    gates: Vec<(usize, Gate)>,
+}
+
+/// A point in a response where the server waits until the test opens it, so a test sees
+/// the client in the middle of a stream for as long as it needs to look.
+#[derive(Debug, Clone)]
+pub struct Gate(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate(Arc::new(tokio::sync::watch::Sender::new(false)))
+    }
+}
+
+impl Gate {
+    /// Lets the response go on; it stays open.
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    async fn passed(&self) {
+        // The sender lives in `self`, so the channel cannot close while this waits.
+        let _ = self.0.subscribe().wait_for(|open| *open).await;
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,7 +147,15 @@ impl MockResponse {
             headers: vec![("Content-Type".to_owned(), content_type.to_owned())],
             pieces,
             ending: Ending::Complete,
+            gates: Vec::new(),
         }
+    }
+
+    /// Waits at `gate` before sending the piece at `index` (for [`MockResponse::stream`],
+    /// the chunk at `index`; the chunk count is where `[DONE]` goes).
+    pub fn gated_before(mut self, index: usize, gate: &Gate) -> Self {
+        self.gates.push((index, gate.clone()));
+        self
     }
 
     /// A 200 event stream that sends `chunks` and then breaks off in the middle of the
@@ -284,7 +317,10 @@ async fn respond(stream: &mut TcpStream, response: &MockResponse) -> std::io::Re
     head.push_str("Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
     stream.write_all(head.as_bytes()).await?;
     stream.flush().await?;
-    for piece in &response.pieces {
+    for (index, piece) in response.pieces.iter().enumerate() {
+        for (_, gate) in response.gates.iter().filter(|(at, _)| *at == index) {
+            gate.passed().await;
+        }
         stream
             .write_all(format!("{:x}\r\n", piece.len()).as_bytes())
             .await?;

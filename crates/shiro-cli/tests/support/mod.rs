@@ -3,3 +3,4 @@
 #![allow(dead_code)]
 
 pub mod mock_openai;
+pub mod pty;

@@ -42,7 +42,12 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 pub struct Bash {
     runner: Arc<dyn BashRunner>,
     stop: Option<watch::Receiver<u64>>,
+    live: Option<Live>,
 }
+
+/// Where a running command's output goes as it comes (a terminal UI showing it live); the
+/// model still reads the whole output when the command ends.
+pub type Live = Arc<dyn Fn(&[u8]) + Send + Sync>;
 
 impl fmt::Debug for Bash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -61,7 +66,11 @@ impl Default for Bash {
 impl Bash {
     /// A `bash` tool whose commands `runner` captures.
     pub fn new(runner: Arc<dyn BashRunner>) -> Self {
-        Self { runner, stop: None }
+        Self {
+            runner,
+            stop: None,
+            live: None,
+        }
     }
 
     /// Stops a running command, as a timeout does, each time `stop`'s value changes; what it
@@ -69,6 +78,12 @@ impl Bash {
     /// record of a command, where dropping the call would lose it).
     pub fn with_stop(mut self, stop: watch::Receiver<u64>) -> Self {
         self.stop = Some(stop);
+        self
+    }
+
+    /// Hands each piece of a command's output to `live` as it is read.
+    pub fn with_live_output(mut self, live: Live) -> Self {
+        self.live = Some(live);
         self
     }
 
@@ -184,11 +199,17 @@ impl Tool for Bash {
             let capture = self.runner.begin(mutator).await.map_err(|err| {
                 ToolError::refused(format!("cannot run the command: {err}; nothing was run"))
             })?;
-            let (mut text, ended) = run(&*capture, &args.command, timeout, self.stop.clone())
-                .await
-                .map_err(|err| {
-                    ToolError::refused(format!("could not start the shell: {err}; nothing was run"))
-                })?;
+            let (mut text, ended) = run(
+                &*capture,
+                &args.command,
+                timeout,
+                self.stop.clone(),
+                self.live.as_ref(),
+            )
+            .await
+            .map_err(|err| {
+                ToolError::refused(format!("could not start the shell: {err}; nothing was run"))
+            })?;
             let captured = match capture.finish(mutator, ended).await {
                 Ok(captured) => captured,
                 Err(CaptureError::NotStarted(why)) if attempt == 0 => {
@@ -307,6 +328,7 @@ async fn run(
     command: &str,
     timeout: Duration,
     mut stop: Option<watch::Receiver<u64>>,
+    live: Option<&Live>,
 ) -> io::Result<(String, Ended)> {
     // One pipe for stdout and stderr, so the model reads them interleaved as a terminal shows.
     let (writer, mut reader) = tokio::net::unix::pipe::pipe()?;
@@ -343,7 +365,12 @@ async fn run(
         tokio::select! {
             read = reader.read(&mut buf), if !eof => match read {
                 Ok(0) | Err(_) => eof = true,
-                Ok(n) => output.push(&buf[..n]),
+                Ok(n) => {
+                    output.push(&buf[..n]);
+                    if let Some(live) = live {
+                        live(&buf[..n]);
+                    }
+                }
             },
             status = child.wait(), if ending.is_none() => {
                 ending = Some(match (status, killed.take()) {

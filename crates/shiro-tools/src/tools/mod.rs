@@ -14,7 +14,7 @@ mod write_file;
 pub use apply_patch::apply_patch;
 pub use bash::{
     BASH_DEFAULT_TIMEOUT_SECS, BASH_MAX_LISTED_PATHS, BASH_MAX_OUTPUT_BYTES, BASH_MAX_TIMEOUT_SECS,
-    Bash, BashArgs, bash,
+    Bash, BashArgs, Live, bash,
 };
 pub use edit_file::{
     EditFile, EditFileArgs, EditSpec, MultiEdit, MultiEditArgs, edit_file, multi_edit,

@@ -1,0 +1,1193 @@
+//! The UI's state: what the agent reported, what the person is typing, and what is shown
+//! live. It is driven by messages ([`ToUi`]) and keys, and knows nothing of the terminal, so
+//! every state can be drawn into a test buffer.
+
+use std::path::PathBuf;
+use std::sync::mpsc::Sender;
+use std::time::{Duration, Instant};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use shiro_commands::Registry;
+
+use super::editor::Editor;
+use super::markdown::{self, MarkdownStream, Options};
+use crate::agent::events::{Event, Status, brief};
+use crate::agent::input::{Read, complete_path};
+use crate::provider::{Message, Role};
+
+/// What the agent tells the UI.
+#[derive(Debug)]
+pub enum ToUi {
+    /// A notice or a command's output, for the transcript.
+    Info(String),
+    /// The diff of a call about to run.
+    Preview(String),
+    /// Text the model streams.
+    Delta(String),
+    /// An event of the turn.
+    Event(Event),
+    /// What the turn is doing now.
+    Phase(Phase),
+    /// Output of the running `bash` command, as it comes.
+    BashOutput(String),
+    /// The agent waits for a line: a prompt or an answer to an approval.
+    Read {
+        /// Which.
+        kind: ReadKind,
+        /// Where the line goes.
+        reply: Sender<Read>,
+    },
+    /// New facts for the status line.
+    Status(StatusInfo),
+    /// A resumed session's conversation, to show again.
+    Replay(Vec<Message>),
+    /// Asks the person to pick a session to resume; `None` when they choose none.
+    Pick {
+        /// The sessions, newest first.
+        sessions: Vec<PickItem>,
+        /// Where the choice goes.
+        reply: Sender<Option<String>>,
+    },
+}
+
+/// What the agent waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadKind {
+    /// The next prompt.
+    Prompt,
+    /// Whether `tool` may run.
+    Approval {
+        /// The tool.
+        tool: String,
+    },
+}
+
+/// What a turn is doing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Phase {
+    /// Waiting for the model's answer.
+    Waiting,
+    /// Running a tool.
+    Tool(String),
+}
+
+/// What the status line shows.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatusInfo {
+    /// The model's name.
+    pub model: String,
+    /// The workspace, `~` for the home directory.
+    pub workspace: String,
+    /// Tokens the session has used, when the provider reports them.
+    pub tokens: Option<u64>,
+    /// The model's context window, when known.
+    pub context_window: Option<u64>,
+    /// Tokens of the last request (its prompt plus completion): the share of the window in
+    /// use.
+    pub context_used: Option<u64>,
+    /// How many turns `/undo` can take back.
+    pub undo_depth: Option<usize>,
+    /// Set when bash's changes are detected but cannot all be undone.
+    pub capture_note: Option<String>,
+}
+
+/// A session the picker offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PickItem {
+    /// Its id.
+    pub id: String,
+    /// When it was last written, as shown.
+    pub when: String,
+    /// Its first prompt.
+    pub first_prompt: String,
+    /// How many prompts it has.
+    pub turns: usize,
+}
+
+/// What the UI asks of the loop that runs it after a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Nothing beyond a redraw.
+    None,
+    /// Stop the running turn (as Ctrl-C does to a process).
+    Cancel,
+}
+
+/// The `/` and `@` menu.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Menu {
+    /// Where the completed word starts in the editor's text.
+    pub start: usize,
+    /// The choices.
+    pub items: Vec<MenuItem>,
+    /// The selected choice.
+    pub selected: usize,
+    /// Whether it completes a `/` command (Enter then sends it, Tab leaves room for its
+    /// arguments).
+    pub commands: bool,
+}
+
+/// One choice of the menu.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MenuItem {
+    /// What is shown.
+    pub label: String,
+    /// The summary after it.
+    pub detail: String,
+    /// What replaces the word.
+    pub replacement: String,
+}
+
+/// The session picker.
+#[derive(Debug)]
+pub struct Picker {
+    /// The sessions.
+    pub sessions: Vec<PickItem>,
+    /// The selected one.
+    pub selected: usize,
+    reply: Sender<Option<String>>,
+}
+
+/// A running `bash` command's output, for the live area.
+#[derive(Debug, Default)]
+pub struct BashLive {
+    /// The command line.
+    pub command: String,
+    /// The output so far, cut to its last lines.
+    pub tail: Vec<String>,
+    /// The unfinished last line.
+    pub partial: String,
+    /// How many lines came.
+    pub lines: usize,
+}
+
+/// How many lines of a running command's output are shown.
+pub const BASH_TAIL: usize = 5;
+/// How many lines of a diff a card shows before Ctrl-O.
+pub const CARD_DIFF_LINES: usize = 12;
+/// How many lines of a tool's result a card shows.
+pub const CARD_RESULT_LINES: usize = 4;
+/// How long a first Ctrl-C on an empty prompt waits for the second.
+pub const QUIT_WINDOW: Duration = Duration::from_secs(2);
+
+/// The UI's state.
+pub struct App {
+    /// Transcript lines, wrapped, waiting to be printed above the viewport.
+    pending: Vec<Line<'static>>,
+    /// The screen's width.
+    pub width: u16,
+    /// Colour on or off.
+    pub color: bool,
+    /// The prompt being typed.
+    pub editor: Editor,
+    /// What the agent waits for, and where the answer goes.
+    reading: Option<(ReadKind, Sender<Read>)>,
+    /// A prompt sent while a turn ran: it goes as soon as the agent asks for one.
+    pub queued: Option<String>,
+    /// The model's text of this step, as it streams.
+    stream: Option<MarkdownStream>,
+    /// What the running turn does, since when; `None` between turns.
+    pub phase: Option<(Phase, Instant)>,
+    /// When the running turn began.
+    pub turn_started: Option<Instant>,
+    /// A stop was asked for this turn.
+    pub stopping: bool,
+    /// The running bash command.
+    pub bash: Option<BashLive>,
+    /// The diff of a call waiting to be run or approved.
+    preview: Option<String>,
+    /// The last card's full lines, for Ctrl-O.
+    last_card: Vec<Line<'static>>,
+    /// The open menu.
+    pub menu: Option<Menu>,
+    /// The word the menu was closed on with Esc; it stays closed until the word changes.
+    menu_dismissed: Option<String>,
+    /// The open session picker.
+    pub picker: Option<Picker>,
+    /// The status line's facts.
+    pub status: StatusInfo,
+    /// The footer's hint after a turn that changed files.
+    pub hint: Option<String>,
+    /// When Ctrl-C was pressed on an empty prompt.
+    quit_armed: Option<Instant>,
+    /// The person asked to leave.
+    pub quit: bool,
+    registry: Option<Registry>,
+    root: PathBuf,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("width", &self.width)
+            .field("phase", &self.phase)
+            .finish_non_exhaustive()
+    }
+}
+
+fn dim() -> Style {
+    Style::default().add_modifier(Modifier::DIM)
+}
+
+impl App {
+    /// A UI `width` columns wide, completing `/` from `registry` and `@` under `root`.
+    pub fn new(width: u16, color: bool, registry: Option<Registry>, root: PathBuf) -> Self {
+        App {
+            pending: Vec::new(),
+            width: width.max(1),
+            color,
+            editor: Editor::default(),
+            reading: None,
+            queued: None,
+            stream: None,
+            phase: None,
+            turn_started: None,
+            stopping: false,
+            bash: None,
+            preview: None,
+            last_card: Vec::new(),
+            menu: None,
+            menu_dismissed: None,
+            picker: None,
+            status: StatusInfo::default(),
+            hint: None,
+            quit_armed: None,
+            quit: false,
+            registry,
+            root,
+        }
+    }
+
+    /// The transcript lines to print above the viewport now.
+    pub fn take_pending(&mut self) -> Vec<Line<'static>> {
+        std::mem::take(&mut self.pending)
+    }
+
+    /// What the agent waits for, if anything.
+    pub fn reading(&self) -> Option<&ReadKind> {
+        self.reading.as_ref().map(|(kind, _)| kind)
+    }
+
+    /// The streamed text not yet printed, rendered.
+    pub fn live_text(&self) -> Vec<Line<'static>> {
+        self.stream
+            .as_ref()
+            .map(|stream| stream.live(self.width))
+            .unwrap_or_default()
+    }
+
+    /// The diff waiting for a decision.
+    pub fn preview(&self) -> Option<&str> {
+        self.preview.as_deref()
+    }
+
+    fn options(&self) -> Options {
+        Options { color: self.color }
+    }
+
+    fn style(&self, color: Color) -> Style {
+        if self.color {
+            Style::default().fg(color)
+        } else {
+            Style::default()
+        }
+    }
+
+    /// Adds transcript lines, each wrapped to the width.
+    fn push_lines(&mut self, lines: impl IntoIterator<Item = Line<'static>>) {
+        for line in lines {
+            self.pending.extend(markdown::wrap(&line, self.width, "  "));
+        }
+    }
+
+    /// Adds plain text, line by line, in `style`.
+    fn push_text(&mut self, text: &str, style: Style) {
+        let lines: Vec<Line<'static>> = text
+            .trim_end_matches('\n')
+            .split('\n')
+            .map(|line| Line::styled(line.to_owned(), style))
+            .collect();
+        self.push_lines(lines);
+    }
+
+    /// A blank line between entries, unless the transcript is at its start.
+    fn gap(&mut self) {
+        self.pending.push(Line::default());
+    }
+
+    fn flush_stream(&mut self) {
+        if let Some(mut stream) = self.stream.take() {
+            let lines = stream.finish(self.width);
+            self.pending.extend(lines);
+        }
+    }
+
+    /// Handles a message of the agent.
+    pub fn on_agent(&mut self, message: ToUi, now: Instant) {
+        match message {
+            ToUi::Info(text) => {
+                self.flush_stream();
+                self.push_text(&text, Style::default());
+            }
+            ToUi::Preview(text) => {
+                self.flush_stream();
+                self.preview = Some(text);
+            }
+            ToUi::Delta(text) => {
+                let width = self.width;
+                if self.stream.is_none() {
+                    self.gap();
+                }
+                let options = self.options();
+                let stream = self
+                    .stream
+                    .get_or_insert_with(|| MarkdownStream::new(options));
+                stream.push(&text);
+                let lines = stream.take_committed(width);
+                self.pending.extend(lines);
+            }
+            ToUi::Event(event) => self.on_event(event, now),
+            ToUi::Phase(phase) => {
+                if self.turn_started.is_none() {
+                    self.turn_started = Some(now);
+                }
+                self.phase = Some((phase, now));
+            }
+            ToUi::BashOutput(text) => {
+                let bash = self.bash.get_or_insert_with(BashLive::default);
+                bash.partial.push_str(&text);
+                while let Some(at) = bash.partial.find('\n') {
+                    let line: String = bash.partial[..at].trim_end_matches('\r').to_owned();
+                    bash.partial.replace_range(..=at, "");
+                    bash.lines += 1;
+                    bash.tail.push(line);
+                    if bash.tail.len() > BASH_TAIL {
+                        bash.tail.remove(0);
+                    }
+                }
+            }
+            ToUi::Read { kind, reply } => {
+                self.flush_stream();
+                if kind == ReadKind::Prompt {
+                    self.end_turn();
+                    if let Some(queued) = self.queued.take() {
+                        self.echo_prompt(&queued);
+                        let _ = reply.send(Read::Line(queued));
+                        self.turn_started = Some(now);
+                        self.phase = Some((Phase::Waiting, now));
+                        return;
+                    }
+                } else if let Some(preview) = self.preview.take() {
+                    // Asked: the diff goes to the transcript in full; a command only when
+                    // the card's header had to cut it.
+                    let shown = self.bash.as_ref().map(|bash| format!("$ {}", bash.command));
+                    if shown.as_deref() != Some(preview.trim_end_matches('\n')) {
+                        let lines = self.diff_lines(&preview);
+                        self.push_lines(lines);
+                    }
+                }
+                self.reading = Some((kind, reply));
+            }
+            ToUi::Status(status) => self.status = status,
+            ToUi::Replay(messages) => self.replay(&messages),
+            ToUi::Pick { sessions, reply } => {
+                if sessions.is_empty() {
+                    let _ = reply.send(None);
+                    self.push_text("no saved sessions in this workspace", dim());
+                } else {
+                    self.picker = Some(Picker {
+                        sessions,
+                        selected: 0,
+                        reply,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The turn is over: its live parts go.
+    fn end_turn(&mut self) {
+        self.phase = None;
+        self.turn_started = None;
+        self.stopping = false;
+        self.bash = None;
+        self.preview = None;
+    }
+
+    fn on_event(&mut self, event: Event, now: Instant) {
+        match event {
+            Event::AssistantText { .. } => self.flush_stream(),
+            Event::ToolCall {
+                name, arguments, ..
+            } => {
+                self.flush_stream();
+                self.gap();
+                let header = Line::from(vec![
+                    Span::styled("● ", self.style(Color::Green)),
+                    Span::styled(name.clone(), Style::default().add_modifier(Modifier::BOLD)),
+                    Span::raw(" "),
+                    Span::raw(brief(&arguments)),
+                ]);
+                self.push_lines([header]);
+                if name == "bash" {
+                    self.bash = Some(BashLive {
+                        command: brief(&arguments),
+                        ..BashLive::default()
+                    });
+                }
+                self.phase = Some((Phase::Tool(name), now));
+            }
+            Event::ToolResult {
+                name,
+                status,
+                output,
+                ..
+            } => {
+                self.bash = None;
+                let mut card = Vec::new();
+                // A bash call's preview is its command, which the card's header shows.
+                if let Some(preview) = self.preview.take()
+                    && name != "bash"
+                {
+                    card = self.diff_lines(&preview);
+                }
+                let full_card = card.clone();
+                if card.len() > CARD_DIFF_LINES {
+                    let rest = card.len() - CARD_DIFF_LINES;
+                    card.truncate(CARD_DIFF_LINES);
+                    card.push(Line::styled(
+                        format!("  … {rest} more lines (ctrl+o shows them)"),
+                        dim(),
+                    ));
+                }
+                let result = self.result_lines(status, &output, name == "bash");
+                self.last_card = full_card;
+                self.last_card.extend(self.full_result(status, &output));
+                card.extend(result);
+                self.push_lines(card);
+                self.phase = Some((Phase::Waiting, now));
+            }
+            Event::TurnEnd {
+                changed,
+                turn_id,
+                error,
+                ..
+            } => {
+                self.flush_stream();
+                if error.is_some() || !changed.is_empty() {
+                    self.gap();
+                }
+                if let Some(error) = error {
+                    self.push_text(&format!("turn stopped: {error}"), self.style(Color::Red));
+                }
+                if !changed.is_empty() {
+                    let list: Vec<String> = changed.iter().map(ToString::to_string).collect();
+                    let id = turn_id
+                        .map(|id| format!(" · turn #{id}"))
+                        .unwrap_or_default();
+                    self.push_text(
+                        &format!("changed: {}{id} · /undo reverts it", list.join(", ")),
+                        self.style(Color::Cyan),
+                    );
+                    self.hint = turn_id.map(|id| format!("/undo reverts turn #{id}"));
+                }
+                self.end_turn();
+            }
+        }
+    }
+
+    /// A diff's lines, coloured, indented under its card.
+    fn diff_lines(&self, diff: &str) -> Vec<Line<'static>> {
+        diff.trim_end_matches('\n')
+            .split('\n')
+            .map(|line| {
+                let style = if line.starts_with("+++") || line.starts_with("---") {
+                    Style::default().add_modifier(Modifier::BOLD)
+                } else if line.starts_with('+') {
+                    self.style(Color::Green)
+                } else if line.starts_with('-') {
+                    self.style(Color::Red)
+                } else if line.starts_with("@@") {
+                    self.style(Color::Cyan)
+                } else {
+                    Style::default()
+                };
+                Line::from(vec![Span::raw("  "), Span::styled(line.to_owned(), style)])
+            })
+            .collect()
+    }
+
+    /// A tool's result under its card: its first lines, or a command's last ones (where
+    /// its errors and exit code are) when `last`.
+    fn result_lines(&self, status: Status, output: &str, last: bool) -> Vec<Line<'static>> {
+        let lead = match status {
+            Status::Ok => "  ⎿ ",
+            Status::Error => "  ⎿ error: ",
+            Status::Denied => "  ⎿ denied: ",
+        };
+        let style = self.result_style(status);
+        let all: Vec<&str> = output.lines().collect();
+        let hidden = all.len().saturating_sub(CARD_RESULT_LINES);
+        let (shown, note) = match (hidden, last) {
+            (0, _) => (&all[..], None),
+            (_, true) => (
+                &all[hidden..],
+                Some(format!("    … {hidden} lines above (ctrl+o shows them)")),
+            ),
+            (_, false) => (
+                &all[..CARD_RESULT_LINES],
+                Some(format!("    … {hidden} more lines (ctrl+o shows them)")),
+            ),
+        };
+        let mut lines: Vec<Line<'static>> = Vec::new();
+        let mut lead = lead;
+        if last && let Some(note) = &note {
+            lines.push(Line::styled(format!("{lead}{}", note.trim_start()), dim()));
+            lead = "    ";
+        }
+        for line in shown {
+            lines.push(Line::styled(format!("{lead}{line}"), style));
+            lead = "    ";
+        }
+        if !last && let Some(note) = note {
+            lines.push(Line::styled(note, dim()));
+        }
+        if lines.is_empty() {
+            lines.push(Line::styled(format!("{lead}(no output)"), style));
+        }
+        lines
+    }
+
+    /// Every line of a tool's result, for Ctrl-O.
+    fn full_result(&self, status: Status, output: &str) -> Vec<Line<'static>> {
+        let style = self.result_style(status);
+        output
+            .lines()
+            .map(|line| Line::styled(format!("    {line}"), style))
+            .collect()
+    }
+
+    fn result_style(&self, status: Status) -> Style {
+        match status {
+            Status::Ok => dim(),
+            Status::Error | Status::Denied => self.style(Color::Red),
+        }
+    }
+
+    /// Shows a sent prompt in the transcript.
+    fn echo_prompt(&mut self, prompt: &str) {
+        self.gap();
+        let style = Style::default().add_modifier(Modifier::BOLD);
+        for (index, line) in prompt.split('\n').enumerate() {
+            let lead = if index == 0 { "› " } else { "  " };
+            self.push_lines([Line::from(vec![
+                Span::styled(lead, self.style(Color::Magenta)),
+                Span::styled(line.to_owned(), style),
+            ])]);
+        }
+    }
+
+    /// Shows a resumed conversation again.
+    fn replay(&mut self, messages: &[Message]) {
+        for message in messages {
+            match message.role {
+                Role::System => {}
+                Role::User => self.echo_prompt(&message.content),
+                Role::Assistant => {
+                    if !message.content.is_empty() {
+                        self.gap();
+                        let lines = markdown::render(&message.content, self.width, self.options());
+                        self.pending.extend(lines);
+                    }
+                    for call in &message.tool_calls {
+                        let arguments = serde_json::from_str(&call.arguments)
+                            .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
+                        self.gap();
+                        self.push_lines([Line::from(vec![
+                            Span::styled("● ", self.style(Color::Green)),
+                            Span::styled(
+                                call.name.clone(),
+                                Style::default().add_modifier(Modifier::BOLD),
+                            ),
+                            Span::raw(" "),
+                            Span::raw(brief(&arguments)),
+                        ])]);
+                    }
+                }
+                Role::Tool => {
+                    let first = message.content.lines().next().unwrap_or("(no output)");
+                    self.push_lines([Line::styled(format!("  ⎿ {first}"), dim())]);
+                }
+            }
+        }
+        if messages.iter().any(|m| m.role != Role::System) {
+            self.gap();
+            self.push_text("(resumed: the conversation above continues)", dim());
+        }
+    }
+
+    /// Handles pasted text: it goes into the prompt as typed, newlines kept.
+    pub fn on_paste(&mut self, text: &str) {
+        if self.picker.is_none() {
+            self.editor.insert(text);
+            self.refresh_menu();
+        }
+    }
+
+    /// Handles a key.
+    pub fn on_key(&mut self, key: KeyEvent, now: Instant) -> Effect {
+        if key.kind == KeyEventKind::Release {
+            return Effect::None;
+        }
+        let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+        let alt = key.modifiers.contains(KeyModifiers::ALT);
+        let shift = key.modifiers.contains(KeyModifiers::SHIFT);
+        if self.picker.is_some() {
+            self.picker_key(key.code, ctrl);
+            return Effect::None;
+        }
+        let busy = self.turn_started.is_some() || self.approval();
+        match key.code {
+            KeyCode::Char('c') if ctrl => {
+                if busy {
+                    return self.stop();
+                }
+                if !self.editor.is_empty() {
+                    self.editor.take();
+                    self.menu = None;
+                    self.quit_armed = None;
+                    return Effect::None;
+                }
+                match self.quit_armed {
+                    Some(at) if now.duration_since(at) <= QUIT_WINDOW => self.leave(),
+                    _ => self.quit_armed = Some(now),
+                }
+                return Effect::None;
+            }
+            KeyCode::Esc => {
+                if self.menu.is_some() {
+                    self.menu_dismissed = Some(self.editor.word_before_cursor().1.to_owned());
+                    self.menu = None;
+                    return Effect::None;
+                }
+                if busy {
+                    return self.stop();
+                }
+                return Effect::None;
+            }
+            KeyCode::Char('d') if ctrl => {
+                if self.editor.is_empty() && !busy {
+                    self.leave();
+                } else {
+                    self.editor.delete();
+                }
+            }
+            KeyCode::Char('o') if ctrl => {
+                if !self.last_card.is_empty() {
+                    let card = self.last_card.clone();
+                    self.push_lines(card);
+                }
+                return Effect::None;
+            }
+            KeyCode::Enter if shift || alt => self.editor.insert("\n"),
+            KeyCode::Char('j') if ctrl => self.editor.insert("\n"),
+            KeyCode::Enter => self.enter(now),
+            KeyCode::Tab => self.accept_menu(false, now),
+            KeyCode::Up if self.menu.is_some() => {
+                self.move_menu(-1);
+                return Effect::None;
+            }
+            KeyCode::Down if self.menu.is_some() => {
+                self.move_menu(1);
+                return Effect::None;
+            }
+            KeyCode::Up => {
+                self.editor.up();
+            }
+            KeyCode::Down => {
+                self.editor.down();
+            }
+            KeyCode::Left if ctrl || alt => self.editor.word_left(),
+            KeyCode::Right if ctrl || alt => self.editor.word_right(),
+            KeyCode::Left => self.editor.left(),
+            KeyCode::Right => self.editor.right(),
+            KeyCode::Home => self.editor.home(),
+            KeyCode::End => self.editor.end(),
+            KeyCode::Char('a') if ctrl => self.editor.home(),
+            KeyCode::Char('e') if ctrl => self.editor.end(),
+            KeyCode::Char('u') if ctrl => self.editor.delete_to_line_start(),
+            KeyCode::Char('k') if ctrl => self.editor.delete_to_line_end(),
+            KeyCode::Char('w') if ctrl => self.editor.delete_word(),
+            KeyCode::Backspace if ctrl || alt => self.editor.delete_word(),
+            KeyCode::Backspace => self.editor.backspace(),
+            KeyCode::Delete => self.editor.delete(),
+            KeyCode::Char(c) if !ctrl => {
+                if self.approval() && self.editor.is_empty() {
+                    match c.to_ascii_lowercase() {
+                        'y' | 'a' => {
+                            self.answer(c.to_ascii_lowercase().to_string());
+                            return Effect::None;
+                        }
+                        'n' => {
+                            // Room for a reason; Enter sends it.
+                            self.editor.insert("n ");
+                            return Effect::None;
+                        }
+                        _ => {}
+                    }
+                }
+                self.editor.insert(&c.to_string());
+            }
+            _ => return Effect::None,
+        }
+        self.quit_armed = None;
+        self.refresh_menu();
+        Effect::None
+    }
+
+    fn approval(&self) -> bool {
+        matches!(self.reading, Some((ReadKind::Approval { .. }, _)))
+    }
+
+    /// Whether a second Ctrl-C now leaves.
+    pub fn quit_armed(&self, now: Instant) -> bool {
+        self.quit_armed
+            .is_some_and(|at| now.duration_since(at) <= QUIT_WINDOW)
+    }
+
+    /// Stops the running turn: once; a second press only says it is stopping.
+    fn stop(&mut self) -> Effect {
+        self.menu = None;
+        if self.approval() {
+            // The call is refused and the turn is stopped with it.
+            self.answer_with(Read::Interrupted);
+        }
+        if self.stopping {
+            return Effect::None;
+        }
+        self.stopping = true;
+        Effect::Cancel
+    }
+
+    fn leave(&mut self) {
+        self.quit = true;
+        if let Some((_, reply)) = self.reading.take() {
+            let _ = reply.send(Read::Eof);
+        }
+    }
+
+    fn answer(&mut self, line: String) {
+        self.answer_with(Read::Line(line));
+    }
+
+    fn answer_with(&mut self, read: Read) {
+        if let Some((_, reply)) = self.reading.take() {
+            let _ = reply.send(read);
+        }
+        self.editor.take();
+    }
+
+    fn enter(&mut self, now: Instant) {
+        if self.menu.is_some() {
+            self.accept_menu(true, now);
+            return;
+        }
+        // A trailing backslash continues the prompt on a new line, as in a shell.
+        if self.editor.text()[..self.editor.cursor()].ends_with('\\') {
+            self.editor.backspace();
+            self.editor.insert("\n");
+            return;
+        }
+        if self.approval() {
+            let line = self.editor.take();
+            self.answer(line);
+            return;
+        }
+        let text = self.editor.text().trim().to_owned();
+        if text.is_empty() {
+            return;
+        }
+        self.editor.take();
+        self.editor.remember(&text);
+        match self.reading.take() {
+            Some((ReadKind::Prompt, reply)) => {
+                self.echo_prompt(&text);
+                self.hint = None;
+                // A command says what it runs until the model is asked (a user command's
+                // turn then says so itself).
+                let phase = match text.strip_prefix('/') {
+                    Some(command) => Phase::Tool(format!(
+                        "/{}",
+                        command.split_whitespace().next().unwrap_or("")
+                    )),
+                    None => Phase::Waiting,
+                };
+                let _ = reply.send(Read::Line(text));
+                self.turn_started = Some(now);
+                self.phase = Some((phase, now));
+            }
+            other => {
+                // A turn runs: the prompt waits for it to end.
+                self.reading = other;
+                self.queued = Some(text);
+            }
+        }
+    }
+
+    fn move_menu(&mut self, by: isize) {
+        if let Some(menu) = &mut self.menu {
+            let len = menu.items.len();
+            if len > 0 {
+                menu.selected = (menu.selected as isize + by).rem_euclid(len as isize) as usize;
+            }
+        }
+    }
+
+    /// Puts the menu's choice in the prompt. Enter on a command sends it; Tab leaves room
+    /// for its arguments.
+    fn accept_menu(&mut self, enter: bool, now: Instant) {
+        let Some(menu) = self.menu.take() else {
+            if !enter {
+                self.refresh_menu_forced();
+            }
+            return;
+        };
+        let Some(item) = menu.items.get(menu.selected).cloned() else {
+            return;
+        };
+        self.editor
+            .replace_before_cursor(menu.start, &item.replacement);
+        if menu.commands {
+            if enter {
+                self.enter(now);
+                return;
+            }
+            self.editor.insert(" ");
+        }
+        self.refresh_menu();
+    }
+
+    /// Opens, filters or closes the menu after an edit.
+    fn refresh_menu(&mut self) {
+        let word = self.editor.word_before_cursor().1.to_owned();
+        if self.menu_dismissed.as_deref() == Some(word.as_str()) {
+            return;
+        }
+        self.menu_dismissed = None;
+        self.menu = self.menu_for(false);
+    }
+
+    fn refresh_menu_forced(&mut self) {
+        self.menu_dismissed = None;
+        self.menu = self.menu_for(true);
+    }
+
+    fn menu_for(&self, forced: bool) -> Option<Menu> {
+        if self.approval() || self.picker.is_some() {
+            return None;
+        }
+        let (start, word) = self.editor.word_before_cursor();
+        let at_end = self.editor.cursor() == self.editor.text().len();
+        if start == 0 && at_end && word.starts_with('/') && !self.editor.text().contains('\n') {
+            let registry = self.registry.as_ref()?;
+            let typed = word[1..].to_lowercase();
+            let entries = registry.list();
+            let mut items: Vec<(bool, MenuItem)> = entries
+                .into_iter()
+                .filter(|entry| entry.name.contains(&typed))
+                .map(|entry| {
+                    let hint = entry
+                        .argument_hint
+                        .as_deref()
+                        .map(|hint| format!(" {hint}"))
+                        .unwrap_or_default();
+                    (
+                        entry.name.starts_with(&typed),
+                        MenuItem {
+                            label: format!("/{}{hint}", entry.name),
+                            detail: entry.summary.unwrap_or_default(),
+                            replacement: format!("/{}", entry.name),
+                        },
+                    )
+                })
+                .collect();
+            // Names that start with what was typed come first.
+            items.sort_by_key(|(prefix, _)| !prefix);
+            let items: Vec<MenuItem> = items.into_iter().map(|(_, item)| item).collect();
+            return (!items.is_empty()).then_some(Menu {
+                start: 0,
+                items,
+                selected: 0,
+                commands: true,
+            });
+        }
+        if let Some(partial) = word.strip_prefix('@') {
+            let items: Vec<MenuItem> = complete_path(&self.root, partial)
+                .into_iter()
+                .map(|pair| MenuItem {
+                    label: pair.display,
+                    detail: String::new(),
+                    replacement: pair.replacement,
+                })
+                .collect();
+            return (!items.is_empty() && (forced || !partial.ends_with(' '))).then_some(Menu {
+                start,
+                items,
+                selected: 0,
+                commands: false,
+            });
+        }
+        None
+    }
+
+    fn picker_key(&mut self, code: KeyCode, ctrl: bool) {
+        let Some(picker) = &mut self.picker else {
+            return;
+        };
+        let len = picker.sessions.len();
+        match code {
+            KeyCode::Up => picker.selected = picker.selected.saturating_sub(1),
+            KeyCode::Down => picker.selected = (picker.selected + 1).min(len.saturating_sub(1)),
+            KeyCode::Enter => {
+                let id = picker.sessions.get(picker.selected).map(|s| s.id.clone());
+                if let Some(picker) = self.picker.take() {
+                    let _ = picker.reply.send(id);
+                }
+            }
+            KeyCode::Esc => {
+                if let Some(picker) = self.picker.take() {
+                    let _ = picker.reply.send(None);
+                }
+            }
+            KeyCode::Char('c') if ctrl => {
+                if let Some(picker) = self.picker.take() {
+                    let _ = picker.reply.send(None);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The spinner's frame and what the running turn does, e.g. `Waiting for the model`.
+    pub fn activity(&self, now: Instant) -> Option<(char, String, Duration)> {
+        const FRAMES: [char; 10] = ['⠋', '⠙', '⠹', '⠸', '⠼', '⠴', '⠦', '⠧', '⠇', '⠏'];
+        let started = self.turn_started?;
+        let elapsed = now.saturating_duration_since(started);
+        let frame = FRAMES[(elapsed.as_millis() / 80) as usize % FRAMES.len()];
+        let what = if self.stopping {
+            "Stopping".to_owned()
+        } else if self.approval() {
+            "Waiting for your answer".to_owned()
+        } else {
+            match &self.phase {
+                Some((Phase::Tool(name), _)) => format!("Running {name}"),
+                Some((Phase::Waiting, _)) if self.stream.is_some() => "Streaming".to_owned(),
+                _ => "Waiting for the model".to_owned(),
+            }
+        };
+        Some((frame, what, elapsed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tui::snapshots_test::{prompt, text};
+
+    fn key(code: KeyCode) -> KeyEvent {
+        KeyEvent::new(code, KeyModifiers::NONE)
+    }
+
+    #[test]
+    fn a_prompt_is_sent_when_asked_for_and_queued_while_a_turn_runs() {
+        let now = Instant::now();
+        let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
+        let (reply, replies) = std::sync::mpsc::channel();
+        app.on_agent(
+            ToUi::Read {
+                kind: ReadKind::Prompt,
+                reply: reply.clone(),
+            },
+            now,
+        );
+        for c in "hi".chars() {
+            app.on_key(key(KeyCode::Char(c)), now);
+        }
+        app.on_key(key(KeyCode::Enter), now);
+        assert_eq!(replies.try_recv(), Ok(Read::Line("hi".into())));
+        assert!(app.turn_started.is_some());
+        for c in "next".chars() {
+            app.on_key(key(KeyCode::Char(c)), now);
+        }
+        app.on_key(key(KeyCode::Enter), now);
+        assert_eq!(app.queued.as_deref(), Some("next"));
+        assert!(replies.try_recv().is_err());
+        app.on_agent(
+            ToUi::Read {
+                kind: ReadKind::Prompt,
+                reply,
+            },
+            now,
+        );
+        assert_eq!(replies.try_recv(), Ok(Read::Line("next".into())));
+        assert!(text(&app.take_pending()).contains("› next"));
+    }
+
+    #[test]
+    fn esc_and_ctrl_c_stop_a_turn_once_and_an_approval_with_it() {
+        let now = Instant::now();
+        let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
+        app.on_agent(ToUi::Phase(Phase::Waiting), now);
+        assert_eq!(app.on_key(key(KeyCode::Esc), now), Effect::Cancel);
+        assert_eq!(app.on_key(key(KeyCode::Esc), now), Effect::None);
+        app.on_agent(
+            ToUi::Event(Event::TurnEnd {
+                changed: Vec::new(),
+                turn_id: None,
+                steps: 1,
+                error: Some("interrupted by Ctrl-C".into()),
+            }),
+            now,
+        );
+        assert!(app.turn_started.is_none());
+        let (reply, replies) = std::sync::mpsc::channel();
+        app.on_agent(ToUi::Phase(Phase::Tool("write_file".into())), now);
+        app.on_agent(
+            ToUi::Read {
+                kind: ReadKind::Approval {
+                    tool: "write_file".into(),
+                },
+                reply,
+            },
+            now,
+        );
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(app.on_key(ctrl_c, now), Effect::Cancel);
+        assert_eq!(replies.try_recv(), Ok(Read::Interrupted));
+    }
+
+    #[test]
+    fn a_long_diff_is_cut_in_its_card_and_ctrl_o_prints_it_whole() {
+        let now = Instant::now();
+        let mut app = App::new(60, false, None, PathBuf::from("/nonexistent"));
+        app.on_agent(
+            ToUi::Event(Event::ToolCall {
+                id: "call_1".into(),
+                name: "write_file".into(),
+                arguments: serde_json::json!({"path": "big.txt"}),
+            }),
+            now,
+        );
+        let diff: String = (1..=30).map(|n| format!("+line {n}\n")).collect();
+        app.on_agent(ToUi::Preview(diff), now);
+        app.on_agent(
+            ToUi::Event(Event::ToolResult {
+                id: "call_1".into(),
+                name: "write_file".into(),
+                status: Status::Ok,
+                output: "created big.txt".into(),
+                changes: Vec::new(),
+            }),
+            now,
+        );
+        let card = text(&app.take_pending());
+        assert!(
+            card.contains("+line 12") && !card.contains("+line 13"),
+            "{card}"
+        );
+        assert!(
+            card.contains("… 18 more lines (ctrl+o shows them)"),
+            "{card}"
+        );
+        app.on_key(
+            KeyEvent::new(KeyCode::Char('o'), KeyModifiers::CONTROL),
+            now,
+        );
+        let whole = text(&app.take_pending());
+        assert!(
+            whole.contains("+line 30") && whole.contains("created big.txt"),
+            "{whole}"
+        );
+    }
+
+    #[test]
+    fn ctrl_c_twice_on_an_empty_prompt_leaves() {
+        let now = Instant::now();
+        let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
+        let replies = prompt(&mut app, now);
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        app.on_key(key(KeyCode::Char('x')), now);
+        app.on_key(ctrl_c, now);
+        assert!(app.editor.is_empty() && !app.quit);
+        app.on_key(ctrl_c, now);
+        assert!(!app.quit && app.quit_armed(now));
+        // Too late: the first press is forgotten.
+        app.on_key(ctrl_c, now + QUIT_WINDOW * 2);
+        assert!(!app.quit);
+        app.on_key(ctrl_c, now + QUIT_WINDOW * 2 + Duration::from_millis(100));
+        assert!(app.quit);
+        assert_eq!(replies.try_recv(), Ok(Read::Eof));
+    }
+
+    #[test]
+    fn approvals_take_single_keys_and_a_reason() {
+        let now = Instant::now();
+        let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
+        let (reply, replies) = std::sync::mpsc::channel();
+        let ask = |reply: Sender<Read>| ToUi::Read {
+            kind: ReadKind::Approval {
+                tool: "bash".into(),
+            },
+            reply,
+        };
+        app.on_agent(ask(reply.clone()), now);
+        app.on_key(key(KeyCode::Char('y')), now);
+        assert_eq!(replies.try_recv(), Ok(Read::Line("y".into())));
+        app.on_agent(ask(reply), now);
+        for c in "nuse git".chars() {
+            app.on_key(key(KeyCode::Char(c)), now);
+        }
+        app.on_key(key(KeyCode::Enter), now);
+        assert_eq!(replies.try_recv(), Ok(Read::Line("n use git".into())));
+    }
+
+    #[test]
+    fn multi_line_input_by_shift_enter_alt_enter_and_a_trailing_backslash() {
+        let now = Instant::now();
+        let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
+        app.on_key(key(KeyCode::Char('a')), now);
+        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::SHIFT), now);
+        app.on_key(key(KeyCode::Char('b')), now);
+        app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::ALT), now);
+        app.on_key(key(KeyCode::Char('\\')), now);
+        app.on_key(key(KeyCode::Enter), now);
+        app.on_key(key(KeyCode::Char('c')), now);
+        assert_eq!(app.editor.text(), "a\nb\n\nc");
+    }
+
+    #[test]
+    fn streamed_text_is_printed_in_blocks_and_bash_output_is_tailed() {
+        let now = Instant::now();
+        let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
+        app.on_agent(ToUi::Delta("first para".into()), now);
+        assert_eq!(text(&app.live_text()), "first para");
+        app.on_agent(ToUi::Delta("graph\n\nsecond".into()), now);
+        assert!(text(&app.take_pending()).contains("first paragraph"));
+        app.on_agent(
+            ToUi::Event(Event::AssistantText {
+                text: String::new(),
+            }),
+            now,
+        );
+        assert!(text(&app.take_pending()).contains("second"));
+        for n in 0..8 {
+            app.on_agent(ToUi::BashOutput(format!("line {n}\n")), now);
+        }
+        app.on_agent(ToUi::BashOutput("part".into()), now);
+        let bash = app.bash.as_ref().unwrap();
+        assert_eq!(bash.tail.first().map(String::as_str), Some("line 3"));
+        assert_eq!((bash.lines, bash.partial.as_str()), (8, "part"));
+    }
+}

@@ -1,0 +1,399 @@
+//! Snapshots of each state of the UI: the transcript lines it prints above the viewport,
+//! then the viewport as ratatui's `TestBackend` holds it.
+
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::text::Line;
+use shiro_commands::{Registry, Sources};
+use shiro_tools::{Change, WorkspacePath};
+
+use super::app::{App, Phase, PickItem, ReadKind, StatusInfo, ToUi};
+use super::view;
+use crate::agent::events::{Event, Status};
+use crate::agent::input::Read;
+use crate::provider::{Message, ToolCall};
+
+/// A UI at `width` columns, with the built-in commands and one user command.
+fn app(width: u16) -> App {
+    let root = std::env::temp_dir().join("shiro-tui-snapshots-none");
+    let registry = Registry::load(Sources {
+        workspace_root: root.clone(),
+        builtins: crate::headless::BUILTINS
+            .iter()
+            .map(|(name, summary)| ((*name).to_owned(), (*summary).to_owned()))
+            .collect(),
+        ..Sources::default()
+    });
+    let mut app = App::new(width, false, Some(registry), root);
+    app.status = StatusInfo {
+        model: "gpt-4o".into(),
+        workspace: "~/src/shop".into(),
+        tokens: Some(12_345),
+        context_window: Some(128_000),
+        context_used: Some(9_876),
+        undo_depth: Some(3),
+        capture_note: None,
+    };
+    app
+}
+
+/// The lines' text, each without trailing blanks.
+pub(crate) fn text(lines: &[Line<'_>]) -> String {
+    lines
+        .iter()
+        .map(|line| {
+            line.spans
+                .iter()
+                .map(|span| span.content.as_ref())
+                .collect::<String>()
+                .trim_end()
+                .to_owned()
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The transcript printed since the last call, then the viewport at `now`.
+fn shot(app: &mut App, now: Instant) -> String {
+    let printed = app.take_pending();
+    let (lines, cursor) = view::lines(app, now);
+    let mut terminal =
+        Terminal::new(TestBackend::new(app.width, view::height(&lines))).expect("test backend");
+    terminal
+        .draw(|frame| view::draw(frame, &lines, cursor))
+        .expect("draw");
+    format!(
+        "printed above the viewport:\n{}\nviewport:\n{}",
+        text(&printed),
+        terminal.backend()
+    )
+}
+
+/// The agent asks for the next prompt; the receiver gets what is sent.
+pub(crate) fn prompt(app: &mut App, now: Instant) -> Receiver<Read> {
+    let (reply, replies) = channel();
+    app.on_agent(
+        ToUi::Read {
+            kind: ReadKind::Prompt,
+            reply,
+        },
+        now,
+    );
+    replies
+}
+
+fn type_text(app: &mut App, text: &str, now: Instant) {
+    for c in text.chars() {
+        app.on_key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE), now);
+    }
+}
+
+fn send(app: &mut App, text: &str, now: Instant) {
+    type_text(app, text, now);
+    app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE), now);
+}
+
+#[test]
+fn idle() {
+    let now = Instant::now();
+    let mut app = app(60);
+    let _replies = prompt(&mut app, now);
+    insta::assert_snapshot!(shot(&mut app, now));
+}
+
+#[test]
+fn streaming_markdown_with_a_code_block() {
+    let now = Instant::now();
+    let mut app = app(60);
+    let _replies = prompt(&mut app, now);
+    send(&mut app, "how do I print in Rust?", now);
+    app.on_agent(ToUi::Phase(Phase::Waiting), now);
+    for piece in [
+        "## Printing\n\nUse the **`println!`** macro",
+        ":\n\n```rust\nfn main() {\n",
+        "    println!(\"hello\");\n",
+    ] {
+        app.on_agent(ToUi::Delta(piece.into()), now);
+    }
+    insta::assert_snapshot!(shot(&mut app, now + Duration::from_secs(3)));
+}
+
+#[test]
+fn a_tool_card_with_a_diff() {
+    let now = Instant::now();
+    let mut app = app(60);
+    let _replies = prompt(&mut app, now);
+    send(&mut app, "rename the greeting", now);
+    app.on_agent(
+        ToUi::Event(Event::ToolCall {
+            id: "call_1".into(),
+            name: "edit_file".into(),
+            arguments: serde_json::json!({"path": "src/main.rs", "old_string": "hello", "new_string": "goodbye"}),
+        }),
+        now,
+    );
+    app.on_agent(
+        ToUi::Preview(
+            "--- a/src/main.rs\n+++ b/src/main.rs\n@@ -1,3 +1,3 @@\n fn main() {\n-    println!(\"hello\");\n+    println!(\"goodbye\");\n }\n".into(),
+        ),
+        now,
+    );
+    let running = shot(&mut app, now + Duration::from_secs(1));
+    app.on_agent(
+        ToUi::Event(Event::ToolResult {
+            id: "call_1".into(),
+            name: "edit_file".into(),
+            status: Status::Ok,
+            output: "edited src/main.rs: 1 replacement".into(),
+            changes: vec![Change::Modified {
+                path: WorkspacePath::from_relative("src/main.rs").expect("path"),
+            }],
+        }),
+        now,
+    );
+    insta::assert_snapshot!(format!(
+        "{running}\n\n--- after the call:\n{}",
+        shot(&mut app, now + Duration::from_secs(2))
+    ));
+}
+
+fn approval(width: u16) -> String {
+    let now = Instant::now();
+    let mut app = app(width);
+    let _replies = prompt(&mut app, now);
+    send(&mut app, "clean up", now);
+    app.on_agent(
+        ToUi::Event(Event::ToolCall {
+            id: "call_1".into(),
+            name: "bash".into(),
+            arguments: serde_json::json!({"command": "git clean -fdx && cargo build --release"}),
+        }),
+        now,
+    );
+    app.on_agent(
+        ToUi::Preview("$ git clean -fdx && cargo build --release\n".into()),
+        now,
+    );
+    let (reply, _answers) = channel();
+    app.on_agent(
+        ToUi::Read {
+            kind: ReadKind::Approval {
+                tool: "bash".into(),
+            },
+            reply,
+        },
+        now,
+    );
+    shot(&mut app, now + Duration::from_secs(4))
+}
+
+#[test]
+fn an_approval_at_40_columns() {
+    insta::assert_snapshot!(approval(40));
+}
+
+#[test]
+fn an_approval_at_160_columns() {
+    insta::assert_snapshot!(approval(160));
+}
+
+#[test]
+fn the_slash_menu_filtered() {
+    let now = Instant::now();
+    let mut app = app(70);
+    let _replies = prompt(&mut app, now);
+    type_text(&mut app, "/", now);
+    let all = shot(&mut app, now);
+    type_text(&mut app, "re", now);
+    let filtered = shot(&mut app, now);
+    app.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE), now);
+    insta::assert_snapshot!(format!(
+        "{all}\n\n--- after typing `re`:\n{filtered}\n\n--- after Down:\n{}",
+        shot(&mut app, now)
+    ));
+}
+
+#[test]
+fn the_session_picker() {
+    let now = Instant::now();
+    let mut app = app(70);
+    let (reply, chosen) = channel();
+    app.on_agent(
+        ToUi::Pick {
+            sessions: vec![
+                PickItem {
+                    id: "20261201-101500-aaaa".into(),
+                    when: "2026-12-01 10:15".into(),
+                    first_prompt: "add a --verbose flag to the CLI".into(),
+                    turns: 4,
+                },
+                PickItem {
+                    id: "20261130-090000-bbbb".into(),
+                    when: "2026-11-30 09:00".into(),
+                    first_prompt:
+                        "why does the build fail on CI but not here? it says linker errors".into(),
+                    turns: 1,
+                },
+            ],
+            reply,
+        },
+        now,
+    );
+    app.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE), now);
+    let shown = shot(&mut app, now);
+    app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE), now);
+    assert_eq!(chosen.try_recv(), Ok(Some("20261130-090000-bbbb".into())));
+    insta::assert_snapshot!(shown);
+}
+
+#[test]
+fn after_undo() {
+    let now = Instant::now();
+    let mut app = app(70);
+    let _replies = prompt(&mut app, now);
+    send(&mut app, "/undo", now);
+    app.on_agent(
+        ToUi::Info(
+            "undid turn #3 \"rename the greeting\": restored src/main.rs, removed notes.txt\nrewound the conversation by 4 messages to before that turn".into(),
+        ),
+        now,
+    );
+    app.status.undo_depth = Some(2);
+    let _replies = prompt(&mut app, now);
+    insta::assert_snapshot!(shot(&mut app, now));
+}
+
+#[test]
+fn the_status_line() {
+    let now = Instant::now();
+    let mut app = app(100);
+    app.status.capture_note = Some("bash: changes detected, not undoable".into());
+    app.hint = Some("/undo reverts turn #3".into());
+    let _replies = prompt(&mut app, now);
+    let full = shot(&mut app, now);
+    let mut narrow = self::app(30);
+    let _replies = prompt(&mut narrow, now);
+    insta::assert_snapshot!(format!(
+        "{full}\n\n--- at 30 columns:\n{}",
+        shot(&mut narrow, now)
+    ));
+}
+
+#[test]
+fn a_resumed_session_replays_its_transcript() {
+    let now = Instant::now();
+    let mut app = app(60);
+    let mut asked = Message::assistant("I'll add it.");
+    asked.tool_calls = vec![ToolCall {
+        id: "call_1".into(),
+        name: "write_file".into(),
+        arguments: r#"{"path":"notes.txt","content":"hi\n"}"#.into(),
+    }];
+    app.on_agent(
+        ToUi::Replay(vec![
+            Message::system("system prompt"),
+            Message::user("add notes"),
+            asked,
+            Message::tool_result("call_1", "created notes.txt (3 bytes)"),
+            Message::assistant("Done: **notes.txt** says hi."),
+        ]),
+        now,
+    );
+    let _replies = prompt(&mut app, now);
+    insta::assert_snapshot!(shot(&mut app, now));
+}
+
+#[test]
+fn bash_output_streams_live_with_a_cap() {
+    let now = Instant::now();
+    let mut app = app(60);
+    let _replies = prompt(&mut app, now);
+    send(&mut app, "run the tests", now);
+    app.on_agent(
+        ToUi::Event(Event::ToolCall {
+            id: "call_1".into(),
+            name: "bash".into(),
+            arguments: serde_json::json!({"command": "cargo test"}),
+        }),
+        now,
+    );
+    for n in 1..=12 {
+        app.on_agent(ToUi::BashOutput(format!("test case_{n} ... ok\n")), now);
+    }
+    app.on_agent(ToUi::BashOutput("test case_13 ... ".into()), now);
+    let live = shot(&mut app, now + Duration::from_secs(7));
+    let output: String = (1..=13)
+        .map(|n| format!("test case_{n} ... ok\n"))
+        .collect::<String>()
+        + "[exit code 0]";
+    app.on_agent(
+        ToUi::Event(Event::ToolResult {
+            id: "call_1".into(),
+            name: "bash".into(),
+            status: Status::Ok,
+            output,
+            changes: Vec::new(),
+        }),
+        now,
+    );
+    insta::assert_snapshot!(format!(
+        "{live}\n\n--- after the call:\n{}",
+        shot(&mut app, now + Duration::from_secs(8))
+    ));
+}
+
+#[test]
+fn the_transcript_and_viewport_on_a_terminal_emulator_survive_a_resize() {
+    use super::screen::Screen;
+    use super::screen::tests::Emulator;
+    let now = Instant::now();
+    let mut app = app(50);
+    let mut screen = Screen::new(Emulator::new(50, 12), 0).expect("screen");
+    let _replies = prompt(&mut app, now);
+    send(&mut app, "hello", now);
+    app.on_agent(
+        ToUi::Delta("A first paragraph.\n\nA second one.".into()),
+        now,
+    );
+    super::render(&mut app, &mut screen).expect("render");
+    app.on_agent(
+        ToUi::Event(Event::AssistantText {
+            text: String::new(),
+        }),
+        now,
+    );
+    app.on_agent(
+        ToUi::Event(Event::TurnEnd {
+            changed: Vec::new(),
+            turn_id: None,
+            steps: 1,
+            error: None,
+        }),
+        now,
+    );
+    let _replies = prompt(&mut app, now);
+    super::render(&mut app, &mut screen).expect("render");
+    let before = screen_text(&mut screen);
+    screen.backend_mut().set_size(40, 10);
+    screen.resized().expect("resize");
+    app.width = 40;
+    super::render(&mut app, &mut screen).expect("render");
+    insta::assert_snapshot!(format!(
+        "{before}\n\n--- after a resize to 40×10:\n{}",
+        screen_text(&mut screen)
+    ));
+}
+
+fn screen_text(screen: &mut super::screen::Screen<super::screen::tests::Emulator>) -> String {
+    screen
+        .backend_mut()
+        .everything()
+        .lines()
+        .map(str::trim_end)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
