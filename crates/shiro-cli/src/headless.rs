@@ -28,7 +28,7 @@ use crate::signals::{INTERRUPTED, Signals};
 use crate::trust;
 
 /// The names the agent handles itself; user commands can never take them.
-pub const BUILTINS: [(&str, &str); 9] = [
+pub const BUILTINS: [(&str, &str); 11] = [
     ("help", "list commands and keys"),
     (
         "undo",
@@ -38,6 +38,11 @@ pub const BUILTINS: [(&str, &str); 9] = [
     ("log", "list the turns that can be undone"),
     ("commands", "list user commands"),
     ("clear", "start a new conversation (files are kept)"),
+    ("cost", "tokens used by this session and its last turn"),
+    (
+        "status",
+        "the model, workspace, session, undo depth and context used",
+    ),
     (
         "resume",
         "list this workspace's saved sessions; /resume N switches to one",

@@ -8,10 +8,12 @@ use shiro_undo::{UndoError, UndoOptions};
 
 use super::input::Read;
 use super::session::{self, Session, SessionSummary};
+use super::turn::SessionUsage;
 use super::turn::{Agent, SYSTEM_PROMPT};
 use crate::cli::CommandsCommand;
 use crate::headless::{self, BUILTINS};
 use crate::provider::Message;
+use crate::provider::Usage;
 use crate::trust;
 use crate::tui::{StatusInfo, ToUi};
 use shiro_tools::capture::CaptureMode;
@@ -119,6 +121,88 @@ async fn status(agent: &Agent<'_>) -> StatusInfo {
     }
 }
 
+/// `/cost`: the tokens of the session and of its last turn, as the provider counted them.
+pub fn cost_text(usage: &SessionUsage) -> String {
+    if usage.reported == 0 {
+        return if usage.unreported == 0 {
+            "no tokens used yet: no request was sent to the model in this session".to_owned()
+        } else {
+            format!(
+                "the model's server reported no token usage for the {} requests of this session (an OpenAI-compatible server that ignores stream_options.include_usage)",
+                usage.unreported
+            )
+        };
+    }
+    let line = |what: &str, sum: &Usage| {
+        format!(
+            "{what}: {} tokens: {} prompt ({} of them cached), {} completion",
+            sum.total(),
+            sum.prompt_tokens,
+            sum.cached_tokens,
+            sum.completion_tokens
+        )
+    };
+    let mut out = line("this session", &usage.total);
+    out.push('\n');
+    out.push_str(&line("its last turn", &usage.last_turn));
+    if usage.unreported > 0 {
+        let _ = write!(
+            out,
+            "\n({} of the session's requests came without usage and are not counted)",
+            usage.unreported
+        );
+    }
+    out
+}
+
+/// `/status`: what the terminal UI's status line shows, as text, with the session.
+pub fn status_text(status: &StatusInfo, session: &str, usage: &SessionUsage) -> String {
+    let mut out = format!(
+        "model: {}\nworkspace: {}\nsession: {session}\n",
+        status.model, status.workspace
+    );
+    match status.undo_depth {
+        Some(depth) => {
+            let _ = writeln!(out, "undoable turns: {depth}");
+        }
+        None => out.push_str("undoable turns: unknown (the undo log cannot be read)\n"),
+    }
+    let window = status.context_window.map_or_else(
+        || "unknown (set [model] context_window)".to_owned(),
+        |w| w.to_string(),
+    );
+    match usage.last {
+        Some(last) => {
+            let share = status
+                .context_window
+                .filter(|window| *window > 0)
+                .map(|window| match last.total().saturating_mul(100) / window {
+                    0 => " (under 1%)".to_owned(),
+                    share => format!(" ({share}%)"),
+                })
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "context: {} tokens in the last request{share}, of a window of {window}",
+                last.total()
+            );
+        }
+        None => {
+            let _ = writeln!(out, "context: no request yet; window {window}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "{}",
+        status
+            .capture_note
+            .as_deref()
+            .unwrap_or("bash: captured through an overlay, so /undo reverses its changes")
+    );
+    out.push_str("(/cost shows the tokens used)");
+    out
+}
+
 /// Sends a prompt as one turn. Errors of shiro's bookkeeping are shown and the session goes
 /// on: the files and the log are consistent (the store recovers on its next use).
 async fn send(agent: &mut Agent<'_>, prompt: &str) -> Result<()> {
@@ -164,6 +248,11 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
             }
             Err(err) => format!("error: {}", crate::headless::error_text(&err)),
         },
+        "cost" => cost_text(&agent.usage),
+        "status" => {
+            let status = status(agent).await;
+            status_text(&status, agent.session.id(), &agent.usage)
+        }
         "trust" => match trust::trust(ctx.config.user_dir.as_deref(), &ctx.root) {
             Ok(()) => format!(
                 "trusted {}: its commands' shell substitutions now run",
@@ -445,6 +534,54 @@ fn distance(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cost_and_status_say_what_the_provider_counted() {
+        let mut usage = SessionUsage::default();
+        assert_eq!(
+            cost_text(&usage),
+            "no tokens used yet: no request was sent to the model in this session"
+        );
+        usage.add(None);
+        assert!(
+            cost_text(&usage)
+                .starts_with("the model's server reported no token usage for the 1 requests")
+        );
+        usage.add(Some(Usage {
+            prompt_tokens: 1_000,
+            completion_tokens: 50,
+            cached_tokens: 800,
+        }));
+        usage.last_turn = Usage::default();
+        usage.add(Some(Usage {
+            prompt_tokens: 1_200,
+            completion_tokens: 30,
+            cached_tokens: 1_000,
+        }));
+        insta::assert_snapshot!(cost_text(&usage), @r"
+        this session: 2280 tokens: 2200 prompt (1800 of them cached), 80 completion
+        its last turn: 1230 tokens: 1200 prompt (1000 of them cached), 30 completion
+        (1 of the session's requests came without usage and are not counted)
+        ");
+        let status = StatusInfo {
+            model: "gpt-4o".into(),
+            workspace: "~/src/shop".into(),
+            tokens: Some(usage.total.total()),
+            context_window: Some(128_000),
+            context_used: usage.last.map(|last| last.total()),
+            undo_depth: Some(2),
+            capture_note: Some("bash: changes detected, not undoable".into()),
+        };
+        insta::assert_snapshot!(status_text(&status, "20261201-101500-abcd", &usage), @r"
+        model: gpt-4o
+        workspace: ~/src/shop
+        session: 20261201-101500-abcd
+        undoable turns: 2
+        context: 1230 tokens in the last request (under 1%), of a window of 128000
+        bash: changes detected, not undoable
+        (/cost shows the tokens used)
+        ");
+    }
 
     #[test]
     fn suggests_the_closest_commands() {

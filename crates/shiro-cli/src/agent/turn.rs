@@ -119,8 +119,31 @@ pub struct Agent<'a> {
 pub struct SessionUsage {
     /// Every request's tokens, summed.
     pub total: Usage,
+    /// The last turn's requests, summed.
+    pub last_turn: Usage,
     /// The last request's: how full the context window is.
     pub last: Option<Usage>,
+    /// How many requests reported their usage, and how many did not.
+    pub reported: u64,
+    /// Requests whose server sent no usage.
+    pub unreported: u64,
+}
+
+impl SessionUsage {
+    /// Adds one request's usage (`None`: the server sent none).
+    pub fn add(&mut self, usage: Option<Usage>) {
+        let Some(usage) = usage else {
+            self.unreported += 1;
+            return;
+        };
+        for sum in [&mut self.total, &mut self.last_turn] {
+            sum.prompt_tokens += usage.prompt_tokens;
+            sum.completion_tokens += usage.completion_tokens;
+            sum.cached_tokens += usage.cached_tokens;
+        }
+        self.last = Some(usage);
+        self.reported += 1;
+    }
 }
 
 impl std::fmt::Debug for Agent<'_> {
@@ -231,6 +254,7 @@ impl Agent<'_> {
             });
         }
         let marker = self.history.len();
+        self.usage.last_turn = Usage::default();
         let store = match self.ctx.open_store().await {
             Ok((store, notices)) => {
                 for notice in notices {
@@ -338,12 +362,7 @@ impl Agent<'_> {
             let completion = provider
                 .complete(&request, &mut |event| printer.stream(event))
                 .await?;
-            if let Some(usage) = completion.usage {
-                self.usage.total.prompt_tokens += usage.prompt_tokens;
-                self.usage.total.completion_tokens += usage.completion_tokens;
-                self.usage.total.cached_tokens += usage.cached_tokens;
-                self.usage.last = Some(usage);
-            }
+            self.usage.add(completion.usage);
             let message = completion.message;
             if !message.content.is_empty() {
                 self.printer.event(&Event::AssistantText {

@@ -19,7 +19,7 @@ const LIVE_LINES: usize = 8;
 /// The most rows of the prompt shown.
 const PROMPT_ROWS: usize = 8;
 /// The most menu or picker rows shown.
-const MENU_ROWS: usize = 10;
+const MENU_ROWS: usize = 12;
 
 fn dim() -> Style {
     Style::default().add_modifier(Modifier::DIM)
