@@ -474,6 +474,22 @@ pub fn parse_commands_md(file: &Path, text: &str, origin: Origin) -> Parsed {
 }
 
 /// Checks the name a command file's path gives; an error diagnostic when it is unusable.
+/// The diagnostics of a one-command file and its command's name, or what parsing it gives
+/// when the name is not one (no command, the name's error).
+fn named_file<'a>(file: &'a Path, name: &str) -> Result<(Diags<'a>, String), Parsed> {
+    let mut diags = Diags {
+        file,
+        out: Vec::new(),
+    };
+    match file_command_name(name, &mut diags) {
+        Some(name) => Ok((diags, name)),
+        None => Err(Parsed {
+            commands: Vec::new(),
+            diagnostics: diags.out,
+        }),
+    }
+}
+
 fn file_command_name(name: &str, diags: &mut Diags<'_>) -> Option<String> {
     let name = name.to_lowercase();
     if name.is_empty() {
@@ -512,15 +528,9 @@ pub fn parse_command_file(
     origin: Origin,
     ecosystem: Ecosystem,
 ) -> Parsed {
-    let mut diags = Diags {
-        file,
-        out: Vec::new(),
-    };
-    let Some(name) = file_command_name(name, &mut diags) else {
-        return Parsed {
-            commands: Vec::new(),
-            diagnostics: diags.out,
-        };
+    let (mut diags, name) = match named_file(file, name) {
+        Ok(started) => started,
+        Err(parsed) => return parsed,
     };
     let text = strip_bom(text);
     let lines: Vec<&str> = text.lines().collect();
@@ -734,15 +744,9 @@ fn position(text: &str, offset: usize) -> (usize, usize) {
 /// Parses one Gemini CLI command file (`commands/<name>.toml`): `prompt` (required) and
 /// `description`. A file that is not valid TOML, or has no `prompt`, is skipped with an error.
 pub fn parse_gemini_file(file: &Path, name: &str, text: &str, origin: Origin) -> Parsed {
-    let mut diags = Diags {
-        file,
-        out: Vec::new(),
-    };
-    let Some(name) = file_command_name(name, &mut diags) else {
-        return Parsed {
-            commands: Vec::new(),
-            diagnostics: diags.out,
-        };
+    let (mut diags, name) = match named_file(file, name) {
+        Ok(started) => started,
+        Err(parsed) => return parsed,
     };
     let bom = text.len() - strip_bom(text).len();
     let text = strip_bom(text);
