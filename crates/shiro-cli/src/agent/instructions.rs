@@ -287,6 +287,16 @@ mod tests {
         std::fs::write(path, text).unwrap();
     }
 
+    /// The instructions of a session in `root` started in `cwd`, for a user without files.
+    fn load_without_user_files(root: &Path, cwd: &Path) -> Instructions {
+        load(&Places {
+            root,
+            cwd: Some(cwd),
+            user_dir: None,
+            home: None,
+        })
+    }
+
     fn shown(found: &Instructions) -> Vec<&str> {
         found.files.iter().map(|file| file.shown.as_str()).collect()
     }
@@ -337,12 +347,7 @@ mod tests {
         // the workspace root is read.
         let alone = top.join("alone");
         write(&alone.join("CLAUDE.md"), "alone");
-        let found = load(&Places {
-            root: &alone,
-            cwd: Some(&cwd),
-            user_dir: None,
-            home: None,
-        });
+        let found = load_without_user_files(&alone, &cwd);
         assert_eq!(shown(&found), ["CLAUDE.md"]);
     }
 
@@ -376,13 +381,7 @@ mod tests {
         let big = "é".repeat(MAX_BYTES); // twice the cap in bytes
         write(&ws.join("AGENTS.md"), &big);
         write(&ws.join("sub/AGENTS.md"), "never fits");
-        let cwd = ws.join("sub");
-        let found = load(&Places {
-            root: &ws,
-            cwd: Some(&cwd),
-            user_dir: None,
-            home: None,
-        });
+        let found = load_without_user_files(&ws, &ws.join("sub"));
         assert_eq!(shown(&found), ["AGENTS.md"]);
         let file = &found.files[0];
         assert_eq!(file.text.len(), MAX_BYTES);
@@ -412,13 +411,7 @@ mod tests {
         std::os::unix::fs::symlink("docs/agents.md", ws.join("AGENTS.md")).unwrap();
         std::fs::create_dir_all(ws.join("sub/dir/AGENTS.md")).unwrap();
         std::os::unix::fs::symlink(top.join("secret"), ws.join("sub/AGENTS.md")).unwrap();
-        let cwd = ws.join("sub/dir");
-        let found = load(&Places {
-            root: &ws,
-            cwd: Some(&cwd),
-            user_dir: None,
-            home: None,
-        });
+        let found = load_without_user_files(&ws, &ws.join("sub/dir"));
         assert_eq!(shown(&found), ["AGENTS.md"]);
         assert_eq!(found.files[0].text, "linked rules");
         assert_eq!(found.notes.len(), 2, "{:?}", found.notes);
