@@ -65,6 +65,10 @@ pub struct SessionArgs {
     /// Use the plain line interface even on a terminal (as with pipes and TERM=dumb)
     #[arg(long)]
     pub no_tui: bool,
+
+    /// The most model calls one turn may make before it stops (default 50)
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_turns: Option<u32>,
 }
 
 /// The headless commands.

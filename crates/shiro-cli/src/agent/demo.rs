@@ -19,7 +19,7 @@ use super::session::Session;
 use super::turn::{self, Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT};
 use crate::config::Config;
 use crate::headless::{self, Context};
-use crate::provider::{Message, Provider, ReplayProvider};
+use crate::provider::{Provider, ReplayProvider};
 use crate::render::Color;
 use crate::signals::Signals;
 
@@ -100,8 +100,9 @@ pub async fn run(out: Box<dyn Write + Send>, color: Color) -> Result<()> {
         bash_running: tokio::sync::watch::Sender::new(false),
         limits: turn::TurnLimits::default(),
         usage: Default::default(),
+        system_prompt: SYSTEM_PROMPT.to_owned(),
     };
-    agent.push(Message::system(SYSTEM_PROMPT))?;
+    agent.start_conversation()?;
     agent.printer.info(&format!(
         "shiro demo: a scripted model works on a copy of examples/demo/workspace in {}\n(every tool call is approved automatically; each file change is shown as a diff first)\n",
         root.display()

@@ -5,7 +5,7 @@ use std::io::Write;
 use serde::Serialize;
 use shiro_tools::Change;
 
-use crate::provider::StreamEvent;
+use crate::provider::{StreamEvent, Usage};
 use crate::render::Color;
 use crate::tui::{Msg, Phase, ToUi, UiSender};
 
@@ -14,6 +14,27 @@ use crate::tui::{Msg, Phase, ToUi, UiSender};
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Event {
+    /// A headless run began (`--json` only, first): which session it saves to and where.
+    SessionStart {
+        /// The session's id: `shiro --resume ID` continues it.
+        session_id: String,
+        /// The model's name, or `none` when no model is set.
+        model: String,
+        /// The workspace root.
+        workspace: String,
+    },
+    /// A piece of the model's text as it streams (`--json` only); a step's deltas
+    /// concatenate to its `assistant_text`.
+    TextDelta {
+        /// The text.
+        text: String,
+    },
+    /// What one model request used, as the server counted it (when it says).
+    Usage {
+        /// The request's tokens.
+        #[serde(flatten)]
+        usage: Usage,
+    },
     /// The model's text of one step, whole (it streamed before).
     AssistantText {
         /// The text.
@@ -51,7 +72,38 @@ pub enum Event {
         steps: usize,
         /// Why the turn ended early (interrupted, a provider error, the step cap), if it did.
         error: Option<String>,
+        /// What kind of error `error` is, for a script to act on.
+        error_kind: Option<ErrorKind>,
+        /// The tokens the turn's requests used together; `null` when the server said nothing.
+        usage: Option<Usage>,
+        /// The session the turn belongs to.
+        session_id: String,
     },
+}
+
+/// What kind of error ended a turn, in `turn_end`'s `error_kind`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// Esc, Ctrl-C or a signal stopped it.
+    Interrupted,
+    /// It reached the cap on model calls (`--max-turns`).
+    MaxTurns,
+    /// No model is set, or its configuration cannot work.
+    Config,
+    /// The server refused the API key.
+    Auth,
+    /// The server kept rate limiting after every retry.
+    RateLimit,
+    /// The server refused the request (a wrong model or endpoint, a context too long, an
+    /// exhausted quota).
+    InvalidRequest,
+    /// The server kept failing (5xx) after every retry.
+    Server,
+    /// The server could not be reached, timed out, or the connection broke mid-answer.
+    Network,
+    /// The server's answer could not be read (or a replay script ran out).
+    BadResponse,
 }
 
 /// How a tool call went.
@@ -212,6 +264,9 @@ impl Printer {
             StreamEvent::TextDelta(text) if self.mode == Mode::Interactive => {
                 self.write_text(&text);
             }
+            StreamEvent::TextDelta(text) if self.mode == Mode::Json => {
+                self.event(&Event::TextDelta { text });
+            }
             StreamEvent::Retrying {
                 attempt,
                 max_retries,
@@ -265,6 +320,8 @@ impl Printer {
         match event {
             // Interactive text already streamed; headless prints the final answer at the end.
             Event::AssistantText { .. } => self.end_line(),
+            // Only for scripts: `/cost` and the status line show usage to a person.
+            Event::SessionStart { .. } | Event::TextDelta { .. } | Event::Usage { .. } => {}
             Event::ToolCall {
                 name, arguments, ..
             } => {

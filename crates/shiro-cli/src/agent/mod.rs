@@ -16,6 +16,7 @@ pub mod attach;
 pub mod demo;
 pub mod events;
 pub mod input;
+pub mod instructions;
 pub mod repl;
 pub mod session;
 pub mod turn;
@@ -31,7 +32,7 @@ use anyhow::Result;
 use shiro_commands::{Args, ExpandContext, FsReader, Origin, Resolved, ShRunner};
 
 use self::approve::{Approvals, Policy};
-use self::events::{Mode, Printer};
+use self::events::{Event, Mode, Printer};
 use self::input::{Input, Lines, Terminal};
 use self::session::Session;
 use self::turn::{Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT, TurnLimits, TurnReport};
@@ -68,6 +69,13 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         (false, false) => Policy::Ask,
     };
     let registry = headless::registry(ctx);
+    let cwd = std::env::current_dir().ok();
+    let instructions = instructions::load(&instructions::Places {
+        root: &ctx.root,
+        cwd: cwd.as_deref(),
+        user_dir: ctx.config.user_dir.as_deref(),
+        home: ctx.config.home_dir.as_deref(),
+    });
     let ui = if tui {
         match Ui::start(
             registry.clone(),
@@ -128,27 +136,45 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
             policy,
             always: BTreeSet::new(),
         },
-        max_steps: DEFAULT_MAX_STEPS,
+        max_steps: args
+            .max_turns
+            .map_or(DEFAULT_MAX_STEPS, |turns| turns as usize),
         // `-p` too: Ctrl-C stops the turn, which is finished and recorded.
         catch_interrupts: true,
         bash_running: tokio::sync::watch::Sender::new(false),
         limits: turn::TurnLimits::default(),
         usage: turn::SessionUsage::default(),
+        system_prompt: instructions.system_prompt(SYSTEM_PROMPT),
     };
-    if agent.history.is_empty() {
-        agent.push(Message::system(SYSTEM_PROMPT))?;
+    agent.start_conversation()?;
+    if let Some(summary) = instructions.summary() {
+        agent.printer.info(&format!("note: {summary}"));
+    }
+    for note in &instructions.notes {
+        agent.printer.info(&format!("note: {note}"));
     }
     for notice in notices {
         agent.printer.info(&format!("note: {notice}"));
     }
     if let Some(prompt) = &args.prompt {
+        agent.printer.event(&Event::SessionStart {
+            session_id: agent.session.id().to_owned(),
+            model: model_name(&agent),
+            workspace: ctx.root.display().to_string(),
+        });
+        // Piped input goes with the prompt, after it (`git diff | shiro -p "review this"`).
+        let piped = if std::io::stdin().is_terminal() {
+            String::new()
+        } else {
+            piped_block(std::io::stdin().lock(), &mut agent.printer)?
+        };
         // A user command works with -p as it does in a session; other text, a built-in's
         // name included, goes to the model as typed.
         let report = match registry.resolve(prompt) {
             Resolved::User { command, args } => {
-                run_user_command(&mut agent, &command, &args).await?
+                run_user_command(&mut agent, &command, &args, &piped).await?
             }
-            _ => send_prompt(&mut agent, prompt).await?,
+            _ => send_prompt(&mut agent, prompt, &piped).await?,
         };
         if report.interrupted {
             // The turn was finished and recorded, like one the REPL stops.
@@ -187,10 +213,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let model = match &agent.provider {
-        Ok(provider) => provider.model().to_owned(),
-        Err(_) => "none".to_owned(),
-    };
+    let model = model_name(&agent);
     let resumed = agent.history.len() > 1;
     let state = match (resumed, agent.session.unsaved_reason()) {
         (_, Some(_)) => "new, not saved",
@@ -232,6 +255,55 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(crate::signals::INTERRUPTED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The model's name, or `none`.
+fn model_name(agent: &Agent<'_>) -> String {
+    match &agent.provider {
+        Ok(provider) => provider.model().to_owned(),
+        Err(_) => "none".to_owned(),
+    }
+}
+
+/// The most of standard input `-p` sends with its prompt.
+pub const MAX_PIPED_BYTES: usize = 1 << 20;
+
+/// What `-p` reads from a pipe, as a block to add to its prompt: `\n\n<stdin>…</stdin>`, or
+/// nothing when the input is empty. Input past [`MAX_PIPED_BYTES`] is cut, and both the
+/// model (in the block) and the user (a notice) are told.
+pub fn piped_block(input: impl std::io::Read, printer: &mut Printer) -> Result<String> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    input
+        .take(MAX_PIPED_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|err| anyhow::anyhow!("cannot read standard input: {err}"))?;
+    let cut = bytes.len() > MAX_PIPED_BYTES;
+    bytes.truncate(MAX_PIPED_BYTES);
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if cut {
+        // Not in the middle of a character the lossy decoding replaced.
+        while text.ends_with('\u{FFFD}') {
+            text.pop();
+        }
+    }
+    if text.trim().is_empty() {
+        return Ok(String::new());
+    }
+    let mut block = format!("\n\n<stdin>\n{}", text.trim_end_matches('\n'));
+    if cut {
+        block.push_str(&format!(
+            "\n[cut: standard input is longer than {} KiB; only its start is here]",
+            MAX_PIPED_BYTES / 1024
+        ));
+        printer.info(&format!(
+            "note: standard input is longer than {} KiB; only its first {} KiB go to the model",
+            MAX_PIPED_BYTES / 1024,
+            MAX_PIPED_BYTES / 1024
+        ));
+    }
+    block.push_str("\n</stdin>");
+    Ok(block)
 }
 
 /// Whether the terminal UI can run: both ends on a terminal that is not `TERM=dumb`.
@@ -319,12 +391,14 @@ fn session_time(time: std::time::SystemTime) -> String {
 /// attached to the message (see [`attach`]), each with a note for the user, and the turn
 /// runs. The REPL and `-p` send prompts through it; a user command's template has its own
 /// `@` references, read by [`run_user_command`].
-pub async fn send_prompt(agent: &mut Agent<'_>, prompt: &str) -> Result<TurnReport> {
+///
+/// `extra` (piped input) follows the message as it is: its `@`s attach nothing.
+pub async fn send_prompt(agent: &mut Agent<'_>, prompt: &str, extra: &str) -> Result<TurnReport> {
     let attached = attach::attach(&agent.ctx.root, prompt).await;
     for note in &attached.notes {
         agent.printer.info(note);
     }
-    agent.turn(&attached.message).await
+    agent.turn(&format!("{}{extra}", attached.message)).await
 }
 
 /// Switches `agent` to the saved session `id` of its workspace (`/resume`, a picker): its
@@ -341,9 +415,7 @@ pub fn resume_session(agent: &mut Agent<'_>, id: &str) -> Result<String> {
     }
     agent.session = reopened.session;
     agent.history = reopened.history;
-    if agent.history.is_empty() {
-        agent.push(Message::system(SYSTEM_PROMPT))?;
-    }
+    agent.start_conversation()?;
     let turns = agent
         .history
         .iter()
@@ -395,10 +467,13 @@ fn shell_word(word: &str) -> String {
 /// Expands a user command and runs it as one turn: its `allowed-tools` limit the turn's tools
 /// (a matching `Bash(…)` rule runs a command without asking, when the command is the user's
 /// own or its workspace is trusted), and its `model` answers this turn only.
+///
+/// `extra` (piped input) follows the expanded prompt as it is.
 pub async fn run_user_command(
     agent: &mut Agent<'_>,
     command: &shiro_commands::Command,
     args: &str,
+    extra: &str,
 ) -> Result<TurnReport> {
     let ctx = agent.ctx;
     let trusted = crate::trust::is_trusted(ctx.config.user_dir.as_deref(), &ctx.root);
@@ -427,7 +502,7 @@ pub async fn run_user_command(
         let for_turn = provider(ctx, Some(model), |name| std::env::var(name));
         std::mem::replace(&mut agent.provider, for_turn)
     });
-    let report = agent.turn_with(&prompt, limits).await;
+    let report = agent.turn_with(&format!("{prompt}{extra}"), limits).await;
     if let Some(saved) = saved {
         agent.provider = saved;
     }

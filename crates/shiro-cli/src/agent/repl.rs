@@ -8,11 +8,10 @@ use shiro_undo::{UndoError, UndoOptions};
 
 use super::input::Read;
 use super::session::{self, Session, SessionSummary};
+use super::turn::Agent;
 use super::turn::SessionUsage;
-use super::turn::{Agent, SYSTEM_PROMPT};
 use crate::cli::CommandsCommand;
 use crate::headless::{self, BUILTINS};
-use crate::provider::Message;
 use crate::provider::Usage;
 use crate::trust;
 use crate::tui::{StatusInfo, ToUi};
@@ -52,7 +51,7 @@ pub async fn run(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
                 builtin(agent, registry, &name, &args).await?;
             }
             Resolved::User { command, args } => {
-                if let Err(err) = super::run_user_command(agent, &command, &args).await {
+                if let Err(err) = super::run_user_command(agent, &command, &args, "").await {
                     agent
                         .printer
                         .info(&format!("error: {}", crate::headless::error_text(&err)));
@@ -206,7 +205,7 @@ pub fn status_text(status: &StatusInfo, session: &str, usage: &SessionUsage) -> 
 /// Sends a prompt as one turn. Errors of shiro's bookkeeping are shown and the session goes
 /// on: the files and the log are consistent (the store recovers on its next use).
 async fn send(agent: &mut Agent<'_>, prompt: &str) -> Result<()> {
-    if let Err(err) = super::send_prompt(agent, prompt).await {
+    if let Err(err) = super::send_prompt(agent, prompt, "").await {
         agent
             .printer
             .info(&format!("error: {}", crate::headless::error_text(&err)));
@@ -240,7 +239,7 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
             Ok(session) => {
                 agent.session = session;
                 agent.history.clear();
-                agent.push(Message::system(SYSTEM_PROMPT))?;
+                agent.start_conversation()?;
                 format!(
                     "new conversation: session {} (files are unchanged; /undo still works on earlier turns)",
                     agent.session.id()
@@ -248,6 +247,10 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
             }
             Err(err) => format!("error: {}", crate::headless::error_text(&err)),
         },
+        "init" => {
+            let prompt = super::instructions::init_prompt(&ctx.root);
+            return send(agent, &prompt).await;
+        }
         "cost" => cost_text(&agent.usage),
         "status" => {
             let status = status(agent).await;

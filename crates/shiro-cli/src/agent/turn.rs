@@ -10,11 +10,11 @@ use shiro_tools::{Change, FsMutator, Tool};
 use shiro_undo::{Recording, TurnStart};
 
 use super::approve::{self, Answer, Approvals, Decision, Policy};
-use super::events::{Event, Printer, Status};
+use super::events::{ErrorKind, Event, Printer, Status};
 use super::input::{Input, Read};
 use super::session::{Line, Session};
 use crate::headless::{self, Context};
-use crate::provider::{ChatRequest, Message, Provider, Role, ToolSpec, Usage};
+use crate::provider::{ChatRequest, Message, Provider, ProviderError, Role, ToolSpec, Usage};
 use crate::signals::Handling;
 use crate::tui::Phase;
 
@@ -22,6 +22,45 @@ use crate::tui::Phase;
 #[derive(Debug, thiserror::Error)]
 #[error("interrupted (Esc, Ctrl-C or a signal)")]
 pub struct Interrupted;
+
+/// A turn that reached its cap on model calls.
+#[derive(Debug, thiserror::Error)]
+#[error("stopped after {0} model calls (the step cap); ask again to continue")]
+pub struct StepCap(pub usize);
+
+/// What kind of error `err`, which ended a turn, is.
+pub fn error_kind(err: &anyhow::Error) -> Option<ErrorKind> {
+    if err.downcast_ref::<Interrupted>().is_some() {
+        return Some(ErrorKind::Interrupted);
+    }
+    if err.downcast_ref::<StepCap>().is_some() {
+        return Some(ErrorKind::MaxTurns);
+    }
+    err.downcast_ref::<ProviderError>().map(provider_error_kind)
+}
+
+/// What kind of error a provider's is.
+fn provider_error_kind(err: &ProviderError) -> ErrorKind {
+    match err {
+        ProviderError::InvalidConfig { .. } | ProviderError::InvalidReplayScript { .. } => {
+            ErrorKind::Config
+        }
+        ProviderError::Unauthorized { .. } => ErrorKind::Auth,
+        ProviderError::RateLimited { .. } => ErrorKind::RateLimit,
+        ProviderError::NotFound { .. }
+        | ProviderError::UnknownModel { .. }
+        | ProviderError::Rejected { .. } => ErrorKind::InvalidRequest,
+        ProviderError::Server { .. } => ErrorKind::Server,
+        ProviderError::ConnectionRefused { .. }
+        | ProviderError::Connect { .. }
+        | ProviderError::Timeout { .. }
+        | ProviderError::Dropped
+        | ProviderError::Stream { .. } => ErrorKind::Network,
+        ProviderError::BadResponse { .. } | ProviderError::ReplayFinished { .. } => {
+            ErrorKind::BadResponse
+        }
+    }
+}
 
 /// What a user command asks of the turn it starts: which tools it may use, and which bash
 /// commands run without asking.
@@ -112,6 +151,9 @@ pub struct Agent<'a> {
     pub limits: TurnLimits,
     /// The tokens the session has used, as the provider reported them.
     pub usage: SessionUsage,
+    /// The system message a new conversation starts with: [`SYSTEM_PROMPT`] and the
+    /// project's instructions (see [`super::instructions`]).
+    pub system_prompt: String,
 }
 
 /// The tokens a session has used.
@@ -167,6 +209,8 @@ pub struct TurnReport {
     pub steps: usize,
     /// Why it ended early, if it did.
     pub error: Option<String>,
+    /// What kind of error that was.
+    pub error_kind: Option<ErrorKind>,
     /// Whether it ran `bash`.
     pub ran_bash: bool,
     /// What the user is told about bash calls whose changes `/undo` cannot all reverse.
@@ -204,6 +248,14 @@ impl Agent<'_> {
             message: message.clone(),
         })?;
         self.history.push(message);
+        Ok(())
+    }
+
+    /// Starts the conversation with the system message, when it has none yet.
+    pub fn start_conversation(&mut self) -> Result<()> {
+        if self.history.is_empty() {
+            self.push(Message::system(self.system_prompt.clone()))?;
+        }
         Ok(())
     }
 
@@ -247,9 +299,13 @@ impl Agent<'_> {
                 turn_id: None,
                 steps: 0,
                 error: Some(error.clone()),
+                error_kind: Some(ErrorKind::Config),
+                usage: None,
+                session_id: self.session.id().to_owned(),
             });
             return Ok(TurnReport {
                 error: Some(error),
+                error_kind: Some(ErrorKind::Config),
                 ..TurnReport::default()
             });
         }
@@ -312,6 +368,7 @@ impl Agent<'_> {
         };
         if let Err(err) = outcome {
             report.interrupted = err.downcast_ref::<Interrupted>().is_some();
+            report.error_kind = error_kind(&err);
             report.error = Some(crate::headless::error_text(&err));
         }
         let repaired = self.answer_dangling_calls();
@@ -334,6 +391,9 @@ impl Agent<'_> {
             turn_id: report.turn_id,
             steps: report.steps,
             error: report.error.clone(),
+            error_kind: report.error_kind,
+            usage: (self.usage.last_turn != Usage::default()).then_some(self.usage.last_turn),
+            session_id: self.session.id().to_owned(),
         });
         for note in &report.bash_notes {
             self.printer.info(note);
@@ -363,6 +423,9 @@ impl Agent<'_> {
                 .complete(&request, &mut |event| printer.stream(event))
                 .await?;
             self.usage.add(completion.usage);
+            if let Some(usage) = completion.usage {
+                self.printer.event(&Event::Usage { usage });
+            }
             let message = completion.message;
             if !message.content.is_empty() {
                 self.printer.event(&Event::AssistantText {
@@ -382,10 +445,7 @@ impl Agent<'_> {
                 self.push(Message::tool_result(call.id.clone(), text))?;
             }
         }
-        Err(anyhow!(
-            "stopped after {} model calls (the step cap); ask again to continue",
-            self.max_steps
-        ))
+        Err(StepCap(self.max_steps).into())
     }
 
     /// Fails with [`Interrupted`] once the turn was asked to stop. A stop during a bash call
@@ -682,6 +742,7 @@ mod tests {
             bash_running: tokio::sync::watch::Sender::new(false),
             limits: TurnLimits::default(),
             usage: SessionUsage::default(),
+            system_prompt: SYSTEM_PROMPT.to_owned(),
         }
     }
 

@@ -419,6 +419,8 @@ impl App {
     fn on_event(&mut self, event: Event, now: Instant) {
         match event {
             Event::AssistantText { .. } => self.flush_stream(),
+            // The status line shows usage; deltas and the start come as their own messages.
+            Event::SessionStart { .. } | Event::TextDelta { .. } | Event::Usage { .. } => {}
             Event::ToolCall {
                 name, arguments, ..
             } => {
@@ -1048,6 +1050,9 @@ mod tests {
                 turn_id: None,
                 steps: 1,
                 error: Some("interrupted by Ctrl-C".into()),
+                error_kind: None,
+                usage: None,
+                session_id: String::new(),
             }),
             now,
         );

@@ -376,6 +376,9 @@ fn a_resize_redraws_the_viewport_at_the_new_width() {
             turn_id: None,
             steps: 1,
             error: None,
+            error_kind: None,
+            usage: None,
+            session_id: String::new(),
         }),
         now,
     );
