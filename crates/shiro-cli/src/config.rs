@@ -82,7 +82,13 @@ pub struct ModelConfig {
     /// The model's context window in tokens (the status line's share of it); well-known
     /// models have a default (see [`context_window`]).
     pub context_window: Option<u64>,
+    /// The share of the context window (0 to 1) past which the conversation is compacted
+    /// before a request (default [`DEFAULT_COMPACT_AT`]; 0 turns it off).
+    pub compact_at: Option<f64>,
 }
+
+/// The default `[model] compact_at`: compact once the context fills 80% of the window.
+pub const DEFAULT_COMPACT_AT: f64 = 0.8;
 
 /// The context window of a well-known model, by its name: the status line shows the share
 /// of it a session uses. `None` for a model this table does not know.
@@ -151,6 +157,14 @@ impl Config {
         if depth == 0 {
             anyhow::bail!("[undo] depth must be at least 1");
         }
+        let compact_at = project.model.compact_at.or(user.model.compact_at);
+        if let Some(share) = compact_at
+            && !(0.0..=1.0).contains(&share)
+        {
+            anyhow::bail!(
+                "[model] compact_at must be a share of the context window from 0 (never compact) to 1, not {share}"
+            );
+        }
         Ok(Self {
             undo_depth: depth,
             max_store_bytes: project
@@ -163,6 +177,7 @@ impl Config {
                 base_url: project.model.base_url.or(user.model.base_url),
                 timeout_secs: project.model.timeout_secs.or(user.model.timeout_secs),
                 context_window: project.model.context_window.or(user.model.context_window),
+                compact_at,
             },
             bash_capture: project
                 .bash
@@ -265,6 +280,13 @@ mod tests {
         );
         std::fs::write(ws.path().join(".shiro/config.toml"), "[undo]\ndepth = 0\n").unwrap();
         assert!(Config::load(ws.path(), None).is_err());
+        std::fs::write(
+            ws.path().join(".shiro/config.toml"),
+            "[model]\ncompact_at = 80\n",
+        )
+        .unwrap();
+        let err = Config::load(ws.path(), None).unwrap_err();
+        insta::assert_snapshot!(format!("{err:#}"), @r#"[model] compact_at must be a share of the context window from 0 (never compact) to 1, not 80"#);
         std::fs::write(
             ws.path().join(".shiro/config.toml"),
             "[bash]\ncapture = \"sometimes\"\n",

@@ -28,7 +28,7 @@ use crate::signals::{INTERRUPTED, Signals};
 use crate::trust;
 
 /// The names the agent handles itself; user commands can never take them.
-pub const BUILTINS: [(&str, &str); 12] = [
+pub const BUILTINS: [(&str, &str); 13] = [
     ("help", "list commands and keys"),
     (
         "undo",
@@ -53,6 +53,7 @@ pub const BUILTINS: [(&str, &str); 12] = [
     ),
     ("exit", "leave shiro"),
     ("init", "draft AGENTS.md, instructions for agents"),
+    ("compact", "summarise older turns to free context"),
 ];
 
 /// What every command needs: where it works and how it prints.

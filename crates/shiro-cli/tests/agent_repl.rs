@@ -314,3 +314,63 @@ async fn an_attached_file_is_in_the_history_and_undo_rewinds_it() {
     assert_eq!(replay_history(&world.session_lines()).len(), 1);
     assert_eq!(world.read("a.txt"), None);
 }
+
+/// `/compact` summarises the first turn (the last is kept); after a restart with
+/// `--resume`, `/undo` twice restores both turns' files, and the first undo, which goes
+/// back past the compaction, gives the model the replaced messages again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_then_resume_and_undo_twice_across_the_compaction() {
+    let world = World::new();
+    let model = world.replay(&json!({"responses": [
+        {"text": "Creating a.txt.", "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "a.txt", "content": "one\n"}}]},
+        {"text": "Created a.txt."},
+        {"text": "Creating b.txt.", "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "b.txt", "content": "two\n"}}]},
+        {"text": "Created b.txt."},
+        {"text": "The user asked for a.txt, which now says one."}
+    ]}));
+    let first = world
+        .run(
+            &["--model", &model, "--yes"],
+            "make a.txt\nmake b.txt\n/compact keep the file names\n/status\n",
+            &[],
+        )
+        .await;
+    assert_eq!(first.code, Some(0), "{first:?}");
+    let lines = world.session_lines();
+    let compact: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["type"] == "compact").collect();
+    assert_eq!(compact.len(), 1, "{lines:#?}");
+    assert_eq!(
+        (&compact[0]["at"], &compact[0]["keep_from"]),
+        (&json!(9), &json!(5)),
+        "made after 9 messages, keeping the second turn's from its prompt on"
+    );
+    assert_eq!(
+        compact[0]["summary"],
+        "The user asked for a.txt, which now says one."
+    );
+    assert_eq!(replay_history(&lines).len(), 9, "the transcript keeps all");
+
+    let id = world.sessions()[0]
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let second = world
+        .run(&["--resume", &id], "/status\n/undo\n/undo\n/status\n", &[])
+        .await;
+    assert_eq!(second.code, Some(0), "{second:?}");
+    insta::assert_snapshot!(
+        "compact_then_undo",
+        format!(
+            "{}\n---- resumed ----\n{}",
+            world.normalize(&first.stdout),
+            world.normalize(&second.stdout)
+        )
+    );
+    assert_eq!(world.read("a.txt"), None);
+    assert_eq!(world.read("b.txt"), None);
+    assert_eq!(replay_history(&world.session_lines()).len(), 1);
+}

@@ -87,7 +87,7 @@ pub async fn run(out: Box<dyn Write + Send>, color: Color) -> Result<()> {
         provider: Ok(provider),
         specs: turn::specs(&tools),
         tools,
-        history: Vec::new(),
+        history: super::conversation::Conversation::default(),
         session: Session::create(&root)?,
         printer: Printer::new(out, Box::new(std::io::sink()), Mode::Interactive, color),
         input: Box::new(Lines::new(Box::new(std::io::Cursor::new(USER_INPUT)))),

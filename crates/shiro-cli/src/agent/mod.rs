@@ -2,7 +2,9 @@
 //! [`crate::provider`]). The decisions are written up in `docs/cli.md`, "The agent".
 //!
 //! - [`turn`]: the loop (model → tools → model …), approvals and undo recording;
-//! - [`session`]: the JSONL transcript in `.shiro/sessions/`;
+//! - [`session`]: the JSONL transcript in `.shiro/sessions/`; [`conversation`]: the
+//!   transcript and its compactions, and what the model is sent; [`compact`]: `/compact` and
+//!   compaction as the context fills;
 //! - [`repl`]: the read-eval loop and its `/` commands; [`input`]: where lines come from;
 //! - [`attach`]: the files a prompt's `@path`s name, attached to its message;
 //! - [`events`]: what a turn reports, as text or JSON lines; [`approve`]: approvals and diffs;
@@ -13,6 +15,8 @@
 
 pub mod approve;
 pub mod attach;
+pub mod compact;
+pub mod conversation;
 pub mod demo;
 pub mod events;
 pub mod input;
@@ -32,13 +36,14 @@ use anyhow::Result;
 use shiro_commands::{Args, ExpandContext, FsReader, Origin, Resolved, ShRunner};
 
 use self::approve::{Approvals, Policy};
+use self::conversation::Conversation;
 use self::events::{Event, Mode, Printer};
 use self::input::{Input, Lines, Terminal};
 use self::session::Session;
 use self::turn::{Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT, TurnLimits, TurnReport};
 use crate::cli::SessionArgs;
 use crate::headless::{self, Context};
-use crate::provider::{Message, OpenAiConfig, OpenAiProvider, Provider, ReplayProvider};
+use crate::provider::{OpenAiConfig, OpenAiProvider, Provider, ReplayProvider};
 use crate::render::Color;
 use crate::tui::{Msg, PickItem, ToUi, Ui, UiSender};
 
@@ -415,12 +420,9 @@ pub fn resume_session(agent: &mut Agent<'_>, id: &str) -> Result<String> {
     }
     agent.session = reopened.session;
     agent.history = reopened.history;
+    agent.usage.context = None;
     agent.start_conversation()?;
-    let turns = agent
-        .history
-        .iter()
-        .filter(|m| m.role == crate::provider::Role::User)
-        .count();
+    let turns = agent.history.prompts();
     text.push_str(&format!(
         "resumed session {} ({turns} {}); the conversation goes on from its last message, and /undo rewinds its turns",
         agent.session.id(),
@@ -433,12 +435,7 @@ pub fn resume_session(agent: &mut Agent<'_>, id: &str) -> Result<String> {
 /// message, shown when an interactive session ends; `-C ROOT` is added when shiro started
 /// here would pick another workspace.
 pub fn resume_hint(agent: &Agent<'_>) -> Option<String> {
-    if agent.session.unsaved_reason().is_some()
-        || !agent
-            .history
-            .iter()
-            .any(|m| m.role == crate::provider::Role::User)
-    {
+    if agent.session.unsaved_reason().is_some() || agent.history.prompts() == 0 {
         return None;
     }
     let here = std::env::current_dir()
@@ -516,7 +513,7 @@ pub async fn run_user_command(
 pub fn open_session(
     root: &Path,
     args: &SessionArgs,
-) -> Result<(Session, Vec<Message>, Vec<String>)> {
+) -> Result<(Session, Conversation, Vec<String>)> {
     let id = match (&args.resume, args.continue_latest) {
         (Some(id), _) if !id.is_empty() => Some(Some(id.as_str())),
         (Some(_), _) | (None, true) => Some(None),
@@ -528,13 +525,13 @@ pub fn open_session(
             Ok((reopened.session, reopened.history, reopened.notices))
         }
         None => match Session::create(root) {
-            Ok(session) => Ok((session, Vec::new(), Vec::new())),
+            Ok(session) => Ok((session, Conversation::default(), Vec::new())),
             Err(err) => {
                 let why = headless::error_text(&err);
                 let notice = format!(
                     "this session cannot be saved ({why}), and changes to files and bash are refused, since they could not be undone; questions that change nothing still work"
                 );
-                Ok((Session::unsaved(why), Vec::new(), vec![notice]))
+                Ok((Session::unsaved(why), Conversation::default(), vec![notice]))
             }
         },
     }

@@ -6,6 +6,8 @@ use anyhow::Result;
 use shiro_commands::{Registry, Resolved};
 use shiro_undo::{UndoError, UndoOptions};
 
+use super::compact;
+use super::conversation::Conversation;
 use super::input::Read;
 use super::session::{self, Session, SessionSummary};
 use super::turn::Agent;
@@ -155,7 +157,12 @@ pub fn cost_text(usage: &SessionUsage) -> String {
 }
 
 /// `/status`: what the terminal UI's status line shows, as text, with the session.
-pub fn status_text(status: &StatusInfo, session: &str, usage: &SessionUsage) -> String {
+pub fn status_text(
+    status: &StatusInfo,
+    session: &str,
+    usage: &SessionUsage,
+    compaction: &str,
+) -> String {
     let mut out = format!(
         "model: {}\nworkspace: {}\nsession: {session}\n",
         status.model, status.workspace
@@ -190,6 +197,7 @@ pub fn status_text(status: &StatusInfo, session: &str, usage: &SessionUsage) -> 
             let _ = writeln!(out, "context: no request yet; window {window}");
         }
     }
+    let _ = writeln!(out, "{compaction}");
     let _ = writeln!(
         out,
         "{}",
@@ -238,7 +246,8 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
         "clear" => match new_session(agent) {
             Ok(session) => {
                 agent.session = session;
-                agent.history.clear();
+                agent.history = Conversation::default();
+                agent.usage.context = None;
                 agent.start_conversation()?;
                 format!(
                     "new conversation: session {} (files are unchanged; /undo still works on earlier turns)",
@@ -254,8 +263,18 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
         "cost" => cost_text(&agent.usage),
         "status" => {
             let status = status(agent).await;
-            status_text(&status, agent.session.id(), &agent.usage)
+            let compaction = compact::status_line(
+                &agent.history,
+                agent.compact_threshold(),
+                agent.ctx.config.model.compact_at,
+            );
+            status_text(&status, agent.session.id(), &agent.usage, &compaction)
         }
+        // It tells the user how it went; only a session file that cannot be written is left.
+        "compact" => match agent.compact_command(args).await {
+            Ok(_) => return Ok(()),
+            Err(err) => format!("error: {}", crate::headless::error_text(&err)),
+        },
         "trust" => match trust::trust(ctx.config.user_dir.as_deref(), &ctx.root) {
             Ok(()) => format!(
                 "trusted {}: its commands' shell substitutions now run",
@@ -370,7 +389,7 @@ fn restore_options(args: &str) -> Result<UndoOptions, String> {
 
 /// `/undo` and `/redo`. Undo restores the files of the workspace's newest turn and, when it
 /// is this session's, truncates the conversation to where the turn began.
-async fn restore(agent: &mut Agent<'_>, undo: bool, options: UndoOptions) -> String {
+pub(super) async fn restore(agent: &mut Agent<'_>, undo: bool, options: UndoOptions) -> String {
     let ctx = agent.ctx;
     if !ctx.has_store() {
         // Nothing was ever recorded here; opening the store would only make an empty one.
@@ -428,6 +447,7 @@ async fn restore(agent: &mut Agent<'_>, undo: bool, options: UndoOptions) -> Str
             let marker = usize::try_from(outcome.turn.history_marker).unwrap_or(usize::MAX);
             if marker < agent.history.len() {
                 let dropped = agent.history.len() - marker;
+                let compactions = agent.history.compactions().len();
                 if let Err(err) = agent.rewind(marker) {
                     let _ = writeln!(out, "error: {}", crate::headless::error_text(&err));
                 } else {
@@ -435,6 +455,19 @@ async fn restore(agent: &mut Agent<'_>, undo: bool, options: UndoOptions) -> Str
                         out,
                         "rewound the conversation by {dropped} messages to before that turn"
                     );
+                    let undone = compactions - agent.history.compactions().len();
+                    if undone > 0 {
+                        let _ = writeln!(
+                            out,
+                            "{}, so the model sees the messages {} had replaced again",
+                            if undone == 1 {
+                                "a compaction made since then is undone too".to_owned()
+                            } else {
+                                format!("the {undone} compactions made since then are undone too")
+                            },
+                            if undone == 1 { "it" } else { "they" }
+                        );
+                    }
                 }
             }
         }
@@ -575,12 +608,13 @@ mod tests {
             undo_depth: Some(2),
             capture_note: Some("bash: changes detected, not undoable".into()),
         };
-        insta::assert_snapshot!(status_text(&status, "20261201-101500-abcd", &usage), @r"
+        insta::assert_snapshot!(status_text(&status, "20261201-101500-abcd", &usage, "compactions: none; automatic at about 102400 tokens of the window of 128000"), @r"
         model: gpt-4o
         workspace: ~/src/shop
         session: 20261201-101500-abcd
         undoable turns: 2
         context: 1230 tokens in the last request (under 1%), of a window of 128000
+        compactions: none; automatic at about 102400 tokens of the window of 128000
         bash: changes detected, not undoable
         (/cost shows the tokens used)
         ");

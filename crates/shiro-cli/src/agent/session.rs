@@ -1,8 +1,9 @@
 //! Saved sessions: `.shiro/sessions/<id>.jsonl`, one JSON event a line, appended as the
 //! conversation goes, so a crash loses at most the line being written.
 //!
-//! Loading replays the lines: `message` appends to the history, `rewind` truncates it (an
-//! `/undo` that took the conversation back). A damaged last line — a write cut short by a
+//! Loading replays the lines into a [`Conversation`]: `message` appends to the transcript,
+//! `rewind` truncates it (an `/undo` that took the conversation back) and drops the
+//! compactions made after that point, `compact` records a compaction. A damaged last line — a write cut short by a
 //! crash — is skipped with a notice; a damaged line elsewhere is an error, because replaying
 //! past it would give the model a history that never happened.
 
@@ -14,6 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 
+use super::conversation::{Compaction, Conversation};
 use crate::provider::{Message, Role};
 
 /// The folder of saved sessions, relative to the workspace root.
@@ -32,6 +34,16 @@ pub enum Line {
     Rewind {
         /// The history's length after the rewind.
         to: usize,
+    },
+    /// The older part of the conversation was replaced by a summary in what the model is
+    /// sent (the transcript keeps every message; see [`Conversation`]).
+    Compact {
+        /// The transcript's length when it ran.
+        at: usize,
+        /// The first message kept verbatim.
+        keep_from: usize,
+        /// The model's summary of the messages before `keep_from`.
+        summary: String,
     },
     /// A turn was recorded in the undo log (informational; loading ignores it).
     Turn {
@@ -76,8 +88,8 @@ pub const SUMMARY_CHARS: usize = 80;
 pub struct Reopened {
     /// The session, ready to append to.
     pub session: Session,
-    /// The history its lines describe.
-    pub history: Vec<Message>,
+    /// The conversation its lines describe.
+    pub history: Conversation,
     /// Things the user should hear (a damaged last line that was skipped).
     pub notices: Vec<String>,
 }
@@ -187,9 +199,9 @@ impl Session {
     }
 }
 
-/// Rebuilds the history from a session file's text.
-pub fn replay(text: &str) -> Result<(Vec<Message>, Vec<String>)> {
-    let mut history = Vec::new();
+/// Rebuilds the conversation from a session file's text.
+pub fn replay(text: &str) -> Result<(Conversation, Vec<String>)> {
+    let mut history = Conversation::default();
     let mut notices = Vec::new();
     let lines: Vec<&str> = text.lines().collect();
     for (index, raw) in lines.iter().enumerate() {
@@ -209,7 +221,21 @@ pub fn replay(text: &str) -> Result<(Vec<Message>, Vec<String>)> {
         };
         match line {
             Line::Message { message } => history.push(message),
-            Line::Rewind { to } => history.truncate(to),
+            Line::Rewind { to } => history.rewind(to),
+            Line::Compact {
+                at,
+                keep_from,
+                summary,
+            } => {
+                let compaction = Compaction {
+                    at,
+                    keep_from,
+                    summary,
+                };
+                if let Err(misfit) = history.apply(compaction) {
+                    bail!("line {}: {misfit}", index + 1);
+                }
+            }
             Line::Turn { .. } => {}
         }
     }
@@ -307,7 +333,7 @@ fn summary(path: &Path) -> Option<SessionSummary> {
         .and_then(|meta| meta.modified())
         .unwrap_or(UNIX_EPOCH);
     let (history, _) = replay(&text).ok()?;
-    let mut prompts = history.iter().filter(|m| m.role == Role::User);
+    let mut prompts = history.transcript().iter().filter(|m| m.role == Role::User);
     let first = prompts.next()?;
     Some(SessionSummary {
         id,
@@ -372,10 +398,55 @@ mod tests {
             "{\"type\":\"mess".to_owned(),
         ];
         let (history, notices) = replay(&lines.join("\n")).unwrap();
-        assert_eq!(history, vec![Message::user("one"), Message::user("three")]);
+        assert_eq!(
+            history.transcript(),
+            [Message::user("one"), Message::user("three")]
+        );
         assert_eq!(notices.len(), 1, "{notices:?}");
         let damaged_middle = format!("{}\n{}", lines[4], lines[0]);
         assert!(replay(&damaged_middle).is_err());
+    }
+
+    /// `compact` lines replay into the conversation; a rewind past one drops it; one that
+    /// does not fit the transcript makes the file damaged.
+    #[test]
+    fn replays_compactions_and_refuses_one_that_does_not_fit() {
+        let message = |m: Message| serde_json::to_string(&Line::Message { message: m }).unwrap();
+        let compact = |at, keep_from| {
+            serde_json::to_string(&Line::Compact {
+                at,
+                keep_from,
+                summary: "S".into(),
+            })
+            .unwrap()
+        };
+        let lines = [
+            message(Message::system("s")),
+            message(Message::user("one")),
+            message(Message::assistant("a")),
+            message(Message::user("two")),
+            compact(4, 3),
+            message(Message::assistant("b")),
+        ];
+        let (history, _) = replay(&lines.join("\n")).unwrap();
+        assert_eq!(history.transcript().len(), 5);
+        assert_eq!(history.compactions().len(), 1);
+        let rewound = format!(
+            "{}\n{}",
+            lines.join("\n"),
+            serde_json::to_string(&Line::Rewind { to: 3 }).unwrap()
+        );
+        let (history, _) = replay(&rewound).unwrap();
+        assert!(history.compactions().is_empty());
+        assert_eq!(history.context().len(), 3);
+        let misfit = [
+            lines[0].clone(),
+            lines[1].clone(),
+            compact(2, 1),
+            lines[2].clone(),
+        ];
+        let err = replay(&misfit.join("\n")).unwrap_err();
+        insta::assert_snapshot!(format!("{err:#}"), @r#"line 3: a compaction at length 2 keeping messages from 1 does not fit a transcript of 2 messages whose compacted part begins at 1"#);
     }
 
     #[test]
@@ -391,7 +462,7 @@ mod tests {
         assert!(root.path().join(".shiro/sessions/.gitignore").is_file());
         let again = Session::reopen(root.path(), None).unwrap();
         assert_eq!(again.session.id(), id);
-        assert_eq!(again.history, vec![Message::user("hi")]);
+        assert_eq!(again.history.transcript(), [Message::user("hi")]);
         assert!(Session::reopen(root.path(), Some("../x")).is_err());
         assert!(Session::reopen(root.path(), Some("nope")).is_err());
     }

@@ -10,6 +10,7 @@ use shiro_tools::{Change, FsMutator, Tool};
 use shiro_undo::{Recording, TurnStart};
 
 use super::approve::{self, Answer, Approvals, Decision, Policy};
+use super::conversation::Conversation;
 use super::events::{ErrorKind, Event, Printer, Status};
 use super::input::{Input, Read};
 use super::session::{Line, Session};
@@ -130,8 +131,9 @@ pub struct Agent<'a> {
     pub tools: Vec<Box<dyn Tool>>,
     /// Their descriptions for the model.
     pub specs: Vec<ToolSpec>,
-    /// The conversation, starting with the system message.
-    pub history: Vec<Message>,
+    /// The conversation, starting with the system message: the full transcript and its
+    /// compactions.
+    pub history: Conversation,
     /// Where the conversation is saved.
     pub session: Session,
     /// Where output goes.
@@ -169,6 +171,10 @@ pub struct SessionUsage {
     pub reported: u64,
     /// Requests whose server sent no usage.
     pub unreported: u64,
+    /// The last request's tokens (prompt and completion): how full the context is, as long
+    /// as it is the one that request measured; `None` once a compaction or a rewind changed
+    /// it (an estimate stands in then).
+    pub context: Option<u64>,
 }
 
 impl SessionUsage {
@@ -184,6 +190,7 @@ impl SessionUsage {
             sum.cached_tokens += usage.cached_tokens;
         }
         self.last = Some(usage);
+        self.context = Some(usage.total());
         self.reported += 1;
     }
 }
@@ -259,9 +266,11 @@ impl Agent<'_> {
         Ok(())
     }
 
-    /// Truncates the history to `to` messages and records the rewind in the session file.
+    /// Truncates the transcript to `to` messages (dropping the compactions made after that
+    /// point) and records the rewind in the session file.
     pub fn rewind(&mut self, to: usize) -> Result<()> {
-        self.history.truncate(to);
+        self.history.rewind(to);
+        self.usage.context = None;
         self.session.append(&Line::Rewind { to })
     }
 
@@ -411,10 +420,12 @@ impl Agent<'_> {
         let specs = self.offered_specs();
         while report.steps < self.max_steps {
             self.check_stop()?;
+            self.compact_if_full().await?;
             report.steps += 1;
             let provider = self.provider.as_ref().map_err(|why| anyhow!("{why}"))?;
+            let context = self.history.context();
             let request = ChatRequest {
-                messages: &self.history,
+                messages: &context,
                 tools: &specs,
             };
             self.printer.phase(Phase::Waiting);
@@ -618,14 +629,15 @@ impl Agent<'_> {
     /// After an interrupted turn, answers the tool calls of the last assistant message that
     /// got no result, so the history stays one a model accepts (every call answered).
     fn answer_dangling_calls(&mut self) -> Result<()> {
-        let Some(index) = self.history.iter().rposition(|m| m.role == Role::Assistant) else {
+        let transcript = self.history.transcript();
+        let Some(index) = transcript.iter().rposition(|m| m.role == Role::Assistant) else {
             return Ok(());
         };
-        let answered: Vec<String> = self.history[index + 1..]
+        let answered: Vec<String> = transcript[index + 1..]
             .iter()
             .filter_map(|m| m.tool_call_id.clone())
             .collect();
-        let missing: Vec<String> = self.history[index]
+        let missing: Vec<String> = transcript[index]
             .tool_calls
             .iter()
             .filter(|call| !answered.contains(&call.id))
@@ -690,7 +702,7 @@ fn summary_of(prompt: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::agent::events::Mode;
     use crate::agent::input::Lines;
@@ -700,7 +712,7 @@ mod tests {
     use crate::signals::Signals;
 
     /// A context on `root` with no terminal, no signals and bash without capture.
-    fn context(root: std::path::PathBuf, config: Config) -> Context {
+    pub(crate) fn context(root: std::path::PathBuf, config: Config) -> Context {
         Context {
             config,
             root,
@@ -711,7 +723,7 @@ mod tests {
     }
 
     /// An agent in `ctx` playing `script`, printing nowhere, with `session` and `policy`.
-    fn agent<'a>(
+    pub(crate) fn agent<'a>(
         ctx: &'a Context,
         script: &str,
         session: Session,
@@ -724,7 +736,7 @@ mod tests {
             provider: Ok(Box::new(ReplayProvider::from_script(script).unwrap())),
             specs: specs(&tools),
             tools,
-            history: Vec::new(),
+            history: Conversation::default(),
             session,
             printer: Printer::new(
                 Box::new(std::io::sink()),
@@ -770,7 +782,7 @@ mod tests {
             "a turn that changed nothing is not recorded"
         );
         // user, then (assistant call, tool result) twice: every call is answered.
-        let roles: Vec<Role> = agent.history.iter().map(|m| m.role).collect();
+        let roles: Vec<Role> = agent.history.transcript().iter().map(|m| m.role).collect();
         assert_eq!(
             roles,
             [
@@ -814,6 +826,7 @@ mod tests {
         );
         let results: Vec<&str> = agent
             .history
+            .transcript()
             .iter()
             .filter(|m| m.role == Role::Tool)
             .map(|m| m.content.as_str())

@@ -13,9 +13,10 @@ use shiro_commands::Registry;
 
 use super::editor::Editor;
 use super::markdown::{self, MarkdownStream, Options};
+use crate::agent::conversation::Conversation;
 use crate::agent::events::{Event, Status, brief};
 use crate::agent::input::{Read, complete_path};
-use crate::provider::{Message, Role};
+use crate::provider::Role;
 
 /// What the agent tells the UI.
 #[derive(Debug)]
@@ -41,8 +42,9 @@ pub enum ToUi {
     },
     /// New facts for the status line.
     Status(StatusInfo),
-    /// A resumed session's conversation, to show again.
-    Replay(Vec<Message>),
+    /// A resumed session's conversation, to show again: its full transcript, with a note
+    /// where each compaction happened.
+    Replay(Conversation),
     /// Asks the person to pick a session to resume; `None` when they choose none.
     Pick {
         /// The sessions, newest first.
@@ -391,7 +393,7 @@ impl App {
                 self.reading = Some((kind, reply));
             }
             ToUi::Status(status) => self.status = status,
-            ToUi::Replay(messages) => self.replay(&messages),
+            ToUi::Replay(conversation) => self.replay(&conversation),
             ToUi::Pick { sessions, reply } => {
                 if sessions.is_empty() {
                     let _ = reply.send(None);
@@ -592,8 +594,10 @@ impl App {
     }
 
     /// Shows a resumed conversation again.
-    fn replay(&mut self, messages: &[Message]) {
-        for message in messages {
+    fn replay(&mut self, conversation: &Conversation) {
+        let messages = conversation.transcript();
+        for (index, message) in messages.iter().enumerate() {
+            self.compaction_notes(conversation, index);
             match message.role {
                 Role::System => {}
                 Role::User => self.echo_prompt(&message.content),
@@ -624,9 +628,27 @@ impl App {
                 }
             }
         }
+        self.compaction_notes(conversation, messages.len());
         if messages.iter().any(|m| m.role != Role::System) {
             self.gap();
             self.push_text("(resumed: the conversation above continues)", dim());
+        }
+    }
+
+    /// Notes the compactions that ran when the transcript had `len` messages.
+    fn compaction_notes(&mut self, conversation: &Conversation, len: usize) {
+        for compaction in conversation.compactions().iter().filter(|c| c.at == len) {
+            let replaced = conversation.transcript()[..compaction.keep_from]
+                .iter()
+                .filter(|m| m.role != Role::System)
+                .count();
+            self.gap();
+            self.push_text(
+                &format!(
+                    "(compacted here: from this point the model was sent a summary in place of the {replaced} earlier messages above)"
+                ),
+                dim(),
+            );
         }
     }
 

@@ -294,15 +294,39 @@ fn a_resumed_session_replays_its_transcript() {
         arguments: r#"{"path":"notes.txt","content":"hi\n"}"#.into(),
     }];
     app.on_agent(
-        ToUi::Replay(vec![
-            Message::system("system prompt"),
-            Message::user("add notes"),
-            asked,
-            Message::tool_result("call_1", "created notes.txt (3 bytes)"),
-            Message::assistant("Done: **notes.txt** says hi."),
-        ]),
+        ToUi::Replay(
+            vec![
+                Message::system("system prompt"),
+                Message::user("add notes"),
+                asked,
+                Message::tool_result("call_1", "created notes.txt (3 bytes)"),
+                Message::assistant("Done: **notes.txt** says hi."),
+            ]
+            .into(),
+        ),
         now,
     );
+    let _replies = prompt(&mut app, now);
+    insta::assert_snapshot!(shot(&mut app, now));
+}
+
+/// The full transcript comes back, with a note where the model's view was compacted.
+#[test]
+fn a_resumed_session_shows_where_it_was_compacted() {
+    let now = Instant::now();
+    let mut app = app(60);
+    let mut conversation = crate::agent::conversation::Conversation::from(vec![
+        Message::system("system prompt"),
+        Message::user("explain the parser"),
+        Message::assistant("It is a recursive descent parser."),
+        Message::user("and the lexer?"),
+        Message::assistant("It splits on whitespace."),
+    ]);
+    conversation
+        .compact(3, "We discussed the parser.".into())
+        .unwrap();
+    conversation.push(Message::user("thanks"));
+    app.on_agent(ToUi::Replay(conversation), now);
     let _replies = prompt(&mut app, now);
     insta::assert_snapshot!(shot(&mut app, now));
 }
