@@ -249,6 +249,7 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
             Err(err) => format!("error: {}", crate::headless::error_text(&err)),
         },
         "cost" => cost_text(&agent.usage),
+        "model" => super::switch_model(agent, args).await,
         "status" => {
             let status = status(agent).await;
             status_text(&status, agent.session.id(), &agent.usage)
