@@ -283,9 +283,9 @@ async fn a_401_fails_clearly_naming_the_key_command(wire: Wire) {
         .lines()
         .find(|line| line.starts_with("turn stopped:"))
         .unwrap();
+    assert_no_secret(&world, &[&turn]);
     insta::assert_snapshot!(format!("{}_401", wire.name()), world.normalize(stopped));
     assert_eq!(server.requests().len(), 1, "a refused key is not retried");
-    assert_no_secret(&world, &[&turn]);
 }
 
 async fn a_dropped_stream_fails_and_earlier_changes_stay_undoable(wire: Wire) {
@@ -375,7 +375,7 @@ async fn model_switches_provider_and_keeps_the_conversation() {
         ("ANTHROPIC_API_KEY", "sk-ant-from-env"),
         ("SHIRO_MODEL", "gpt-mock"),
     ];
-    let script = "/model\nmake a.txt\n/model replay:/nonexistent/script.json\n/model anthropic:claude-mock\nwhat is in a.txt?\n/model\n/status\n";
+    let script = "/model\nmake a.txt\n/model replay:/nonexistent/script.json\n/model\n/model anthropic:claude-mock\nwhat is in a.txt?\n/model\n/status\n";
     let session = world.run(&["--yes"], script, &env).await;
     assert_eq!(session.code, Some(0), "{session:?}");
     let lines: Vec<&str> = session
@@ -393,6 +393,8 @@ async fn model_switches_provider_and_keeps_the_conversation() {
         model: gpt-mock (openai)
         (/model NAME switches; `anthropic:NAME` or `openai:NAME` picks the API)
         the model was not changed (model: gpt-mock (openai)): cannot read the replay script /nonexistent/script.json: No such file or directory (os error 2)
+        model: gpt-mock (openai)
+        (/model NAME switches; `anthropic:NAME` or `openai:NAME` picks the API)
         switched to claude-mock (anthropic); the conversation goes on with it
         model: claude-mock (anthropic)
         (/model NAME switches; `anthropic:NAME` or `openai:NAME` picks the API)
