@@ -649,6 +649,87 @@ mod tests {
         insta::assert_snapshot!(serde_json::to_string_pretty(&body).unwrap());
     }
 
+    fn arbitrary_message() -> impl proptest::strategy::Strategy<Value = Message> {
+        use proptest::prelude::*;
+        let text = prop_oneof![Just(String::new()), "[a-z ]{1,8}"];
+        let id = prop_oneof![Just("toolu_1".to_owned()), "[a-z.:]{0,4}"];
+        let calls = proptest::collection::vec(
+            (id.clone(), "[{}a-z\"]{0,6}").prop_map(|(id, arguments)| call(&id, &arguments)),
+            0..3,
+        );
+        prop_oneof![
+            text.clone().prop_map(Message::system),
+            text.clone().prop_map(Message::user),
+            (text.clone(), calls).prop_map(|(text, tool_calls)| Message {
+                tool_calls,
+                ..Message::assistant(text)
+            }),
+            (id, text).prop_map(|(id, text)| Message::tool_result(id, text)),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Whatever the history, the API gets what it requires: user and assistant
+        /// messages alternating, none empty, no empty text block, inputs that are objects,
+        /// every tool call and result sent once, and one cache mark on the last block.
+        #[test]
+        fn any_history_becomes_a_request_the_api_accepts(
+            messages in proptest::collection::vec(arbitrary_message(), 0..12)
+        ) {
+            let body = request_body("m", 10, &ChatRequest { messages: &messages, tools: &[] });
+            let wire = body["messages"].as_array().cloned().unwrap_or_default();
+            for pair in wire.windows(2) {
+                proptest::prop_assert_ne!(&pair[0]["role"], &pair[1]["role"]);
+            }
+            let blocks: Vec<&Value> = wire
+                .iter()
+                .flat_map(|message| message["content"].as_array().into_iter().flatten())
+                .collect();
+            for message in &wire {
+                proptest::prop_assert!(!message["content"].as_array().unwrap().is_empty());
+            }
+            for block in &blocks {
+                if block["type"] == "text" {
+                    proptest::prop_assert_ne!(&block["text"], "");
+                }
+                if block["type"] == "tool_use" {
+                    proptest::prop_assert!(block["input"].is_object());
+                }
+            }
+            let count = |kind: &str| blocks.iter().filter(|block| block["type"] == kind).count();
+            let calls: usize = messages.iter().map(|message| message.tool_calls.len()).sum();
+            let results = messages.iter().filter(|message| message.role == Role::Tool).count();
+            proptest::prop_assert_eq!(count("tool_use"), calls);
+            proptest::prop_assert_eq!(count("tool_result"), results);
+            let marked = blocks.iter().filter(|block| block.get("cache_control").is_some()).count();
+            proptest::prop_assert_eq!(marked, usize::from(!blocks.is_empty()));
+        }
+
+        /// No event data, however broken, panics the decoder.
+        #[test]
+        fn any_event_data_is_an_answer_or_an_error(
+            events in proptest::collection::vec(
+                proptest::prop_oneof![
+                    "\\PC{0,40}",
+                    proptest::strategy::Just(r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use"}}"#.to_owned()),
+                    proptest::strategy::Just(r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta"}}"#.to_owned()),
+                    proptest::strategy::Just(r#"{"type":"message_delta","usage":{"output_tokens":18446744073709551615}}"#.to_owned()),
+                    proptest::strategy::Just(r#"{"type":"message_start","message":{"usage":{"input_tokens":18446744073709551615,"cache_read_input_tokens":5}}}"#.to_owned()),
+                ],
+                0..8,
+            )
+        ) {
+            let mut assembler = Assembler::default();
+            let mut sink = |_event: StreamEvent| {};
+            for data in &events {
+                if assembler.take(data, &mut sink).is_err() {
+                    return Ok(());
+                }
+            }
+            let _ = assembler.finish(true);
+        }
+    }
+
     #[test]
     fn ids_are_made_acceptable_and_stay_paired() {
         assert_eq!(wire_id("call.2:x"), "call_2_x");
