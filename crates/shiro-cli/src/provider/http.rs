@@ -26,6 +26,18 @@ pub(crate) struct Timings {
     pub(crate) max_retry_delay: Duration,
 }
 
+impl Timings {
+    /// Both providers' defaults: a generous timeout, because a local server may load a large
+    /// model into memory before it sends the first byte; 4 retries from 200 ms, doubling, at
+    /// most 20 s apart.
+    pub(crate) const DEFAULT: Timings = Timings {
+        timeout: Duration::from_secs(180),
+        max_retries: 4,
+        retry_base_delay: Duration::from_millis(200),
+        max_retry_delay: Duration::from_secs(20),
+    };
+}
+
 /// What [`Transport::new`] needs to know about an endpoint.
 pub(crate) struct Endpoint {
     /// Which API it speaks (for the settings named in error messages).

@@ -50,9 +50,9 @@ impl OpenAiConfig {
     pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
     /// The default [`OpenAiConfig::timeout`]: generous, because a local server may load a
     /// large model into memory before it sends the first byte.
-    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(180);
+    pub const DEFAULT_TIMEOUT: Duration = Timings::DEFAULT.timeout;
     /// The default [`OpenAiConfig::max_retries`].
-    pub const DEFAULT_MAX_RETRIES: u32 = 4;
+    pub const DEFAULT_MAX_RETRIES: u32 = Timings::DEFAULT.max_retries;
 
     /// A configuration for `model` at OpenAI's endpoint with no key and default timings;
     /// set the fields to change the rest.
@@ -61,10 +61,10 @@ impl OpenAiConfig {
             base_url: Self::DEFAULT_BASE_URL.to_owned(),
             api_key: None,
             model: model.into(),
-            timeout: Self::DEFAULT_TIMEOUT,
-            max_retries: Self::DEFAULT_MAX_RETRIES,
-            retry_base_delay: Duration::from_millis(200),
-            max_retry_delay: Duration::from_secs(20),
+            timeout: Timings::DEFAULT.timeout,
+            max_retries: Timings::DEFAULT.max_retries,
+            retry_base_delay: Timings::DEFAULT.retry_base_delay,
+            max_retry_delay: Timings::DEFAULT.max_retry_delay,
             proxy: None,
             key_hint: format!("set {}", Api::OpenAi.key_var()),
         }
