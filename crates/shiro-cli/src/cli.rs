@@ -46,7 +46,7 @@ pub struct SessionArgs {
     #[arg(long, requires = "prompt")]
     pub json: bool,
 
-    /// The model to use (overrides SHIRO_MODEL and the config files; `replay:FILE` plays a script)
+    /// The model to use (overrides SHIRO_MODEL and the config files; `anthropic:NAME` or `openai:NAME` picks the API, `replay:FILE` plays a script)
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
 

@@ -28,7 +28,7 @@ use crate::signals::{INTERRUPTED, Signals};
 use crate::trust;
 
 /// The names the agent handles itself; user commands can never take them.
-pub const BUILTINS: [(&str, &str); 13] = [
+pub const BUILTINS: [(&str, &str); 14] = [
     ("help", "list commands and keys"),
     (
         "undo",
@@ -54,6 +54,7 @@ pub const BUILTINS: [(&str, &str); 13] = [
     ("exit", "leave shiro"),
     ("init", "draft AGENTS.md, instructions for agents"),
     ("compact", "summarise older turns to free context"),
+    ("model", "show the model, or switch with /model NAME"),
 ];
 
 /// What every command needs: where it works and how it prints.

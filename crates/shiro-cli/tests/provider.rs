@@ -1,5 +1,5 @@
-//! The model providers end to end: the OpenAI-compatible provider against a mock server on
-//! 127.0.0.1 that each test starts, and the replay provider.
+//! The model providers end to end: the OpenAI-compatible and the Anthropic provider against a
+//! mock server on 127.0.0.1 that each test starts, and the replay provider.
 
 mod support;
 
@@ -8,9 +8,11 @@ use std::time::Duration;
 use insta::assert_snapshot;
 use serde_json::json;
 use shiro_cli::provider::{
-    ChatRequest, Completion, FinishReason, Message, OpenAiConfig, OpenAiProvider, Provider,
-    ProviderError, ReplayProvider, Role, StreamEvent, ToolCall, ToolSpec, Usage,
+    AnthropicConfig, AnthropicProvider, ChatRequest, Completion, FinishReason, Message,
+    OpenAiConfig, OpenAiProvider, Provider, ProviderError, ReplayProvider, Role, StreamEvent,
+    ToolCall, ToolSpec, Usage,
 };
+use support::mock_anthropic::{self as anthropic, Tokens};
 use support::mock_openai::{
     MockResponse, MockServer, error_body, finish_chunk, text_chunk, tool_call_chunk,
 };
@@ -342,7 +344,7 @@ async fn a_refused_key_fails_at_once() {
     let (result, _) = ask(&provider(&url), &[Message::user("hi")], &[]).await;
     let error = result.expect_err("unauthorized");
     assert!(
-        matches!(error, ProviderError::Unauthorized { status: 401 }),
+        matches!(error, ProviderError::Unauthorized { status: 401, .. }),
         "{error:?}"
     );
     assert_snapshot!(message(&error, &url), @"the API key was refused (401); set OPENAI_API_KEY");
@@ -628,9 +630,18 @@ fn error_messages() {
         ProviderError::InvalidConfig {
             detail: "the model name is empty; set --model or SHIRO_MODEL".into(),
         },
-        ProviderError::Unauthorized { status: 401 },
-        ProviderError::Unauthorized { status: 403 },
-        ProviderError::NotFound { url: url.clone() },
+        ProviderError::Unauthorized {
+            status: 401,
+            hint: "set OPENAI_API_KEY".into(),
+        },
+        ProviderError::Unauthorized {
+            status: 403,
+            hint: "set OPENAI_API_KEY".into(),
+        },
+        ProviderError::NotFound {
+            url: url.clone(),
+            base_url_var: "OPENAI_BASE_URL",
+        },
         ProviderError::UnknownModel {
             model: "llama9".into(),
             url: url.clone(),
@@ -674,6 +685,14 @@ fn error_messages() {
             detail: "missing field `responses` at line 1 column 2".into(),
         },
         ProviderError::ReplayFinished { used: 2 },
+        ProviderError::Unauthorized {
+            status: 401,
+            hint: "check the key `pass show anthropic` prints ([model] api_key_cmd)".into(),
+        },
+        ProviderError::NotFound {
+            url: "https://api.anthropic.com/v1/messages".into(),
+            base_url_var: "ANTHROPIC_BASE_URL",
+        },
     ];
     let messages: Vec<String> = errors.iter().map(ToString::to_string).collect();
     for message in &messages {
@@ -808,5 +827,440 @@ fn messages_serialize_with_stable_field_names() {
     assert_eq!(
         serde_json::from_str::<Message>(r#"{"role": "user"}"#).expect("parses"),
         Message::user("")
+    );
+}
+
+// The Anthropic Messages provider. Its transport is the OpenAI provider's, so these tests
+// check what differs (the request, the events, the error bodies) and that the shared
+// behaviour (retries, 529, 401, dropped streams) holds with Anthropic's answers too.
+
+/// An Anthropic configuration for the mock at `url`, with short timings.
+fn anthropic_config(url: &str) -> AnthropicConfig {
+    AnthropicConfig {
+        base_url: url.to_owned(),
+        api_key: Some("sk-ant-test".to_owned()),
+        max_tokens: 1000,
+        timeout: Duration::from_secs(5),
+        max_retries: 2,
+        retry_base_delay: Duration::from_millis(10),
+        max_retry_delay: Duration::from_millis(50),
+        ..AnthropicConfig::new("claude-test")
+    }
+}
+
+fn claude(url: &str) -> AnthropicProvider {
+    AnthropicProvider::new(anthropic_config(url)).expect("a valid configuration")
+}
+
+fn retry_reasons(events: &[StreamEvent]) -> Vec<(u32, Duration, &str)> {
+    events
+        .iter()
+        .filter_map(|event| match event {
+            StreamEvent::Retrying {
+                attempt,
+                delay,
+                reason,
+                ..
+            } => Some((*attempt, *delay, reason.as_str())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn anthropic_streams_text_and_sends_system_tools_and_results_marked_for_caching() {
+    let (url, server) = MockServer::start(vec![anthropic::text_with_usage(
+        &["Hel", "lo, ", "wörld"],
+        Tokens {
+            input: 20,
+            cache_read: 1000,
+            cache_creation: 180,
+            output: 7,
+        },
+    )])
+    .await;
+    let messages = [
+        Message::system("be brief"),
+        Message::user("write a and b"),
+        Message {
+            tool_calls: vec![
+                ToolCall {
+                    id: "toolu_a".into(),
+                    name: "write_file".into(),
+                    arguments: r#"{"path":"a","content":"A"}"#.into(),
+                },
+                ToolCall {
+                    id: "toolu_b".into(),
+                    name: "write_file".into(),
+                    arguments: r#"{"path":"b""#.into(),
+                },
+            ],
+            ..Message::assistant("Writing both.")
+        },
+        Message::tool_result("toolu_a", "A a"),
+        Message::tool_result("toolu_b", "the arguments are not valid JSON"),
+    ];
+    let tools = [write_file_tool()];
+
+    let (result, events) = ask(&claude(&url), &messages, &tools).await;
+
+    let completion = result.expect("a completion");
+    assert_eq!(completion.message, Message::assistant("Hello, wörld"));
+    assert_eq!(completion.finish_reason, FinishReason::Stop);
+    assert_eq!(text_deltas(&events), ["Hel", "lo, ", "wörld"]);
+    // The prompt is the uncached input, the cache read and the cache written.
+    assert_eq!(
+        completion.usage,
+        Some(Usage {
+            prompt_tokens: 1200,
+            completion_tokens: 7,
+            cached_tokens: 1000,
+        })
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    let request = &requests[0];
+    assert_eq!(
+        (request.method.as_str(), request.path.as_str()),
+        ("POST", "/v1/messages")
+    );
+    assert_eq!(request.header("x-api-key"), Some("sk-ant-test"));
+    assert_eq!(request.header("authorization"), None);
+    assert_eq!(request.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(request.header("accept"), Some("text/event-stream"));
+    assert_eq!(
+        request.body,
+        json!({
+            "model": "claude-test",
+            "max_tokens": 1000,
+            "stream": true,
+            "system": [{"type": "text", "text": "be brief", "cache_control": {"type": "ephemeral"}}],
+            "tools": [{
+                "name": "write_file",
+                "description": "Create or replace a file.",
+                "input_schema": tools[0].parameters,
+                "cache_control": {"type": "ephemeral"},
+            }],
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "write a and b"}]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Writing both."},
+                    {"type": "tool_use", "id": "toolu_a", "name": "write_file", "input": {"path": "a", "content": "A"}},
+                    // Arguments that are not JSON were never run; the input sent back is empty.
+                    {"type": "tool_use", "id": "toolu_b", "name": "write_file", "input": {}},
+                ]},
+                // Both results in one user message, the last block marked for caching.
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_a", "content": "A a"},
+                    {"type": "tool_result", "tool_use_id": "toolu_b", "content": "the arguments are not valid JSON",
+                     "cache_control": {"type": "ephemeral"}},
+                ]},
+            ],
+        })
+    );
+}
+
+#[tokio::test]
+async fn anthropic_assembles_interleaved_tool_calls() {
+    let (url, _server) = MockServer::start(vec![anthropic::events(&[
+        anthropic::message_start(Tokens::default()),
+        anthropic::text_start(0),
+        anthropic::text_delta(0, "Writing both."),
+        anthropic::block_stop(0),
+        anthropic::tool_use_start(1, "toolu_a", "write_file"),
+        anthropic::json_delta(1, "{\"path\": \"a.txt\", "),
+        anthropic::tool_use_start(2, "toolu_b", "write_file"),
+        anthropic::json_delta(2, "{\"pa"),
+        anthropic::ping(),
+        anthropic::json_delta(1, "\"content\": \"A\"}"),
+        anthropic::json_delta(2, "th\": \"b.txt\", \"content\": \"B\"}"),
+        anthropic::block_stop(1),
+        anthropic::block_stop(2),
+        // A call without arguments streams no JSON at all.
+        anthropic::tool_use_start(3, "toolu_c", "list_dir"),
+        anthropic::block_stop(3),
+        anthropic::message_delta("tool_use", 40),
+        anthropic::message_stop(),
+    ])])
+    .await;
+
+    let (result, events) = ask(&claude(&url), &[Message::user("go")], &[]).await;
+
+    let completion = result.expect("a completion");
+    assert_eq!(completion.finish_reason, FinishReason::ToolCalls);
+    assert_eq!(completion.message.content, "Writing both.");
+    let calls: Vec<_> = completion
+        .message
+        .tool_calls
+        .iter()
+        .map(|call| {
+            (
+                call.id.as_str(),
+                call.name.as_str(),
+                call.arguments.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            (
+                "toolu_a",
+                "write_file",
+                r#"{"path": "a.txt", "content": "A"}"#
+            ),
+            (
+                "toolu_b",
+                "write_file",
+                r#"{"path": "b.txt", "content": "B"}"#
+            ),
+            ("toolu_c", "list_dir", "{}"),
+        ]
+    );
+    let started: Vec<&str> = events
+        .iter()
+        .filter_map(|event| match event {
+            StreamEvent::ToolCallStarted { name } => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, ["write_file", "write_file", "list_dir"]);
+}
+
+#[tokio::test]
+async fn anthropic_stop_reasons_map_to_finish_reasons() {
+    let answer = |reason: &str| {
+        anthropic::events(&[
+            anthropic::message_start(Tokens::default()),
+            anthropic::text_start(0),
+            anthropic::text_delta(0, "x"),
+            anthropic::message_delta(reason, 1),
+            anthropic::message_stop(),
+        ])
+    };
+    let reasons = [
+        "end_turn",
+        "max_tokens",
+        "stop_sequence",
+        "refusal",
+        "pause_turn",
+    ];
+    let (url, _server) = MockServer::start(reasons.iter().map(|r| answer(r)).collect()).await;
+    let provider = claude(&url);
+    let mut finishes = Vec::new();
+    for _ in reasons {
+        let (result, _) = ask(&provider, &[Message::user("hi")], &[]).await;
+        finishes.push(result.expect("a completion").finish_reason);
+    }
+    assert_eq!(
+        finishes,
+        [
+            FinishReason::Stop,
+            FinishReason::Length,
+            FinishReason::Stop,
+            FinishReason::ContentFilter,
+            FinishReason::Other("pause_turn".into()),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn anthropic_retries_429_and_529_honouring_a_capped_retry_after() {
+    let (url, server) = MockServer::start(vec![
+        anthropic::error(
+            429,
+            "rate_limit_error",
+            "Number of requests has exceeded your rate limit",
+        )
+        .with_header("retry-after", "0"),
+        anthropic::error(529, "overloaded_error", "Overloaded").with_header("retry-after", "3600"),
+        anthropic::text(&["ok"]),
+    ])
+    .await;
+
+    let (result, events) = ask(&claude(&url), &[Message::user("hi")], &[]).await;
+
+    assert_eq!(result.expect("success after retries").message.content, "ok");
+    assert_eq!(server.requests().len(), 3);
+    assert_eq!(
+        retry_reasons(&events),
+        [
+            (1, Duration::ZERO, "rate limited (429)"),
+            (2, Duration::from_millis(50), "server error (529)"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn anthropic_gives_up_with_the_same_words_as_the_openai_provider() {
+    let overloaded = || anthropic::error(529, "overloaded_error", "Overloaded");
+    let (url, server) = MockServer::start(vec![overloaded(), overloaded(), overloaded()]).await;
+    let (result, _) = ask(&claude(&url), &[Message::user("hi")], &[]).await;
+    assert_snapshot!(message(&result.expect_err("overloaded"), &url), @"the server failed with 529 after 2 retries: Overloaded");
+    assert_eq!(server.requests().len(), 3);
+
+    let limited = || anthropic::error(429, "rate_limit_error", "Rate limited.");
+    let (url, _server) = MockServer::start(vec![limited(), limited(), limited()]).await;
+    let (result, _) = ask(&claude(&url), &[Message::user("hi")], &[]).await;
+    assert_snapshot!(message(&result.expect_err("limited"), &url), @"the server is still rate limiting requests (429) after 2 retries: Rate limited");
+}
+
+#[tokio::test]
+async fn anthropic_a_refused_key_fails_at_once() {
+    let (url, server) = MockServer::start(vec![anthropic::error(
+        401,
+        "authentication_error",
+        "invalid x-api-key",
+    )])
+    .await;
+    let (result, events) = ask(&claude(&url), &[Message::user("hi")], &[]).await;
+    let error = result.expect_err("unauthorized");
+    assert!(
+        matches!(error, ProviderError::Unauthorized { status: 401, .. }),
+        "{error:?}"
+    );
+    assert_snapshot!(message(&error, &url), @"the API key was refused (401); set ANTHROPIC_API_KEY");
+    assert_eq!(server.requests().len(), 1);
+    assert!(events.is_empty(), "{events:?}");
+}
+
+#[tokio::test]
+async fn anthropic_an_unknown_model_is_named() {
+    let (url, _server) = MockServer::start(vec![anthropic::error(
+        404,
+        "not_found_error",
+        "model: claude-test",
+    )])
+    .await;
+    let (result, _) = ask(&claude(&url), &[Message::user("hi")], &[]).await;
+    assert_snapshot!(message(&result.expect_err("unknown"), &url), @"unknown model `claude-test` at http://127.0.0.1:PORT/v1/messages: model: claude-test; check --model or SHIRO_MODEL");
+}
+
+#[tokio::test]
+async fn anthropic_a_dropped_or_unfinished_stream_is_an_error_not_a_short_answer() {
+    let started = [
+        anthropic::message_start(Tokens::default()),
+        anthropic::text_start(0),
+        anthropic::text_delta(0, "Half an ans"),
+    ];
+    // Broken off mid-chunk; then a clean end of the body, but no `message_stop`, even after
+    // the stop reason.
+    let mut unfinished = started.to_vec();
+    unfinished.push(anthropic::message_delta("end_turn", 5));
+    let (url, server) = MockServer::start(vec![
+        anthropic::dropped_after(&started),
+        anthropic::events(&unfinished),
+    ])
+    .await;
+    let provider = claude(&url);
+
+    let (dropped, events) = ask(&provider, &[Message::user("hi")], &[]).await;
+    let (unfinished, _) = ask(&provider, &[Message::user("hi")], &[]).await;
+
+    let error = dropped.expect_err("dropped");
+    assert!(matches!(error, ProviderError::Dropped), "{error:?}");
+    assert_snapshot!(message(&error, &url), @"the connection closed before the response finished");
+    assert_eq!(text_deltas(&events), ["Half an ans"]);
+    assert!(
+        matches!(unfinished, Err(ProviderError::Dropped)),
+        "{unfinished:?}"
+    );
+    // Text was shown, so nothing was sent again.
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn anthropic_an_error_event_mid_stream_is_an_error() {
+    let (url, server) = MockServer::start(vec![anthropic::events(&[
+        anthropic::message_start(Tokens::default()),
+        anthropic::text_start(0),
+        anthropic::text_delta(0, "Let me"),
+        anthropic::error_event("overloaded_error", "Overloaded"),
+    ])])
+    .await;
+    let (result, events) = ask(&claude(&url), &[Message::user("hi")], &[]).await;
+    let error = result.expect_err("an error event");
+    assert_snapshot!(message(&error, &url), @"the server reported an error while streaming: Overloaded");
+    assert_eq!(text_deltas(&events), ["Let me"]);
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn anthropic_malformed_streams_are_errors_not_panics() {
+    let raw = |body: &[u8]| MockResponse::body(200, "text/event-stream", vec![body.to_vec()]);
+    let (url, _server) = MockServer::start(vec![
+        raw(b"event: message_start\ndata: {not json\n\n"),
+        raw(b"data: {\"type\": \"content_block_delta\", \"delta\": {\"type\": \"text_delta\", \"text\": \"x\"}}\n\n"),
+        raw(b"data: {\"type\": \"message_start\", \"message\": {\"usage\": {\"input_tokens\": \"many\"}}}\n\n"),
+        raw(b"\xff\xfe garbage without events"),
+        // A whole JSON answer from a server that does not stream is understood.
+        MockResponse::error(200, json!({
+            "type": "message", "role": "assistant", "stop_reason": "tool_use",
+            "content": [
+                {"type": "text", "text": "Calling."},
+                {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a"}},
+            ],
+            "usage": {"input_tokens": 3, "output_tokens": 4},
+        })),
+    ])
+    .await;
+    let provider = claude(&url);
+    let mut messages = Vec::new();
+    for _ in 0..4 {
+        let (result, _) = ask(&provider, &[Message::user("hi")], &[]).await;
+        messages.push(message(&result.expect_err("malformed"), &url));
+    }
+    assert_snapshot!(messages.join("\n"), @r#"
+        the server sent a response shiro could not read: an event is not valid JSON (key must be a string at line 1 column 2)
+        the server sent a response shiro could not read: an event has no `index`
+        the server sent a response shiro could not read: an event is not valid JSON (invalid type: string "many", expected u64 at line 1 column 70)
+        the connection closed before the response finished
+        "#);
+    let (whole, events) = ask(&provider, &[Message::user("hi")], &[]).await;
+    let whole = whole.expect("a whole answer");
+    assert_eq!(text_deltas(&events), ["Calling."]);
+    assert_eq!(whole.finish_reason, FinishReason::ToolCalls);
+    assert_eq!(whole.message.tool_calls[0].arguments, r#"{"path":"a"}"#);
+    assert_eq!(whole.usage.map(|usage| usage.total()), Some(7));
+}
+
+#[tokio::test]
+async fn anthropic_base_urls_with_or_without_v1_reach_messages() {
+    let (url, server) =
+        MockServer::start(vec![anthropic::text(&["a"]), anthropic::text(&["b"])]).await;
+    let root = url.trim_end_matches("/v1").to_owned();
+    for base in [root.clone(), format!("{root}/v1/messages/")] {
+        let provider = AnthropicProvider::new(AnthropicConfig {
+            base_url: base,
+            ..anthropic_config(&url)
+        })
+        .expect("valid");
+        let (result, _) = ask(&provider, &[Message::user("hi")], &[]).await;
+        result.expect("a completion");
+    }
+    let paths: Vec<String> = server.requests().into_iter().map(|r| r.path).collect();
+    assert_eq!(paths, ["/v1/messages", "/v1/messages"]);
+}
+
+#[test]
+fn anthropic_the_api_key_never_shows_in_debug_output_or_errors() {
+    let config = AnthropicConfig {
+        api_key: Some("sk-ant-secret".into()),
+        ..AnthropicConfig::new("m")
+    };
+    assert!(!format!("{config:?}").contains("sk-ant-secret"));
+    let provider = AnthropicProvider::new(config).expect("valid");
+    assert!(!format!("{provider:?}").contains("sk-ant-secret"));
+    let refused = AnthropicProvider::new(AnthropicConfig {
+        api_key: Some("sk-ant-secret\nx".into()),
+        ..AnthropicConfig::new("m")
+    })
+    .expect_err("a line break cannot be sent");
+    assert_snapshot!(refused.to_string(), @"invalid provider configuration: the API key contains characters an HTTP header cannot carry (a line break?)");
+    assert_snapshot!(
+        AnthropicProvider::new(AnthropicConfig { max_tokens: 0, ..AnthropicConfig::new("m") })
+            .expect_err("no room for an answer")
+            .to_string(),
+        @"invalid provider configuration: max_tokens must be at least 1"
     );
 }

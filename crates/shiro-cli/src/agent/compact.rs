@@ -322,6 +322,10 @@ mod tests {
         fn model(&self) -> &str {
             "test"
         }
+
+        fn kind(&self) -> &'static str {
+            "test"
+        }
     }
 
     /// What a session does next.

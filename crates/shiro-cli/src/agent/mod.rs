@@ -8,10 +8,11 @@
 //! - [`repl`]: the read-eval loop and its `/` commands; [`input`]: where lines come from;
 //! - [`attach`]: the files a prompt's `@path`s name, attached to its message;
 //! - [`events`]: what a turn reports, as text or JSON lines; [`approve`]: approvals and diffs;
-//! - [`demo`]: the offline demo, which drives the same REPL with a replay script.
+//! - [`demo`]: the offline demo, which drives the same REPL with a replay script;
+//! - [`model`]: which provider a model name means, its server and key, and `/model`.
 //!
-//! This is the part of the binary that reads the environment (`SHIRO_MODEL`,
-//! `OPENAI_BASE_URL`, `OPENAI_API_KEY`) and talks to the terminal.
+//! This is the part of the binary that reads the environment (`SHIRO_MODEL`, the
+//! providers' `…_BASE_URL` and `…_API_KEY`) and talks to the terminal.
 
 pub mod approve;
 pub mod attach;
@@ -21,6 +22,7 @@ pub mod demo;
 pub mod events;
 pub mod input;
 pub mod instructions;
+pub mod model;
 pub mod repl;
 pub mod session;
 pub mod turn;
@@ -30,7 +32,6 @@ use std::io::IsTerminal as _;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Result;
 use shiro_commands::{Args, ExpandContext, FsReader, Origin, Resolved, ShRunner};
@@ -39,17 +40,17 @@ use self::approve::{Approvals, Policy};
 use self::conversation::Conversation;
 use self::events::{Event, Mode, Printer};
 use self::input::{Input, Lines, Terminal};
+pub use self::model::provider;
 use self::session::Session;
 use self::turn::{Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT, TurnLimits, TurnReport};
 use crate::cli::SessionArgs;
 use crate::headless::{self, Context};
-use crate::provider::{OpenAiConfig, OpenAiProvider, Provider, ReplayProvider};
 use crate::render::Color;
 use crate::tui::{Msg, PickItem, ToUi, Ui, UiSender};
 
 /// Runs the agent: interactive, or one headless turn with `-p`.
 pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
-    let provider = provider(ctx, args.model.as_deref(), |name| std::env::var(name));
+    let provider = provider(ctx, args.model.as_deref(), &|name| std::env::var(name)).await;
     let headless = args.prompt.is_some();
     let tui = !headless && !args.no_tui && tui_fits(|name| std::env::var(name));
     // `--resume` without an id on a terminal: a new session, then a picker of the others.
@@ -392,6 +393,11 @@ fn session_time(time: std::time::SystemTime) -> String {
     headless::format_time(secs)
 }
 
+/// `/model` (see [`model::model_command`]), with the process's environment.
+pub async fn switch_model(agent: &mut Agent<'_>, args: &str) -> String {
+    model::model_command(agent, args, &|name| std::env::var(name)).await
+}
+
 /// Sends a typed prompt as one turn: the files and directories its `@path`s name are
 /// attached to the message (see [`attach`]), each with a note for the user, and the turn
 /// runs. The REPL and `-p` send prompts through it; a user command's template has its own
@@ -495,10 +501,13 @@ pub async fn run_user_command(
         allowed: command.allowed_tools.clone(),
         preapprove: trusted || command.origin != Origin::Project,
     };
-    let saved = command.model.as_deref().map(|model| {
-        let for_turn = provider(ctx, Some(model), |name| std::env::var(name));
-        std::mem::replace(&mut agent.provider, for_turn)
-    });
+    let saved = match command.model.as_deref() {
+        Some(model) => {
+            let for_turn = provider(ctx, Some(model), &|name| std::env::var(name)).await;
+            Some(std::mem::replace(&mut agent.provider, for_turn))
+        }
+        None => None,
+    };
     let report = agent.turn_with(&format!("{prompt}{extra}"), limits).await;
     if let Some(saved) = saved {
         agent.provider = saved;
@@ -535,41 +544,4 @@ pub fn open_session(
             }
         },
     }
-}
-
-/// The model: `--model` > `SHIRO_MODEL` > `[model] name`; `replay:FILE` plays a script,
-/// anything else is an OpenAI-compatible model at `OPENAI_BASE_URL` > `[model] base_url` >
-/// OpenAI. Failing to make one is reported when a prompt is sent, so that `/undo`, `/log`
-/// and the rest work without a model.
-pub fn provider(
-    ctx: &Context,
-    flag: Option<&str>,
-    env: impl Fn(&str) -> Result<String, std::env::VarError>,
-) -> Result<Box<dyn Provider>, String> {
-    let var = |name: &str| env(name).ok().filter(|value| !value.trim().is_empty());
-    let name = flag
-        .map(str::to_owned)
-        .or_else(|| var("SHIRO_MODEL"))
-        .or_else(|| ctx.config.model.name.clone())
-        .ok_or_else(|| {
-            "no model is set: pass --model NAME, set SHIRO_MODEL, or put `name` under [model] in .shiro/config.toml (`shiro demo` runs offline)".to_owned()
-        })?;
-    if let Some(path) = name.strip_prefix("replay:") {
-        let script = std::fs::read_to_string(path)
-            .map_err(|err| format!("cannot read the replay script {path}: {err}"))?;
-        return ReplayProvider::from_script(&script)
-            .map(|provider| Box::new(provider) as Box<dyn Provider>)
-            .map_err(|err| err.to_string());
-    }
-    let mut config = OpenAiConfig::new(name);
-    if let Some(url) = var("OPENAI_BASE_URL").or_else(|| ctx.config.model.base_url.clone()) {
-        config.base_url = url;
-    }
-    config.api_key = var("OPENAI_API_KEY");
-    if let Some(secs) = ctx.config.model.timeout_secs {
-        config.timeout = Duration::from_secs(secs);
-    }
-    OpenAiProvider::new(config)
-        .map(|provider| Box::new(provider) as Box<dyn Provider>)
-        .map_err(|err| err.to_string())
 }

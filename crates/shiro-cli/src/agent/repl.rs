@@ -261,6 +261,7 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
             return send(agent, &prompt).await;
         }
         "cost" => cost_text(&agent.usage),
+        "model" => super::switch_model(agent, args).await,
         "status" => {
             let status = status(agent).await;
             let compaction = compact::status_line(

@@ -15,18 +15,23 @@ pub enum ProviderError {
         detail: String,
     },
     /// 401 or 403: the server refused the API key (or there was none).
-    #[error("the API key was refused ({status}); set OPENAI_API_KEY")]
+    #[error("the API key was refused ({status}); {hint}")]
     Unauthorized {
         /// The HTTP status, 401 or 403.
         status: u16,
+        /// Where the key comes from, as advice: `set OPENAI_API_KEY`, or the command that
+        /// printed it. Never the key.
+        hint: String,
     },
     /// 404 that does not name a model: usually a wrong base URL.
     #[error(
-        "the endpoint or model was not found (404) at {url}; check OPENAI_BASE_URL and the model name"
+        "the endpoint or model was not found (404) at {url}; check {base_url_var} and the model name"
     )]
     NotFound {
         /// The URL that was requested.
         url: String,
+        /// The variable that sets the server, e.g. `OPENAI_BASE_URL`.
+        base_url_var: &'static str,
     },
     /// The server said it has no such model.
     #[error("unknown model `{model}` at {url}: {detail}; check --model or SHIRO_MODEL")]
@@ -96,7 +101,7 @@ pub enum ProviderError {
         /// The server's own words.
         detail: String,
     },
-    /// The response was not what an OpenAI-compatible server sends.
+    /// The response was not what a server of the API sends.
     #[error("the server sent a response shiro could not read: {detail}")]
     BadResponse {
         /// What was wrong with it.

@@ -2,11 +2,17 @@
 //!
 //! A [`Provider`] turns a [`ChatRequest`] (the conversation so far and the tools on offer)
 //! into one assistant [`Completion`], reporting text as it streams in through a sink
-//! callback. Two implementations:
+//! callback. Three implementations:
 //!
 //! - [`OpenAiProvider`]: any OpenAI-compatible Chat Completions server (OpenAI, Ollama,
 //!   llama.cpp, vLLM), streaming over server-sent events, with retries and clear errors.
+//! - [`AnthropicProvider`]: Anthropic's Messages API, streaming, with tool use, usage and
+//!   prompt caching of the system prompt and the tools.
 //! - [`ReplayProvider`]: plays back a JSON script of responses, for offline demos and tests.
+//!
+//! The two HTTP providers share one transport: the client, the retries, the timeouts, the
+//! event-stream parser and the error messages; each only encodes its requests and decodes
+//! its events.
 //!
 //! Providers never print and never read the environment: everything comes in through their
 //! constructors, and everything goes out through return values and the sink.
@@ -31,7 +37,9 @@
 //! # }).unwrap();
 //! ```
 
+mod anthropic;
 mod error;
+mod http;
 mod openai;
 mod replay;
 mod sse;
@@ -41,9 +49,63 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+pub use anthropic::{AnthropicConfig, AnthropicProvider};
 pub use error::ProviderError;
 pub use openai::{OpenAiConfig, OpenAiProvider};
 pub use replay::ReplayProvider;
+
+/// Which HTTP API a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Api {
+    /// OpenAI's Chat Completions, and the servers that copy it.
+    #[serde(rename = "openai")]
+    OpenAi,
+    /// Anthropic's Messages API.
+    Anthropic,
+}
+
+impl Api {
+    /// Its name in config files and model prefixes: `openai` or `anthropic`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::OpenAi => "openai",
+            Api::Anthropic => "anthropic",
+        }
+    }
+
+    /// The environment variable that sets its server.
+    pub fn base_url_var(self) -> &'static str {
+        match self {
+            Api::OpenAi => "OPENAI_BASE_URL",
+            Api::Anthropic => "ANTHROPIC_BASE_URL",
+        }
+    }
+
+    /// The environment variable its key is read from unless `[model] api_key_env` says
+    /// otherwise.
+    pub fn key_var(self) -> &'static str {
+        match self {
+            Api::OpenAi => "OPENAI_API_KEY",
+            Api::Anthropic => "ANTHROPIC_API_KEY",
+        }
+    }
+
+    /// Its API by name (`openai`, `anthropic`), any case.
+    pub fn from_name(name: &str) -> Option<Api> {
+        match name.to_ascii_lowercase().as_str() {
+            "openai" => Some(Api::OpenAi),
+            "anthropic" => Some(Api::Anthropic),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Api {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Who wrote a [`Message`]. Serialized in lowercase (`"system"`, `"user"`, `"assistant"`,
 /// `"tool"`), as in the Chat Completions API.
@@ -252,4 +314,7 @@ pub trait Provider: Send + Sync {
 
     /// The model's name, for the status line and the transcript.
     fn model(&self) -> &str;
+
+    /// Which provider this is, for `/model` and `/status`: `openai`, `anthropic` or `replay`.
+    fn kind(&self) -> &'static str;
 }

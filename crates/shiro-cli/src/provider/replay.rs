@@ -180,6 +180,10 @@ impl Provider for ReplayProvider {
     fn model(&self) -> &str {
         Self::MODEL
     }
+
+    fn kind(&self) -> &'static str {
+        "replay"
+    }
 }
 
 /// Splits `text` into pieces of at most about [`CHUNK_BYTES`] bytes, on character

@@ -78,6 +78,8 @@ impl World {
             .env_remove("SHIRO_MODEL")
             .env_remove("OPENAI_BASE_URL")
             .env_remove("OPENAI_API_KEY")
+            .env_remove("ANTHROPIC_BASE_URL")
+            .env_remove("ANTHROPIC_API_KEY")
             .env_remove("XDG_CONFIG_HOME")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

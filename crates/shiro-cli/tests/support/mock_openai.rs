@@ -168,6 +168,15 @@ impl MockResponse {
         }
     }
 
+    /// This response, broken off in the middle of an HTTP chunk after its pieces, as a
+    /// dropped connection does.
+    pub fn then_drop(self) -> Self {
+        MockResponse {
+            ending: Ending::Drop,
+            ..self
+        }
+    }
+
     /// A 200 event stream that sends `chunks` and then goes silent, connection open.
     pub fn stalled_after(chunks: Vec<Value>) -> Self {
         let events: Vec<String> = chunks.into_iter().map(|chunk| chunk.to_string()).collect();

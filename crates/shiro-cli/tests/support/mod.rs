@@ -2,5 +2,6 @@
 // Each test binary includes this module and uses only part of it.
 #![allow(dead_code)]
 
+pub mod mock_anthropic;
 pub mod mock_openai;
 pub mod pty;

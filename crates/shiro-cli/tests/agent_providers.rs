@@ -1,0 +1,420 @@
+//! The same end-to-end scenarios through the `shiro` binary on both HTTP providers, each
+//! against its mock server on 127.0.0.1: tool calls that write a file (then `shiro undo`),
+//! usage in `/cost`, a 429 retried, a 401, a dropped stream, and an API key from
+//! `api_key_cmd` that never reaches a file or an output. Each scenario is written once and
+//! run for each [`Wire`]; `/model` switching between the two has its own test.
+#![allow(clippy::unwrap_used)]
+
+mod agent_common;
+mod support;
+
+use agent_common::{Run, World};
+use serde_json::Value;
+use support::mock_anthropic::{self as anthropic, Tokens};
+use support::mock_openai::{self as openai, MockResponse, MockServer, RecordedRequest};
+
+/// The key `api_key_cmd` prints: the tests look for it everywhere it must not be.
+const SECRET: &str = "sk-SECRET-d41d8cd98f00b204e9800998ecf8427e";
+
+/// Which API a scenario runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wire {
+    OpenAi,
+    Anthropic,
+}
+
+impl Wire {
+    fn name(self) -> &'static str {
+        match self {
+            Wire::OpenAi => "openai",
+            Wire::Anthropic => "anthropic",
+        }
+    }
+
+    fn base_url_var(self) -> &'static str {
+        match self {
+            Wire::OpenAi => "OPENAI_BASE_URL",
+            Wire::Anthropic => "ANTHROPIC_BASE_URL",
+        }
+    }
+
+    /// A text answer in `pieces`.
+    fn text(self, pieces: &[&str]) -> MockResponse {
+        match self {
+            Wire::OpenAi => MockResponse::text(pieces),
+            Wire::Anthropic => anthropic::text(pieces),
+        }
+    }
+
+    /// A text answer that reports 1200 prompt tokens (1000 of them cached) and 30
+    /// completion tokens, each API in its own terms.
+    fn text_with_usage(self, text: &str) -> MockResponse {
+        match self {
+            Wire::OpenAi => MockResponse::stream(vec![
+                openai::text_chunk(text),
+                openai::finish_chunk("stop"),
+                serde_json::json!({"choices": [], "usage": {
+                    "prompt_tokens": 1200, "completion_tokens": 30, "total_tokens": 1230,
+                    "prompt_tokens_details": {"cached_tokens": 1000},
+                }}),
+            ]),
+            Wire::Anthropic => anthropic::text_with_usage(
+                &[text],
+                Tokens {
+                    input: 150,
+                    cache_read: 1000,
+                    cache_creation: 50,
+                    output: 30,
+                },
+            ),
+        }
+    }
+
+    /// Some text, then one call of `name` whose JSON arguments arrive in `pieces`.
+    fn tool_call(self, text: &str, id: &str, name: &str, pieces: &[&str]) -> MockResponse {
+        match self {
+            Wire::OpenAi => {
+                let mut chunks = Vec::new();
+                if !text.is_empty() {
+                    chunks.push(openai::text_chunk(text));
+                }
+                for (n, piece) in pieces.iter().enumerate() {
+                    let first = n == 0;
+                    chunks.push(openai::tool_call_chunk(
+                        0,
+                        first.then_some(id),
+                        first.then_some(name),
+                        piece,
+                    ));
+                }
+                chunks.push(openai::finish_chunk("tool_calls"));
+                MockResponse::stream(chunks)
+            }
+            Wire::Anthropic => anthropic::tool_call(text, id, name, pieces),
+        }
+    }
+
+    /// A 429 that asks for a retry at once.
+    fn rate_limited(self) -> MockResponse {
+        let response = match self {
+            Wire::OpenAi => MockResponse::error(
+                429,
+                openai::error_body("slow down", "rate_limit_exceeded", None),
+            ),
+            Wire::Anthropic => anthropic::error(429, "rate_limit_error", "slow down"),
+        };
+        response.with_header("retry-after", "0")
+    }
+
+    /// A 401 for a bad key.
+    fn unauthorized(self) -> MockResponse {
+        match self {
+            Wire::OpenAi => MockResponse::error(
+                401,
+                openai::error_body(
+                    "Incorrect API key provided",
+                    "invalid_request_error",
+                    Some("invalid_api_key"),
+                ),
+            ),
+            Wire::Anthropic => anthropic::error(401, "authentication_error", "invalid x-api-key"),
+        }
+    }
+
+    /// Some text, then the connection breaks.
+    fn dropped_after_text(self, text: &str) -> MockResponse {
+        match self {
+            Wire::OpenAi => MockResponse::dropped_after(vec![openai::text_chunk(text)]),
+            Wire::Anthropic => anthropic::dropped_after(&[
+                anthropic::message_start(Tokens::default()),
+                anthropic::text_start(0),
+                anthropic::text_delta(0, text),
+            ]),
+        }
+    }
+
+    /// The key the request carried, from the API's own header.
+    fn sent_key(self, request: &RecordedRequest) -> Option<String> {
+        match self {
+            Wire::OpenAi => request
+                .header("authorization")
+                .and_then(|value| value.strip_prefix("Bearer "))
+                .map(str::to_owned),
+            Wire::Anthropic => request.header("x-api-key").map(str::to_owned),
+        }
+    }
+
+    /// The ids of the tool results a request sends back, in order.
+    fn tool_result_ids(self, request: &RecordedRequest) -> Vec<String> {
+        let messages = request.body["messages"].as_array().unwrap();
+        let text = |value: &Value| value.as_str().unwrap().to_owned();
+        match self {
+            Wire::OpenAi => messages
+                .iter()
+                .filter(|m| m["role"] == "tool")
+                .map(|m| text(&m["tool_call_id"]))
+                .collect(),
+            Wire::Anthropic => messages
+                .iter()
+                .filter_map(|m| m["content"].as_array())
+                .flatten()
+                .filter(|block| block["type"] == "tool_result")
+                .map(|block| text(&block["tool_use_id"]))
+                .collect(),
+        }
+    }
+}
+
+/// A world whose user config sends `wire`'s requests to `url`, with the key from
+/// `api_key_cmd` (a file read by `cat`, so the command itself holds no secret).
+fn world_for(wire: Wire) -> World {
+    let world = World::new();
+    let key_file = world.cfg.path().join("key.txt");
+    std::fs::write(&key_file, format!("{SECRET}\n")).unwrap();
+    let config = format!(
+        "[model]\nprovider = \"{}\"\napi_key_cmd = \"cat '{}'\"\n",
+        wire.name(),
+        key_file.display()
+    );
+    std::fs::write(world.cfg.path().join("config.toml"), config).unwrap();
+    world
+}
+
+async fn run(world: &World, wire: Wire, url: &str, args: &[&str], stdin: &str) -> Run {
+    let env = [(wire.base_url_var(), url), ("SHIRO_MODEL", "mock-model")];
+    world.run(args, stdin, &env).await
+}
+
+/// Every file under the workspace's `.shiro/`, and every output, must not hold the key.
+fn assert_no_secret(world: &World, runs: &[&Run]) {
+    for run in runs {
+        assert!(!run.stdout.contains(SECRET), "stdout: {}", run.stdout);
+        assert!(!run.stderr.contains(SECRET), "stderr: {}", run.stderr);
+    }
+    let mut stack = vec![world.ws.path().join(".shiro")];
+    let mut files = 0;
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files += 1;
+                let bytes = std::fs::read(&path).unwrap();
+                let found = bytes.windows(SECRET.len()).any(|w| w == SECRET.as_bytes());
+                assert!(!found, "the key is in {}", path.display());
+            }
+        }
+    }
+    assert!(files > 0, "the run wrote its session and undo files");
+}
+
+async fn tool_calls_write_a_file_and_undo_restores(wire: Wire) {
+    let world = world_for(wire);
+    let (url, server) = MockServer::start(vec![
+        wire.tool_call(
+            "Writing it.",
+            "call_w",
+            "write_file",
+            &["{\"path\": \"hello", ".txt\", \"content\": \"hello\\n\"}"],
+        ),
+        wire.text(&["hello.txt ", "is written."]),
+    ])
+    .await;
+    let turn = run(&world, wire, &url, &["-p", "make hello.txt", "--yes"], "").await;
+    assert_eq!(turn.code, Some(0), "{turn:?}");
+    assert_eq!(turn.stdout, "hello.txt is written.\n");
+    assert_eq!(world.read("hello.txt").as_deref(), Some("hello\n"));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].body["model"], "mock-model");
+    assert_eq!(wire.tool_result_ids(&requests[1]), ["call_w"]);
+    for request in &requests {
+        assert_eq!(wire.sent_key(request).as_deref(), Some(SECRET));
+    }
+
+    let json = {
+        let (url, _server) = MockServer::start(vec![wire.text(&["Nothing to do."])]).await;
+        run(&world, wire, &url, &["-p", "anything?", "--json"], "").await
+    };
+    assert_eq!(json.code, Some(0), "{json:?}");
+    let undo = world.run(&["undo"], "", &[]).await;
+    assert_eq!(undo.code, Some(0), "{undo:?}");
+    assert_eq!(world.read("hello.txt"), None, "undo removed the file");
+    assert_no_secret(&world, &[&turn, &json, &undo]);
+}
+
+async fn usage_is_shown(wire: Wire) {
+    let world = world_for(wire);
+    let (url, _server) = MockServer::start(vec![wire.text_with_usage("hi there")]).await;
+    let session = run(&world, wire, &url, &[], "hi\n/cost\n").await;
+    assert_eq!(session.code, Some(0), "{session:?}");
+    let all = format!("{}{}", session.stdout, session.stderr);
+    assert!(
+        all.contains("this session: 1230 tokens: 1200 prompt (1000 of them cached), 30 completion"),
+        "{all}"
+    );
+    assert_no_secret(&world, &[&session]);
+}
+
+async fn a_429_is_retried_then_the_turn_succeeds(wire: Wire) {
+    let world = world_for(wire);
+    let (url, server) =
+        MockServer::start(vec![wire.rate_limited(), wire.text(&["fine now"])]).await;
+    let turn = run(&world, wire, &url, &["-p", "hi"], "").await;
+    assert_eq!(turn.code, Some(0), "{turn:?}");
+    assert_eq!(turn.stdout, "fine now\n");
+    assert!(
+        turn.stderr.contains("rate limited (429); retry 1 of"),
+        "{}",
+        turn.stderr
+    );
+    assert_eq!(server.requests().len(), 2);
+}
+
+async fn a_401_fails_clearly_naming_the_key_command(wire: Wire) {
+    let world = world_for(wire);
+    let (url, server) = MockServer::start(vec![wire.unauthorized()]).await;
+    let turn = run(&world, wire, &url, &["-p", "hi"], "").await;
+    assert_eq!(turn.code, Some(1), "{turn:?}");
+    assert_eq!(turn.stdout, "");
+    let stopped = turn
+        .stderr
+        .lines()
+        .find(|line| line.starts_with("turn stopped:"))
+        .unwrap();
+    assert_no_secret(&world, &[&turn]);
+    insta::assert_snapshot!(format!("{}_401", wire.name()), world.normalize(stopped));
+    assert_eq!(server.requests().len(), 1, "a refused key is not retried");
+}
+
+async fn a_dropped_stream_fails_and_earlier_changes_stay_undoable(wire: Wire) {
+    let world = world_for(wire);
+    let (url, _server) = MockServer::start(vec![
+        wire.tool_call(
+            "",
+            "call_w",
+            "write_file",
+            &["{\"path\": \"x.txt\", \"content\": \"x\"}"],
+        ),
+        wire.dropped_after_text("Half an ans"),
+    ])
+    .await;
+    let turn = run(
+        &world,
+        wire,
+        &url,
+        &["-p", "make x.txt", "--yes", "--json"],
+        "",
+    )
+    .await;
+    assert_eq!(turn.code, Some(1), "{turn:?}");
+    let last: Value = serde_json::from_str(turn.stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "turn_end");
+    assert_eq!(
+        last["error"],
+        "the connection closed before the response finished"
+    );
+    assert_eq!(world.read("x.txt").as_deref(), Some("x"));
+    let undo = world.run(&["undo"], "", &[]).await;
+    assert_eq!(undo.code, Some(0), "{undo:?}");
+    assert_eq!(world.read("x.txt"), None);
+    assert_no_secret(&world, &[&turn, &undo]);
+}
+
+/// Runs each scenario on both wires, as its own test.
+macro_rules! on_both_wires {
+    ($($scenario:ident),* $(,)?) => {
+        mod openai_wire {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(super::Wire::OpenAi).await;
+                }
+            )*
+        }
+        mod anthropic_wire {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $scenario() {
+                    super::$scenario(super::Wire::Anthropic).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_wires!(
+    tool_calls_write_a_file_and_undo_restores,
+    usage_is_shown,
+    a_429_is_retried_then_the_turn_succeeds,
+    a_401_fails_clearly_naming_the_key_command,
+    a_dropped_stream_fails_and_earlier_changes_stay_undoable,
+);
+
+/// `/model` shows the model, refuses a name it cannot use (keeping the model), and switches
+/// API in the middle of a conversation, which goes on with its history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_switches_provider_and_keeps_the_conversation() {
+    let world = world_for(Wire::OpenAi);
+    let (openai_url, openai_server) = MockServer::start(vec![
+        Wire::OpenAi.tool_call(
+            "",
+            "call_w",
+            "write_file",
+            &["{\"path\": \"a.txt\", \"content\": \"a\"}"],
+        ),
+        Wire::OpenAi.text(&["Wrote a.txt."]),
+    ])
+    .await;
+    let (anthropic_url, anthropic_server) =
+        MockServer::start(vec![Wire::Anthropic.text(&["It says a."])]).await;
+    let env = [
+        ("OPENAI_BASE_URL", openai_url.as_str()),
+        ("ANTHROPIC_BASE_URL", anthropic_url.as_str()),
+        ("ANTHROPIC_API_KEY", "sk-ant-from-env"),
+        ("SHIRO_MODEL", "gpt-mock"),
+    ];
+    let script = "/model\nmake a.txt\n/model replay:/nonexistent/script.json\n/model\n/model anthropic:claude-mock\nwhat is in a.txt?\n/model\n/status\n";
+    let session = world.run(&["--yes"], script, &env).await;
+    assert_eq!(session.code, Some(0), "{session:?}");
+    let lines: Vec<&str> = session
+        .stdout
+        .lines()
+        .chain(session.stderr.lines())
+        .filter(|line| {
+            line.starts_with("model")
+                || line.starts_with("switched")
+                || line.starts_with("the model was not changed")
+                || line.starts_with("(/model")
+        })
+        .collect();
+    insta::assert_snapshot!(world.normalize(&lines.join("\n")), @r#"
+        model: gpt-mock (openai)
+        (/model NAME switches; `anthropic:NAME` or `openai:NAME` picks the API)
+        the model was not changed (model: gpt-mock (openai)): cannot read the replay script /nonexistent/script.json: No such file or directory (os error 2)
+        model: gpt-mock (openai)
+        (/model NAME switches; `anthropic:NAME` or `openai:NAME` picks the API)
+        switched to claude-mock (anthropic); the conversation goes on with it
+        model: claude-mock (anthropic)
+        (/model NAME switches; `anthropic:NAME` or `openai:NAME` picks the API)
+        model: claude-mock
+        "#);
+    assert_eq!(openai_server.requests().len(), 2);
+    let requests = anthropic_server.requests();
+    assert_eq!(requests.len(), 1);
+    let request = &requests[0];
+    assert_eq!(request.body["model"], "claude-mock");
+    // The [model] key settings belong to the configured API (OpenAI): the Anthropic model
+    // gets its own variable, never the other API's key.
+    assert_eq!(request.header("x-api-key"), Some("sk-ant-from-env"));
+    assert_eq!(Wire::Anthropic.tool_result_ids(request), ["call_w"]);
+    let roles: Vec<&str> = request.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "user", "assistant", "user"]);
+    assert_no_secret(&world, &[&session]);
+}
