@@ -28,7 +28,7 @@ use crate::signals::{INTERRUPTED, Signals};
 use crate::trust;
 
 /// The names the agent handles itself; user commands can never take them.
-pub const BUILTINS: [(&str, &str); 11] = [
+pub const BUILTINS: [(&str, &str); 13] = [
     ("help", "list commands and keys"),
     (
         "undo",
@@ -52,6 +52,14 @@ pub const BUILTINS: [(&str, &str); 11] = [
         "trust this workspace: run shell substitutions of its commands",
     ),
     ("exit", "leave shiro"),
+    (
+        "permissions",
+        "the permission rules in effect, with their source, and the mode",
+    ),
+    (
+        "mode",
+        "show or set the permission mode: read-only, ask, auto-edit, yes",
+    ),
 ];
 
 /// What every command needs: where it works and how it prints.

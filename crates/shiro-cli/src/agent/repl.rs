@@ -12,6 +12,7 @@ use super::turn::SessionUsage;
 use super::turn::{Agent, SYSTEM_PROMPT};
 use crate::cli::CommandsCommand;
 use crate::headless::{self, BUILTINS};
+use crate::permissions::Mode;
 use crate::provider::Message;
 use crate::provider::Usage;
 use crate::trust;
@@ -155,8 +156,9 @@ pub fn cost_text(usage: &SessionUsage) -> String {
     out
 }
 
-/// `/status`: what the terminal UI's status line shows, as text, with the session.
-pub fn status_text(status: &StatusInfo, session: &str, usage: &SessionUsage) -> String {
+/// `/status`: what the terminal UI's status line shows, as text, with the session and its
+/// permission mode.
+pub fn status_text(status: &StatusInfo, session: &str, usage: &SessionUsage, mode: Mode) -> String {
     let mut out = format!(
         "model: {}\nworkspace: {}\nsession: {session}\n",
         status.model, status.workspace
@@ -199,8 +201,36 @@ pub fn status_text(status: &StatusInfo, session: &str, usage: &SessionUsage) -> 
             .as_deref()
             .unwrap_or("bash: captured through an overlay, so /undo reverses its changes")
     );
+    let _ = writeln!(
+        out,
+        "mode: {} ({}; /permissions shows the rules)",
+        mode.name(),
+        mode.describe()
+    );
     out.push_str("(/cost shows the tokens used)");
     out
+}
+
+/// `/mode`: shows the permission mode, or sets it (`/mode read-only`).
+fn set_mode(agent: &mut Agent<'_>, args: &str) -> String {
+    let names: Vec<&str> = Mode::ALL.iter().map(|mode| mode.name()).collect();
+    let args = args.trim();
+    if args.is_empty() {
+        let mode = agent.approvals.mode;
+        return format!(
+            "mode: {} ({}); /mode {} changes it",
+            mode.name(),
+            mode.describe(),
+            names.join("|")
+        );
+    }
+    match Mode::parse(args) {
+        Some(mode) => {
+            agent.approvals.mode = mode;
+            format!("mode: {} ({})", mode.name(), mode.describe())
+        }
+        None => format!("unknown mode {args:?}; the modes are {}", names.join(", ")),
+    }
 }
 
 /// Sends a prompt as one turn. Errors of shiro's bookkeeping are shown and the session goes
@@ -251,8 +281,15 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
         "cost" => cost_text(&agent.usage),
         "status" => {
             let status = status(agent).await;
-            status_text(&status, agent.session.id(), &agent.usage)
+            status_text(
+                &status,
+                agent.session.id(),
+                &agent.usage,
+                agent.approvals.mode,
+            )
         }
+        "permissions" => agent.approvals.rules.show(agent.approvals.mode),
+        "mode" => set_mode(agent, args),
         "trust" => match trust::trust(ctx.config.user_dir.as_deref(), &ctx.root) {
             Ok(()) => format!(
                 "trusted {}: its commands' shell substitutions now run",
@@ -473,8 +510,13 @@ async fn restore(agent: &mut Agent<'_>, undo: bool, options: UndoOptions) -> Str
 
 fn help(registry: &Registry) -> String {
     let mut out = String::from("commands:\n");
+    let width = BUILTINS
+        .iter()
+        .map(|(name, _)| name.len())
+        .max()
+        .unwrap_or(0);
     for (name, summary) in BUILTINS {
-        let _ = writeln!(out, "  /{name:<10} {summary}");
+        let _ = writeln!(out, "  /{name:<width$} {summary}");
     }
     let users: Vec<String> = registry
         .commands()
@@ -572,13 +614,14 @@ mod tests {
             undo_depth: Some(2),
             capture_note: Some("bash: changes detected, not undoable".into()),
         };
-        insta::assert_snapshot!(status_text(&status, "20261201-101500-abcd", &usage), @r"
+        insta::assert_snapshot!(status_text(&status, "20261201-101500-abcd", &usage, Mode::AutoEdit), @r"
         model: gpt-4o
         workspace: ~/src/shop
         session: 20261201-101500-abcd
         undoable turns: 2
         context: 1230 tokens in the last request (under 1%), of a window of 128000
         bash: changes detected, not undoable
+        mode: auto-edit (file changes run without asking; bash commands are asked about; /permissions shows the rules)
         (/cost shows the tokens used)
         ");
     }

@@ -61,6 +61,13 @@ pub enum ReadKind {
     Approval {
         /// The tool.
         tool: String,
+        /// The rule an "always" answer keeps (`None`: none fits; `a` runs it once).
+        always: Option<String>,
+    },
+    /// Where the rules of an "always" answer are kept.
+    Keep {
+        /// The rules, as one text.
+        rules: String,
     },
 }
 
@@ -725,12 +732,13 @@ impl App {
             KeyCode::Delete => self.editor.delete(),
             KeyCode::Char(c) if !ctrl => {
                 if self.approval() && self.editor.is_empty() {
-                    match c.to_ascii_lowercase() {
-                        'y' | 'a' => {
-                            self.answer(c.to_ascii_lowercase().to_string());
+                    let keep = matches!(self.reading, Some((ReadKind::Keep { .. }, _)));
+                    match (keep, c.to_ascii_lowercase()) {
+                        (false, c @ ('y' | 'a')) | (true, c @ ('s' | 'w' | 'u')) => {
+                            self.answer(c.to_string());
                             return Effect::None;
                         }
-                        'n' => {
+                        (false, 'n') => {
                             // Room for a reason; Enter sends it.
                             self.editor.insert("n ");
                             return Effect::None;
@@ -747,8 +755,13 @@ impl App {
         Effect::None
     }
 
+    /// Whether the agent waits for an answer to a question (an approval, or where to keep
+    /// an "always" rule) rather than for a prompt.
     fn approval(&self) -> bool {
-        matches!(self.reading, Some((ReadKind::Approval { .. }, _)))
+        matches!(
+            self.reading,
+            Some((ReadKind::Approval { .. } | ReadKind::Keep { .. }, _))
+        )
     }
 
     /// Whether a second Ctrl-C now leaves.
@@ -1058,6 +1071,7 @@ mod tests {
             ToUi::Read {
                 kind: ReadKind::Approval {
                     tool: "write_file".into(),
+                    always: Some("write_file(./a.txt)".into()),
                 },
                 reply,
             },
@@ -1139,6 +1153,7 @@ mod tests {
         let ask = |reply: Sender<Read>| ToUi::Read {
             kind: ReadKind::Approval {
                 tool: "bash".into(),
+                always: Some("bash(git status:*)".into()),
             },
             reply,
         };
