@@ -277,3 +277,46 @@ async fn always_saves_the_narrowest_rule_and_the_session_shows_and_changes_modes
         "{results:?}"
     );
 }
+
+/// `u` keeps the rule in the user's config; an ask rule asks even with `--yes` and after an
+/// `a`, which then runs the call once and keeps nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_rules_are_saved_and_an_ask_rule_asks_even_with_yes() {
+    let world = World::new();
+    world.write(".shiro/config.toml", NO_CAPTURE);
+    std::fs::write(
+        world.cfg.path().join("config.toml"),
+        "[permissions]\nask = [\"bash(echo:*)\"]\n",
+    )
+    .unwrap();
+    let model = world.replay(&json!({"responses": [
+        {"text": "", "tool_calls": [{"name": "write_file", "arguments": {"path": "notes/a.md", "content": "1\n"}}]},
+        {"text": "", "tool_calls": [{"name": "write_file", "arguments": {"path": "notes/a.md", "content": "2\n"}}]},
+        {"text": "Written."}
+    ]}));
+    let run = world.run(&["--model", &model], "write\na\nu\n", &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(world.read("notes/a.md").as_deref(), Some("2\n"));
+    let user = std::fs::read_to_string(world.cfg.path().join("config.toml")).unwrap();
+    insta::assert_snapshot!(user, @r#"
+    [permissions]
+    ask = ["bash(echo:*)"]
+    allow = ["write_file(notes/a.md)"]
+    "#);
+
+    let model = world.replay(&json!({"responses": [
+        {"text": "", "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]},
+        {"text": "", "tool_calls": [{"name": "bash", "arguments": {"command": "echo again"}}]},
+        {"text": "Echoed."}
+    ]}));
+    let run = world
+        .run(&["--yes", "--model", &model], "echo\na\nn\n", &[])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let asked: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|line| line.starts_with("allow ") || line.starts_with("keep "))
+        .collect();
+    insta::assert_snapshot!("ask_rule_with_yes", world.normalize(&asked.join("\n")));
+}

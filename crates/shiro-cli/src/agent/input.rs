@@ -32,14 +32,11 @@ pub trait Input {
     /// Shows `prompt` and reads one line.
     fn read(&mut self, prompt: &str, printer: &mut Printer) -> Read;
 
-    /// Asks whether `tool` may run: `y`, `a`, or `n` with an optional reason. `always` is
-    /// the rule an `a` keeps (`None`: no rule fits, and `a` runs the call once).
-    fn approve(&mut self, tool: &str, always: Option<&str>, printer: &mut Printer) -> Read {
-        let always = match always {
-            Some(rule) => format!("[a]lways: {rule}"),
-            None => "[a] once (no rule fits this call)".to_owned(),
-        };
-        let prompt = format!("allow {tool}? [y]es, {always}, [n]o (n REASON tells the model why) ");
+    /// Asks whether `tool` may run: `y`, `a`, or `n` with an optional reason. `always` says
+    /// what `a` does (`always: bash(git status:*)`, or `once (…)` when no rule can be kept).
+    fn approve(&mut self, tool: &str, always: &str, printer: &mut Printer) -> Read {
+        let prompt =
+            format!("allow {tool}? [y]es, [a] {always}, [n]o (n REASON tells the model why) ");
         self.read(&prompt, printer)
     }
 

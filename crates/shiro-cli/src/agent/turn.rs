@@ -662,8 +662,13 @@ fn decide(
         None => permissions::narrowest(question.tool, question.target),
     };
     let always_text = always.as_ref().map(|rules| rules.join(", "));
+    let offer = match (&always_text, question.rule) {
+        (Some(text), _) => format!("always: {text}"),
+        (None, Some(rule)) => format!("once (the rule {rule} asks every time)"),
+        (None, None) => "once (no rule can cover this call)".to_owned(),
+    };
     loop {
-        match input.approve(question.tool, always_text.as_deref(), printer) {
+        match input.approve(question.tool, &offer, printer) {
             Read::Line(line) => match approve::parse_answer(&line) {
                 Some(Answer::Once) => return Decision::Run,
                 Some(Answer::Always) => {

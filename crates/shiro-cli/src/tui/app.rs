@@ -61,8 +61,8 @@ pub enum ReadKind {
     Approval {
         /// The tool.
         tool: String,
-        /// The rule an "always" answer keeps (`None`: none fits; `a` runs it once).
-        always: Option<String>,
+        /// What `a` does: `always: RULE`, or `once (…)` when no rule can be kept.
+        always: String,
     },
     /// Where the rules of an "always" answer are kept.
     Keep {
@@ -1071,7 +1071,7 @@ mod tests {
             ToUi::Read {
                 kind: ReadKind::Approval {
                     tool: "write_file".into(),
-                    always: Some("write_file(./a.txt)".into()),
+                    always: "always: write_file(./a.txt)".into(),
                 },
                 reply,
             },
@@ -1153,7 +1153,7 @@ mod tests {
         let ask = |reply: Sender<Read>| ToUi::Read {
             kind: ReadKind::Approval {
                 tool: "bash".into(),
-                always: Some("bash(git status:*)".into()),
+                always: "always: bash(git status:*)".into(),
             },
             reply,
         };

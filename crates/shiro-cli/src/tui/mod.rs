@@ -273,10 +273,10 @@ impl Input for UiInput {
         self.ask(ReadKind::Prompt)
     }
 
-    fn approve(&mut self, tool: &str, always: Option<&str>, _printer: &mut Printer) -> Read {
+    fn approve(&mut self, tool: &str, always: &str, _printer: &mut Printer) -> Read {
         self.ask(ReadKind::Approval {
             tool: tool.to_owned(),
-            always: always.map(str::to_owned),
+            always: always.to_owned(),
         })
     }
 

@@ -183,7 +183,7 @@ fn approval(width: u16) -> String {
         ToUi::Read {
             kind: ReadKind::Approval {
                 tool: "bash".into(),
-                always: Some("bash(git clean:*), bash(cargo build:*)".into()),
+                always: "always: bash(git clean:*), bash(cargo build:*)".into(),
             },
             reply,
         },

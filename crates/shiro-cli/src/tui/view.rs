@@ -70,11 +70,7 @@ pub fn lines(app: &App, now: Instant) -> (Vec<Line<'static>>, Option<(u16, u16)>
         Some(ReadKind::Approval { tool, always }) => Some((
             format!("Allow {tool}? "),
             format!(
-                "y yes · {} · n no (type a reason after n, then Enter) · esc stops the turn",
-                match always {
-                    Some(rule) => format!("a always: {rule}"),
-                    None => "a once (no rule fits this call)".to_owned(),
-                }
+                "y yes · a {always} · n no (type a reason after n, then Enter) · esc stops the turn"
             ),
         )),
         Some(ReadKind::Keep { rules }) => Some((
