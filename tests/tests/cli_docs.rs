@@ -122,7 +122,7 @@ fn the_synopsis_in_docs_cli_names_real_commands_and_flags() {
             fenced = !fenced;
             continue;
         }
-        if !fenced || !line.starts_with("shiro") {
+        if !fenced || !line.starts_with("shiro ") {
             continue;
         }
         // `shiro commands expand [--trust] NAME [ARGS…]   print the prompt …`

@@ -50,9 +50,21 @@ pub struct SessionArgs {
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
 
-    /// Approve every tool call without asking
+    /// Approve every tool call without asking (deny rules still refuse theirs)
     #[arg(long)]
     pub yes: bool,
+
+    /// Refuse every tool that changes files, and bash; reading and searching still work
+    #[arg(long, conflicts_with = "yes")]
+    pub read_only: bool,
+
+    /// Permission rules whose calls run without asking, e.g. "Read, bash(git status:*)" (comma or space separated; repeatable)
+    #[arg(long, alias = "allowedTools", value_name = "RULES")]
+    pub allowed_tools: Vec<String>,
+
+    /// Permission rules whose calls are refused, e.g. "bash(rm:*) write_file(.env)" (comma or space separated; repeatable)
+    #[arg(long, alias = "disallowedTools", value_name = "RULES")]
+    pub disallowed_tools: Vec<String>,
 
     /// Reopen a saved session (without an ID: a picker on a terminal, else the latest)
     #[arg(long, value_name = "ID", num_args = 0..=1, default_missing_value = "")]

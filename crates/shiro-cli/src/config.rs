@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde::Deserialize;
 
+use crate::permissions::{Kind, Rules, Source};
+
 /// Everything a config file may set. Every field is optional so a file can set one thing.
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -22,6 +24,33 @@ pub struct ConfigFile {
     /// `[commands]`
     #[serde(default)]
     pub commands: CommandsConfig,
+    /// `[permissions]`
+    #[serde(default)]
+    pub permissions: PermissionsConfig,
+}
+
+/// `[permissions]`: rules for tool calls (see `docs/cli.md`, "Permissions").
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PermissionsConfig {
+    /// Calls that run without asking.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Calls that are always asked about.
+    #[serde(default)]
+    pub ask: Vec<String>,
+    /// Calls that are refused, whatever else allows them.
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+impl PermissionsConfig {
+    /// Adds these rules, from `source`, to `rules`.
+    fn add_to(&self, rules: &mut Rules, source: &Source) -> Result<()> {
+        rules.add(Kind::Deny, source, &self.deny)?;
+        rules.add(Kind::Ask, source, &self.ask)?;
+        rules.add(Kind::Allow, source, &self.allow)
+    }
 }
 
 /// `[commands]`: which other tools' command folders are read besides `.shiro`'s.
@@ -157,6 +186,9 @@ pub struct Config {
     pub home_dir: Option<PathBuf>,
     /// The user's config home (`$XDG_CONFIG_HOME`, else `~/.config`); set by `main`.
     pub config_home: Option<PathBuf>,
+    /// `[permissions]` of both files: the user's rules, then the workspace's. They all
+    /// apply; a deny anywhere beats an allow anywhere.
+    pub permissions: Rules,
 }
 
 /// Default number of undoable turns.
@@ -167,11 +199,22 @@ pub const DEFAULT_MAX_STORE_BYTES: u64 = 1 << 30;
 impl Config {
     /// Reads the user's and the workspace's config files; the workspace wins field by field.
     pub fn load(workspace: &Path, user_dir: Option<PathBuf>) -> Result<Self> {
+        let mut permissions = Rules::default();
         let user = match &user_dir {
-            Some(dir) => read_file(&dir.join("config.toml"))?,
+            Some(dir) => {
+                let path = dir.join("config.toml");
+                let file = read_file(&path)?;
+                file.permissions
+                    .add_to(&mut permissions, &Source::User(path))?;
+                file
+            }
             None => ConfigFile::default(),
         };
-        let project = read_file(&workspace.join(".shiro").join("config.toml"))?;
+        let project_path = workspace.join(".shiro").join("config.toml");
+        let project = read_file(&project_path)?;
+        project
+            .permissions
+            .add_to(&mut permissions, &Source::Workspace(project_path))?;
         let depth = project
             .undo
             .depth
@@ -234,6 +277,7 @@ impl Config {
             },
             home_dir: None,
             config_home: None,
+            permissions,
         })
     }
 }
@@ -445,6 +489,41 @@ mod tests {
               |            ^^^^^^^^
             unknown variant `gemini`, expected `openai` or `anthropic`
             "#);
+    }
+
+    #[test]
+    fn permission_rules_of_both_files_apply_and_a_bad_one_is_named() {
+        use crate::permissions::{Mode, Target, Verdict};
+        let user = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::write(
+            user.path().join("config.toml"),
+            "[permissions]\ndeny = [\"bash(git push:*)\"]\n",
+        )
+        .unwrap();
+        std::fs::create_dir(ws.path().join(".shiro")).unwrap();
+        std::fs::write(
+            ws.path().join(".shiro/config.toml"),
+            "[permissions]\nallow = [\"Bash\", \"edit_file(src/**)\"]\n",
+        )
+        .unwrap();
+        let config = Config::load(ws.path(), Some(user.path().to_owned())).unwrap();
+        let judge = |line: &str| {
+            config
+                .permissions
+                .judge(Mode::Ask, "bash", true, &Target::Command(line.into()))
+        };
+        // The workspace cannot allow what the user denies.
+        assert!(matches!(judge("git push"), Verdict::Deny(_)));
+        assert!(matches!(judge("git status"), Verdict::Run(Some(_))));
+        std::fs::write(
+            ws.path().join(".shiro/config.toml"),
+            "[permissions]\nask = [\"Bash(git\"]\n",
+        )
+        .unwrap();
+        let err = Config::load(ws.path(), None).unwrap_err();
+        let text = format!("{err:#}").replace(&ws.path().display().to_string(), "[WS]");
+        insta::assert_snapshot!(text, @r#"invalid ask rule "Bash(git" in workspace config [WS]/.shiro/config.toml: `Bash(git` opens `(` and never closes it"#);
     }
 
     #[test]

@@ -28,7 +28,7 @@ use crate::signals::{INTERRUPTED, Signals};
 use crate::trust;
 
 /// The names the agent handles itself; user commands can never take them.
-pub const BUILTINS: [(&str, &str); 14] = [
+pub const BUILTINS: [(&str, &str); 16] = [
     ("help", "list commands and keys"),
     (
         "undo",
@@ -55,6 +55,14 @@ pub const BUILTINS: [(&str, &str); 14] = [
     ("init", "draft AGENTS.md, instructions for agents"),
     ("compact", "summarise older turns to free context"),
     ("model", "show the model, or switch with /model NAME"),
+    (
+        "permissions",
+        "the permission rules in effect, with their source, and the mode",
+    ),
+    (
+        "mode",
+        "show or set the permission mode: read-only, ask, auto-edit, yes",
+    ),
 ];
 
 /// What every command needs: where it works and how it prints.

@@ -395,7 +395,7 @@ async fn a_claude_command_with_allowed_tools_refuses_write_file_and_tells_the_mo
     assert_eq!(world.read("src/lib.rs").as_deref(), Some("fn main() {}\n"));
     assert!(
         run.stderr
-            .contains("/review limits its turn's tools to read_file, list_dir, grep"),
+            .contains("/review limits its turn's tools to read_file, list_dir, glob, grep"),
         "{}",
         run.stderr
     );
@@ -404,7 +404,7 @@ async fn a_claude_command_with_allowed_tools_refuses_write_file_and_tells_the_mo
     assert_eq!(requests.len(), 3);
     for request in &requests {
         assert_eq!(request.body["model"], "review-model");
-        assert_eq!(offered(request), ["read_file", "list_dir", "grep"]);
+        assert_eq!(offered(request), ["read_file", "list_dir", "glob", "grep"]);
     }
     let messages = requests[2].body["messages"].as_array().unwrap();
     assert_eq!(
@@ -414,7 +414,7 @@ async fn a_claude_command_with_allowed_tools_refuses_write_file_and_tells_the_mo
     assert_eq!(messages[3]["content"], "     1\tfn main() {}");
     let refusal = &messages[5];
     assert_eq!(refusal["tool_call_id"], "call_w");
-    insta::assert_snapshot!(refusal["content"].as_str().unwrap(), @"refused: the /review command limits this turn to these tools: read_file, list_dir, grep (its allowed-tools: Read, Grep); write_file is not one of them, so nothing was run. Use those tools, or tell the user what you would need");
+    insta::assert_snapshot!(refusal["content"].as_str().unwrap(), @"refused: the /review command limits this turn to these tools: read_file, list_dir, glob, grep (its allowed-tools: Read, Grep); write_file is not one of them, so nothing was run. Use those tools, or tell the user what you would need");
 }
 
 /// In a session, the limits and the model belong to the command's turn: the next prompt
@@ -438,7 +438,10 @@ async fn a_command_s_limits_end_with_its_turn() {
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
     assert_eq!(requests[0].body["model"], "small-model");
-    assert_eq!(offered(&requests[0]), ["read_file", "list_dir"]);
+    assert_eq!(
+        offered(&requests[0]),
+        ["read_file", "list_dir", "glob", "grep"]
+    );
     assert_eq!(requests[1].body["model"], "mock-model");
     assert_eq!(offered(&requests[1]).len(), 9);
 }

@@ -26,8 +26,8 @@ async fn piped_session_two_turns_then_undo_restores_files_and_rewinds_history() 
     world.write("keep.txt", "untouched\n");
     let model = world.replay(&two_turn_script());
     // Approvals are read from the following lines: y for the first turn's call; in the
-    // second, `a` approves edit_file for the session and `y` the write.
-    let stdin = "make a.txt\ny\nchange it\na\ny\n/undo\n";
+    // second, `a` and `s` allow editing a.txt for the session, and `y` the write.
+    let stdin = "make a.txt\ny\nchange it\na\ns\ny\n/undo\n";
     let run = world.run(&["--model", &model], stdin, &[]).await;
     assert_eq!(run.code, Some(0), "{run:?}");
     insta::assert_snapshot!("piped_session", world.normalize(&run.stdout));

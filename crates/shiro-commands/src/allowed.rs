@@ -5,6 +5,10 @@
 //! the bash commands the `Bash(…)` patterns match. Claude Code's tool names are mapped to
 //! shiro's (`Read` is `read_file` and `list_dir`, `Edit` is `edit_file`, `multi_edit` and
 //! `apply_patch`, …); shiro's own names work too.
+//!
+//! The same rules, parsed by [`Rule::parse`] and judged by [`every_command`] and
+//! [`some_command`], are the agent's permission rules (`allow`, `ask` and `deny` in its
+//! config), so a rule means the same in a command file and in a config file.
 
 use std::collections::BTreeSet;
 
@@ -44,16 +48,18 @@ pub mod tool {
     ];
 }
 
-/// The shiro tools a name in `allowed-tools` stands for (`None`: not a tool shiro has).
-fn tools_for(name: &str) -> Option<&'static [&'static str]> {
+/// The shiro tools a name in a rule stands for (`None`: not a tool shiro has). As in Claude
+/// Code, `Read` covers every tool that reads files (the search tools too) and `Edit` every
+/// tool that changes them.
+pub fn tools_for(name: &str) -> Option<&'static [&'static str]> {
     use tool::*;
     Some(match name.to_ascii_lowercase().as_str() {
-        "read" => &[READ_FILE, LIST_DIR],
+        "read" => &[READ_FILE, LIST_DIR, GLOB, GREP],
         "ls" => &[LIST_DIR],
         "glob" => &[GLOB],
         "grep" => &[GREP],
         "write" => &[WRITE_FILE],
-        "edit" => &[EDIT_FILE, MULTI_EDIT, APPLY_PATCH],
+        "edit" => &[WRITE_FILE, EDIT_FILE, MULTI_EDIT, APPLY_PATCH],
         "multiedit" => &[MULTI_EDIT],
         "bash" => &[BASH],
         "read_file" => &[READ_FILE],
@@ -79,7 +85,9 @@ pub enum BashRule {
 }
 
 impl BashRule {
-    fn parse(spec: &str) -> Option<BashRule> {
+    /// Reads the text between `Bash(` and `)`: `PREFIX:*`, a pattern with `*`, or an exact
+    /// command. `None` for an empty one.
+    pub fn parse(spec: &str) -> Option<BashRule> {
         let spec = spec.trim();
         if spec.is_empty() {
             return None;
@@ -93,7 +101,8 @@ impl BashRule {
         Some(BashRule::Exact(spec.to_owned()))
     }
 
-    fn matches(&self, command: &str) -> bool {
+    /// Whether the rule matches one simple command (whitespace already collapsed).
+    pub fn matches(&self, command: &str) -> bool {
         match self {
             BashRule::Prefix(prefix) => {
                 prefix.is_empty()
@@ -106,6 +115,141 @@ impl BashRule {
             BashRule::Wildcard(pattern) => wildcard(pattern, command),
         }
     }
+}
+
+impl std::fmt::Display for BashRule {
+    /// The rule as it is written between the parentheses.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BashRule::Prefix(prefix) => write!(f, "{prefix}:*"),
+            BashRule::Exact(text) | BashRule::Wildcard(text) => f.write_str(text),
+        }
+    }
+}
+
+/// What a rule's parentheses hold.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", content = "rule", rename_all = "lowercase")]
+pub enum RuleSpec {
+    /// No parentheses: every call of the rule's tools.
+    Any,
+    /// `Bash(…)`: the command lines it matches.
+    Bash(BashRule),
+    /// `Edit(src/**)`: a path glob, as written (the caller compiles and matches it).
+    Path(String),
+}
+
+/// One rule, `Name` or `Name(spec)`, as `allowed-tools` and the permission rules write it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Rule {
+    /// The rule as written, trimmed.
+    pub written: String,
+    /// The shiro tools its name stands for.
+    pub tools: &'static [&'static str],
+    /// What it matches among those tools' calls.
+    pub spec: RuleSpec,
+}
+
+/// Why a rule cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    /// Nothing was written.
+    #[error("a rule is empty")]
+    Empty,
+    /// `Bash(git status` with no `)`.
+    #[error("`{0}` opens `(` and never closes it")]
+    Unclosed(String),
+    /// `Bash()`.
+    #[error(
+        "`{0}` has nothing between its parentheses; write the tool's name alone to match every call"
+    )]
+    EmptySpec(String),
+    /// A name shiro has no tool for.
+    #[error(
+        "`{0}` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash)"
+    )]
+    UnknownTool(String),
+}
+
+impl Rule {
+    /// Parses one rule: a tool name (shiro's or Claude Code's, any case), optionally with a
+    /// bash pattern (`Bash(git status:*)`) or a path glob (`Edit(src/**)`) in parentheses.
+    pub fn parse(entry: &str) -> Result<Rule, RuleError> {
+        let written = entry.trim();
+        if written.is_empty() {
+            return Err(RuleError::Empty);
+        }
+        let (name, spec) = match written.split_once('(') {
+            Some((name, rest)) => match rest.strip_suffix(')') {
+                Some(spec) => (name.trim(), Some(spec.trim())),
+                None => return Err(RuleError::Unclosed(written.to_owned())),
+            },
+            None => (written, None),
+        };
+        let tools = tools_for(name).ok_or_else(|| RuleError::UnknownTool(written.to_owned()))?;
+        let spec = match spec {
+            None => RuleSpec::Any,
+            Some("") => return Err(RuleError::EmptySpec(written.to_owned())),
+            Some(spec) if tools.contains(&tool::BASH) => match BashRule::parse(spec) {
+                Some(rule) => RuleSpec::Bash(rule),
+                None => return Err(RuleError::EmptySpec(written.to_owned())),
+            },
+            Some(spec) => RuleSpec::Path(spec.to_owned()),
+        };
+        Ok(Rule {
+            written: written.to_owned(),
+            tools,
+            spec,
+        })
+    }
+
+    /// Whether the rule is about `tool` at all.
+    pub fn names(&self, tool: &str) -> bool {
+        self.tools.contains(&tool)
+    }
+}
+
+/// Whether every simple command of the bash line `line` satisfies `matches`: the line is cut
+/// at `&&`, `||`, `;`, `|` and newlines outside quotes, and a line with a command
+/// substitution, a process substitution, a redirection, a background `&` or an unclosed
+/// quote never does (it can do what no rule names). An empty line never does either.
+pub fn every_command(line: &str, matches: impl Fn(&str) -> bool) -> bool {
+    simple_commands(line)
+        .is_some_and(|parts| !parts.is_empty() && parts.iter().all(|part| matches(part)))
+}
+
+/// Whether some command of the bash line `line` satisfies `matches`, including commands
+/// inside substitutions, subshells and braces: for a line [`every_command`] cannot split, every
+/// piece between shell operators and brackets is tried. This is the test for `deny` and
+/// `ask` rules, which must err on the side of matching.
+pub fn some_command(line: &str, matches: impl Fn(&str) -> bool) -> bool {
+    if let Some(parts) = simple_commands(line) {
+        return parts.iter().any(|part| matches(part));
+    }
+    line.split(|c: char| ";&|()`<>{}\n$".contains(c))
+        .map(|piece| piece.split_whitespace().collect::<Vec<_>>().join(" "))
+        .any(|piece| !piece.is_empty() && matches(&piece))
+}
+
+/// The narrowest prefix rules that allow the bash line `line` again: one per simple command,
+/// each its first word and, unless it is an option, its second (`git status -s` gives
+/// `git status:*`, `rm notes.txt` gives `rm notes.txt:*`). `None` for a line no rule can
+/// cover (see [`every_command`]).
+pub fn narrowest_bash_rules(line: &str) -> Option<Vec<BashRule>> {
+    let parts = simple_commands(line).filter(|parts| !parts.is_empty())?;
+    let mut rules: Vec<BashRule> = Vec::new();
+    for part in parts {
+        let words: Vec<&str> = part
+            .split(' ')
+            .take(2)
+            .take_while(|word| !word.starts_with('-'))
+            .collect();
+        let rule = BashRule::Prefix(words.join(" "));
+        if !words.is_empty() && !rules.contains(&rule) {
+            rules.push(rule);
+        }
+    }
+    (!rules.is_empty()).then_some(rules)
 }
 
 /// Matches `text` against `pattern`, where `*` stands for any run of characters.
@@ -187,35 +331,31 @@ impl AllowedTools {
                 continue;
             }
             allowed.written.push(entry.to_owned());
-            let (name, spec) = match entry.split_once('(') {
-                Some((name, rest)) => match rest.strip_suffix(')') {
-                    Some(spec) => (name.trim(), Some(spec)),
-                    None => {
-                        problems.malformed.push(entry.to_owned());
-                        continue;
-                    }
-                },
-                None => (entry, None),
+            let rule = match Rule::parse(entry) {
+                Ok(rule) => rule,
+                Err(RuleError::UnknownTool(_)) => {
+                    problems.unknown.push(entry.to_owned());
+                    continue;
+                }
+                Err(_) => {
+                    problems.malformed.push(entry.to_owned());
+                    continue;
+                }
             };
-            let Some(tools) = tools_for(name) else {
-                problems.unknown.push(entry.to_owned());
-                continue;
-            };
-            match spec {
-                None => {
-                    if tools.contains(&tool::BASH) {
+            match rule.spec {
+                RuleSpec::Any => {
+                    if rule.names(tool::BASH) {
                         allowed.any_bash = true;
                     }
-                    allowed.tools.extend(tools.iter().map(|t| (*t).to_owned()));
+                    allowed
+                        .tools
+                        .extend(rule.tools.iter().map(|t| (*t).to_owned()));
                 }
-                Some(spec) if tools.contains(&tool::BASH) => match BashRule::parse(spec) {
-                    Some(rule) => {
-                        allowed.tools.insert(tool::BASH.to_owned());
-                        allowed.bash_rules.push(rule);
-                    }
-                    None => problems.malformed.push(entry.to_owned()),
-                },
-                Some(_) => problems.path_rules.push(entry.to_owned()),
+                RuleSpec::Bash(bash) => {
+                    allowed.tools.insert(tool::BASH.to_owned());
+                    allowed.bash_rules.push(bash);
+                }
+                RuleSpec::Path(_) => problems.path_rules.push(entry.to_owned()),
             }
         }
         (allowed, problems)
@@ -223,7 +363,7 @@ impl AllowedTools {
 
     /// Splits `allowed-tools` text into entries: at commas outside parentheses, or at
     /// whitespace outside parentheses when there is no comma.
-    pub(crate) fn split(text: &str) -> Vec<String> {
+    pub fn split(text: &str) -> Vec<String> {
         let split_at = |sep: fn(char) -> bool| {
             let mut out = Vec::new();
             let mut current = String::new();
@@ -285,11 +425,8 @@ impl AllowedTools {
         if !self.allows(tool::BASH) {
             return BashVerdict::Refused;
         }
-        let matched = simple_commands(command).is_some_and(|parts| {
-            !parts.is_empty()
-                && parts
-                    .iter()
-                    .all(|part| self.bash_rules.iter().any(|rule| rule.matches(part)))
+        let matched = every_command(command, |part| {
+            self.bash_rules.iter().any(|rule| rule.matches(part))
         });
         match (matched, self.any_bash) {
             (true, _) => BashVerdict::Allowed,
@@ -400,13 +537,101 @@ mod tests {
     fn claude_names_map_to_shiro_tools() {
         let (allowed, problems) = parse("Read, Grep, WebFetch, Edit(docs/**), Bash(");
         let tools: Vec<&str> = allowed.tools.iter().map(String::as_str).collect();
-        assert_eq!(tools, ["grep", "list_dir", "read_file"]);
+        assert_eq!(tools, ["glob", "grep", "list_dir", "read_file"]);
         assert_eq!(problems.unknown, ["WebFetch"]);
         assert_eq!(problems.path_rules, ["Edit(docs/**)"]);
         assert_eq!(problems.malformed, ["Bash("]);
         assert_eq!(allowed.bash("ls"), BashVerdict::Refused);
         let (allowed, _) = parse("Read Grep edit_file");
-        assert_eq!(allowed.tools.len(), 4);
+        assert_eq!(allowed.tools.len(), 5);
+        let (allowed, _) = parse("Edit");
+        assert!(allowed.allows(tool::WRITE_FILE) && allowed.allows(tool::APPLY_PATCH));
+    }
+
+    #[test]
+    fn rules_parse_with_clear_errors() {
+        let rule = Rule::parse(" Bash(git status:*) ").unwrap();
+        assert_eq!(rule.written, "Bash(git status:*)");
+        assert_eq!(
+            rule.spec,
+            RuleSpec::Bash(BashRule::Prefix("git status".into()))
+        );
+        assert_eq!(rule.spec, Rule::parse("bash( git status:* )").unwrap().spec);
+        let rule = Rule::parse("edit_file(src/**)").unwrap();
+        assert_eq!(
+            (rule.tools, rule.spec),
+            (&[tool::EDIT_FILE][..], RuleSpec::Path("src/**".into()))
+        );
+        assert_eq!(Rule::parse("Write").unwrap().spec, RuleSpec::Any);
+        let errors: Vec<String> = [
+            "",
+            "Bash(git",
+            "Bash()",
+            "edit_file( )",
+            "WebFetch",
+            "mcp__x(y)",
+        ]
+        .iter()
+        .map(|entry| Rule::parse(entry).unwrap_err().to_string())
+        .collect();
+        insta::assert_snapshot!(errors.join("\n"), @r"
+        a rule is empty
+        `Bash(git` opens `(` and never closes it
+        `Bash()` has nothing between its parentheses; write the tool's name alone to match every call
+        `edit_file( )` has nothing between its parentheses; write the tool's name alone to match every call
+        `WebFetch` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash)
+        `mcp__x(y)` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash)
+        ");
+    }
+
+    #[test]
+    fn some_command_looks_inside_what_every_command_refuses() {
+        let rm = |part: &str| BashRule::Prefix("rm".into()).matches(part);
+        assert!(some_command("ls; rm -rf x", rm));
+        assert!(some_command("echo $(rm -rf x)", rm));
+        assert!(some_command("echo `rm x` > y", rm));
+        assert!(some_command("(cd a && rm x)", rm));
+        assert!(!some_command("ls -l | grep rm", rm));
+        assert!(!every_command("rm x; ls", rm));
+        assert!(every_command("rm x && rm y", rm));
+    }
+
+    #[test]
+    fn narrowest_rules_name_the_command_and_its_subcommand() {
+        let rules = |line: &str| {
+            narrowest_bash_rules(line)
+                .map(|rules| rules.iter().map(ToString::to_string).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            rules("git status -s"),
+            Some(vec!["git status:*".to_owned()])
+        );
+        assert_eq!(
+            rules("  cargo   test -p x"),
+            Some(vec!["cargo test:*".to_owned()])
+        );
+        assert_eq!(
+            rules("rm notes.txt"),
+            Some(vec!["rm notes.txt:*".to_owned()])
+        );
+        assert_eq!(rules("ls -la"), Some(vec!["ls:*".to_owned()]));
+        assert_eq!(
+            rules("git add . && git commit -m x"),
+            Some(vec!["git add:*".to_owned(), "git commit:*".to_owned()])
+        );
+        assert_eq!(rules("echo $(id)"), None);
+        assert_eq!(rules(""), None);
+        for line in [
+            "git status -s",
+            "cargo test -p x && cargo test",
+            "ls -la | wc -l",
+        ] {
+            let made = narrowest_bash_rules(line).unwrap();
+            assert!(
+                every_command(line, |part| made.iter().any(|r| r.matches(part))),
+                "{line}"
+            );
+        }
     }
 
     #[test]

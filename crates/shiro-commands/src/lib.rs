@@ -80,7 +80,10 @@ mod template;
 mod walk;
 mod watch;
 
-pub use allowed::{AllowedTools, BashRule, BashVerdict, tool};
+pub use allowed::{
+    AllowedTools, BashRule, BashVerdict, Rule, RuleError, RuleSpec, every_command,
+    narrowest_bash_rules, some_command, tool, tools_for,
+};
 pub use expand::{
     Args, ExpandContext, FileOutcome, FileReader, NOT_TRUSTED_NOTE, ShellCall, ShellOutcome,
     ShellRunner, expand, file_references, looks_like_a_path, split_args,

@@ -1,22 +1,10 @@
 //! Approvals: which tool calls may run, and the diff a person sees before saying yes.
 
-use std::collections::BTreeSet;
-
 use serde_json::Value;
 use shiro_tools::{MemMutator, Mutator, Stat, Tool, WorkspacePath};
 
+use crate::permissions::{Mode, Rules};
 use crate::render::{self, Color, Side};
-
-/// Who decides whether a mutating tool or `bash` runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Policy {
-    /// Ask the person each time (unless they answered "always" for that tool).
-    Ask,
-    /// Approve everything (`--yes`, the demo).
-    Approve,
-    /// Deny everything (`-p` without `--yes`).
-    Deny,
-}
 
 /// What was decided for one call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,13 +15,48 @@ pub enum Decision {
     Deny(Option<String>),
 }
 
-/// The session's approval state.
+/// The session's approval state: its mode, its rules, and whether anyone can be asked.
 #[derive(Debug)]
 pub struct Approvals {
-    /// The policy.
-    pub policy: Policy,
-    /// Tools approved for the rest of the session with "a".
-    pub always: BTreeSet<String>,
+    /// What runs when no rule says otherwise (`/mode`).
+    pub mode: Mode,
+    /// The rules of the config files, the flags and this session's "always" answers.
+    pub rules: Rules,
+    /// Whether a person answers questions (not with `-p`: a call that needs asking is then
+    /// denied).
+    pub interactive: bool,
+}
+
+impl Approvals {
+    /// No rules, `mode`, a person to ask when `interactive`.
+    pub fn new(mode: Mode, interactive: bool) -> Approvals {
+        Approvals {
+            mode,
+            rules: Rules::default(),
+            interactive,
+        }
+    }
+}
+
+/// Where an "always" answer's rules are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// For this session only.
+    Session,
+    /// In the workspace's `.shiro/config.toml`.
+    Workspace,
+    /// In the user's `config.toml`.
+    User,
+}
+
+/// Parses the answer to "keep this rule where?": `s`/Enter, `w` or `u` (or the words).
+pub fn parse_scope(line: &str) -> Option<Scope> {
+    match line.trim().to_lowercase().as_str() {
+        "" | "s" | "session" => Some(Scope::Session),
+        "w" | "workspace" | "p" | "project" => Some(Scope::Workspace),
+        "u" | "user" => Some(Scope::User),
+        _ => None,
+    }
 }
 
 /// What a person typed at the approval prompt.
@@ -41,7 +64,7 @@ pub struct Approvals {
 pub enum Answer {
     /// `y`: run this call.
     Once,
-    /// `a`: run this and every later call of the tool in this session.
+    /// `a`: run this, and keep a rule that runs calls like it without asking.
     Always,
     /// `n [reason]`: do not run it.
     No(Option<String>),
@@ -148,6 +171,14 @@ async fn side(mutator: &dyn Mutator, path: &WorkspacePath) -> Side {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_scopes() {
+        assert_eq!(parse_scope(""), Some(Scope::Session));
+        assert_eq!(parse_scope(" W "), Some(Scope::Workspace));
+        assert_eq!(parse_scope("user"), Some(Scope::User));
+        assert_eq!(parse_scope("x"), None);
+    }
 
     #[test]
     fn parses_answers() {

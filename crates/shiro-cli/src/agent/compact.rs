@@ -264,11 +264,11 @@ mod tests {
     use shiro_undo::UndoOptions;
 
     use super::*;
-    use crate::agent::approve::Policy;
     use crate::agent::session::Session;
     use crate::agent::turn::SYSTEM_PROMPT;
     use crate::agent::turn::tests::{agent, context};
     use crate::config::Config;
+    use crate::permissions::Mode as Permission;
     use crate::provider::{
         Completion, FinishReason, Provider, ProviderError, Role, Sink, ToolCall,
     };
@@ -376,7 +376,7 @@ mod tests {
             let script = json!({"responses": [{"text": "unused"}]}).to_string();
             let session = Session::create(&root).unwrap();
             let id = session.id().to_owned();
-            let mut agent = agent(&ctx, &script, session, Policy::Approve, 10);
+            let mut agent = agent(&ctx, &script, session, Permission::Yes, 10);
             agent.provider = Ok(Box::new(Model::default()));
             agent.push(Message::system(SYSTEM_PROMPT)).unwrap();
             let mut undoable: Vec<Before> = Vec::new();
@@ -500,7 +500,7 @@ mod tests {
         let ctx = context(root.clone(), Config::load(&root, None).unwrap());
         let session = Session::create(&root).unwrap();
         let script = json!({"responses": [{"text": "unused"}]}).to_string();
-        let mut agent = agent(&ctx, &script, session, Policy::Approve, 10);
+        let mut agent = agent(&ctx, &script, session, Permission::Yes, 10);
         agent.provider = Ok(Box::new(Model {
             fail_summaries: true,
         }));

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, Result};
 
-use super::approve::{Approvals, Policy};
+use super::approve::Approvals;
 use super::events::{Mode, Printer};
 use super::input::Lines;
 use super::session::Session;
@@ -91,10 +91,7 @@ pub async fn run(out: Box<dyn Write + Send>, color: Color) -> Result<()> {
         session: Session::create(&root)?,
         printer: Printer::new(out, Box::new(std::io::sink()), Mode::Interactive, color),
         input: Box::new(Lines::new(Box::new(std::io::Cursor::new(USER_INPUT)))),
-        approvals: Approvals {
-            policy: Policy::Approve,
-            always: BTreeSet::new(),
-        },
+        approvals: Approvals::new(crate::permissions::Mode::Yes, true),
         max_steps: DEFAULT_MAX_STEPS,
         catch_interrupts: false,
         bash_running: tokio::sync::watch::Sender::new(false),

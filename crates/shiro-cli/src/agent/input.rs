@@ -32,10 +32,19 @@ pub trait Input {
     /// Shows `prompt` and reads one line.
     fn read(&mut self, prompt: &str, printer: &mut Printer) -> Read;
 
-    /// Asks whether `tool` may run: `y`, `a`, or `n` with an optional reason.
-    fn approve(&mut self, tool: &str, printer: &mut Printer) -> Read {
+    /// Asks whether `tool` may run: `y`, `a`, or `n` with an optional reason. `always` says
+    /// what `a` does (`always: bash(git status:*)`, or `once (…)` when no rule can be kept).
+    fn approve(&mut self, tool: &str, always: &str, printer: &mut Printer) -> Read {
+        let prompt =
+            format!("allow {tool}? [y]es, [a] {always}, [n]o (n REASON tells the model why) ");
+        self.read(&prompt, printer)
+    }
+
+    /// After an `a`, asks where the rules `rules` are kept: `s` this session (also Enter),
+    /// `w` the workspace's config, `u` the user's.
+    fn keep(&mut self, rules: &str, printer: &mut Printer) -> Read {
         let prompt = format!(
-            "allow {tool}? [y]es, [a]lways for {tool}, [n]o (n REASON tells the model why) "
+            "keep {rules} for: [s]ession only, [w]orkspace (.shiro/config.toml), [u]ser config (all your workspaces)? "
         );
         self.read(&prompt, printer)
     }

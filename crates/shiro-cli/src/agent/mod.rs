@@ -27,7 +27,6 @@ pub mod repl;
 pub mod session;
 pub mod turn;
 
-use std::collections::BTreeSet;
 use std::io::IsTerminal as _;
 use std::path::Path;
 use std::process::ExitCode;
@@ -36,7 +35,7 @@ use std::sync::Arc;
 use anyhow::Result;
 use shiro_commands::{Args, ExpandContext, FsReader, Origin, Resolved, ShRunner};
 
-use self::approve::{Approvals, Policy};
+use self::approve::Approvals;
 use self::conversation::Conversation;
 use self::events::{Event, Mode, Printer};
 use self::input::{Input, Lines, Terminal};
@@ -45,6 +44,7 @@ use self::session::Session;
 use self::turn::{Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT, TurnLimits, TurnReport};
 use crate::cli::SessionArgs;
 use crate::headless::{self, Context};
+use crate::permissions::{self, Kind, Source};
 use crate::render::Color;
 use crate::tui::{Msg, PickItem, ToUi, Ui, UiSender};
 
@@ -69,11 +69,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         (true, false) => Mode::Headless,
         (true, true) => Mode::Json,
     };
-    let policy = match (args.yes, headless) {
-        (true, _) => Policy::Approve,
-        (false, true) => Policy::Deny,
-        (false, false) => Policy::Ask,
-    };
+    let approvals = approvals(ctx, args)?;
     let registry = headless::registry(ctx);
     let cwd = std::env::current_dir().ok();
     let instructions = instructions::load(&instructions::Places {
@@ -138,10 +134,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         session,
         printer,
         input,
-        approvals: Approvals {
-            policy,
-            always: BTreeSet::new(),
-        },
+        approvals,
         max_steps: args
             .max_turns
             .map_or(DEFAULT_MAX_STEPS, |turns| turns as usize),
@@ -211,10 +204,13 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         if !report.denied.is_empty() && report.changed.is_empty() && !report.ran_bash {
             // Every change the model tried was refused: a script must not take this for
             // success.
-            agent.printer.info(
+            agent.printer.info(if report.unapproved {
                 "nothing was changed: -p denies every change unless --yes is given; run again \
-                 with --yes to allow them",
-            );
+                 with --yes to allow them"
+            } else {
+                "nothing was changed: the permission rules or the mode refused every change \
+                 (/permissions in a session lists them)"
+            });
             return Ok(ExitCode::FAILURE);
         }
         return Ok(ExitCode::SUCCESS);
@@ -310,6 +306,29 @@ pub fn piped_block(input: impl std::io::Read, printer: &mut Printer) -> Result<S
     }
     block.push_str("\n</stdin>");
     Ok(block)
+}
+
+/// The session's approvals: the mode from `--read-only`/`--yes`, the config files' rules and
+/// those of `--allowed-tools`/`--disallowed-tools`. With `-p` nobody is asked.
+pub fn approvals(ctx: &Context, args: &SessionArgs) -> Result<Approvals> {
+    let mode = match (args.read_only, args.yes) {
+        (true, _) => permissions::Mode::ReadOnly,
+        (false, true) => permissions::Mode::Yes,
+        (false, false) => permissions::Mode::Ask,
+    };
+    let mut approvals = Approvals::new(mode, args.prompt.is_none());
+    approvals.rules = ctx.config.permissions.clone();
+    for (kind, flag, values) in [
+        (Kind::Deny, "--disallowed-tools", &args.disallowed_tools),
+        (Kind::Allow, "--allowed-tools", &args.allowed_tools),
+    ] {
+        let rules: Vec<String> = values
+            .iter()
+            .flat_map(|value| shiro_commands::AllowedTools::split(value))
+            .collect();
+        approvals.rules.add(kind, &Source::Flag(flag), &rules)?;
+    }
+    Ok(approvals)
 }
 
 /// Whether the terminal UI can run: both ends on a terminal that is not `TERM=dumb`.

@@ -14,6 +14,7 @@ use super::turn::Agent;
 use super::turn::SessionUsage;
 use crate::cli::CommandsCommand;
 use crate::headless::{self, BUILTINS};
+use crate::permissions::Mode;
 use crate::provider::Usage;
 use crate::trust;
 use crate::tui::{StatusInfo, ToUi};
@@ -156,11 +157,13 @@ pub fn cost_text(usage: &SessionUsage) -> String {
     out
 }
 
-/// `/status`: what the terminal UI's status line shows, as text, with the session.
+/// `/status`: what the terminal UI's status line shows, as text, with the session, its
+/// permission mode and its compactions.
 pub fn status_text(
     status: &StatusInfo,
     session: &str,
     usage: &SessionUsage,
+    mode: Mode,
     compaction: &str,
 ) -> String {
     let mut out = format!(
@@ -206,8 +209,36 @@ pub fn status_text(
             .as_deref()
             .unwrap_or("bash: captured through an overlay, so /undo reverses its changes")
     );
+    let _ = writeln!(
+        out,
+        "mode: {} ({}; /permissions shows the rules)",
+        mode.name(),
+        mode.describe()
+    );
     out.push_str("(/cost shows the tokens used)");
     out
+}
+
+/// `/mode`: shows the permission mode, or sets it (`/mode read-only`).
+fn set_mode(agent: &mut Agent<'_>, args: &str) -> String {
+    let names: Vec<&str> = Mode::ALL.iter().map(|mode| mode.name()).collect();
+    let args = args.trim();
+    if args.is_empty() {
+        let mode = agent.approvals.mode;
+        return format!(
+            "mode: {} ({}); /mode {} changes it",
+            mode.name(),
+            mode.describe(),
+            names.join("|")
+        );
+    }
+    match Mode::parse(args) {
+        Some(mode) => {
+            agent.approvals.mode = mode;
+            format!("mode: {} ({})", mode.name(), mode.describe())
+        }
+        None => format!("unknown mode {args:?}; the modes are {}", names.join(", ")),
+    }
 }
 
 /// Sends a prompt as one turn. Errors of shiro's bookkeeping are shown and the session goes
@@ -269,13 +300,21 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
                 agent.compact_threshold(),
                 agent.ctx.config.model.compact_at,
             );
-            status_text(&status, agent.session.id(), &agent.usage, &compaction)
+            status_text(
+                &status,
+                agent.session.id(),
+                &agent.usage,
+                agent.approvals.mode,
+                &compaction,
+            )
         }
         // It tells the user how it went; only a session file that cannot be written is left.
         "compact" => match agent.compact_command(args).await {
             Ok(_) => return Ok(()),
             Err(err) => format!("error: {}", crate::headless::error_text(&err)),
         },
+        "permissions" => agent.approvals.rules.show(agent.approvals.mode),
+        "mode" => set_mode(agent, args),
         "trust" => match trust::trust(ctx.config.user_dir.as_deref(), &ctx.root) {
             Ok(()) => format!(
                 "trusted {}: its commands' shell substitutions now run",
@@ -510,8 +549,13 @@ pub(super) async fn restore(agent: &mut Agent<'_>, undo: bool, options: UndoOpti
 
 fn help(registry: &Registry) -> String {
     let mut out = String::from("commands:\n");
+    let width = BUILTINS
+        .iter()
+        .map(|(name, _)| name.len())
+        .max()
+        .unwrap_or(0);
     for (name, summary) in BUILTINS {
-        let _ = writeln!(out, "  /{name:<10} {summary}");
+        let _ = writeln!(out, "  /{name:<width$} {summary}");
     }
     let users: Vec<String> = registry
         .commands()
@@ -609,7 +653,7 @@ mod tests {
             undo_depth: Some(2),
             capture_note: Some("bash: changes detected, not undoable".into()),
         };
-        insta::assert_snapshot!(status_text(&status, "20261201-101500-abcd", &usage, "compactions: none; automatic at about 102400 tokens of the window of 128000"), @r"
+        insta::assert_snapshot!(status_text(&status, "20261201-101500-abcd", &usage, Mode::AutoEdit, "compactions: none; automatic at about 102400 tokens of the window of 128000"), @r"
         model: gpt-4o
         workspace: ~/src/shop
         session: 20261201-101500-abcd
@@ -617,6 +661,7 @@ mod tests {
         context: 1230 tokens in the last request (under 1%), of a window of 128000
         compactions: none; automatic at about 102400 tokens of the window of 128000
         bash: changes detected, not undoable
+        mode: auto-edit (file changes run without asking; bash commands are asked about; /permissions shows the rules)
         (/cost shows the tokens used)
         ");
     }

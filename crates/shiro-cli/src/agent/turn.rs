@@ -9,12 +9,14 @@ use shiro_tools::capture::CaptureMode;
 use shiro_tools::{Change, FsMutator, Tool};
 use shiro_undo::{Recording, TurnStart};
 
-use super::approve::{self, Answer, Approvals, Decision, Policy};
+use super::approve::{self, Answer, Approvals, Decision, Scope};
 use super::conversation::Conversation;
+use super::events::brief;
 use super::events::{ErrorKind, Event, Printer, Status};
 use super::input::{Input, Read};
 use super::session::{Line, Session};
 use crate::headless::{self, Context};
+use crate::permissions::{self, Kind, Source, Target, Verdict};
 use crate::provider::{ChatRequest, Message, Provider, ProviderError, Role, ToolSpec, Usage};
 use crate::signals::Handling;
 use crate::tui::Phase;
@@ -224,8 +226,11 @@ pub struct TurnReport {
     pub bash_notes: Vec<String>,
     /// Whether Ctrl-C (or SIGTERM) stopped it.
     pub interrupted: bool,
-    /// The calls the approval policy denied, one line each (`write_file x.txt`).
+    /// The calls denied (by the person, the rules or the mode), one line each
+    /// (`write_file x.txt`).
     pub denied: Vec<String>,
+    /// Whether a call was denied only because nobody could be asked (`-p` without `--yes`).
+    pub unapproved: bool,
     /// The calls refused because the workspace has no undo log to record them in (a
     /// read-only directory), one line each.
     pub unrecordable: Vec<String>,
@@ -530,12 +535,28 @@ impl Agent<'_> {
             return (Status::Denied, refusal, Vec::new());
         }
         let is_bash = tool.name() == "bash";
+        let changes = tool.is_mutating() || is_bash;
+        let target = match recording {
+            Ok(recording) => permissions::target(tool.as_ref(), &args, recording.inner()).await,
+            Err(_) => match self.ctx.workspace() {
+                Ok(workspace) => permissions::target(tool.as_ref(), &args, &workspace).await,
+                Err(_) => Target::Paths(Vec::new()),
+            },
+        };
+        let verdict = self
+            .approvals
+            .rules
+            .judge(self.approvals.mode, name, changes, &target);
+        if let Verdict::Deny(text) = &verdict {
+            report
+                .denied
+                .push(format!("{name} {} (by the permission rules)", brief(&args)));
+            return (Status::Denied, text.clone(), Vec::new());
+        }
         let recording = match recording {
             Ok(recording) => recording,
-            Err(why) if tool.is_mutating() || is_bash => {
-                report
-                    .unrecordable
-                    .push(format!("{name} {}", crate::agent::events::brief(&args)));
+            Err(why) if changes => {
+                report.unrecordable.push(format!("{name} {}", brief(&args)));
                 return (
                     Status::Error,
                     format!("cannot record this change for undo ({why}); nothing was run"),
@@ -544,6 +565,28 @@ impl Agent<'_> {
             }
             // Nothing to record: a read-only tool reads the workspace itself.
             Err(_) => {
+                if let Verdict::Ask(rule) = &verdict {
+                    let question = Question {
+                        tool: name,
+                        rule: rule.as_deref(),
+                        target: &target,
+                    };
+                    if let Decision::Deny(reason) = decide(
+                        &mut self.approvals,
+                        self.ctx,
+                        &mut *self.input,
+                        &mut self.printer,
+                        &question,
+                    ) {
+                        return refused(
+                            name,
+                            &args,
+                            reason.as_deref(),
+                            !self.approvals.interactive,
+                            report,
+                        );
+                    }
+                }
                 let result = match self.ctx.workspace() {
                     Ok(workspace) => tool.call(&workspace, args).await.map_err(|e| e.to_string()),
                     Err(err) => Err(headless::error_text(&err)),
@@ -554,8 +597,7 @@ impl Agent<'_> {
                 };
             }
         };
-        let preapproved = is_bash && self.limits.preapproved(&args);
-        if tool.is_mutating() || is_bash {
+        if changes {
             let preview = approve::preview(
                 tool.as_ref(),
                 &args,
@@ -564,26 +606,40 @@ impl Agent<'_> {
             )
             .await;
             self.printer.preview(&preview);
-            if preapproved {
+        }
+        match &verdict {
+            Verdict::Run(Some(rule)) => {
+                self.printer.info(&format!("(runs without asking: {rule})"));
+            }
+            Verdict::Ask(None) if is_bash && self.limits.preapproved(&args) => {
                 self.printer.info(&format!(
                     "(runs without asking: the /{} command's allowed-tools cover it)",
                     self.limits.command
                 ));
-            } else if let Decision::Deny(reason) = decide(
-                &mut self.approvals,
-                &mut *self.input,
-                &mut self.printer,
-                name,
-            ) {
-                report
-                    .denied
-                    .push(format!("{name} {}", crate::agent::events::brief(&args)));
-                return (
-                    Status::Denied,
-                    approve::denied_text(reason.as_deref()),
-                    Vec::new(),
-                );
             }
+            Verdict::Ask(rule) => {
+                let question = Question {
+                    tool: name,
+                    rule: rule.as_deref(),
+                    target: &target,
+                };
+                if let Decision::Deny(reason) = decide(
+                    &mut self.approvals,
+                    self.ctx,
+                    &mut *self.input,
+                    &mut self.printer,
+                    &question,
+                ) {
+                    return refused(
+                        name,
+                        &args,
+                        reason.as_deref(),
+                        !self.approvals.interactive,
+                        report,
+                    );
+                }
+            }
+            Verdict::Run(None) | Verdict::Deny(_) => {}
         }
         if tool.is_mutating()
             && let Err(err) = crate::headless::capture_ahead(tool.as_ref(), recording, &args).await
@@ -654,29 +710,43 @@ impl Agent<'_> {
     }
 }
 
-/// Asks (or not, by policy) whether a call may run.
+/// Asks the person whether a call may run, and keeps the rules of an "always" answer where
+/// they say. Without a person to ask (`-p`), the call is denied.
 fn decide(
     approvals: &mut Approvals,
+    ctx: &Context,
     input: &mut dyn Input,
     printer: &mut Printer,
-    tool: &str,
+    question: &Question<'_>,
 ) -> Decision {
-    if approvals.always.contains(tool) {
-        return Decision::Run;
+    if !approvals.interactive {
+        let why = match question.rule {
+            Some(rule) => format!(
+                "the permission rule {rule} asks before this call, and nobody can answer in a headless run"
+            ),
+            None => "tools that change files or run commands need approval; rerun with --yes to allow them, or allow this call with --allowed-tools or a rule in .shiro/config.toml".to_owned(),
+        };
+        return Decision::Deny(Some(why));
     }
-    match approvals.policy {
-        Policy::Approve => return Decision::Run,
-        Policy::Deny => {
-            return Decision::Deny(Some("tools that change files or run commands need approval; rerun with --yes to allow them".to_owned()));
-        }
-        Policy::Ask => {}
-    }
+    // An ask rule asks every time: an "always" answer would keep a rule it overrides.
+    let always = match question.rule {
+        Some(_) => None,
+        None => permissions::narrowest(question.tool, question.target),
+    };
+    let always_text = always.as_ref().map(|rules| rules.join(", "));
+    let offer = match (&always_text, question.rule) {
+        (Some(text), _) => format!("always: {text}"),
+        (None, Some(rule)) => format!("once (the rule {rule} asks every time)"),
+        (None, None) => "once (no rule can cover this call)".to_owned(),
+    };
     loop {
-        match input.approve(tool, printer) {
+        match input.approve(question.tool, &offer, printer) {
             Read::Line(line) => match approve::parse_answer(&line) {
                 Some(Answer::Once) => return Decision::Run,
                 Some(Answer::Always) => {
-                    approvals.always.insert(tool.to_owned());
+                    if let (Some(rules), Some(text)) = (&always, &always_text) {
+                        keep(approvals, ctx, input, printer, rules, text);
+                    }
                     return Decision::Run;
                 }
                 Some(Answer::No(reason)) => return Decision::Deny(reason),
@@ -685,6 +755,86 @@ fn decide(
             Read::Interrupted | Read::Eof => return Decision::Deny(None),
         }
     }
+}
+
+/// The result of a call the person (or, with `-p`, the absence of one) denied, noted in the
+/// report.
+fn refused(
+    name: &str,
+    args: &Value,
+    reason: Option<&str>,
+    unapproved: bool,
+    report: &mut TurnReport,
+) -> (Status, String, Vec<Change>) {
+    report.denied.push(format!("{name} {}", brief(args)));
+    report.unapproved |= unapproved;
+    (Status::Denied, approve::denied_text(reason), Vec::new())
+}
+
+/// What [`decide`] asks about.
+struct Question<'q> {
+    /// The tool.
+    tool: &'q str,
+    /// The ask rule that insists on asking, if one does.
+    rule: Option<&'q str>,
+    /// What the call touches.
+    target: &'q Target,
+}
+
+/// Asks where the rules of an "always" answer are kept, adds them to the session's rules,
+/// and saves them in the config file chosen. A file that cannot be written is reported, and
+/// the rules still hold for the session.
+fn keep(
+    approvals: &mut Approvals,
+    ctx: &Context,
+    input: &mut dyn Input,
+    printer: &mut Printer,
+    rules: &[String],
+    text: &str,
+) {
+    let scope = loop {
+        match input.keep(text, printer) {
+            Read::Line(line) => match approve::parse_scope(&line) {
+                Some(scope) => break scope,
+                None => printer.info("answer s, w or u"),
+            },
+            Read::Interrupted | Read::Eof => break Scope::Session,
+        }
+    };
+    let file = match scope {
+        Scope::Session => None,
+        Scope::Workspace => Some(Source::Workspace(
+            ctx.root.join(".shiro").join("config.toml"),
+        )),
+        Scope::User => match &ctx.config.user_dir {
+            Some(dir) => Some(Source::User(dir.join("config.toml"))),
+            None => {
+                printer.info("there is no user config directory (set SHIRO_CONFIG_DIR or HOME); kept for this session only");
+                None
+            }
+        },
+    };
+    let saved = file.and_then(|source| {
+        let (Source::Workspace(path) | Source::User(path)) = &source else {
+            return None;
+        };
+        match permissions::save_allow(path, rules) {
+            Ok(()) => {
+                printer.info(&format!("saved {text} to the allow list of {source}"));
+                Some(source)
+            }
+            Err(err) => {
+                printer.info(&format!(
+                    "error: {}; kept for this session only",
+                    headless::error_text(&err)
+                ));
+                None
+            }
+        }
+    });
+    let source = saved.unwrap_or(Source::Session);
+    // The rules were made from a call, so they parse; a failure would only lose the "always".
+    let _ = approvals.rules.add(Kind::Allow, &source, rules);
 }
 
 /// The first line of a prompt, cut to a length fit for `shiro log`.
@@ -707,6 +857,7 @@ pub(crate) mod tests {
     use crate::agent::events::Mode;
     use crate::agent::input::Lines;
     use crate::config::Config;
+    use crate::permissions::Mode as Permission;
     use crate::provider::ReplayProvider;
     use crate::render::Color;
     use crate::signals::Signals;
@@ -722,12 +873,12 @@ pub(crate) mod tests {
         }
     }
 
-    /// An agent in `ctx` playing `script`, printing nowhere, with `session` and `policy`.
+    /// An agent in `ctx` playing `script`, printing nowhere, with `session` and `mode`.
     pub(crate) fn agent<'a>(
         ctx: &'a Context,
         script: &str,
         session: Session,
-        policy: Policy,
+        mode: Permission,
         max_steps: usize,
     ) -> Agent<'a> {
         let tools = shiro_tools::tools::all();
@@ -745,10 +896,7 @@ pub(crate) mod tests {
                 Color::Never,
             ),
             input: Box::new(Lines::new(Box::new(std::io::empty()))),
-            approvals: Approvals {
-                policy,
-                always: Default::default(),
-            },
+            approvals: Approvals::new(mode, true),
             max_steps,
             catch_interrupts: false,
             bash_running: tokio::sync::watch::Sender::new(false),
@@ -766,7 +914,7 @@ pub(crate) mod tests {
         let call = serde_json::json!({"text": "", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]});
         let script = serde_json::json!({"responses": [call, call, call]}).to_string();
         let session = Session::create(&ctx.root).unwrap();
-        let mut agent = agent(&ctx, &script, session, Policy::Deny, 2);
+        let mut agent = agent(&ctx, &script, session, Permission::ReadOnly, 2);
         let report = agent.turn("look around").await.unwrap();
         assert_eq!(report.steps, 2);
         assert!(
@@ -816,7 +964,7 @@ pub(crate) mod tests {
         ]})
         .to_string();
         let session = Session::unsaved("cannot use the sessions directory");
-        let mut agent = agent(&ctx, &script, session, Policy::Approve, 5);
+        let mut agent = agent(&ctx, &script, session, Permission::Yes, 5);
         let report = agent.turn("look, then change").await.unwrap();
         assert_eq!(report.error, None, "{report:?}");
         assert_eq!(report.turn_id, None);

@@ -63,6 +63,13 @@ pub enum ReadKind {
     Approval {
         /// The tool.
         tool: String,
+        /// What `a` does: `always: RULE`, or `once (…)` when no rule can be kept.
+        always: String,
+    },
+    /// Where the rules of an "always" answer are kept.
+    Keep {
+        /// The rules, as one text.
+        rules: String,
     },
 }
 
@@ -749,12 +756,13 @@ impl App {
             KeyCode::Delete => self.editor.delete(),
             KeyCode::Char(c) if !ctrl => {
                 if self.approval() && self.editor.is_empty() {
-                    match c.to_ascii_lowercase() {
-                        'y' | 'a' => {
-                            self.answer(c.to_ascii_lowercase().to_string());
+                    let keep = matches!(self.reading, Some((ReadKind::Keep { .. }, _)));
+                    match (keep, c.to_ascii_lowercase()) {
+                        (false, c @ ('y' | 'a')) | (true, c @ ('s' | 'w' | 'u')) => {
+                            self.answer(c.to_string());
                             return Effect::None;
                         }
-                        'n' => {
+                        (false, 'n') => {
                             // Room for a reason; Enter sends it.
                             self.editor.insert("n ");
                             return Effect::None;
@@ -771,8 +779,13 @@ impl App {
         Effect::None
     }
 
+    /// Whether the agent waits for an answer to a question (an approval, or where to keep
+    /// an "always" rule) rather than for a prompt.
     fn approval(&self) -> bool {
-        matches!(self.reading, Some((ReadKind::Approval { .. }, _)))
+        matches!(
+            self.reading,
+            Some((ReadKind::Approval { .. } | ReadKind::Keep { .. }, _))
+        )
     }
 
     /// Whether a second Ctrl-C now leaves.
@@ -1085,6 +1098,7 @@ mod tests {
             ToUi::Read {
                 kind: ReadKind::Approval {
                     tool: "write_file".into(),
+                    always: "always: write_file(./a.txt)".into(),
                 },
                 reply,
             },
@@ -1166,6 +1180,7 @@ mod tests {
         let ask = |reply: Sender<Read>| ToUi::Read {
             kind: ReadKind::Approval {
                 tool: "bash".into(),
+                always: "always: bash(git status:*)".into(),
             },
             reply,
         };

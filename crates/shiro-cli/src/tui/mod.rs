@@ -273,9 +273,16 @@ impl Input for UiInput {
         self.ask(ReadKind::Prompt)
     }
 
-    fn approve(&mut self, tool: &str, _printer: &mut Printer) -> Read {
+    fn approve(&mut self, tool: &str, always: &str, _printer: &mut Printer) -> Read {
         self.ask(ReadKind::Approval {
             tool: tool.to_owned(),
+            always: always.to_owned(),
+        })
+    }
+
+    fn keep(&mut self, rules: &str, _printer: &mut Printer) -> Read {
+        self.ask(ReadKind::Keep {
+            rules: rules.to_owned(),
         })
     }
 

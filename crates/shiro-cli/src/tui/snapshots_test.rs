@@ -183,6 +183,7 @@ fn approval(width: u16) -> String {
         ToUi::Read {
             kind: ReadKind::Approval {
                 tool: "bash".into(),
+                always: "always: bash(git clean:*), bash(cargo build:*)".into(),
             },
             reply,
         },
@@ -427,4 +428,32 @@ fn screen_text(screen: &mut super::screen::Screen<super::screen::tests::Emulator
         .map(str::trim_end)
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[test]
+fn where_to_keep_an_always_rule() {
+    let now = Instant::now();
+    let mut app = app(80);
+    let _replies = prompt(&mut app, now);
+    send(&mut app, "check", now);
+    let (reply, answers) = channel();
+    app.on_agent(
+        ToUi::Read {
+            kind: ReadKind::Keep {
+                rules: "bash(git status:*)".into(),
+            },
+            reply,
+        },
+        now,
+    );
+    let asked = shot(&mut app, now + Duration::from_secs(1));
+    // A key of the question answers at once; `y` is not one of them.
+    app.on_key(KeyEvent::new(KeyCode::Char('y'), KeyModifiers::NONE), now);
+    app.on_key(KeyEvent::new(KeyCode::Backspace, KeyModifiers::NONE), now);
+    app.on_key(KeyEvent::new(KeyCode::Char('w'), KeyModifiers::NONE), now);
+    assert_eq!(
+        answers.try_recv(),
+        Ok(crate::agent::input::Read::Line("w".into()))
+    );
+    insta::assert_snapshot!(asked);
 }

@@ -66,16 +66,24 @@ pub fn lines(app: &App, now: Instant) -> (Vec<Line<'static>>, Option<(u16, u16)>
             .collect();
         out.extend(tail(lines, LIVE_LINES));
     }
-    if let Some(ReadKind::Approval { tool }) = app.reading() {
+    let question = match app.reading() {
+        Some(ReadKind::Approval { tool, always }) => Some((
+            format!("Allow {tool}? "),
+            format!(
+                "y yes · a {always} · n no (type a reason after n, then Enter) · esc stops the turn"
+            ),
+        )),
+        Some(ReadKind::Keep { rules }) => Some((
+            format!("Keep {rules} for: "),
+            "s this session · w this workspace (.shiro/config.toml) · u all your workspaces (user config)".to_owned(),
+        )),
+        _ => None,
+    };
+    if let Some((question, keys)) = question {
         wrapped(
             Line::from(vec![
-                Span::styled(
-                    format!("Allow {tool}? "),
-                    Style::default().add_modifier(Modifier::BOLD),
-                ),
-                Span::raw(format!(
-                    "y yes · a always for {tool} · n no (type a reason after n, then Enter) · esc stops the turn"
-                )),
+                Span::styled(question, Style::default().add_modifier(Modifier::BOLD)),
+                Span::raw(keys),
             ]),
             &mut out,
         );
@@ -145,6 +153,7 @@ pub fn lines(app: &App, now: Instant) -> (Vec<Line<'static>>, Option<(u16, u16)>
         let top = out.len();
         let placeholder = match app.reading() {
             Some(ReadKind::Approval { .. }) => Some("y, a, or n and a reason"),
+            Some(ReadKind::Keep { .. }) => Some("s, w or u (Enter: this session)"),
             _ if app.editor.is_empty() && app.turn_started.is_none() => {
                 Some("ask anything · / for commands · @ for files")
             }

@@ -1,0 +1,322 @@
+//! Permission rules, modes and `--allowed-tools`/`--disallowed-tools`, end to end: the real
+//! `shiro` with the replay provider (no network).
+#![allow(clippy::unwrap_used)]
+
+mod agent_common;
+
+use agent_common::{Run, World, replay_history};
+use serde_json::{Value, json};
+
+/// One step calling each of `calls` (name, arguments), then an answer.
+fn script(calls: &[(&str, Value)]) -> Value {
+    let calls: Vec<Value> = calls
+        .iter()
+        .map(|(name, arguments)| json!({"name": name, "arguments": arguments}))
+        .collect();
+    json!({"responses": [{"text": "", "tool_calls": calls}, {"text": "Done."}]})
+}
+
+/// The tool results the model got, in order.
+fn results(world: &World) -> Vec<String> {
+    replay_history(&world.session_lines())
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The lines of stderr that start with one of `starts`.
+fn lines(run: &Run, starts: &[&str]) -> String {
+    run.stderr
+        .lines()
+        .filter(|line| starts.iter().any(|start| line.starts_with(start)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// bash without capture: these tests are about who may run what, not about undo.
+const NO_CAPTURE: &str = "[bash]\ncapture = \"off\"\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deny_beats_yes_and_the_model_is_told_which_rule() {
+    let world = World::new();
+    world.write(
+        ".shiro/config.toml",
+        &format!(
+            "{NO_CAPTURE}[permissions]\ndeny = [\"bash(rm -rf:*)\", \"write_file(.env)\"]\nallow = [\"Bash\"]\n"
+        ),
+    );
+    world.write("build/out.o", "object\n");
+    let model = world.replay(&script(&[
+        (
+            "write_file",
+            json!({"path": "./.env", "content": "SECRET=1\n"}),
+        ),
+        ("bash", json!({"command": "ls && rm -rf build"})),
+        ("write_file", json!({"path": "ok.txt", "content": "ok\n"})),
+    ]));
+    let run = world
+        .run(&["-p", "clean up", "--yes", "--model", &model], "", &[])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(world.read(".env"), None);
+    assert_eq!(world.read("build/out.o").as_deref(), Some("object\n"));
+    assert_eq!(world.read("ok.txt").as_deref(), Some("ok\n"));
+    let results = results(&world);
+    insta::assert_snapshot!("deny_results", world.normalize(&results[..2].join("\n")));
+    insta::assert_snapshot!("deny_stderr", lines(&run, &["denied:"]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bash_prefix_rule_runs_git_status_unasked_and_asks_for_git_push() {
+    let world = World::new();
+    world.write(
+        ".shiro/config.toml",
+        &format!("{NO_CAPTURE}[permissions]\nallow = [\"bash(git status:*)\"]\n"),
+    );
+    world.write("x", "keep\n");
+    let model = world.replay(&script(&[
+        ("bash", json!({"command": "git status -s"})),
+        ("bash", json!({"command": "git push"})),
+        ("bash", json!({"command": "git status; rm x"})),
+    ]));
+    // -p without --yes: what needs asking is denied, what a rule allows runs.
+    let run = world.run(&["-p", "look", "--model", &model], "", &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(world.read("x").as_deref(), Some("keep\n"));
+    let results = results(&world);
+    assert!(!results[0].contains("denied"), "{results:?}");
+    for asked in &results[1..] {
+        assert!(
+            asked.starts_with("the user denied this tool call; nothing was run"),
+            "{asked}"
+        );
+    }
+    insta::assert_snapshot!(
+        "git_status_stderr",
+        world.normalize(&lines(&run, &["(runs without asking", "denied:"]))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_only_mode_refuses_changes_and_bash_even_when_allowed_and_reads_run() {
+    let world = World::new();
+    world.write(
+        ".shiro/config.toml",
+        &format!("{NO_CAPTURE}[permissions]\nallow = [\"Bash\", \"Edit\"]\n"),
+    );
+    world.write("a.txt", "hello\n");
+    let model = world.replay(&script(&[
+        ("read_file", json!({"path": "a.txt"})),
+        ("write_file", json!({"path": "b.txt", "content": "b\n"})),
+        ("bash", json!({"command": "touch c.txt"})),
+    ]));
+    let run = world
+        .run(&["-p", "change", "--read-only", "--model", &model], "", &[])
+        .await;
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert_eq!(world.read("b.txt"), None);
+    assert_eq!(world.read("c.txt"), None);
+    let results = results(&world);
+    assert!(results[0].contains("hello"), "{results:?}");
+    insta::assert_snapshot!("read_only_result", results[1]);
+    assert_eq!(results[1], results[2]);
+    insta::assert_snapshot!(
+        "read_only_stderr",
+        lines(&run, &["denied:", "nothing was changed"])
+    );
+    // --read-only and --yes contradict each other.
+    let run = world
+        .run(&["--read-only", "--yes", "-p", "x"], "", &[])
+        .await;
+    assert_eq!(run.code, Some(2), "{run:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_and_disallowed_tools_flags_add_rules_for_the_run() {
+    let world = World::new();
+    world.write(".shiro/config.toml", NO_CAPTURE);
+    world.write("src/a.rs", "fn a() {}\n");
+    world.write("notes.txt", "notes\n");
+    let model = world.replay(&script(&[
+        (
+            "edit_file",
+            json!({"path": "src/a.rs", "old_string": "a()", "new_string": "b()"}),
+        ),
+        (
+            "write_file",
+            json!({"path": "notes.txt", "content": "gone\n"}),
+        ),
+        ("bash", json!({"command": "echo hi"})),
+    ]));
+    let run = world
+        .run(
+            &[
+                "-p",
+                "edit",
+                "--model",
+                &model,
+                "--allowed-tools",
+                "edit_file(src/**), bash(echo:*)",
+            ],
+            "",
+            &[],
+        )
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(world.read("src/a.rs").as_deref(), Some("fn b() {}\n"));
+    assert_eq!(world.read("notes.txt").as_deref(), Some("notes\n"));
+    assert!(results(&world)[2].contains("hi"));
+
+    let world = World::new();
+    world.write(".shiro/config.toml", NO_CAPTURE);
+    world.write("notes.txt", "notes\n");
+    let model = world.replay(&script(&[
+        ("bash", json!({"command": "rm notes.txt"})),
+        ("write_file", json!({"path": "new.txt", "content": "new\n"})),
+    ]));
+    let run = world
+        .run(
+            &[
+                "-p",
+                "tidy",
+                "--yes",
+                "--model",
+                &model,
+                "--disallowedTools",
+                "bash(rm:*) Write(*.md)",
+            ],
+            "",
+            &[],
+        )
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(world.read("notes.txt").as_deref(), Some("notes\n"));
+    assert_eq!(world.read("new.txt").as_deref(), Some("new\n"));
+    assert!(
+        results(&world)[0].contains("deny bash(rm:*) (--disallowed-tools)"),
+        "{:?}",
+        results(&world)
+    );
+
+    let run = world
+        .run(&["-p", "x", "--allowed-tools", "Bash(git"], "", &[])
+        .await;
+    assert_eq!(run.code, Some(1), "{run:?}");
+    insta::assert_snapshot!("bad_flag_stderr", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_rule_in_a_config_file_stops_shiro_with_the_file_and_the_rule() {
+    let world = World::new();
+    world.write(
+        ".shiro/config.toml",
+        "[permissions]\nallow = [\"Read\", \"edit_file(../x)\"]\n",
+    );
+    let run = world.run(&["-p", "x"], "", &[]).await;
+    assert_eq!(run.code, Some(1), "{run:?}");
+    insta::assert_snapshot!("bad_config_stderr", world.normalize(&run.stderr));
+}
+
+/// A piped session: `a` keeps the narrowest rule in the workspace's config (its comments
+/// kept), the next call it covers runs unasked, `/permissions` lists it, and `/mode
+/// read-only` then refuses what the rule allows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_saves_the_narrowest_rule_and_the_session_shows_and_changes_modes() {
+    let world = World::new();
+    world.write(
+        ".shiro/config.toml",
+        &format!("# my settings\n{NO_CAPTURE}\n[permissions]\n# never this\ndeny = [\"bash(rm -rf:*)\"]\n"),
+    );
+    let model = world.replay(&json!({"responses": [
+        {"text": "", "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi  -n"}}]},
+        {"text": "", "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi there"}}]},
+        {"text": "", "tool_calls": [{"name": "bash", "arguments": {"command": "echo bye"}}]},
+        {"text": "First done."},
+        {"text": "", "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]},
+        {"text": "Second done."}
+    ]}));
+    let stdin = "go\na\nw\nn not now\n/permissions\n/mode read-only\n/status\nagain\n/mode\n";
+    let run = world.run(&["--model", &model], stdin, &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    insta::assert_snapshot!(
+        "saved_config",
+        world.normalize(
+            &std::fs::read_to_string(world.ws.path().join(".shiro/config.toml")).unwrap()
+        )
+    );
+    let transcript: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|line| {
+            [
+                "allow ",
+                "keep ",
+                "saved ",
+                "(runs without",
+                "mode",
+                "rules",
+                "  deny",
+                "  allow",
+                "refused",
+            ]
+            .iter()
+            .any(|start| line.starts_with(start))
+        })
+        .collect();
+    insta::assert_snapshot!(
+        "session_transcript",
+        world.normalize(&transcript.join("\n"))
+    );
+    let results = results(&world);
+    assert!(results[0].contains("hi -n"), "{results:?}");
+    assert!(results[1].contains("hi there"), "{results:?}");
+    assert!(results[2].ends_with("Their reason: not now"), "{results:?}");
+    assert!(
+        results[3].starts_with("refused: the session is in read-only mode"),
+        "{results:?}"
+    );
+}
+
+/// `u` keeps the rule in the user's config; an ask rule asks even with `--yes` and after an
+/// `a`, which then runs the call once and keeps nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn user_rules_are_saved_and_an_ask_rule_asks_even_with_yes() {
+    let world = World::new();
+    world.write(".shiro/config.toml", NO_CAPTURE);
+    std::fs::write(
+        world.cfg.path().join("config.toml"),
+        "[permissions]\nask = [\"bash(echo:*)\"]\n",
+    )
+    .unwrap();
+    let model = world.replay(&json!({"responses": [
+        {"text": "", "tool_calls": [{"name": "write_file", "arguments": {"path": "notes/a.md", "content": "1\n"}}]},
+        {"text": "", "tool_calls": [{"name": "write_file", "arguments": {"path": "notes/a.md", "content": "2\n"}}]},
+        {"text": "Written."}
+    ]}));
+    let run = world.run(&["--model", &model], "write\na\nu\n", &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(world.read("notes/a.md").as_deref(), Some("2\n"));
+    let user = std::fs::read_to_string(world.cfg.path().join("config.toml")).unwrap();
+    insta::assert_snapshot!(user, @r#"
+    [permissions]
+    ask = ["bash(echo:*)"]
+    allow = ["write_file(notes/a.md)"]
+    "#);
+
+    let model = world.replay(&json!({"responses": [
+        {"text": "", "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi"}}]},
+        {"text": "", "tool_calls": [{"name": "bash", "arguments": {"command": "echo again"}}]},
+        {"text": "Echoed."}
+    ]}));
+    let run = world
+        .run(&["--yes", "--model", &model], "echo\na\nn\n", &[])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let asked: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|line| line.starts_with("allow ") || line.starts_with("keep "))
+        .collect();
+    insta::assert_snapshot!("ask_rule_with_yes", world.normalize(&asked.join("\n")));
+}
