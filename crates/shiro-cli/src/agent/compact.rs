@@ -201,14 +201,18 @@ impl Agent<'_> {
         let outcome = match self.summarise(keep_from, focus).await {
             Ok(summary) => {
                 let summary_chars = summary.chars().count();
-                self.session.append(&Line::Compact {
-                    at: self.history.len(),
-                    keep_from,
-                    summary: summary.clone(),
-                })?;
+                let at = self.history.len();
+                // In memory first, which checks that it fits: a line that did not would
+                // leave a session file that no longer loads. Should the line then fail to be
+                // written, a resumed session sends the whole transcript, losing nothing.
                 self.history
-                    .compact(keep_from, summary)
+                    .compact(keep_from, summary.clone())
                     .map_err(|misfit| anyhow!("{misfit}"))?;
+                self.session.append(&Line::Compact {
+                    at,
+                    keep_from,
+                    summary,
+                })?;
                 self.usage.context = None;
                 Compacted::Done {
                     replaced,

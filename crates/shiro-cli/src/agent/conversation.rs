@@ -77,7 +77,7 @@ impl Conversation {
     /// Records a compaction of the transcript as it is now, keeping the messages from
     /// `keep_from` on verbatim. Refused (nothing changes) unless `keep_from` is a user
     /// message after the part already compacted.
-    pub fn compact(&mut self, keep_from: usize, summary: String) -> Result<&Compaction, Misfit> {
+    pub fn compact(&mut self, keep_from: usize, summary: String) -> Result<(), Misfit> {
         self.apply(Compaction {
             at: self.messages.len(),
             keep_from,
@@ -87,7 +87,7 @@ impl Conversation {
 
     /// Applies a compaction record (one of a session file's `compact` lines), checking that
     /// it fits this transcript.
-    pub fn apply(&mut self, compaction: Compaction) -> Result<&Compaction, Misfit> {
+    pub fn apply(&mut self, compaction: Compaction) -> Result<(), Misfit> {
         let start = self.start();
         let len = self.messages.len();
         let fits = compaction.at == len
@@ -105,10 +105,7 @@ impl Conversation {
             });
         }
         self.compactions.push(compaction);
-        Ok(self
-            .compactions
-            .last()
-            .expect("a compaction was just pushed"))
+        Ok(())
     }
 
     /// Where a compaction would cut now: at the newest user message, so that the last turn
