@@ -189,6 +189,9 @@ pub struct Config {
     /// `[permissions]` of both files: the user's rules, then the workspace's. They all
     /// apply; a deny anywhere beats an allow anywhere.
     pub permissions: Rules,
+    /// Whether `model.base_url` comes from the workspace's file, which comes with the
+    /// repository: an API key is sent there only once the workspace is trusted.
+    pub base_url_from_workspace: bool,
 }
 
 /// Default number of undoable turns.
@@ -232,6 +235,7 @@ impl Config {
             );
         }
         check_key_settings(&user.model, &project.model, workspace, user_dir.as_deref())?;
+        let base_url_from_workspace = project.model.base_url.is_some();
         Ok(Self {
             undo_depth: depth,
             max_store_bytes: project
@@ -278,6 +282,7 @@ impl Config {
             home_dir: None,
             config_home: None,
             permissions,
+            base_url_from_workspace,
         })
     }
 }

@@ -323,6 +323,42 @@ async fn a_dropped_stream_fails_and_earlier_changes_stay_undoable(wire: Wire) {
 }
 
 /// Runs each scenario on both wires, as its own test.
+/// A cloned repository's `.shiro/config.toml` can name a server (`[model] base_url`), but the
+/// user's key goes there only once they trust the workspace: until then the server is asked
+/// without one (a local server needs none), and a refusal says to trust it.
+async fn a_workspace_named_server_gets_the_key_only_once_trusted(wire: Wire) {
+    let world = world_for(wire);
+    let (url, server) =
+        MockServer::start(vec![wire.text(&["Hi."]), wire.text(&["Hi again."])]).await;
+    world.write(
+        ".shiro/config.toml",
+        &format!("[model]\nname = \"mock-model\"\nbase_url = \"{url}\"\n"),
+    );
+    // No variable names the server: the workspace's file does.
+    let key_header = |request: &RecordedRequest| {
+        request
+            .header("authorization")
+            .or(request.header("x-api-key"))
+            .map(str::to_owned)
+    };
+    let untrusted = world.run(&["-p", "hi"], "", &[]).await;
+    assert_eq!(untrusted.code, Some(0), "{untrusted:?}");
+    assert_eq!(untrusted.stdout, "Hi.\n");
+    assert_eq!(
+        key_header(&server.requests()[0]),
+        None,
+        "no key before /trust"
+    );
+
+    let trusted = world.run(&[], "/trust\n", &[]).await;
+    assert_eq!(trusted.code, Some(0), "{trusted:?}");
+    let again = world.run(&["-p", "hi"], "", &[]).await;
+    assert_eq!(again.code, Some(0), "{again:?}");
+    let sent = key_header(&server.requests()[1]).unwrap_or_default();
+    assert!(sent.ends_with(SECRET), "the key once trusted: {sent:?}");
+    assert_no_secret(&world, &[&untrusted, &again]);
+}
+
 macro_rules! on_both_wires {
     ($($scenario:ident),* $(,)?) => {
         mod openai_wire {
@@ -350,6 +386,7 @@ on_both_wires!(
     a_429_is_retried_then_the_turn_succeeds,
     a_401_fails_clearly_naming_the_key_command,
     a_dropped_stream_fails_and_earlier_changes_stay_undoable,
+    a_workspace_named_server_gets_the_key_only_once_trusted,
 );
 
 /// `/model` shows the model, refuses a name it cannot use (keeping the model), and switches

@@ -100,7 +100,21 @@ pub async fn provider(
     };
     let own = (configured_api(settings) == api).then_some(settings);
     let base_url = var(api.base_url_var()).or_else(|| own.and_then(|own| own.base_url.clone()));
-    let key = api_key(api, own, env, &ctx.root).await?;
+    let mut key = api_key(api, own, env, &ctx.root).await?;
+    let workspace_url = var(api.base_url_var()).is_none()
+        && own.is_some_and(|own| own.base_url.is_some())
+        && ctx.config.base_url_from_workspace;
+    if workspace_url
+        && key.value.is_some()
+        && !crate::trust::is_trusted(ctx.config.user_dir.as_deref(), &ctx.root)
+    {
+        // A cloned repository must not be able to collect the user's key: its server is
+        // asked without one (a local server needs none), and a refusal says what to do.
+        key = Key {
+            value: None,
+            hint: "this workspace's .shiro/config.toml names the server ([model] base_url), so your key is not sent there until you trust the workspace: check the address, then /trust".to_owned(),
+        };
+    }
     let timeout = settings.timeout_secs.map(Duration::from_secs);
     let built = match api {
         Api::OpenAi => {
