@@ -571,20 +571,17 @@ impl Agent<'_> {
                         rule: rule.as_deref(),
                         target: &target,
                     };
-                    if let Decision::Deny(reason) = decide(
-                        &mut self.approvals,
+                    let (approvals, input) = (&mut self.approvals, &mut *self.input);
+                    if let Some(refusal) = ask(
+                        approvals,
                         self.ctx,
-                        &mut *self.input,
+                        input,
                         &mut self.printer,
                         &question,
+                        &args,
+                        report,
                     ) {
-                        return refused(
-                            name,
-                            &args,
-                            reason.as_deref(),
-                            !self.approvals.interactive,
-                            report,
-                        );
+                        return refusal;
                     }
                 }
                 let result = match self.ctx.workspace() {
@@ -623,20 +620,17 @@ impl Agent<'_> {
                     rule: rule.as_deref(),
                     target: &target,
                 };
-                if let Decision::Deny(reason) = decide(
-                    &mut self.approvals,
+                let (approvals, input) = (&mut self.approvals, &mut *self.input);
+                if let Some(refusal) = ask(
+                    approvals,
                     self.ctx,
-                    &mut *self.input,
+                    input,
                     &mut self.printer,
                     &question,
+                    &args,
+                    report,
                 ) {
-                    return refused(
-                        name,
-                        &args,
-                        reason.as_deref(),
-                        !self.approvals.interactive,
-                        report,
-                    );
+                    return refusal;
                 }
             }
             Verdict::Run(None) | Verdict::Deny(_) => {}
@@ -754,6 +748,29 @@ fn decide(
             },
             Read::Interrupted | Read::Eof => return Decision::Deny(None),
         }
+    }
+}
+
+/// Asks whether a call may run (see [`decide`]); `Some` with the result for the model, the
+/// refusal noted in the report, when it may not.
+fn ask(
+    approvals: &mut Approvals,
+    ctx: &Context,
+    input: &mut dyn Input,
+    printer: &mut Printer,
+    question: &Question<'_>,
+    args: &Value,
+    report: &mut TurnReport,
+) -> Option<(Status, String, Vec<Change>)> {
+    match decide(approvals, ctx, input, printer, question) {
+        Decision::Run => None,
+        Decision::Deny(reason) => Some(refused(
+            question.tool,
+            args,
+            reason.as_deref(),
+            !approvals.interactive,
+            report,
+        )),
     }
 }
 
