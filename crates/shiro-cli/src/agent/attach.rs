@@ -125,6 +125,45 @@ pub async fn attach(root: &Path, prompt: &str) -> Attached {
     attached
 }
 
+/// A saved user message as its author typed it, and what was added after it: the
+/// `@path` attachments and `-p`'s piped input (`<stdin>`), counted, for a transcript shown
+/// again (a resumed session) where the blocks themselves would bury the prompt.
+pub fn typed_prompt(message: &str) -> (&str, Added) {
+    let starts = ["\n\n<attachment path=\"", "\n\n<stdin>\n"];
+    let Some(cut) = starts.iter().filter_map(|start| message.find(start)).min() else {
+        return (message, Added::default());
+    };
+    let rest = &message[cut..];
+    let added = Added {
+        attachments: rest.matches("\n\n<attachment path=\"").count(),
+        stdin: rest.contains("\n\n<stdin>\n"),
+    };
+    (&message[..cut], added)
+}
+
+/// What a message holds after the prompt as typed (see [`typed_prompt`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Added {
+    /// How many `@path` blocks.
+    pub attachments: usize,
+    /// Whether piped input follows.
+    pub stdin: bool,
+}
+
+impl Added {
+    /// `(2 attachments and piped input)`, or `None` when nothing was added.
+    pub fn note(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.attachments > 0 {
+            parts.push(count(self.attachments, "attachment", "attachments"));
+        }
+        if self.stdin {
+            parts.push("piped input".to_owned());
+        }
+        (!parts.is_empty()).then(|| format!("({})", parts.join(" and ")))
+    }
+}
+
 /// `1 line`, `2 lines`.
 fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
@@ -151,6 +190,36 @@ mod tests {
         std::fs::write(root.path().join("notes.txt"), "no final newline").unwrap();
         std::fs::write(root.path().join("logo.png"), b"\x89PNG\r\n\x1a\n\0\0").unwrap();
         root
+    }
+
+    /// A saved message splits back into the prompt as typed and a count of what was added:
+    /// attachments (as [`attach`] writes them) and `-p`'s piped input.
+    #[tokio::test]
+    async fn a_saved_message_splits_into_the_typed_prompt_and_what_was_added() {
+        let root = workspace();
+        let typed = "compare @src/main.rs\nwith @notes.txt and @nothing.rs";
+        let attached = attach(root.path(), typed).await;
+        let (prompt, added) = typed_prompt(&attached.message);
+        assert_eq!(prompt, typed);
+        assert_eq!(added.note().as_deref(), Some("(2 attachments)"));
+        let piped = format!("{}\n\n<stdin>\nlog\n</stdin>", attached.message);
+        let (prompt, added) = typed_prompt(&piped);
+        assert_eq!(prompt, typed);
+        assert_eq!(
+            added.note().as_deref(),
+            Some("(2 attachments and piped input)")
+        );
+        let only_stdin = "why?\n\n<stdin>\nlog\n</stdin>";
+        assert_eq!(typed_prompt(only_stdin).0, "why?");
+        assert_eq!(
+            typed_prompt(only_stdin).1.note().as_deref(),
+            Some("(piped input)")
+        );
+        assert_eq!(
+            typed_prompt("plain <stdin> text"),
+            ("plain <stdin> text", Added::default())
+        );
+        assert_eq!(Added::default().note(), None);
     }
 
     #[tokio::test]

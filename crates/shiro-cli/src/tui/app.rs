@@ -607,7 +607,14 @@ impl App {
             self.compaction_notes(conversation, index);
             match message.role {
                 Role::System => {}
-                Role::User => self.echo_prompt(&message.content),
+                Role::User => {
+                    // The prompt as typed; its attachments are counted, not shown again.
+                    let (typed, added) = crate::agent::attach::typed_prompt(&message.content);
+                    self.echo_prompt(typed);
+                    if let Some(note) = added.note() {
+                        self.push_text(&format!("  {note}"), dim());
+                    }
+                }
                 Role::Assistant => {
                     if !message.content.is_empty() {
                         self.gap();

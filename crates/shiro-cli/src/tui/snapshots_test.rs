@@ -298,7 +298,10 @@ fn a_resumed_session_replays_its_transcript() {
         ToUi::Replay(
             vec![
                 Message::system("system prompt"),
-                Message::user("add notes"),
+                // As saved: the prompt as typed, then what its `@path` attached.
+                Message::user(
+                    "add notes like @README.md\n\n<attachment path=\"README.md\">\n# Notes\n</attachment>",
+                ),
                 asked,
                 Message::tool_result("call_1", "created notes.txt (3 bytes)"),
                 Message::assistant("Done: **notes.txt** says hi."),
