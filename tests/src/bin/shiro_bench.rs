@@ -10,7 +10,7 @@
 //! document says so, with the reason.
 //!
 //! Usage: `shiro_bench --shiro PATH --out FILE [--quick] [--only SECTION,...]`, where the
-//! sections are `capture`, `undo`, `patch`, `store`, `bash`, `search` and `ui`.
+//! sections are `capture`, `undo`, `patch`, `store`, `bash`, `search`, `ui` and `mcp`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 #[path = "shiro_bench/bash.rs"]
@@ -19,6 +19,8 @@ mod bash;
 mod cases;
 #[path = "shiro_bench/inputs.rs"]
 mod inputs;
+#[path = "shiro_bench/mcp.rs"]
+mod mcp;
 #[path = "shiro_bench/report.rs"]
 mod report;
 #[path = "shiro_bench/search.rs"]
@@ -300,7 +302,9 @@ impl Verdicts {
 const USAGE: &str = "shiro_bench --shiro PATH --out FILE [--quick] [--only SECTION,...]";
 
 /// The sections of the document, in order; `--only` picks some of them.
-const SECTIONS: [&str; 7] = ["capture", "undo", "patch", "store", "bash", "search", "ui"];
+const SECTIONS: [&str; 8] = [
+    "capture", "undo", "patch", "store", "bash", "search", "ui", "mcp",
+];
 
 fn bench(
     plan: &Plan,
@@ -351,6 +355,9 @@ fn bench(
     }
     if wants("ui") {
         ui::section(&mut doc, plan)?;
+    }
+    if wants("mcp") {
+        mcp::section(&mut doc, plan, shiro, work)?;
     }
     memory(&mut doc, runner);
     doc.push_str(
