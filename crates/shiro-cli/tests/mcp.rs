@@ -235,6 +235,14 @@ async fn a_conflict_is_a_structured_error_that_changes_nothing() {
     assert_eq!(report["conflicts"][0]["path"], json!("a.txt"));
     insta::assert_snapshot!("mcp_conflict", text(&refused));
 
+    // A dry run shows the diff, says the undo would be refused, and changes nothing.
+    let preview = call(&client, "undo", json!({"dry_run": true})).await;
+    assert!(!failed(&preview), "{}", text(&preview));
+    assert!(text(&preview).contains("+mine"), "{}", text(&preview));
+    let structured = preview.structured_content.unwrap();
+    assert_eq!(structured["would_be_refused"], json!(true));
+    assert_eq!(world.read("a.txt").unwrap(), "edited by hand\n");
+
     let forced = call(&client, "undo", json!({"force": true})).await;
     assert!(!failed(&forced), "{}", text(&forced));
     assert_eq!(world.read("a.txt").unwrap(), "mine\n");

@@ -1716,7 +1716,7 @@ fn memory(doc: &mut String, runner: &mut Runner) {
     let idle = runner.spawn(&Case::Idle).map(|r| r.peak_self_kib);
     let _ = write!(
         doc,
-        "\n## 8. Peak memory of each case\n\n\
+        "\n## 9. Peak memory of each case\n\n\
          Every case runs in its own child process of the harness. \"In process\" is that child's \
          peak resident set (`VmHWM`), which includes the harness itself ({} when idle) and, for \
          whole-process cases, only their small driver; \"spawned\" is the largest peak resident \

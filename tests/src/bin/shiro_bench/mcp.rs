@@ -123,8 +123,8 @@ pub fn section(doc: &mut String, plan: &Plan, shiro: &Path, work: &Path) -> Resu
     );
     let summary = match (&tool_cell, &mcp_cell) {
         (Ok(t), Ok(m)) => format!(
-            "An `edit_file` round trip through `shiro mcp` takes {} of the same call through \
-             `shiro tool` (medians).",
+            "An `edit_file` round trip through `shiro mcp` takes {}× the time of the same call \
+             through `shiro tool` (medians): the server pays no process start per call.",
             ratio(m.median, t.median)
         ),
         _ => "Not measured: one side failed (see the table).".to_owned(),
