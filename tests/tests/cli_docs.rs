@@ -22,6 +22,7 @@ const HELPS: &[&[&str]] = &[
     &["commands", "expand"],
     &["commands", "check"],
     &["demo"],
+    &["mcp"],
 ];
 
 fn help(ws: &Ws, args: &[&str]) -> String {

@@ -26,6 +26,7 @@ fn help_texts() {
         &["commands", "expand", "--help"],
         &["commands", "check", "--help"],
         &["demo", "--help"],
+        &["mcp", "--help"],
     ] {
         let run = ws.run(args);
         assert_eq!(run.code, 0, "{args:?}");

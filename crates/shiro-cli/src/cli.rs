@@ -132,11 +132,25 @@ pub enum Command {
     )]
     Commands(CommandsCommand),
 
+    /// Serve shiro's undoable file tools, with undo, redo and log, to an MCP client over stdio
+    #[command(
+        after_help = "An MCP client (Claude Code, Codex, OpenCode, Gemini CLI, Cursor) starts it; docs/mcp.md has each one's configuration. Every change a client makes is a turn in this workspace's undo log, which `shiro undo` and `shiro log` share.\n\nExample:\n  shiro mcp\n  shiro mcp --group-idle 30"
+    )]
+    Mcp(McpArgs),
+
     /// Run the offline demo: a scripted agent edits, creates, moves and deletes files, then /undo puts everything back
     #[command(
         after_help = "Works offline in a temporary copy of a built-in workspace; no model or API key needed.\n\nExample:\n  shiro demo"
     )]
     Demo,
+}
+
+/// Options of `shiro mcp`.
+#[derive(Debug, Clone, Args)]
+pub struct McpArgs {
+    /// Seconds without a call after which a group of calls opened with the begin_turn tool is closed as one turn
+    #[arg(long, value_name = "SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub group_idle: u64,
 }
 
 /// Options of undo and redo.

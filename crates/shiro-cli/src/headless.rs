@@ -16,9 +16,12 @@ use shiro_commands::{
 };
 use shiro_tools::capture::{Auto, BashRunner, CaptureMode, Detect, Direct, Overlay};
 use shiro_tools::tools::Bash;
-use shiro_tools::{FsMutator, Hooked, Mutator, Tool, ToolOutput, WorkspacePath, tools};
+use shiro_tools::{
+    Change, FsMutator, Hooked, Mutator, Tool, ToolError, ToolOutput, WorkspacePath, tools,
+};
 use shiro_undo::{
-    Image, Recording, StoreOptions, TurnStart, UndoError, UndoOptions, UndoOutcome, UndoStore,
+    Image, Recording, StoreOptions, TurnId, TurnStart, UndoError, UndoOptions, UndoOutcome,
+    UndoStore,
 };
 
 use crate::cli::{CommandsCommand, RestoreArgs};
@@ -251,6 +254,10 @@ pub struct Report {
     /// The exit code of a command that did its job but must not exit 0 (a dry run that
     /// finds conflicts exits 3, as the restore it previews would); 0 otherwise.
     pub exit: u8,
+    /// The turn the command recorded, if it recorded one.
+    pub turn: Option<TurnId>,
+    /// What a tool call changed, in order (empty for the other commands).
+    pub changes: Vec<Change>,
 }
 
 /// `shiro tool NAME --args JSON|@FILE`.
@@ -291,8 +298,9 @@ pub async fn apply_patch(ctx: &Context, file: Option<&Path>) -> Result<Report> {
     run_as_turn(ctx, &tool, serde_json::json!({ "patch": patch }), &summary).await
 }
 
-/// Runs one tool call as its own recorded turn (read-only tools are not recorded).
-async fn run_as_turn(
+/// Runs one tool call as its own recorded turn (read-only tools are not recorded), as
+/// `shiro tool` does; `summary` names the turn in `shiro log`.
+pub async fn run_as_turn(
     ctx: &Context,
     tool: &dyn Tool,
     args: serde_json::Value,
@@ -319,29 +327,17 @@ async fn run_as_turn(
             session: None,
         })
         .await?;
-    if let Err(err) = capture_ahead(tool, &recording, &args).await {
-        // Nothing ran: finishing records no turn, and leaves no half-begun one behind.
-        recording.finish_turn().await?;
-        return Err(err);
-    }
-    let is_bash = tool.name() == "bash";
-    if is_bash {
-        // Flagged before it runs, so that a turn a crash cuts short still says it ran bash.
-        let mode = ctx.bash.runner().mode();
-        recording.note_bash(undo_capture(mode), &[]).await;
-    }
-    let result: Result<ToolOutput, _> = tool.call(&recording, args).await;
-    match &result {
-        Ok(output) => recording.note_tool(tool.name(), &output.changes).await,
-        Err(_) => recording.note_tool(tool.name(), &[]).await,
-    }
-    if is_bash && let Ok(output) = &result {
-        let mode = output.capture.unwrap_or(CaptureMode::Off);
-        recording
-            .note_bash(undo_capture(mode), &output.unrestorable)
-            .await;
-        notices.extend(bash_note(mode, &output.unrestorable, "`shiro undo`"));
-    }
+    let result = match call_in_turn(ctx, tool, &recording, args, "`shiro undo`").await {
+        Ok((result, bash_notices)) => {
+            notices.extend(bash_notices);
+            result
+        }
+        Err(err) => {
+            // Nothing ran: finishing records no turn, and leaves no half-begun one behind.
+            recording.finish_turn().await?;
+            return Err(err);
+        }
+    };
     // A failed call normally changed nothing (apply_patch puts back what it did), so
     // finishing records no turn; a successful one is saved.
     let finished = recording.finish_turn().await;
@@ -357,6 +353,8 @@ async fn run_as_turn(
                 notices,
                 reverted_by: turn.map(|_| "shiro undo"),
                 exit: 0,
+                turn,
+                changes: output.changes,
             });
         }
         (Err(err), Ok(None)) => err.into(),
@@ -378,6 +376,41 @@ async fn run_as_turn(
         (Err(err), Err(_)) => err.into(),
     };
     Err(noticed(notices, failed))
+}
+
+/// Runs a mutating tool call inside the turn that `recording` has begun: captures what the
+/// call will touch, runs it, and notes it (and, for `bash`, how its changes were captured)
+/// for `shiro log`. Returns the call's result with the notices a person should read about
+/// it; `undo` names the command that reverses the turn, for those notices. `Err` means the
+/// capture failed and nothing ran.
+pub async fn call_in_turn<M: Mutator>(
+    ctx: &Context,
+    tool: &dyn Tool,
+    recording: &Recording<M>,
+    args: serde_json::Value,
+    undo: &str,
+) -> Result<(Result<ToolOutput, ToolError>, Vec<String>)> {
+    capture_ahead(tool, recording, &args).await?;
+    let mut notices = Vec::new();
+    let is_bash = tool.name() == "bash";
+    if is_bash {
+        // Flagged before it runs, so that a turn a crash cuts short still says it ran bash.
+        let mode = ctx.bash.runner().mode();
+        recording.note_bash(undo_capture(mode), &[]).await;
+    }
+    let result = tool.call(recording, args).await;
+    match &result {
+        Ok(output) => recording.note_tool(tool.name(), &output.changes).await,
+        Err(_) => recording.note_tool(tool.name(), &[]).await,
+    }
+    if is_bash && let Ok(output) = &result {
+        let mode = output.capture.unwrap_or(CaptureMode::Off);
+        recording
+            .note_bash(undo_capture(mode), &output.unrestorable)
+            .await;
+        notices.extend(bash_note(mode, &output.unrestorable, undo));
+    }
+    Ok((result, notices))
 }
 
 /// How the undo log names a capture mode.
@@ -551,6 +584,7 @@ async fn restore_in(
             (false, Way::Redo) => Some("shiro undo"),
         },
         exit,
+        ..Report::default()
     })
 }
 

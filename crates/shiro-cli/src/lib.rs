@@ -10,6 +10,7 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod headless;
+pub mod mcp;
 pub mod permissions;
 pub mod provider;
 pub mod render;

@@ -41,7 +41,9 @@ fn main() -> ExitCode {
     };
     // A headless command does one thing at a time on one thread; the agent streams from a
     // model while it waits for the terminal and for Ctrl-C, so it gets worker threads.
-    let headless = matches!(&cli.command, Some(command) if !matches!(command, Command::Demo));
+    // The MCP server, too, takes calls while one runs, and waits for the store's lock on a
+    // thread of its own.
+    let headless = matches!(&cli.command, Some(command) if !matches!(command, Command::Demo | Command::Mcp(_)));
     let mut builder = if headless {
         tokio::runtime::Builder::new_current_thread()
     } else {
@@ -56,7 +58,14 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli, signals)) {
+    let serves = matches!(&cli.command, Some(Command::Mcp(_)));
+    let outcome = runtime.block_on(run(cli, signals));
+    if serves {
+        // The server has finished its work; a read of standard input may still be pending
+        // on a blocking thread (a client's socket is not a pipe), and must not hold the exit.
+        runtime.shutdown_background();
+    }
+    match outcome {
         Ok(code) => code,
         Err(err) => {
             let code = headless::exit_code(&err);
@@ -104,6 +113,9 @@ fn handling(cli: &Cli) -> Handling {
         // Dropped rather than stopped: the demo's temporary copy is removed on drop, and
         // `commands expand` kills the shell substitutions it runs.
         Command::Commands(_) | Command::Demo => Handling::Cancel,
+        // The server stops taking calls, stops a running bash command, and finishes and
+        // records the turns under way before it exits.
+        Command::Mcp(_) => Handling::Cancel,
     }
 }
 
@@ -131,11 +143,13 @@ async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
     let Some(command) = &cli.command else {
         return shiro_cli::agent::main(&ctx, &cli.session).await;
     };
+
     // Under `Handling::Finish` the signal thread only notes a signal, and the command
     // finishes its change; under `Cancel` the command is dropped here.
     let report = tokio::select! {
         report = dispatch(&ctx, command) => report?,
-        () = ctx.signals.cancelled() => {
+        // The MCP server is never dropped: it finishes the calls under way itself.
+        () = ctx.signals.cancelled(), if !matches!(command, Command::Mcp(_)) => {
             eprintln!("shiro: interrupted; the command was stopped");
             return Ok(ExitCode::from(INTERRUPTED));
         }
@@ -176,6 +190,7 @@ fn creates_state(command: Option<&Command>) -> bool {
         Some(Command::ApplyPatch { .. }) => true,
         Some(Command::Undo(_) | Command::Redo(_) | Command::Log { .. }) => false,
         Some(Command::Commands(_) | Command::Demo) => false,
+        Some(Command::Mcp(_)) => true,
     }
 }
 
@@ -216,6 +231,9 @@ async fn dispatch(ctx: &Context, command: &Command) -> anyhow::Result<Report> {
         Command::Redo(args) => headless::restore(ctx, Way::Redo, args).await,
         Command::Log { json } => headless::log(ctx, *json).await,
         Command::Commands(sub) => headless::commands(ctx, sub).await,
+        Command::Mcp(args) => {
+            shiro_cli::mcp::serve(ctx, args, &|line| eprintln!("shiro: {line}")).await
+        }
         Command::Demo => shiro_cli::agent::demo::run(Box::new(std::io::stdout()), ctx.color)
             .await
             .map(|()| Report::default()),

@@ -10,7 +10,7 @@
 //! document says so, with the reason.
 //!
 //! Usage: `shiro_bench --shiro PATH --out FILE [--quick] [--only SECTION,...]`, where the
-//! sections are `capture`, `undo`, `patch`, `store`, `bash`, `search` and `ui`.
+//! sections are `capture`, `undo`, `patch`, `store`, `bash`, `search`, `ui` and `mcp`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 #[path = "shiro_bench/bash.rs"]
@@ -19,6 +19,8 @@ mod bash;
 mod cases;
 #[path = "shiro_bench/inputs.rs"]
 mod inputs;
+#[path = "shiro_bench/mcp.rs"]
+mod mcp;
 #[path = "shiro_bench/report.rs"]
 mod report;
 #[path = "shiro_bench/search.rs"]
@@ -300,7 +302,9 @@ impl Verdicts {
 const USAGE: &str = "shiro_bench --shiro PATH --out FILE [--quick] [--only SECTION,...]";
 
 /// The sections of the document, in order; `--only` picks some of them.
-const SECTIONS: [&str; 7] = ["capture", "undo", "patch", "store", "bash", "search", "ui"];
+const SECTIONS: [&str; 8] = [
+    "capture", "undo", "patch", "store", "bash", "search", "ui", "mcp",
+];
 
 fn bench(
     plan: &Plan,
@@ -351,6 +355,9 @@ fn bench(
     }
     if wants("ui") {
         ui::section(&mut doc, plan)?;
+    }
+    if wants("mcp") {
+        mcp::section(&mut doc, plan, shiro, work)?;
     }
     memory(&mut doc, runner);
     doc.push_str(
@@ -1709,7 +1716,7 @@ fn memory(doc: &mut String, runner: &mut Runner) {
     let idle = runner.spawn(&Case::Idle).map(|r| r.peak_self_kib);
     let _ = write!(
         doc,
-        "\n## 8. Peak memory of each case\n\n\
+        "\n## 9. Peak memory of each case\n\n\
          Every case runs in its own child process of the harness. \"In process\" is that child's \
          peak resident set (`VmHWM`), which includes the harness itself ({} when idle) and, for \
          whole-process cases, only their small driver; \"spawned\" is the largest peak resident \

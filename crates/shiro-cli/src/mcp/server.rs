@@ -1,0 +1,172 @@
+//! The MCP server: shiro's tools, described by the very schemas the agent sends models, and
+//! the tools that only a client outside shiro needs (`begin_turn`, `end_turn`, `undo`,
+//! `redo`, `log`). Written by hand over `rmcp`'s `ServerHandler` rather than with its tool
+//! macros, because shiro's tools are values (`Box<dyn Tool>`) that carry their own schemas.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use rmcp::ErrorData;
+use rmcp::ServerHandler;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ToolAnnotations,
+};
+use rmcp::service::{MaybeSendFuture, RequestContext, RoleServer};
+use shiro_tools::schema_of;
+
+use super::turns::{BeginTurnArgs, NoArgs, Outcome, RestoreToolArgs, Turns};
+use crate::headless::Way;
+
+/// What the server tells a client about itself when a session starts.
+const INSTRUCTIONS: &str = "shiro's file tools: every change they make can be undone exactly, with the undo tool here or `shiro undo` in a terminal. Each call that changes files is its own turn; to make several calls one turn (one undo), call begin_turn first and end_turn after. Paths are relative to the workspace root.";
+
+const BEGIN_TURN: &str = "Start a group: the calls that change files from now on are recorded as one turn, which one undo reverts, until end_turn, the next begin_turn, undo, redo or log, or a pause without calls. Give a short summary of the step.";
+const END_TURN: &str = "Close the group that begin_turn opened, recording its changes as one turn.";
+const UNDO: &str = "Undo the newest turn in this workspace (a call, a group, or a turn made in a terminal): restore every file it changed. Refused, changing nothing, if a file changed since the turn, unless force is set; dry_run shows the diff and changes nothing.";
+const REDO: &str = "Redo the turn undone last (possible until a new turn is recorded). Refused, changing nothing, if a file changed since the undo, unless force is set; dry_run shows the diff and changes nothing.";
+const LOG: &str = "List the turns that can be undone, newest first, with what each changed and whether the next undo would be refused; and the turns that can be redone.";
+
+/// The server of one `shiro mcp` process.
+#[derive(Debug, Clone)]
+pub struct ShiroServer {
+    turns: Arc<Turns>,
+    tools: Arc<Vec<Tool>>,
+}
+
+impl ShiroServer {
+    /// A server over `turns`, offering shiro's tools (as the agent has them) and its own.
+    pub fn new(turns: Arc<Turns>) -> Self {
+        let mut listed: Vec<Tool> = turns
+            .tools()
+            .iter()
+            .map(|tool| {
+                let mutating = tool.is_mutating();
+                let bash = tool.name() == "bash";
+                let annotations = if mutating {
+                    // Every change can be undone, except what bash does outside the
+                    // workspace (or without capture).
+                    ToolAnnotations::new()
+                        .read_only(false)
+                        .destructive(bash)
+                        .open_world(bash)
+                } else {
+                    ToolAnnotations::new().read_only(true).open_world(false)
+                };
+                Tool::new(tool.name(), tool.description(), object(tool.schema()))
+                    .with_annotations(annotations)
+            })
+            .collect();
+        let own = |name: &'static str, description: &'static str, schema, read_only: bool| {
+            Tool::new(name, description, object(schema)).with_annotations(
+                ToolAnnotations::new()
+                    .read_only(read_only)
+                    .destructive(false)
+                    .open_world(false),
+            )
+        };
+        listed.push(own(
+            "begin_turn",
+            BEGIN_TURN,
+            schema_of::<BeginTurnArgs>(),
+            false,
+        ));
+        listed.push(own("end_turn", END_TURN, schema_of::<NoArgs>(), false));
+        listed.push(own("undo", UNDO, schema_of::<RestoreToolArgs>(), false));
+        listed.push(own("redo", REDO, schema_of::<RestoreToolArgs>(), false));
+        listed.push(own("log", LOG, schema_of::<NoArgs>(), true));
+        Self {
+            turns,
+            tools: Arc::new(listed),
+        }
+    }
+
+    /// The tools as the client lists them.
+    pub fn tools(&self) -> &[Tool] {
+        &self.tools
+    }
+
+    /// Runs one call; every failure is a result the client's model reads.
+    async fn run(&self, client: &str, name: &str, args: serde_json::Value) -> Outcome {
+        match name {
+            "begin_turn" => self.turns.begin(client, args).await,
+            "end_turn" => self.turns.end(args).await,
+            "undo" => self.turns.restore(Way::Undo, args).await,
+            "redo" => self.turns.restore(Way::Redo, args).await,
+            "log" => self.turns.log(args).await,
+            _ => match self.turns.tool(name) {
+                Some(tool) => self.turns.call(client, tool, args).await,
+                None => {
+                    let names: Vec<&str> =
+                        self.tools.iter().map(|tool| tool.name.as_ref()).collect();
+                    let text = format!(
+                        "unknown tool {name:?}; the tools are: {}; nothing was changed",
+                        names.join(", ")
+                    );
+                    Outcome {
+                        structured: serde_json::json!({ "error": text }),
+                        text,
+                        is_error: true,
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// A schema as the JSON object MCP wants (a schema that is not one is replaced by the
+/// schema of an object with any properties).
+fn object(schema: serde_json::Value) -> JsonObject {
+    match schema {
+        serde_json::Value::Object(map) => map,
+        _ => {
+            let mut map = JsonObject::new();
+            map.insert("type".to_owned(), serde_json::json!("object"));
+            map
+        }
+    }
+}
+
+/// The protocol's result of an outcome.
+fn result(outcome: Outcome) -> CallToolResult {
+    let mut result = if outcome.is_error {
+        CallToolResult::error(vec![ContentBlock::text(outcome.text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(outcome.text)])
+    };
+    result.structured_content = Some(outcome.structured);
+    result
+}
+
+impl ServerHandler for ShiroServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("shiro", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<ListToolsResult, ErrorData>> + MaybeSendFuture + '_ {
+        std::future::ready(Ok(ListToolsResult::with_all_items(self.tools.to_vec())))
+    }
+
+    fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<CallToolResponse, ErrorData>> + MaybeSendFuture + '_ {
+        let client = context
+            .peer
+            .peer_info()
+            .map_or_else(|| "client".to_owned(), |info| info.client_info.name.clone());
+        let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        async move {
+            let outcome = self.run(&client, &request.name, args).await;
+            Ok(result(outcome).into())
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! `shiro mcp` end to end: a real MCP client (rmcp's client side) talks to the built binary
+//! over stdio. It lists the tools, edits, undoes and redoes, groups calls into one turn, hits
+//! a conflict, and goes away in the middle of a call; the terminal's `shiro undo` and `shiro
+//! log` share the same undo log.
+#![allow(clippy::unwrap_used, clippy::print_stderr)] // A test says why it skips.
+
+mod agent_common;
+
+use std::process::Stdio;
+
+use agent_common::World;
+use rmcp::ServiceExt as _;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt as _;
+
+type Client = RunningService<RoleClient, ClientConfig>;
+
+/// The client's name, which the turns' summaries carry.
+fn client_config() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("e2e", "1.0.0"),
+    )
+}
+
+/// Starts `shiro mcp ARGS` in the world's workspace and connects to it.
+async fn connect(world: &World, args: &[&str]) -> Client {
+    let mut all = vec!["mcp"];
+    all.extend_from_slice(args);
+    let command = world.command(&all, &[]);
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    client_config().serve(transport).await.unwrap()
+}
+
+/// Calls `name` with `args` and returns its result (a protocol error fails the test).
+async fn call(client: &Client, name: &'static str, args: Value) -> CallToolResult {
+    let Value::Object(args) = args else {
+        panic!("arguments must be an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(name).with_arguments(args))
+        .await
+        .unwrap()
+}
+
+/// The text of a result.
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|content| content.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn failed(result: &CallToolResult) -> bool {
+    result.is_error == Some(true)
+}
+
+#[tokio::test]
+async fn lists_the_tools_with_the_schemas_the_agent_sends_models() {
+    let world = World::new();
+    let client = connect(&world, &[]).await;
+    let tools = client.list_all_tools().await.unwrap();
+    client.cancel().await.unwrap();
+    // The very schemas of shiro-tools: they come from the same serde types.
+    for tool in shiro_tools::tools::all() {
+        let listed = tools.iter().find(|t| t.name == tool.name()).unwrap();
+        assert_eq!(Value::Object((*listed.input_schema).clone()), tool.schema());
+        // `bash` describes the capture it runs with: the server's records what it changes.
+        if tool.name() == "bash" {
+            assert!(
+                listed
+                    .description
+                    .as_deref()
+                    .unwrap()
+                    .contains("can be undone")
+            );
+        } else {
+            assert_eq!(listed.description.as_deref(), Some(tool.description()));
+        }
+    }
+    let listed: Vec<Value> = tools
+        .iter()
+        .map(|tool| serde_json::to_value(tool).unwrap())
+        .collect();
+    insta::assert_json_snapshot!("mcp_tools", listed);
+}
+
+#[tokio::test]
+async fn edits_are_undone_and_redone_and_shared_with_the_terminal() {
+    let world = World::new();
+    world.write("a.txt", "one\ntwo\n");
+    let client = connect(&world, &[]).await;
+
+    let edited = call(
+        &client,
+        "edit_file",
+        json!({"path": "a.txt", "old_string": "two", "new_string": "TWO"}),
+    )
+    .await;
+    assert!(!failed(&edited), "{}", text(&edited));
+    assert_eq!(world.read("a.txt").unwrap(), "one\nTWO\n");
+    let structured = edited.structured_content.clone().unwrap();
+    assert_eq!(structured["turn"], json!(1));
+    assert_eq!(
+        structured["changes"],
+        json!([{"kind": "modified", "path": "a.txt"}])
+    );
+
+    // The terminal sees the client's turn, named after it.
+    let log = world.run(&["log"], "", &[]).await;
+    assert!(
+        log.stdout.contains("\"mcp: e2e: edit_file a.txt\""),
+        "{}",
+        log.stdout
+    );
+
+    let undone = call(&client, "undo", json!({})).await;
+    assert!(!failed(&undone), "{}", text(&undone));
+    assert_eq!(world.read("a.txt").unwrap(), "one\ntwo\n");
+    let redone = call(&client, "redo", json!({})).await;
+    assert!(!failed(&redone), "{}", text(&redone));
+    assert_eq!(world.read("a.txt").unwrap(), "one\nTWO\n");
+
+    // `shiro undo` in a terminal undoes what the client did …
+    let run = world.run(&["undo"], "", &[]).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(world.read("a.txt").unwrap(), "one\ntwo\n");
+    // … and the client's undo what the terminal did.
+    let run = world
+        .run(
+            &[
+                "tool",
+                "write_file",
+                "--args",
+                r#"{"path":"b.txt","content":"b\n"}"#,
+            ],
+            "",
+            &[],
+        )
+        .await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let undone = call(&client, "undo", json!({})).await;
+    assert!(!failed(&undone), "{}", text(&undone));
+    assert!(world.read("b.txt").is_none());
+
+    // Bad arguments get the text a model of the agent would get, as a tool error.
+    let bad = call(&client, "edit_file", json!({"path": "a.txt"})).await;
+    assert!(failed(&bad));
+    insta::assert_snapshot!(text(&bad), @"invalid arguments for edit_file: missing field `old_string`; nothing was changed");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_group_of_calls_is_one_turn() {
+    let world = World::new();
+    world.write("a.txt", "a\n");
+    let client = connect(&world, &[]).await;
+    let begun = call(&client, "begin_turn", json!({"summary": "rename things"})).await;
+    assert!(!failed(&begun), "{}", text(&begun));
+    for (path, content) in [("a.txt", "A\n"), ("b.txt", "B\n")] {
+        let written = call(
+            &client,
+            "write_file",
+            json!({"path": path, "content": content}),
+        )
+        .await;
+        assert!(!failed(&written), "{}", text(&written));
+    }
+    let ended = call(&client, "end_turn", json!({})).await;
+    insta::assert_snapshot!(text(&ended), @r#"closed the group as turn #1 "mcp: e2e: rename things" (undo reverts it)"#);
+
+    // One undo reverts the whole step.
+    let undone = call(&client, "undo", json!({})).await;
+    assert!(!failed(&undone), "{}", text(&undone));
+    assert_eq!(world.read("a.txt").unwrap(), "a\n");
+    assert!(world.read("b.txt").is_none());
+    let log = call(&client, "log", json!({})).await;
+    assert_eq!(log.structured_content.unwrap()["redo"], json!([1]));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_idle_gap_closes_a_group() {
+    let world = World::new();
+    let client = connect(&world, &["--group-idle", "1"]).await;
+    call(&client, "begin_turn", json!({})).await;
+    let written = call(
+        &client,
+        "write_file",
+        json!({"path": "a.txt", "content": "a\n"}),
+    )
+    .await;
+    assert!(!failed(&written), "{}", text(&written));
+    assert_eq!(
+        written.structured_content.unwrap()["group_open"],
+        json!(true)
+    );
+    // The terminal's undo waits for the store's lock, which the group holds until the gap
+    // has passed without a call.
+    let run = world.run(&["undo"], "", &[]).await;
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(world.read("a.txt").is_none());
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_conflict_is_a_structured_error_that_changes_nothing() {
+    let world = World::new();
+    world.write("a.txt", "mine\n");
+    let client = connect(&world, &[]).await;
+    call(
+        &client,
+        "write_file",
+        json!({"path": "a.txt", "content": "agent\n"}),
+    )
+    .await;
+    world.write("a.txt", "edited by hand\n");
+
+    let refused = call(&client, "undo", json!({})).await;
+    assert!(failed(&refused));
+    assert_eq!(world.read("a.txt").unwrap(), "edited by hand\n");
+    let report = refused.structured_content.clone().unwrap();
+    assert_eq!(report["refused"], json!(true));
+    assert_eq!(report["direction"], json!("undo"));
+    assert_eq!(report["conflicts"][0]["path"], json!("a.txt"));
+    insta::assert_snapshot!("mcp_conflict", text(&refused));
+
+    // A dry run shows the diff, says the undo would be refused, and changes nothing.
+    let preview = call(&client, "undo", json!({"dry_run": true})).await;
+    assert!(!failed(&preview), "{}", text(&preview));
+    assert!(text(&preview).contains("+mine"), "{}", text(&preview));
+    let structured = preview.structured_content.unwrap();
+    assert_eq!(structured["would_be_refused"], json!(true));
+    assert_eq!(world.read("a.txt").unwrap(), "edited by hand\n");
+
+    let forced = call(&client, "undo", json!({"force": true})).await;
+    assert!(!failed(&forced), "{}", text(&forced));
+    assert_eq!(world.read("a.txt").unwrap(), "mine\n");
+    client.cancel().await.unwrap();
+}
+
+/// Whether bash runs over an overlay here (it needs a mount namespace).
+async fn overlays_work() -> bool {
+    let world = World::new();
+    let run = world
+        .run(
+            &["tool", "bash", "--args", r#"{"command":"true"}"#],
+            "",
+            &[],
+        )
+        .await;
+    let refused = run.stdout.contains("fell back to detect-only");
+    if refused {
+        eprintln!(
+            "skipped: overlays are refused on this machine: {}",
+            run.stdout
+        );
+    }
+    !refused
+}
+
+#[tokio::test]
+async fn a_call_survives_its_client_going_away_and_is_undone_after() {
+    if !overlays_work().await {
+        return;
+    }
+    let world = World::new();
+    world.write("a.txt", "before\n");
+    // The client owns the server's pipes; going away closes them, as a client that quits
+    // does. (The SDK's child-process transport would kill the server instead.)
+    let mut child = world.command(&["mcp"], &[]).spawn().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
+    let client = client_config().serve((stdout, stdin)).await.unwrap();
+
+    let started = world.cfg.path().join("started");
+    let go = world.cfg.path().join("go");
+    let command = format!(
+        "printf during > a.txt; touch {started}; while [ ! -e {go} ]; do sleep 0.05; done; printf after > a.txt",
+        started = started.display(),
+        go = go.display()
+    );
+    let peer = client.peer().clone();
+    let call = tokio::spawn(async move {
+        let Value::Object(args) = json!({"command": command}) else {
+            unreachable!()
+        };
+        peer.call_tool(CallToolRequestParams::new("bash").with_arguments(args))
+            .await
+    });
+    while !started.exists() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The client goes away mid-call; the command goes on only once the server has seen it
+    // go and ended the session (after the SDK's grace period for responses).
+    drop(client);
+    let _ = call.await;
+    let said = stderr.next_line().await.unwrap().unwrap();
+    assert_eq!(
+        said,
+        "shiro: the client went away during a call: finishing it and recording its turn before exiting"
+    );
+    std::fs::write(&go, "").unwrap();
+    let status = child.wait().await.unwrap();
+    assert!(status.success(), "{status:?}");
+    // The call ran to its end and its turn was recorded.
+    assert_eq!(world.read("a.txt").unwrap(), "after");
+    let log = world.run(&["log"], "", &[]).await;
+    assert!(
+        log.stdout.contains("mcp: e2e: bash printf during"),
+        "{}",
+        log.stdout
+    );
+
+    // A new client undoes it exactly.
+    let client = connect(&world, &[]).await;
+    let undone = call_undo(&client).await;
+    assert!(!failed(&undone), "{}", text(&undone));
+    assert_eq!(world.read("a.txt").unwrap(), "before\n");
+    client.cancel().await.unwrap();
+}
+
+async fn call_undo(client: &Client) -> CallToolResult {
+    call(client, "undo", json!({})).await
+}
+
+/// Whether `value` holds a server entry `shiro` that starts `shiro mcp`.
+fn starts_shiro_mcp(value: &Value) -> bool {
+    let starts = |server: &Value| match &server["command"] {
+        Value::String(command) => command == "shiro" && server["args"][0] == json!("mcp"),
+        Value::Array(words) => {
+            words.first() == Some(&json!("shiro")) && words.get(1) == Some(&json!("mcp"))
+        }
+        _ => false,
+    };
+    match value {
+        Value::Object(map) => map
+            .iter()
+            .any(|(key, inner)| (key == "shiro" && starts(inner)) || starts_shiro_mcp(inner)),
+        _ => false,
+    }
+}
+
+#[test]
+fn the_configuration_blocks_in_docs_mcp_are_valid() {
+    let doc = include_str!("../../../docs/mcp.md");
+    let mut blocks = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for line in doc.lines() {
+        match (&mut current, line.strip_prefix("```")) {
+            (None, Some(lang)) => current = Some((lang.to_owned(), String::new())),
+            (Some(_), Some(_)) => blocks.extend(current.take()),
+            (Some((_, body)), None) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    let mut checked = Vec::new();
+    for (lang, body) in &blocks {
+        let value: Value = match lang.as_str() {
+            "json" => serde_json::from_str(body).unwrap_or_else(|err| panic!("{err}:\n{body}")),
+            "toml" => serde_json::to_value(
+                toml::from_str::<toml::Value>(body).unwrap_or_else(|err| panic!("{err}:\n{body}")),
+            )
+            .unwrap(),
+            _ => continue,
+        };
+        assert!(
+            starts_shiro_mcp(&value),
+            "this block does not start `shiro mcp`:\n{body}"
+        );
+        checked.push(format!("```{lang}\n{body}```"));
+    }
+    // Claude Code, Codex CLI, OpenCode, Gemini CLI and Cursor.
+    assert_eq!(checked.len(), 5, "{checked:#?}");
+    insta::assert_snapshot!("mcp_docs_configuration", checked.join("\n"));
+}
