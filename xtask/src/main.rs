@@ -106,8 +106,8 @@ fn ci() -> Result<(), String> {
 
 /// Builds `shiro` and the benchmark harness in release mode, then runs the harness, which
 /// writes `docs/performance.md`. `--quick` uses smaller inputs (for development); `--only`
-/// runs some sections (`capture`, `undo`, `patch`, `store`, `bash`, `search`) and writes their page to
-/// the release target directory instead.
+/// runs some sections (`capture`, `undo`, `patch`, `store`, `bash`, `search`, `ui`, `mcp`) and
+/// writes their page to the release target directory instead.
 fn bench(extra: &[String]) -> Result<(), String> {
     const USAGE: &str = "usage: cargo xtask bench [--quick] [--only SECTION,...]";
     let mut quick = false;
