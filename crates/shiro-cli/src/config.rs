@@ -332,7 +332,31 @@ fn read_file(path: &Path) -> Result<ConfigFile> {
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(ConfigFile::default()),
         Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
     };
-    toml::from_str(&text).with_context(|| format!("invalid config file {}", path.display()))
+    toml::from_str(&text).map_err(|err| parse_error(path, &text, &err))
+}
+
+/// A config file's parse error. TOML's own text quotes the offending line, which is right
+/// for a typo but not for a line that may hold a key (`api_key = sk-…` without quotes): such
+/// a line is named by its number only.
+fn parse_error(path: &Path, text: &str, err: &toml::de::Error) -> anyhow::Error {
+    let Some(start) = err.span().map(|span| span.start.min(text.len())) else {
+        return anyhow::anyhow!("invalid config file {}: {err}", path.display());
+    };
+    let line_start = text[..start].rfind('\n').map_or(0, |at| at + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |at| start + at);
+    let line = text[line_start..line_end].to_lowercase();
+    if ["key", "token", "secret", "password"]
+        .iter()
+        .any(|word| line.contains(word))
+    {
+        let number = text[..start].matches('\n').count() + 1;
+        return anyhow::anyhow!(
+            "invalid config file {}: line {number}: {} (the line is not shown: it may hold a secret)",
+            path.display(),
+            err.message().trim_end()
+        );
+    }
+    anyhow::anyhow!("invalid config file {}: {err}", path.display())
 }
 
 /// The user's config directory: `$SHIRO_CONFIG_DIR`, else `$XDG_CONFIG_HOME/shiro`, else
@@ -529,6 +553,24 @@ mod tests {
         let err = Config::load(ws.path(), None).unwrap_err();
         let text = format!("{err:#}").replace(&ws.path().display().to_string(), "[WS]");
         insta::assert_snapshot!(text, @r#"invalid ask rule "Bash(git" in workspace config [WS]/.shiro/config.toml: `Bash(git` opens `(` and never closes it"#);
+    }
+
+    /// A line that does not parse is quoted, unless it may hold a secret.
+    #[test]
+    fn a_parse_error_never_quotes_a_line_that_may_hold_a_key() {
+        let user = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let file = user.path().join("config.toml");
+        let load = |text: &str| {
+            std::fs::write(&file, text).unwrap();
+            let err = Config::load(ws.path(), Some(user.path().to_owned())).unwrap_err();
+            format!("{err:#}").replace(&user.path().display().to_string(), "[USER]")
+        };
+        let keyed = load("[model]\nname = \"gpt-4o\"\napi_key = sk-SECRET-123\n");
+        assert!(!keyed.contains("SECRET"), "{keyed}");
+        insta::assert_snapshot!(keyed, @"invalid config file [USER]/config.toml: line 3: string values must be quoted, expected literal string (the line is not shown: it may hold a secret)");
+        let typo = load("[undo]\ndepth = twenty\n");
+        assert!(typo.contains("depth = twenty"), "{typo}");
     }
 
     #[test]
