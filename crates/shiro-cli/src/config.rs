@@ -555,6 +555,27 @@ mod tests {
         insta::assert_snapshot!(text, @r#"invalid ask rule "Bash(git" in workspace config [WS]/.shiro/config.toml: `Bash(git` opens `(` and never closes it"#);
     }
 
+    /// Every TOML example of docs/cli.md is a config file that loads, as the user's (where
+    /// key settings are allowed), so the documentation cannot drift from the parser.
+    #[test]
+    fn the_documented_config_examples_load() {
+        let doc = include_str!("../../../docs/cli.md");
+        let blocks: Vec<&str> = doc
+            .split("```toml\n")
+            .skip(1)
+            .filter_map(|rest| rest.split("\n```").next())
+            .collect();
+        assert!(blocks.len() >= 2, "{} TOML blocks", blocks.len());
+        for block in blocks {
+            let user = tempfile::tempdir().unwrap();
+            let ws = tempfile::tempdir().unwrap();
+            std::fs::write(user.path().join("config.toml"), block).unwrap();
+            if let Err(err) = Config::load(ws.path(), Some(user.path().to_owned())) {
+                panic!("docs/cli.md's example does not load: {err:#}\n{block}");
+            }
+        }
+    }
+
     /// A line that does not parse is quoted, unless it may hold a secret.
     #[test]
     fn a_parse_error_never_quotes_a_line_that_may_hold_a_key() {
