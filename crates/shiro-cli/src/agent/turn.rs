@@ -553,48 +553,17 @@ impl Agent<'_> {
                 .push(format!("{name} {} (by the permission rules)", brief(&args)));
             return (Status::Denied, text.clone(), Vec::new());
         }
-        let recording = match recording {
-            Ok(recording) => recording,
-            Err(why) if changes => {
-                report.unrecordable.push(format!("{name} {}", brief(&args)));
-                return (
-                    Status::Error,
-                    format!("cannot record this change for undo ({why}); nothing was run"),
-                    Vec::new(),
-                );
-            }
-            // Nothing to record: a read-only tool reads the workspace itself.
-            Err(_) => {
-                if let Verdict::Ask(rule) = &verdict {
-                    let question = Question {
-                        tool: name,
-                        rule: rule.as_deref(),
-                        target: &target,
-                    };
-                    let (approvals, input) = (&mut self.approvals, &mut *self.input);
-                    if let Some(refusal) = ask(
-                        approvals,
-                        self.ctx,
-                        input,
-                        &mut self.printer,
-                        &question,
-                        &args,
-                        report,
-                    ) {
-                        return refusal;
-                    }
-                }
-                let result = match self.ctx.workspace() {
-                    Ok(workspace) => tool.call(&workspace, args).await.map_err(|e| e.to_string()),
-                    Err(err) => Err(headless::error_text(&err)),
-                };
-                return match result {
-                    Ok(output) => (Status::Ok, output.text, output.changes),
-                    Err(text) => (Status::Error, text, Vec::new()),
-                };
-            }
-        };
-        if changes {
+        if let Err(why) = recording
+            && changes
+        {
+            report.unrecordable.push(format!("{name} {}", brief(&args)));
+            return (
+                Status::Error,
+                format!("cannot record this change for undo ({why}); nothing was run"),
+                Vec::new(),
+            );
+        }
+        if let (true, Ok(recording)) = (changes, recording) {
             let preview = approve::preview(
                 tool.as_ref(),
                 &args,
@@ -635,6 +604,17 @@ impl Agent<'_> {
             }
             Verdict::Run(None) | Verdict::Deny(_) => {}
         }
+        let Ok(recording) = recording else {
+            // Nothing to record: a read-only tool reads the workspace itself.
+            let result = match self.ctx.workspace() {
+                Ok(workspace) => tool.call(&workspace, args).await.map_err(|e| e.to_string()),
+                Err(err) => Err(headless::error_text(&err)),
+            };
+            return match result {
+                Ok(output) => (Status::Ok, output.text, output.changes),
+                Err(text) => (Status::Error, text, Vec::new()),
+            };
+        };
         if tool.is_mutating()
             && let Err(err) = crate::headless::capture_ahead(tool.as_ref(), recording, &args).await
         {
