@@ -1,11 +1,14 @@
 //! Configuration: `.shiro/config.toml` in the workspace over `config.toml` in the user's
 //! config directory, over the defaults. Documented in `docs/cli.md`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde::Deserialize;
 
+use crate::mcp::client::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerSpec, Transport};
 use crate::permissions::{Kind, Rules, Source};
 
 /// Everything a config file may set. Every field is optional so a file can set one thing.
@@ -27,6 +30,138 @@ pub struct ConfigFile {
     /// `[permissions]`
     #[serde(default)]
     pub permissions: PermissionsConfig,
+    /// `[mcp]`
+    #[serde(default)]
+    pub mcp: McpConfig,
+}
+
+/// `[mcp]`: the MCP servers whose tools the agent offers (see `docs/mcp.md`).
+#[derive(Debug, Default, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// `[mcp.servers.NAME]`, by name.
+    #[serde(default)]
+    pub servers: BTreeMap<String, McpServerConfig>,
+}
+
+/// `[mcp.servers.NAME]`: one server, a command (stdio) or a URL (Streamable HTTP).
+#[derive(Debug, Default, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// The program to start (stdio).
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Variables added to the environment it inherits.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// The server's address (Streamable HTTP).
+    pub url: Option<String>,
+    /// The environment variable whose value is sent as a bearer token (HTTP).
+    pub bearer_token_env: Option<String>,
+    /// `false` keeps it configured but not started (default true).
+    pub enabled: Option<bool>,
+    /// How long it may take to start and list its tools, in seconds (default 30).
+    pub startup_timeout_secs: Option<u64>,
+    /// How long one call may take, in seconds (default 300).
+    pub tool_timeout_secs: Option<u64>,
+}
+
+impl McpServerConfig {
+    /// The server `name` as this entry of file `source` describes it; the error says what
+    /// is wrong with it.
+    fn spec(&self, name: &str, source: &Path, from_workspace: bool) -> Result<ServerSpec> {
+        let file = source.display();
+        check_server_name(name)
+            .map_err(|why| anyhow::anyhow!("{file}: [mcp.servers.{name}]: {why}"))?;
+        let transport = match (&self.command, &self.url) {
+            (Some(command), None) => {
+                if self.bearer_token_env.is_some() {
+                    anyhow::bail!(
+                        "{file}: [mcp.servers.{name}]: bearer_token_env is for a server reached by url; a command's server gets its secrets through env"
+                    );
+                }
+                if command.trim().is_empty() {
+                    anyhow::bail!("{file}: [mcp.servers.{name}]: command is empty");
+                }
+                Transport::Stdio {
+                    command: command.clone(),
+                    args: self.args.clone(),
+                    env: self.env.clone(),
+                }
+            }
+            (None, Some(url)) => {
+                if !self.args.is_empty() || !self.env.is_empty() {
+                    anyhow::bail!(
+                        "{file}: [mcp.servers.{name}]: args and env are for a server started by command, not one reached by url"
+                    );
+                }
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    anyhow::bail!(
+                        "{file}: [mcp.servers.{name}]: url must start with http:// or https://, not {url:?}"
+                    );
+                }
+                Transport::Http {
+                    url: url.clone(),
+                    bearer_token_env: self.bearer_token_env.clone(),
+                }
+            }
+            (Some(_), Some(_)) => anyhow::bail!(
+                "{file}: [mcp.servers.{name}]: set command (a server shiro starts) or url (a server already running), not both"
+            ),
+            (None, None) => anyhow::bail!(
+                "{file}: [mcp.servers.{name}]: set command (a server shiro starts, with args and env) or url (a server reached over HTTP)"
+            ),
+        };
+        let secs = |value: Option<u64>, key: &str, default: Duration| match value {
+            Some(0) => Err(anyhow::anyhow!(
+                "{file}: [mcp.servers.{name}]: {key} must be at least 1"
+            )),
+            Some(secs) => Ok(Duration::from_secs(secs)),
+            None => Ok(default),
+        };
+        Ok(ServerSpec {
+            name: name.to_owned(),
+            transport,
+            enabled: self.enabled.unwrap_or(true),
+            source: source.to_path_buf(),
+            from_workspace,
+            startup_timeout: secs(
+                self.startup_timeout_secs,
+                "startup_timeout_secs",
+                DEFAULT_STARTUP_TIMEOUT,
+            )?,
+            tool_timeout: secs(
+                self.tool_timeout_secs,
+                "tool_timeout_secs",
+                DEFAULT_TOOL_TIMEOUT,
+            )?,
+        })
+    }
+}
+
+/// Why `name` cannot name an MCP server: its tools are called `name__tool`, and the model
+/// APIs take only letters, digits, `_` and `-` in a tool's name.
+fn check_server_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 32 {
+        return Err("a server's name has 1 to 32 characters".to_owned());
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err("a server's name may hold only letters, digits, `_` and `-`".to_owned());
+    }
+    if name.contains("__") || name.starts_with('_') || name.ends_with('_') {
+        return Err(
+            "a server's name may not hold `__` nor start or end with `_`: its tools are named server__tool".to_owned(),
+        );
+    }
+    if name == "mcp" {
+        return Err("`mcp` cannot name a server: rules write mcp__server".to_owned());
+    }
+    Ok(())
 }
 
 /// `[permissions]`: rules for tool calls (see `docs/cli.md`, "Permissions").
@@ -192,6 +327,9 @@ pub struct Config {
     /// Whether `model.base_url` comes from the workspace's file, which comes with the
     /// repository: an API key is sent there only once the workspace is trusted.
     pub base_url_from_workspace: bool,
+    /// `[mcp.servers]` of both files, by name; the workspace's entry replaces the user's of
+    /// the same name.
+    pub mcp_servers: Vec<ServerSpec>,
 }
 
 /// Default number of undoable turns.
@@ -203,10 +341,14 @@ impl Config {
     /// Reads the user's and the workspace's config files; the workspace wins field by field.
     pub fn load(workspace: &Path, user_dir: Option<PathBuf>) -> Result<Self> {
         let mut permissions = Rules::default();
+        let mut mcp_servers: BTreeMap<String, ServerSpec> = BTreeMap::new();
         let user = match &user_dir {
             Some(dir) => {
                 let path = dir.join("config.toml");
                 let file = read_file(&path)?;
+                for (name, server) in &file.mcp.servers {
+                    mcp_servers.insert(name.clone(), server.spec(name, &path, false)?);
+                }
                 file.permissions
                     .add_to(&mut permissions, &Source::User(path))?;
                 file
@@ -215,6 +357,9 @@ impl Config {
         };
         let project_path = workspace.join(".shiro").join("config.toml");
         let project = read_file(&project_path)?;
+        for (name, server) in &project.mcp.servers {
+            mcp_servers.insert(name.clone(), server.spec(name, &project_path, true)?);
+        }
         project
             .permissions
             .add_to(&mut permissions, &Source::Workspace(project_path))?;
@@ -283,6 +428,7 @@ impl Config {
             config_home: None,
             permissions,
             base_url_from_workspace,
+            mcp_servers: mcp_servers.into_values().collect(),
         })
     }
 }
@@ -403,6 +549,76 @@ mod tests {
         std::fs::write(ws.path().join(".shiro/config.toml"), "[undo]\ndepth = 64\n").unwrap();
         let config = Config::load(ws.path(), Some(user.path().to_owned())).unwrap();
         assert_eq!((config.undo_depth, config.max_store_bytes), (64, 100));
+    }
+
+    #[test]
+    fn mcp_servers_merge_by_name_and_bad_entries_say_what_is_wrong() {
+        let ws = tempfile::tempdir().unwrap();
+        let user = tempfile::tempdir().unwrap();
+        std::fs::create_dir(ws.path().join(".shiro")).unwrap();
+        std::fs::write(
+            user.path().join("config.toml"),
+            "[mcp.servers.gh]\ncommand = \"gh-mcp\"\n[mcp.servers.docs]\nurl = \"https://d.example/mcp\"\nbearer_token_env = \"T\"\ntool_timeout_secs = 9\n",
+        )
+        .unwrap();
+        std::fs::write(
+            ws.path().join(".shiro/config.toml"),
+            "[mcp.servers.gh]\ncommand = \"./tools/gh\"\nargs = [\"serve\"]\nenabled = false\n",
+        )
+        .unwrap();
+        let config = Config::load(ws.path(), Some(user.path().to_path_buf())).unwrap();
+        let servers: Vec<(&str, bool, bool, u64)> = config
+            .mcp_servers
+            .iter()
+            .map(|s| {
+                (
+                    s.name.as_str(),
+                    s.enabled,
+                    s.from_workspace,
+                    s.tool_timeout.as_secs(),
+                )
+            })
+            .collect();
+        // The workspace's `gh` replaces the user's.
+        assert_eq!(
+            servers,
+            [("docs", true, false, 9), ("gh", false, true, 300)]
+        );
+        assert_eq!(
+            config.mcp_servers[1].transport,
+            Transport::Stdio {
+                command: "./tools/gh".into(),
+                args: vec!["serve".into()],
+                env: BTreeMap::new()
+            }
+        );
+        let error = |text: &str| {
+            std::fs::write(ws.path().join(".shiro/config.toml"), text).unwrap();
+            let err = Config::load(ws.path(), None).unwrap_err();
+            format!("{err:#}").replace(&ws.path().display().to_string(), "[WS]")
+        };
+        let errors = [
+            error("[mcp.servers.a]\ncommand = \"x\"\nurl = \"http://h\"\n"),
+            error("[mcp.servers.a]\nargs = [\"x\"]\n"),
+            error("[mcp.servers.\"my server\"]\ncommand = \"x\"\n"),
+            error("[mcp.servers.a__b]\ncommand = \"x\"\n"),
+            error("[mcp.servers.mcp]\ncommand = \"x\"\n"),
+            error("[mcp.servers.a]\nurl = \"ftp://h\"\n"),
+            error("[mcp.servers.a]\nurl = \"http://h\"\nenv = { K = \"v\" }\n"),
+            error("[mcp.servers.a]\ncommand = \"x\"\nbearer_token_env = \"T\"\n"),
+            error("[mcp.servers.a]\ncommand = \"x\"\nstartup_timeout_secs = 0\n"),
+        ];
+        insta::assert_snapshot!(errors.join("\n"), @r#"
+        [WS]/.shiro/config.toml: [mcp.servers.a]: set command (a server shiro starts) or url (a server already running), not both
+        [WS]/.shiro/config.toml: [mcp.servers.a]: set command (a server shiro starts, with args and env) or url (a server reached over HTTP)
+        [WS]/.shiro/config.toml: [mcp.servers.my server]: a server's name may hold only letters, digits, `_` and `-`
+        [WS]/.shiro/config.toml: [mcp.servers.a__b]: a server's name may not hold `__` nor start or end with `_`: its tools are named server__tool
+        [WS]/.shiro/config.toml: [mcp.servers.mcp]: `mcp` cannot name a server: rules write mcp__server
+        [WS]/.shiro/config.toml: [mcp.servers.a]: url must start with http:// or https://, not "ftp://h"
+        [WS]/.shiro/config.toml: [mcp.servers.a]: args and env are for a server started by command, not one reached by url
+        [WS]/.shiro/config.toml: [mcp.servers.a]: bearer_token_env is for a server reached by url; a command's server gets its secrets through env
+        [WS]/.shiro/config.toml: [mcp.servers.a]: startup_timeout_secs must be at least 1
+        "#);
     }
 
     #[test]

@@ -31,7 +31,7 @@ use crate::signals::{INTERRUPTED, Signals};
 use crate::trust;
 
 /// The names the agent handles itself; user commands can never take them.
-pub const BUILTINS: [(&str, &str); 16] = [
+pub const BUILTINS: [(&str, &str); 17] = [
     ("help", "list commands and keys"),
     (
         "undo",
@@ -65,6 +65,10 @@ pub const BUILTINS: [(&str, &str); 16] = [
     (
         "mode",
         "show or set the permission mode: read-only, ask, auto-edit, yes",
+    ),
+    (
+        "mcp",
+        "the MCP servers and their state; /mcp NAME lists a server's tools",
     ),
 ];
 
@@ -740,6 +744,14 @@ pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
                 "    (ran bash without capture: its effects are not recorded)"
             )?;
         }
+        let outside = turn.outside_tools();
+        if !outside.is_empty() {
+            writeln!(
+                out,
+                "    (called MCP tools {}: their effects are not recorded)",
+                outside.join(", ")
+            )?;
+        }
         if !turn.bash_unrestorable.is_empty() {
             const LISTED: usize = 20;
             let n = turn.bash_unrestorable.len();
@@ -948,6 +960,10 @@ pub fn describe_tools(allowed: &AllowedTools) -> String {
         .filter(|t| *t != shiro_commands::tool::BASH)
         .map(str::to_owned)
         .collect();
+    names.extend(allowed.mcp.iter().map(|mcp| match &mcp.tool {
+        Some(tool) => shiro_commands::mcp_tool_name(&mcp.server, tool),
+        None => format!("every tool of MCP server {}", mcp.server),
+    }));
     if allowed.allows(shiro_commands::tool::BASH) {
         let rules: Vec<String> = allowed
             .written
@@ -1019,6 +1035,30 @@ fn list_json(registry: &Registry) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_s_tools_name_its_mcp_tools() {
+        let allowed = AllowedTools {
+            written: Vec::new(),
+            tools: ["read_file".to_owned()].into(),
+            any_bash: false,
+            bash_rules: Vec::new(),
+            mcp: vec![
+                shiro_commands::McpTools {
+                    server: "gh".into(),
+                    tool: Some("list".into()),
+                },
+                shiro_commands::McpTools {
+                    server: "db".into(),
+                    tool: None,
+                },
+            ],
+        };
+        assert_eq!(
+            describe_tools(&allowed),
+            "read_file, gh__list, every tool of MCP server db"
+        );
+    }
 
     #[test]
     fn formats_utc_times() {

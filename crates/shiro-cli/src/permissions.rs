@@ -171,11 +171,11 @@ fn literal_glob(path: &str) -> String {
 /// The session's mode: what runs when no rule says otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Every tool that changes files, and bash, is refused (`--read-only`).
+    /// Every tool that changes files, bash and MCP tools are refused (`--read-only`).
     ReadOnly,
-    /// Changes and bash are asked about (the default).
+    /// Changes, bash and MCP tools are asked about (the default).
     Ask,
-    /// File changes run; bash is asked about.
+    /// File changes run; bash and MCP tools are asked about.
     AutoEdit,
     /// Everything runs (`--yes`).
     Yes,
@@ -198,9 +198,11 @@ impl Mode {
     /// What it does, in a few words.
     pub fn describe(self) -> &'static str {
         match self {
-            Mode::ReadOnly => "tools that change files, and bash, are refused",
-            Mode::Ask => "changes to files and bash commands are asked about",
-            Mode::AutoEdit => "file changes run without asking; bash commands are asked about",
+            Mode::ReadOnly => "tools that change files, bash and MCP tools are refused",
+            Mode::Ask => "changes to files, bash commands and MCP tools are asked about",
+            Mode::AutoEdit => {
+                "file changes run without asking; bash commands and MCP tools are asked about"
+            }
             Mode::Yes => "every call runs without asking, except what a deny or ask rule names",
         }
     }
@@ -224,6 +226,8 @@ pub enum Target {
     Paths(Vec<String>),
     /// The bash command line.
     Command(String),
+    /// A call of an MCP server's tool: nothing but its name for a rule to match.
+    Mcp,
 }
 
 /// What a call touches: for bash its command; for a file tool the paths it reports (after
@@ -305,6 +309,7 @@ impl Rules {
                     Target::Command(line) => {
                         shiro_commands::some_command(line, |part| entry.matches_command(part))
                     }
+                    Target::Mcp => false,
                 }
         })
     }
@@ -330,13 +335,16 @@ impl Rules {
             Target::Command(line) => shiro_commands::every_command(line, |part| {
                 rules.iter().any(|e| e.matches_command(part))
             }),
+            Target::Mcp => false,
         };
         covered.then(|| rules.first().copied()).flatten()
     }
 
-    /// Weighs a call of `tool` (`changes`: a tool that changes files, or bash) in `mode`:
-    /// deny, then ask, then allow, then the mode's default. Read-only mode refuses changes
-    /// whatever allows them; calls that change nothing run unless a rule says otherwise.
+    /// Weighs a call of `tool` (`changes`: a tool that changes files, bash, or an MCP tool)
+    /// in `mode`: deny, then ask, then allow, then the mode's default. Read-only mode refuses
+    /// changes whatever allows them; calls that change nothing run unless a rule says
+    /// otherwise. Auto-edit mode runs only shiro's file tools without asking: bash and MCP
+    /// tools can do anything.
     pub fn judge(&self, mode: Mode, tool: &str, changes: bool, target: &Target) -> Verdict {
         if let Some(entry) = self.touching(Kind::Deny, tool, target) {
             return Verdict::Deny(format!(
@@ -360,7 +368,11 @@ impl Rules {
         }
         match mode {
             Mode::Yes => Verdict::Run(None),
-            Mode::AutoEdit if tool != tool::BASH => Verdict::Run(None),
+            Mode::AutoEdit
+                if tool != tool::BASH && shiro_commands::split_mcp_name(tool).is_none() =>
+            {
+                Verdict::Run(None)
+            }
             _ => Verdict::Ask(None),
         }
     }
@@ -408,9 +420,11 @@ fn described(entry: &Entry) -> String {
 
 /// The narrowest rules that would allow this call again: for bash, the prefix of each of its
 /// commands (`bash(git status:*)`, never a bare `bash`); for a file tool, each path it
-/// touches. `None` when no rule can cover it (a bash line with a substitution, say).
+/// touches; for an MCP tool, its name. `None` when no rule can cover it (a bash line with a
+/// substitution, say).
 pub fn narrowest(tool: &str, target: &Target) -> Option<Vec<String>> {
     match target {
+        Target::Mcp => Some(vec![tool.to_owned()]),
         Target::Command(line) => shiro_commands::narrowest_bash_rules(line).map(|rules| {
             rules
                 .iter()
@@ -659,6 +673,41 @@ mod tests {
     }
 
     #[test]
+    fn mcp_tools_are_asked_about_like_bash_unless_a_rule_names_them() {
+        let none = Rules::default();
+        let judge = |rules: &Rules, mode, tool: &str| rules.judge(mode, tool, true, &Target::Mcp);
+        assert_eq!(judge(&none, Mode::Ask, "gh__list"), Verdict::Ask(None));
+        // Auto-edit runs shiro's file tools, never what it cannot see.
+        assert_eq!(judge(&none, Mode::AutoEdit, "gh__list"), Verdict::Ask(None));
+        assert_eq!(judge(&none, Mode::Yes, "gh__list"), Verdict::Run(None));
+        assert!(matches!(
+            judge(&none, Mode::ReadOnly, "gh__list"),
+            Verdict::Deny(_)
+        ));
+        let allow = rules(Kind::Allow, &["mcp__gh__list", "db__*"]);
+        assert!(matches!(
+            judge(&allow, Mode::Ask, "gh__list"),
+            Verdict::Run(Some(_))
+        ));
+        assert!(matches!(
+            judge(&allow, Mode::Ask, "db__query"),
+            Verdict::Run(Some(_))
+        ));
+        assert_eq!(judge(&allow, Mode::Ask, "gh__delete"), Verdict::Ask(None));
+        let deny = rules(Kind::Deny, &["mcp__gh"]);
+        assert!(matches!(
+            judge(&deny, Mode::Yes, "gh__list"),
+            Verdict::Deny(_)
+        ));
+        assert_eq!(judge(&deny, Mode::Yes, "ghx__list"), Verdict::Run(None));
+        // "Always" keeps the tool's own name.
+        assert_eq!(
+            narrowest("gh__list", &Target::Mcp),
+            Some(vec!["gh__list".to_owned()])
+        );
+    }
+
+    #[test]
     fn invalid_rules_name_the_source_and_the_rule() {
         let source = Source::Workspace("/ws/.shiro/config.toml".into());
         let errors: Vec<String> = [
@@ -683,7 +732,7 @@ mod tests {
         insta::assert_snapshot!(errors.join("\n"), @r#"
         invalid deny rule "Bash(git status" in workspace config /ws/.shiro/config.toml: `Bash(git status` opens `(` and never closes it
         invalid deny rule "Bash()" in workspace config /ws/.shiro/config.toml: `Bash()` has nothing between its parentheses; write the tool's name alone to match every call
-        invalid deny rule "WebFetch(example.com)" in workspace config /ws/.shiro/config.toml: `WebFetch(example.com)` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash)
+        invalid deny rule "WebFetch(example.com)" in workspace config /ws/.shiro/config.toml: `WebFetch(example.com)` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash; an MCP server's tools are server__tool, or mcp__server for all of them)
         invalid deny rule "edit_file(../x)" in workspace config /ws/.shiro/config.toml: `edit_file(../x)`: a path rule cannot climb out with `..`: paths are matched relative to the workspace root
         invalid deny rule "edit_file(src/[a)" in workspace config /ws/.shiro/config.toml: `edit_file(src/[a)`: not a valid glob (unclosed character class; missing ']')
         invalid deny rule "Read(/)" in workspace config /ws/.shiro/config.toml: `Read(/)`: the path is empty; write the tool's name alone to match every path
@@ -786,7 +835,7 @@ mod tests {
         )
         .unwrap();
         insta::assert_snapshot!(all.show(Mode::AutoEdit), @r"
-        mode: auto-edit (file changes run without asking; bash commands are asked about)
+        mode: auto-edit (file changes run without asking; bash commands and MCP tools are asked about)
         rules, weighed in this order (deny, then ask, then allow):
           deny  bash(rm -rf:*)      user config /home/me/.config/shiro/config.toml
           allow bash(cargo test:*)  workspace config .shiro/config.toml
@@ -794,7 +843,7 @@ mod tests {
           allow bash(git status:*)  this session
         ");
         insta::assert_snapshot!(Rules::default().show(Mode::Ask), @r#"
-        mode: ask (changes to files and bash commands are asked about)
+        mode: ask (changes to files, bash commands and MCP tools are asked about)
         no permission rules; add them under [permissions] in .shiro/config.toml (see docs/cli.md, "Permissions")
         "#);
     }

@@ -369,7 +369,18 @@ fn the_configuration_blocks_in_docs_mcp_are_valid() {
         }
     }
     let mut checked = Vec::new();
+    let mut client_blocks = 0;
     for (lang, body) in &blocks {
+        // The client's side: `[mcp.servers]` of shiro's own config, loaded as shiro loads it.
+        if lang == "toml" && body.contains("[mcp.servers.") {
+            let world = World::new();
+            world.write(".shiro/config.toml", body);
+            let config = shiro_cli::config::Config::load(&world.root(), None)
+                .unwrap_or_else(|err| panic!("{err:#}:\n{body}"));
+            assert!(!config.mcp_servers.is_empty(), "{body}");
+            client_blocks += 1;
+            continue;
+        }
         let value: Value = match lang.as_str() {
             "json" => serde_json::from_str(body).unwrap_or_else(|err| panic!("{err}:\n{body}")),
             "toml" => serde_json::to_value(
@@ -384,7 +395,8 @@ fn the_configuration_blocks_in_docs_mcp_are_valid() {
         );
         checked.push(format!("```{lang}\n{body}```"));
     }
-    // Claude Code, Codex CLI, OpenCode, Gemini CLI and Cursor.
+    // Claude Code, Codex CLI, OpenCode, Gemini CLI and Cursor; and shiro's own client.
     assert_eq!(checked.len(), 5, "{checked:#?}");
+    assert_eq!(client_blocks, 1);
     insta::assert_snapshot!("mcp_docs_configuration", checked.join("\n"));
 }

@@ -48,6 +48,59 @@ pub mod tool {
     ];
 }
 
+/// The name the agent gives tool `tool` of MCP server `server`: `server__tool`.
+pub fn mcp_tool_name(server: &str, tool: &str) -> String {
+    format!("{server}__{tool}")
+}
+
+/// The server and the tool of an MCP tool's name (`github__create_issue`); `None` for a
+/// name without `__`, which no MCP tool has. Server names never hold `__`, so the first one
+/// divides.
+pub fn split_mcp_name(name: &str) -> Option<(&str, &str)> {
+    name.split_once("__")
+        .filter(|(server, tool)| !server.is_empty() && !tool.is_empty())
+}
+
+/// The tools of an MCP server a rule names: `mcp__github` or `github__*` (all of them),
+/// `mcp__github__create_issue` (Claude Code's name) or `github__create_issue` (shiro's).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct McpTools {
+    /// The server's name, as the config names it.
+    pub server: String,
+    /// The tool's name as the server gives it; `None`: every tool of the server.
+    pub tool: Option<String>,
+}
+
+impl McpTools {
+    /// Reads a rule's name as MCP tools; `None` when it is not one.
+    fn parse(name: &str) -> Option<McpTools> {
+        let (server, tool) = match name.strip_prefix("mcp__") {
+            Some(rest) => match rest.split_once("__") {
+                Some((server, tool)) => (server, Some(tool)),
+                None => (rest, None),
+            },
+            None => {
+                let (server, tool) = split_mcp_name(name)?;
+                (server, Some(tool))
+            }
+        };
+        if server.is_empty() || tool == Some("") {
+            return None;
+        }
+        Some(McpTools {
+            server: server.to_owned(),
+            tool: tool.filter(|tool| *tool != "*").map(str::to_owned),
+        })
+    }
+
+    /// Whether `name` (as the agent offers it, `server__tool`) is one of these tools.
+    pub fn names(&self, name: &str) -> bool {
+        split_mcp_name(name).is_some_and(|(server, tool)| {
+            server == self.server && self.tool.as_deref().is_none_or(|t| t == tool)
+        })
+    }
+}
+
 /// The shiro tools a name in a rule stands for (`None`: not a tool shiro has). As in Claude
 /// Code, `Read` covers every tool that reads files (the search tools too) and `Edit` every
 /// tool that changes them.
@@ -148,6 +201,9 @@ pub struct Rule {
     pub tools: &'static [&'static str],
     /// What it matches among those tools' calls.
     pub spec: RuleSpec,
+    /// The MCP tools it names, for a rule about an MCP server's tools (whose `tools` is
+    /// empty).
+    pub mcp: Option<McpTools>,
 }
 
 /// Why a rule cannot be read.
@@ -166,9 +222,14 @@ pub enum RuleError {
     EmptySpec(String),
     /// A name shiro has no tool for.
     #[error(
-        "`{0}` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash)"
+        "`{0}` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash; an MCP server's tools are server__tool, or mcp__server for all of them)"
     )]
     UnknownTool(String),
+    /// `github__create_issue(x)`: MCP tools' calls have nothing a rule could match.
+    #[error(
+        "`{0}` names an MCP tool, whose rules take no parentheses: write `server__tool` for one tool, or `mcp__server` for all of a server's tools"
+    )]
+    McpSpec(String),
 }
 
 impl Rule {
@@ -186,7 +247,19 @@ impl Rule {
             },
             None => (written, None),
         };
-        let tools = tools_for(name).ok_or_else(|| RuleError::UnknownTool(written.to_owned()))?;
+        let Some(tools) = tools_for(name) else {
+            let mcp =
+                McpTools::parse(name).ok_or_else(|| RuleError::UnknownTool(written.to_owned()))?;
+            if spec.is_some() {
+                return Err(RuleError::McpSpec(written.to_owned()));
+            }
+            return Ok(Rule {
+                written: written.to_owned(),
+                tools: &[],
+                spec: RuleSpec::Any,
+                mcp: Some(mcp),
+            });
+        };
         let spec = match spec {
             None => RuleSpec::Any,
             Some("") => return Err(RuleError::EmptySpec(written.to_owned())),
@@ -200,12 +273,13 @@ impl Rule {
             written: written.to_owned(),
             tools,
             spec,
+            mcp: None,
         })
     }
 
     /// Whether the rule is about `tool` at all.
     pub fn names(&self, tool: &str) -> bool {
-        self.tools.contains(&tool)
+        self.tools.contains(&tool) || self.mcp.as_ref().is_some_and(|mcp| mcp.names(tool))
     }
 }
 
@@ -295,12 +369,15 @@ pub struct AllowedTools {
     pub any_bash: bool,
     /// The `Bash(…)` rules: lines they match run without asking.
     pub bash_rules: Vec<BashRule>,
+    /// The MCP servers' tools the turn may use.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mcp: Vec<McpTools>,
 }
 
 /// What parsing `allowed-tools` found besides the tools.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct AllowedProblems {
-    /// Names shiro has no tool for (`WebFetch`, `mcp__x`), ignored.
+    /// Names shiro has no tool for (`WebFetch`), ignored.
     pub unknown: Vec<String>,
     /// Entries that could not be read (`Bash(` never closed, `Bash()`), ignored.
     pub malformed: Vec<String>,
@@ -318,6 +395,7 @@ impl AllowedTools {
             tools: tools.iter().map(|t| (*t).to_owned()).collect(),
             any_bash: false,
             bash_rules: Vec::new(),
+            mcp: Vec::new(),
         }
     }
 
@@ -342,6 +420,10 @@ impl AllowedTools {
                     continue;
                 }
             };
+            if let Some(mcp) = rule.mcp {
+                allowed.mcp.push(mcp);
+                continue;
+            }
             match rule.spec {
                 RuleSpec::Any => {
                     if rule.names(tool::BASH) {
@@ -412,7 +494,7 @@ impl AllowedTools {
 
     /// Whether the turn may use `tool` at all (for bash, whether some line may run).
     pub fn allows(&self, tool: &str) -> bool {
-        self.tools.contains(tool)
+        self.tools.contains(tool) || self.mcp.iter().any(|mcp| mcp.names(tool))
     }
 
     /// What the turn does with the bash command line `command`.
@@ -579,9 +661,50 @@ mod tests {
         `Bash(git` opens `(` and never closes it
         `Bash()` has nothing between its parentheses; write the tool's name alone to match every call
         `edit_file( )` has nothing between its parentheses; write the tool's name alone to match every call
-        `WebFetch` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash)
-        `mcp__x(y)` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash)
+        `WebFetch` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash; an MCP server's tools are server__tool, or mcp__server for all of them)
+        `mcp__x(y)` names an MCP tool, whose rules take no parentheses: write `server__tool` for one tool, or `mcp__server` for all of a server's tools
         ");
+    }
+
+    #[test]
+    fn mcp_rules_name_a_server_or_one_of_its_tools() {
+        let names = |rule: &str, tool: &str| Rule::parse(rule).unwrap().names(tool);
+        // A whole server, in Claude Code's way or with a wildcard.
+        for rule in ["mcp__github", "github__*", "mcp__github__*"] {
+            assert!(names(rule, "github__create_issue"), "{rule}");
+            assert!(names(rule, "github__list"), "{rule}");
+            assert!(!names(rule, "gitlab__list"), "{rule}");
+            assert!(!names(rule, "bash"), "{rule}");
+        }
+        // One tool, by shiro's name or Claude Code's; tool names may hold `__` themselves.
+        for rule in ["github__create_issue", "mcp__github__create_issue"] {
+            assert!(names(rule, "github__create_issue"), "{rule}");
+            assert!(!names(rule, "github__create_issue_comment"), "{rule}");
+            assert!(!names(rule, "github__list"), "{rule}");
+        }
+        assert!(names("db__a__b", "db__a__b"));
+        assert!(!names("db__a__b", "db__a"));
+        // Built-in tools are not MCP tools.
+        assert_eq!(Rule::parse("mcp__github").unwrap().tools, &[] as &[&str]);
+        assert!(!names("Bash", "github__bash"));
+        for bad in ["__x", "x__", "mcp__", "mcp____x"] {
+            assert!(Rule::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn allowed_tools_take_mcp_tools() {
+        let (allowed, problems) = AllowedTools::parse(&[
+            "Read".to_owned(),
+            "mcp__github__create_issue".to_owned(),
+            "db__*".to_owned(),
+        ]);
+        assert_eq!(problems, AllowedProblems::default());
+        assert!(allowed.allows("github__create_issue"));
+        assert!(!allowed.allows("github__delete_repo"));
+        assert!(allowed.allows("db__query"));
+        assert!(allowed.allows("read_file"));
+        assert!(!allowed.allows("bash"));
     }
 
     #[test]

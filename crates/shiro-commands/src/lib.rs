@@ -81,8 +81,8 @@ mod walk;
 mod watch;
 
 pub use allowed::{
-    AllowedTools, BashRule, BashVerdict, Rule, RuleError, RuleSpec, every_command,
-    narrowest_bash_rules, some_command, tool, tools_for,
+    AllowedTools, BashRule, BashVerdict, McpTools, Rule, RuleError, RuleSpec, every_command,
+    mcp_tool_name, narrowest_bash_rules, some_command, split_mcp_name, tool, tools_for,
 };
 pub use expand::{
     Args, ExpandContext, FileOutcome, FileReader, NOT_TRUSTED_NOTE, ShellCall, ShellOutcome,

@@ -82,6 +82,19 @@ pub struct TurnSummary {
     pub damage: Option<String>,
 }
 
+impl TurnSummary {
+    /// The tools it used from outside shiro: an agent's MCP tools, which it names
+    /// `server__tool` (shiro's own tools never hold `__`). What they changed is not
+    /// recorded, so undo and redo do not touch it.
+    pub fn outside_tools(&self) -> Vec<&str> {
+        self.tools
+            .iter()
+            .filter(|tool| tool.contains("__"))
+            .map(String::as_str)
+            .collect()
+    }
+}
+
 impl fmt::Display for TurnSummary {
     /// `#3 "fix the parser" (session s1): M src/a.rs, A src/b.rs`, plus the bash notes.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -99,6 +112,14 @@ impl fmt::Display for TurnSummary {
         }
         if self.bash_uncaptured {
             f.write_str(" (ran bash without capture: its effects are not recorded)")?;
+        }
+        let outside = self.outside_tools();
+        if !outside.is_empty() {
+            write!(
+                f,
+                " (called MCP tools {}: their effects are not recorded)",
+                outside.join(", ")
+            )?;
         }
         if !self.bash_unrestorable.is_empty() {
             write!(
@@ -251,6 +272,14 @@ impl fmt::Display for UndoOutcome {
             writeln!(
                 f,
                 "note: this turn ran bash without capture; effects of its commands are not undone or redone"
+            )?;
+        }
+        let outside = self.turn.outside_tools();
+        if !outside.is_empty() {
+            writeln!(
+                f,
+                "note: this turn called MCP tools ({}); what they changed is not undone or redone",
+                outside.join(", ")
             )?;
         }
         let unrestorable = &self.turn.bash_unrestorable;

@@ -98,6 +98,8 @@ pub async fn run(out: Box<dyn Write + Send>, color: Color) -> Result<()> {
         limits: turn::TurnLimits::default(),
         usage: Default::default(),
         system_prompt: SYSTEM_PROMPT.to_owned(),
+        // The demo is offline and the same everywhere: no MCP servers.
+        mcp: crate::mcp::client::McpClients::default(),
     };
     agent.start_conversation()?;
     agent.printer.info(&format!(

@@ -44,9 +44,24 @@ use self::session::Session;
 use self::turn::{Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT, TurnLimits, TurnReport};
 use crate::cli::SessionArgs;
 use crate::headless::{self, Context};
+use crate::mcp::client::McpClients;
 use crate::permissions::{self, Kind, Source};
 use crate::render::Color;
 use crate::tui::{Msg, PickItem, ToUi, Ui, UiSender};
+
+/// Starts the MCP servers that wait (the workspace's only when it is trusted), and with
+/// `retry` those that failed or stopped, and returns what the user should be told.
+pub async fn start_mcp(agent: &mut Agent<'_>, retry: bool) -> Vec<String> {
+    if agent.mcp.is_empty() {
+        return Vec::new();
+    }
+    let ctx = agent.ctx;
+    let trusted = crate::trust::is_trusted(ctx.config.user_dir.as_deref(), &ctx.root);
+    agent
+        .mcp
+        .start(&ctx.root, trusted, retry, &|name| std::env::var(name).ok())
+        .await
+}
 
 /// Runs the agent: interactive, or one headless turn with `-p`.
 pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
@@ -144,8 +159,12 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         limits: turn::TurnLimits::default(),
         usage: turn::SessionUsage::default(),
         system_prompt: instructions.system_prompt(SYSTEM_PROMPT),
+        mcp: McpClients::new(ctx.config.mcp_servers.clone()),
     };
     agent.start_conversation()?;
+    for notice in start_mcp(&mut agent, false).await {
+        agent.printer.info(&format!("note: {notice}"));
+    }
     if let Some(summary) = instructions.summary() {
         agent.printer.info(&format!("note: {summary}"));
     }
@@ -201,7 +220,11 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
             );
             return Ok(ExitCode::FAILURE);
         }
-        if !report.denied.is_empty() && report.changed.is_empty() && !report.ran_bash {
+        if !report.denied.is_empty()
+            && report.changed.is_empty()
+            && !report.ran_bash
+            && report.mcp_tools.is_empty()
+        {
             // Every change the model tried was refused: a script must not take this for
             // success.
             agent.printer.info(if report.unapproved {

@@ -316,16 +316,47 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
         "permissions" => agent.approvals.rules.show(agent.approvals.mode),
         "mode" => set_mode(agent, args),
         "trust" => match trust::trust(ctx.config.user_dir.as_deref(), &ctx.root) {
-            Ok(()) => format!(
-                "trusted {}: its commands' shell substitutions now run",
-                ctx.root.display()
-            ),
+            Ok(()) => {
+                agent.printer.info(&format!(
+                    "trusted {}: its commands' shell substitutions now run",
+                    ctx.root.display()
+                ));
+                // The workspace's MCP servers waited for this.
+                if agent.mcp.from_workspace() {
+                    for notice in super::start_mcp(agent, false).await {
+                        agent.printer.info(&format!("note: {notice}"));
+                    }
+                    agent.printer.info(&agent.mcp.show());
+                }
+                return Ok(());
+            }
             Err(err) => format!("error: {}", crate::headless::error_text(&err)),
         },
+        "mcp" => mcp_command(agent, args).await,
         other => format!("/{other} is not available here"),
     };
     agent.printer.info(&text);
     Ok(())
+}
+
+/// `/mcp` lists the servers, `/mcp NAME` shows one, `/mcp start` starts those that are not
+/// running (that wait for `/trust`, failed or stopped).
+async fn mcp_command(agent: &mut Agent<'_>, args: &str) -> String {
+    for notice in agent.mcp.check() {
+        agent.printer.info(&format!("error: {notice}"));
+    }
+    match args.trim() {
+        "" => agent.mcp.show(),
+        "start" => {
+            let notices = super::start_mcp(agent, true).await;
+            let mut text = agent.mcp.show();
+            for notice in notices {
+                text.push_str(&format!("\nnote: {notice}"));
+            }
+            text
+        }
+        name => agent.mcp.show_server(name),
+    }
 }
 
 /// A new session for `/clear`: unsaved like the current one when that is unsaved.
@@ -661,7 +692,7 @@ mod tests {
         context: 1230 tokens in the last request (under 1%), of a window of 128000
         compactions: none; automatic at about 102400 tokens of the window of 128000
         bash: changes detected, not undoable
-        mode: auto-edit (file changes run without asking; bash commands are asked about; /permissions shows the rules)
+        mode: auto-edit (file changes run without asking; bash commands and MCP tools are asked about; /permissions shows the rules)
         (/cost shows the tokens used)
         ");
     }

@@ -16,6 +16,7 @@ use super::events::{ErrorKind, Event, Printer, Status};
 use super::input::{Input, Read};
 use super::session::{Line, Session};
 use crate::headless::{self, Context};
+use crate::mcp::client::McpClients;
 use crate::permissions::{self, Kind, Source, Target, Verdict};
 use crate::provider::{ChatRequest, Message, Provider, ProviderError, Role, ToolSpec, Usage};
 use crate::signals::Handling;
@@ -158,6 +159,8 @@ pub struct Agent<'a> {
     /// The system message a new conversation starts with: [`SYSTEM_PROMPT`] and the
     /// project's instructions (see [`super::instructions`]).
     pub system_prompt: String,
+    /// The MCP servers whose tools are offered beside shiro's.
+    pub mcp: McpClients,
 }
 
 /// The tokens a session has used.
@@ -222,8 +225,11 @@ pub struct TurnReport {
     pub error_kind: Option<ErrorKind>,
     /// Whether it ran `bash`.
     pub ran_bash: bool,
-    /// What the user is told about bash calls whose changes `/undo` cannot all reverse.
-    pub bash_notes: Vec<String>,
+    /// What the user is told about calls whose changes `/undo` cannot all reverse: bash
+    /// without full capture, and MCP tools.
+    pub undo_notes: Vec<String>,
+    /// The MCP tools it called, each once, in order.
+    pub mcp_tools: Vec<String>,
     /// Whether Ctrl-C (or SIGTERM) stopped it.
     pub interrupted: bool,
     /// The calls denied (by the person, the rules or the mode), one line each
@@ -287,16 +293,13 @@ impl Agent<'_> {
         report
     }
 
-    /// The tool specs this turn offers: all of them, or those its limits allow.
+    /// The tool specs this turn offers: shiro's and the running MCP servers', all of them or
+    /// those its limits allow.
     fn offered_specs(&self) -> Vec<ToolSpec> {
+        let all = self.specs.iter().cloned().chain(self.mcp.specs());
         match &self.limits.allowed {
-            None => self.specs.clone(),
-            Some(allowed) => self
-                .specs
-                .iter()
-                .filter(|spec| allowed.allows(&spec.name))
-                .cloned()
-                .collect(),
+            None => all.collect(),
+            Some(allowed) => all.filter(|spec| allowed.allows(&spec.name)).collect(),
         }
     }
 
@@ -409,7 +412,10 @@ impl Agent<'_> {
             usage: (self.usage.last_turn != Usage::default()).then_some(self.usage.last_turn),
             session_id: self.session.id().to_owned(),
         });
-        for note in &report.bash_notes {
+        if !report.mcp_tools.is_empty() {
+            report.undo_notes.push(mcp_note(&report.mcp_tools));
+        }
+        for note in &report.undo_notes {
             self.printer.info(note);
         }
         Ok(report)
@@ -422,11 +428,15 @@ impl Agent<'_> {
         report: &mut TurnReport,
     ) -> Result<()> {
         self.push(Message::user(prompt))?;
-        let specs = self.offered_specs();
         while report.steps < self.max_steps {
             self.check_stop()?;
             self.compact_if_full().await?;
             report.steps += 1;
+            // A server that stopped since the last request takes its tools with it.
+            for notice in self.mcp.check() {
+                self.printer.info(&format!("error: {notice}"));
+            }
+            let specs = self.offered_specs();
             let provider = self.provider.as_ref().map_err(|why| anyhow!("{why}"))?;
             let context = self.history.context();
             let request = ChatRequest {
@@ -513,8 +523,12 @@ impl Agent<'_> {
         parsed: Result<Value, serde_json::Error>,
         report: &mut TurnReport,
     ) -> (Status, String, Vec<Change>) {
+        if self.mcp.owns(name) {
+            return self.run_mcp_call(recording, name, parsed, report).await;
+        }
         let Some(tool) = self.tools.iter().find(|tool| tool.name() == name) else {
-            let names: Vec<&str> = self.tools.iter().map(|tool| tool.name()).collect();
+            let mut names: Vec<&str> = self.tools.iter().map(|tool| tool.name()).collect();
+            names.extend(self.mcp.tools().map(|tool| tool.name.as_str()));
             return (
                 Status::Error,
                 format!("unknown tool {name:?}; the tools are: {}", names.join(", ")),
@@ -646,13 +660,102 @@ impl Agent<'_> {
                 .await;
             report.ran_bash = true;
             report
-                .bash_notes
+                .undo_notes
                 .extend(headless::bash_note(mode, &output.unrestorable, "/undo"));
         }
         self.bash_running.send_replace(false);
         match result {
             Ok(output) => (Status::Ok, output.text, output.changes),
             Err(err) => (Status::Error, err.to_string(), Vec::new()),
+        }
+    }
+
+    /// Runs one call of an MCP server's tool, after the same limits, rules and approval as
+    /// shiro's tools. shiro cannot see what it changes: the turn notes it, in its report and
+    /// in the undo log, as it notes bash run without capture.
+    async fn run_mcp_call(
+        &mut self,
+        recording: Log<'_>,
+        name: &str,
+        parsed: Result<Value, serde_json::Error>,
+        report: &mut TurnReport,
+    ) -> (Status, String, Vec<Change>) {
+        let args = match parsed {
+            Ok(args) => args,
+            Err(err) => {
+                return (
+                    Status::Error,
+                    format!("the arguments are not valid JSON ({err}); nothing was run"),
+                    Vec::new(),
+                );
+            }
+        };
+        if let Some(refusal) = self.limits.refusal(name, &args) {
+            return (Status::Denied, refusal, Vec::new());
+        }
+        // Nothing to approve when nothing can run.
+        if let Some(why) = self.mcp.unavailable(name) {
+            return (Status::Error, why, Vec::new());
+        }
+        let target = Target::Mcp;
+        let verdict = self
+            .approvals
+            .rules
+            .judge(self.approvals.mode, name, true, &target);
+        match &verdict {
+            Verdict::Deny(text) => {
+                report
+                    .denied
+                    .push(format!("{name} {} (by the permission rules)", brief(&args)));
+                return (Status::Denied, text.clone(), Vec::new());
+            }
+            Verdict::Run(Some(rule)) => {
+                self.printer.info(&format!("(runs without asking: {rule})"));
+            }
+            Verdict::Ask(rule) => {
+                if self.approvals.interactive {
+                    self.printer.info(
+                        "(an MCP tool: shiro cannot see what it changes, and /undo cannot reverse it)",
+                    );
+                }
+                let question = Question {
+                    tool: name,
+                    rule: rule.as_deref(),
+                    target: &target,
+                };
+                let (approvals, input) = (&mut self.approvals, &mut *self.input);
+                if let Some(refusal) = ask(
+                    approvals,
+                    self.ctx,
+                    input,
+                    &mut self.printer,
+                    &question,
+                    &args,
+                    report,
+                ) {
+                    return refusal;
+                }
+            }
+            Verdict::Run(None) => {}
+        }
+        if !report.mcp_tools.iter().any(|tool| tool == name) {
+            report.mcp_tools.push(name.to_owned());
+        }
+        if let Ok(recording) = recording {
+            // Noted before it runs, so that a turn a crash cuts short still names it.
+            recording.note_tool(name, &[]).await;
+        }
+        let printer = &mut self.printer;
+        let called = self
+            .mcp
+            .call(name, args, &mut |notice| {
+                printer.info(&format!("error: {notice}"));
+            })
+            .await;
+        match called {
+            Ok(called) if called.is_error => (Status::Error, called.text, Vec::new()),
+            Ok(called) => (Status::Ok, called.text, Vec::new()),
+            Err(text) => (Status::Error, text, Vec::new()),
         }
     }
 
@@ -834,6 +937,16 @@ fn keep(
     let _ = approvals.rules.add(Kind::Allow, &source, rules);
 }
 
+/// What the user is told after a turn that called MCP tools.
+fn mcp_note(tools: &[String]) -> String {
+    format!(
+        "note: this turn called MCP {} {}; shiro cannot see what {} changed, and /undo does not reverse it",
+        if tools.len() == 1 { "tool" } else { "tools" },
+        tools.join(", "),
+        if tools.len() == 1 { "it" } else { "they" }
+    )
+}
+
 /// The first line of a prompt, cut to a length fit for `shiro log`.
 fn summary_of(prompt: &str) -> String {
     const MAX: usize = 80;
@@ -900,6 +1013,7 @@ pub(crate) mod tests {
             limits: TurnLimits::default(),
             usage: SessionUsage::default(),
             system_prompt: SYSTEM_PROMPT.to_owned(),
+            mcp: McpClients::default(),
         }
     }
 

@@ -1,11 +1,17 @@
-//! `shiro mcp`: shiro's undoable tools, with undo, redo and log, served to an MCP client
-//! over stdio through the official SDK, `rmcp`. The decisions are in `docs/mcp.md`.
+//! MCP both ways, through the official SDK, `rmcp`; the decisions are in `docs/mcp.md`.
+//!
+//! - `shiro mcp` ([`serve`]): shiro's undoable tools, with undo, redo and log, served to an
+//!   MCP client over stdio;
+//! - [`client`]: the MCP servers a config names, whose tools the agent offers its model
+//!   (over stdio, or Streamable HTTP with [`http`]).
 //!
 //! Each call that changes files is a turn of the workspace's undo log, recorded as
 //! `shiro tool` records it, in the same `.shiro/undo` store, through the same jail: `shiro
 //! undo` in a terminal undoes what the client did, and the client's `undo` what the terminal
 //! did. Standard output carries the protocol and nothing else: this module never prints.
 
+pub mod client;
+pub mod http;
 mod server;
 mod turns;
 
