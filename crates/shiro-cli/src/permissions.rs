@@ -408,6 +408,27 @@ impl Rules {
     }
 }
 
+impl Rules {
+    /// What the walking tool `tool` (list_dir, glob, grep) leaves out: the paths a deny rule
+    /// with a path names for it, so that a search of the whole workspace does not read what a
+    /// call naming the path would be refused. `None` when no such rule names the tool.
+    pub fn hidden(&self, tool: &str) -> Option<shiro_tools::tools::Hidden> {
+        let denied: Vec<Entry> = self
+            .entries
+            .iter()
+            .filter(|e| {
+                e.kind == Kind::Deny
+                    && e.rule.names(tool)
+                    && matches!(e.rule.spec, RuleSpec::Path(_))
+            })
+            .cloned()
+            .collect();
+        (!denied.is_empty()).then(|| {
+            shiro_tools::tools::Hidden::new(move |rel| denied.iter().any(|e| e.matches_path(rel)))
+        })
+    }
+}
+
 /// `rule (source)`, for messages.
 fn described(entry: &Entry) -> String {
     format!(
@@ -670,6 +691,24 @@ mod tests {
             all.judge(Mode::ReadOnly, "read_file", false, &paths(&["a"])),
             Verdict::Run(None)
         );
+    }
+
+    #[test]
+    fn deny_rules_with_paths_hide_them_from_the_walking_tools() {
+        let deny = rules(
+            Kind::Deny,
+            &["Read(secrets)", "grep(*.lock)", "bash(rm:*)", "Edit"],
+        );
+        let grep = deny.hidden("grep").unwrap();
+        assert!(grep.hides("secrets") && grep.hides("secrets/key.pem"));
+        assert!(grep.hides("Cargo.lock") && grep.hides("a/b/yarn.lock"));
+        assert!(!grep.hides("src/lib.rs") && !grep.hides("secrets.md"));
+        let glob = deny.hidden("glob").unwrap();
+        assert!(glob.hides("secrets/x") && !glob.hides("Cargo.lock"));
+        // No deny rule with a path names it: nothing hidden.
+        assert!(deny.hidden("write_file").is_none());
+        assert!(rules(Kind::Allow, &["Read(src)"]).hidden("grep").is_none());
+        assert!(Rules::default().hidden("grep").is_none());
     }
 
     #[test]

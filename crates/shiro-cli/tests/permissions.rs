@@ -320,3 +320,35 @@ async fn user_rules_are_saved_and_an_ask_rule_asks_even_with_yes() {
         .collect();
     insta::assert_snapshot!("ask_rule_with_yes", world.normalize(&asked.join("\n")));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_of_the_whole_workspace_leaves_out_what_deny_rules_hide() {
+    let world = World::new();
+    world.write(
+        ".shiro/config.toml",
+        "[permissions]\ndeny = [\"Read(secrets)\"]\n",
+    );
+    world.write("secrets/key.pem", "password = hunter2\n");
+    world.write("src/a.rs", "let password = ask();\n");
+    let model = world.replay(&script(&[
+        ("grep", json!({"pattern": "password"})),
+        ("glob", json!({"pattern": "**/*.pem"})),
+        ("grep", json!({"pattern": "password", "path": "secrets"})),
+    ]));
+    let run = world
+        .run(&["-p", "look for passwords", "--model", &model], "", &[])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let got = results(&world);
+    assert_eq!(
+        got[0],
+        "src/a.rs:1:let password = ask();\n(1 path the permission rules deny reading was left out)"
+    );
+    assert!(got[1].starts_with("no files match"), "{got:?}");
+    assert!(!got.iter().any(|text| text.contains("hunter2")), "{got:?}");
+    // Naming the path is refused outright, as before.
+    assert!(
+        got[2].starts_with("refused by the permission rule deny Read(secrets)"),
+        "{got:?}"
+    );
+}

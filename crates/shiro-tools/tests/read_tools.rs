@@ -508,3 +508,51 @@ fn descriptions_and_schemas() {
         .collect();
     insta::assert_json_snapshot!(shown);
 }
+
+/// The walking tools leave out what their [`tools::Hidden`] hides (the agent's deny rules),
+/// without entering a hidden directory, and say how many paths they left out.
+#[test]
+fn hidden_paths_are_left_out_of_listings_and_searches() {
+    let dir = workspace(&[
+        ("secrets/key.pem", b"password = hunter2\n"),
+        ("secrets/deep/more.txt", b"password again\n"),
+        ("src/a.rs", b"let password = ask();\n"),
+        (".env", b"password=x\n"),
+        ("notes.md", b"nothing here\n"),
+    ]);
+    let hidden = tools::Hidden::new(|rel: &str| {
+        rel == "secrets" || rel.starts_with("secrets/") || rel == ".env"
+    });
+    let grep = tools::grep().hiding(hidden.clone());
+    let glob = tools::glob().hiding(hidden.clone());
+    let list = tools::list_dir().hiding(hidden);
+    let out = [
+        run(dir.path(), &grep, json!({"pattern": "password"})),
+        run(dir.path(), &glob, json!({"pattern": "**/*"})),
+        run(dir.path(), &list, json!({})),
+        // Unhidden tools see everything, as before.
+        run(dir.path(), &tools::grep(), json!({"pattern": "password"})),
+    ]
+    .join("\n---\n");
+    insta::assert_snapshot!(out, @r"
+    ok:
+    src/a.rs:1:let password = ask();
+    (2 paths the permission rules deny reading were left out)
+    ---
+    ok:
+    notes.md
+    src/a.rs
+    (2 paths the permission rules deny reading were left out)
+    ---
+    ok:
+    notes.md
+    src/
+    (2 paths the permission rules deny reading were left out)
+    ---
+    ok:
+    .env:1:password=x
+    secrets/deep/more.txt:1:password again
+    secrets/key.pem:1:password = hunter2
+    src/a.rs:1:let password = ask();
+    ");
+}

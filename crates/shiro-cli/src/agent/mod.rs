@@ -133,13 +133,13 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
             ctx.color,
         ),
     };
-    let tools = match &ui {
+    let bash = match &ui {
         // bash's output is shown as it comes.
-        Some(ui) => shiro_tools::tools::all_with(
-            ctx.bash.clone().with_live_output(live_output(ui.sender())),
-        ),
-        None => ctx.tools(),
+        Some(ui) => ctx.bash.clone().with_live_output(live_output(ui.sender())),
+        None => ctx.bash.clone(),
     };
+    // A search of the whole workspace leaves out what a deny rule refuses to let it read.
+    let tools = shiro_tools::tools::all_hiding(bash, |tool| approvals.rules.hidden(tool));
     let mut agent = Agent {
         ctx,
         provider,
@@ -220,7 +220,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
             );
             return Ok(ExitCode::FAILURE);
         }
-        if !report.denied.is_empty()
+        if report.denied_change
             && report.changed.is_empty()
             && !report.ran_bash
             && report.mcp_tools.is_empty()

@@ -235,6 +235,9 @@ pub struct TurnReport {
     /// The calls denied (by the person, the rules or the mode), one line each
     /// (`write_file x.txt`).
     pub denied: Vec<String>,
+    /// Whether a denied call was one that changes files, runs bash or calls an MCP tool (a
+    /// denied read is not a refused change).
+    pub denied_change: bool,
     /// Whether a call was denied only because nobody could be asked (`-p` without `--yes`).
     pub unapproved: bool,
     /// The calls refused because the workspace has no undo log to record them in (a
@@ -565,6 +568,7 @@ impl Agent<'_> {
             report
                 .denied
                 .push(format!("{name} {} (by the permission rules)", brief(&args)));
+            report.denied_change |= changes;
             return (Status::Denied, text.clone(), Vec::new());
         }
         if let Err(why) = recording
@@ -613,6 +617,7 @@ impl Agent<'_> {
                     &args,
                     report,
                 ) {
+                    report.denied_change |= changes;
                     return refusal;
                 }
             }
@@ -707,6 +712,7 @@ impl Agent<'_> {
                 report
                     .denied
                     .push(format!("{name} {} (by the permission rules)", brief(&args)));
+                report.denied_change = true;
                 return (Status::Denied, text.clone(), Vec::new());
             }
             Verdict::Run(Some(rule)) => {
@@ -733,6 +739,7 @@ impl Agent<'_> {
                     &args,
                     report,
                 ) {
+                    report.denied_change = true;
                     return refusal;
                 }
             }

@@ -8,18 +8,30 @@ use serde::Deserialize;
 
 use crate::mutator::Mutator;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
-use crate::tools::walk::{self, Kind, PathGlob};
+use crate::tools::walk::{self, Hidden, Kind, PathGlob};
 
 /// At most this many paths are shown; a note counts the rest.
 pub const GLOB_MAX_PATHS: usize = 500;
 
 /// Finds files by a glob pattern in the workspace on disk.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Glob;
+#[derive(Debug, Clone, Default)]
+pub struct Glob {
+    /// The paths it leaves out (see [`Hidden`]).
+    hidden: Option<Hidden>,
+}
 
 /// The `glob` tool.
 pub fn glob() -> Glob {
-    Glob
+    Glob::default()
+}
+
+impl Glob {
+    /// The same tool, leaving out the paths `hidden` hides.
+    pub fn hiding(self, hidden: Hidden) -> Glob {
+        Glob {
+            hidden: Some(hidden),
+        }
+    }
 }
 
 /// The arguments of `glob`.
@@ -67,8 +79,9 @@ impl Tool for Glob {
         let args: GlobArgs = parse_args(NAME, args)?;
         let glob = PathGlob::new(&args.pattern)?;
         let root = mutator.root().to_path_buf();
+        let hidden = self.hidden.clone();
         let text = walk::blocking(move |cancel| {
-            let start = walk::open(NAME, &root, args.path.as_deref())?;
+            let start = walk::open(NAME, &root, args.path.as_deref())?.hiding(hidden.as_ref());
             if !start.is_dir {
                 return Err(ToolError::refused(format!(
                     "{} is a file, not a directory; pass a directory as path, or leave it out \
@@ -93,7 +106,7 @@ impl Tool for Glob {
             let mut paths: Vec<String> = found.into_iter().flatten().collect();
             let matched = paths.len();
             walk::first_in_order(&mut paths, GLOB_MAX_PATHS);
-            Ok(render(&args.pattern, &start.describe(), &paths, matched))
+            Ok(start.noting_hidden(render(&args.pattern, &start.describe(), &paths, matched)))
         })
         .await?;
         Ok(ToolOutput {

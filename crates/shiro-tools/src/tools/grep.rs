@@ -15,7 +15,7 @@ use serde::Deserialize;
 use crate::mutator::Mutator;
 use crate::path::WorkspacePath;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
-use crate::tools::walk::{self, Kind, PathGlob, Start};
+use crate::tools::walk::{self, Hidden, Kind, PathGlob, Start};
 
 /// At most this many matching lines are shown; a note counts the rest.
 pub const GREP_MAX_MATCHES: usize = 200;
@@ -27,12 +27,24 @@ pub const GREP_MAX_LINE_CHARS: usize = 500;
 pub const GREP_MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Searches file contents in the workspace on disk with a regular expression.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Grep;
+#[derive(Debug, Clone, Default)]
+pub struct Grep {
+    /// The paths it leaves out (see [`Hidden`]).
+    hidden: Option<Hidden>,
+}
 
 /// The `grep` tool.
 pub fn grep() -> Grep {
-    Grep
+    Grep::default()
+}
+
+impl Grep {
+    /// The same tool, leaving out the paths `hidden` hides.
+    pub fn hiding(self, hidden: Hidden) -> Grep {
+        Grep {
+            hidden: Some(hidden),
+        }
+    }
 }
 
 /// The arguments of `grep`.
@@ -110,8 +122,9 @@ impl Tool for Grep {
             })?;
         let glob = args.glob.as_deref().map(PathGlob::new).transpose()?;
         let root = mutator.root().to_path_buf();
+        let hidden = self.hidden.clone();
         let text = walk::blocking(move |cancel| {
-            let start = walk::open(NAME, &root, args.path.as_deref())?;
+            let start = walk::open(NAME, &root, args.path.as_deref())?.hiding(hidden.as_ref());
             let report = if start.is_dir {
                 let found = Mutex::new(Report::default());
                 walk::walk(
@@ -148,7 +161,7 @@ impl Tool for Grep {
                 }
                 report
             };
-            Ok(report.render(&args.pattern, &start.describe()))
+            Ok(start.noting_hidden(report.render(&args.pattern, &start.describe())))
         })
         .await?;
         Ok(ToolOutput {

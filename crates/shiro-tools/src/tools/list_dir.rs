@@ -8,18 +8,30 @@ use serde::Deserialize;
 
 use crate::mutator::Mutator;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
-use crate::tools::walk::{self, Kind};
+use crate::tools::walk::{self, Hidden, Kind};
 
 /// At most this many entries are shown; a note counts the rest.
 pub const LIST_MAX_ENTRIES: usize = 500;
 
 /// Lists one directory of the workspace on disk.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ListDir;
+#[derive(Debug, Clone, Default)]
+pub struct ListDir {
+    /// The paths it leaves out (see [`Hidden`]).
+    hidden: Option<Hidden>,
+}
 
 /// The `list_dir` tool.
 pub fn list_dir() -> ListDir {
-    ListDir
+    ListDir::default()
+}
+
+impl ListDir {
+    /// The same tool, leaving out the paths `hidden` hides.
+    pub fn hiding(self, hidden: Hidden) -> ListDir {
+        ListDir {
+            hidden: Some(hidden),
+        }
+    }
 }
 
 /// The arguments of `list_dir`.
@@ -60,8 +72,9 @@ impl Tool for ListDir {
     ) -> Result<ToolOutput, ToolError> {
         let args: ListDirArgs = parse_args(NAME, args)?;
         let root = mutator.root().to_path_buf();
+        let hidden = self.hidden.clone();
         let text = walk::blocking(move |cancel| {
-            let start = walk::open(NAME, &root, args.path.as_deref())?;
+            let start = walk::open(NAME, &root, args.path.as_deref())?.hiding(hidden.as_ref());
             if !start.is_dir {
                 return Err(ToolError::refused(format!(
                     "{} is a file, not a directory; use read_file to read it",
@@ -95,8 +108,9 @@ impl Tool for ListDir {
                     Kind::File | Kind::Other => rel,
                 })
                 .collect();
-            let ignored = listing.len().saturating_sub(shown);
-            Ok(render(&start.describe(), &lines, shown, ignored))
+            let hidden = start.hidden_met();
+            let ignored = listing.len().saturating_sub(shown + hidden);
+            Ok(start.noting_hidden(render(&start.describe(), &lines, shown, ignored)))
         })
         .await?;
         Ok(ToolOutput {

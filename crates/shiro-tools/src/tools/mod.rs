@@ -26,6 +26,7 @@ pub use grep::{
 };
 pub use list_dir::{LIST_MAX_ENTRIES, ListDir, ListDirArgs, list_dir};
 pub use read_file::{READ_DEFAULT_LIMIT, READ_MAX_LINE_CHARS, ReadFile, ReadFileArgs, read_file};
+pub use walk::Hidden;
 pub use write_file::{WriteFile, WriteFileArgs, write_file};
 
 use crate::tool::Tool;
@@ -38,15 +39,30 @@ pub fn all() -> Vec<Box<dyn Tool>> {
 
 /// Every tool, with `bash` as given (its runner decides how commands are captured).
 pub fn all_with(bash: Bash) -> Vec<Box<dyn Tool>> {
+    all_hiding(bash, |_| None)
+}
+
+/// Every tool, with `bash` as given, and the walking tools (`list_dir`, `glob`, `grep`) each
+/// leaving out what `hidden` gives for its name (see [`Hidden`]).
+pub fn all_hiding(bash: Bash, hidden: impl Fn(&str) -> Option<Hidden>) -> Vec<Box<dyn Tool>> {
     vec![
         Box::new(write_file()),
         Box::new(edit_file()),
         Box::new(multi_edit()),
         Box::new(apply_patch()),
         Box::new(read_file()),
-        Box::new(list_dir()),
-        Box::new(glob()),
-        Box::new(grep()),
+        Box::new(match hidden("list_dir") {
+            Some(hidden) => list_dir().hiding(hidden),
+            None => list_dir(),
+        }),
+        Box::new(match hidden("glob") {
+            Some(hidden) => glob().hiding(hidden),
+            None => glob(),
+        }),
+        Box::new(match hidden("grep") {
+            Some(hidden) => grep().hiding(hidden),
+            None => grep(),
+        }),
         Box::new(bash),
     ]
 }

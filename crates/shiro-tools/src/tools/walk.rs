@@ -14,12 +14,13 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ffi::OsStr;
+use std::fmt::Write as _;
 use std::fs;
 use std::io::ErrorKind;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use ignore::{ParallelVisitor, ParallelVisitorBuilder, WalkBuilder, WalkState};
@@ -39,6 +40,30 @@ pub(crate) enum Kind {
     Other,
 }
 
+/// The paths a walking tool leaves out, as the agent's permission rules deny reading them:
+/// a workspace path (`/`-separated, relative to the root) is hidden when the function says
+/// so, and a hidden directory is not entered.
+#[derive(Clone)]
+pub struct Hidden(Arc<dyn Fn(&str) -> bool + Send + Sync>);
+
+impl Hidden {
+    /// Hides the paths for which `hides` is true.
+    pub fn new(hides: impl Fn(&str) -> bool + Send + Sync + 'static) -> Hidden {
+        Hidden(Arc::new(hides))
+    }
+
+    /// Whether `rel` is hidden.
+    pub fn hides(&self, rel: &str) -> bool {
+        (self.0)(rel)
+    }
+}
+
+impl std::fmt::Debug for Hidden {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Hidden(..)")
+    }
+}
+
 /// Where a walk starts: an existing file or directory inside the workspace.
 #[derive(Debug)]
 pub(crate) struct Start {
@@ -50,6 +75,8 @@ pub(crate) struct Start {
     pub is_dir: bool,
     /// The root, opened: every entry is checked and read beneath it.
     pub jail: Jail,
+    /// The paths left out, if any, and how many the walk met.
+    hidden: Option<(Hidden, Arc<AtomicUsize>)>,
 }
 
 impl Start {
@@ -64,6 +91,34 @@ impl Start {
     /// The start relative to the root, `/`-separated; empty for the root itself.
     pub fn rel(&self) -> String {
         relative(&self.root, &self.full)
+    }
+
+    /// Leaves the paths `hidden` hides out of the walk.
+    pub fn hiding(mut self, hidden: Option<&Hidden>) -> Start {
+        self.hidden = hidden.map(|hidden| (hidden.clone(), Arc::default()));
+        self
+    }
+
+    /// How many paths the walk left out (a directory counts once, its contents not at all).
+    pub fn hidden_met(&self) -> usize {
+        self.hidden
+            .as_ref()
+            .map_or(0, |(_, met)| met.load(Ordering::Relaxed))
+    }
+
+    /// `text`, with a line saying how many paths the walk left out, when it left some out:
+    /// the model should know that the answer is not the whole tree.
+    pub fn noting_hidden(&self, mut text: String) -> String {
+        let met = self.hidden_met();
+        if met > 0 {
+            let _ = write!(
+                text,
+                "\n({met} {} the permission rules deny reading {} left out)",
+                if met == 1 { "path" } else { "paths" },
+                if met == 1 { "was" } else { "were" }
+            );
+        }
+        text
     }
 }
 
@@ -99,6 +154,7 @@ pub(crate) fn open(tool: &str, root: &Path, input: Option<&str>) -> Result<Start
             full: canonical,
             is_dir: true,
             jail,
+            hidden: None,
         });
     };
     let full = rel.to_fs_path(&canonical);
@@ -121,6 +177,7 @@ pub(crate) fn open(tool: &str, root: &Path, input: Option<&str>) -> Result<Start
         full: resolved,
         is_dir,
         jail,
+        hidden: None,
     })
 }
 
@@ -296,6 +353,7 @@ where
             .map_or(0, |rest| rest.components().count());
         let root = Arc::new(self.start.root.clone());
         let target = Arc::new(self.start.full.clone());
+        let hidden = self.start.hidden.clone();
         let mut builder = WalkBuilder::new(from);
         builder
             .standard_filters(true)
@@ -311,10 +369,23 @@ where
             .max_depth(max_depth.map(|depth| depth + start_depth))
             .filter_entry(move |entry| {
                 let path = entry.path();
-                !is_hidden_internal(&root, path)
-                    && (*target == *root
-                        || below(path, &target).is_some()
-                        || below(&target, path).is_some())
+                if is_hidden_internal(&root, path) {
+                    return false;
+                }
+                let on_the_way = *target == *root
+                    || below(path, &target).is_some()
+                    || below(&target, path).is_some();
+                if !on_the_way {
+                    return false;
+                }
+                if let (Some((hidden, met)), Some(rel)) = (&hidden, below(path, &root))
+                    && !rel.as_os_str().is_empty()
+                    && hidden.hides(&rel.to_string_lossy())
+                {
+                    met.fetch_add(1, Ordering::Relaxed);
+                    return false;
+                }
+                true
             });
         if max_depth == Some(1) {
             // One directory's entries: threads would cost more to start than they save.
