@@ -11,9 +11,10 @@ use std::process::Stdio;
 use agent_common::World;
 use rmcp::ServiceExt as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ClientRequest,
+    Implementation, Request,
 };
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::service::{PeerRequestOptions, RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt as _;
@@ -285,11 +286,10 @@ async fn a_call_survives_its_client_going_away_and_is_undone_after() {
     let client = client_config().serve((stdout, stdin)).await.unwrap();
 
     let started = world.cfg.path().join("started");
-    let go = world.cfg.path().join("go");
+    // Were the command not stopped, it would write "after" 30 s later.
     let command = format!(
-        "printf during > a.txt; touch {started}; while [ ! -e {go} ]; do sleep 0.05; done; printf after > a.txt",
+        "printf during > a.txt; touch {started}; sleep 30; printf after > a.txt",
         started = started.display(),
-        go = go.display()
     );
     let peer = client.peer().clone();
     let call = tokio::spawn(async move {
@@ -302,8 +302,9 @@ async fn a_call_survives_its_client_going_away_and_is_undone_after() {
     while !started.exists() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    // The client goes away mid-call; the command goes on only once the server has seen it
-    // go and ended the session (after the SDK's grace period for responses).
+    // The client goes away mid-call: once the server has seen it go and ended the session
+    // (after the SDK's grace period for responses), the command is stopped as a cancelled
+    // one is, and what it changed is recorded.
     drop(client);
     let _ = call.await;
     let said = stderr.next_line().await.unwrap().unwrap();
@@ -311,11 +312,9 @@ async fn a_call_survives_its_client_going_away_and_is_undone_after() {
         said,
         "shiro: the client went away during a call: finishing it and recording its turn before exiting"
     );
-    std::fs::write(&go, "").unwrap();
     let status = child.wait().await.unwrap();
     assert!(status.success(), "{status:?}");
-    // The call ran to its end and its turn was recorded.
-    assert_eq!(world.read("a.txt").unwrap(), "after");
+    assert_eq!(world.read("a.txt").unwrap(), "during");
     let log = world.run(&["log"], "", &[]).await;
     assert!(
         log.stdout.contains("mcp: e2e: bash printf during"),
@@ -328,6 +327,57 @@ async fn a_call_survives_its_client_going_away_and_is_undone_after() {
     let undone = call_undo(&client).await;
     assert!(!failed(&undone), "{}", text(&undone));
     assert_eq!(world.read("a.txt").unwrap(), "before\n");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_cancelled_bash_call_stops_its_command_and_records_what_it_did() {
+    if !overlays_work().await {
+        return;
+    }
+    let world = World::new();
+    world.write("a.txt", "before\n");
+    let client = connect(&world, &[]).await;
+    let started = world.cfg.path().join("started");
+    let command = format!(
+        "printf during > a.txt; touch {started}; sleep 30; printf after > a.txt",
+        started = started.display(),
+    );
+    let Value::Object(args) = json!({"command": command}) else {
+        unreachable!()
+    };
+    let request = ClientRequest::CallToolRequest(Request::new(
+        CallToolRequestParams::new("bash").with_arguments(args),
+    ));
+    let handle = client
+        .peer()
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .unwrap();
+    while !started.exists() {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    handle
+        .cancel(Some("the user pressed Esc".into()))
+        .await
+        .unwrap();
+    // The next call that changes files waits for the cancelled one to finish; had its
+    // command not been stopped, that would be 30 s on, with "after" written.
+    let next = call(
+        &client,
+        "write_file",
+        json!({"path": "b.txt", "content": "b\n"}),
+    )
+    .await;
+    assert!(!failed(&next), "{}", text(&next));
+    assert_eq!(world.read("a.txt").unwrap(), "during");
+    // The cancelled call's turn was recorded: undoing both puts a.txt back.
+    for _ in 0..2 {
+        let undone = call_undo(&client).await;
+        assert!(!failed(&undone), "{}", text(&undone));
+    }
+    assert_eq!(world.read("a.txt").unwrap(), "before\n");
+    assert_eq!(world.read("b.txt"), None);
     client.cancel().await.unwrap();
 }
 

@@ -87,15 +87,22 @@ impl ShiroServer {
         &self.tools
     }
 
-    /// Runs one call; every failure is a result the client's model reads.
-    async fn run(&self, client: &str, name: &str, args: serde_json::Value) -> Outcome {
+    /// Runs one call, which `stop` stops (see [`Turns::tool_stopped_by`]); every failure is
+    /// a result the client's model reads.
+    async fn run(
+        &self,
+        client: &str,
+        name: &str,
+        args: serde_json::Value,
+        stop: tokio::sync::watch::Receiver<u64>,
+    ) -> Outcome {
         match name {
             "begin_turn" => self.turns.begin(client, args).await,
             "end_turn" => self.turns.end(args).await,
             "undo" => self.turns.restore(Way::Undo, args).await,
             "redo" => self.turns.restore(Way::Redo, args).await,
             "log" => self.turns.log(args).await,
-            _ => match self.turns.tool(name) {
+            _ => match self.turns.tool_stopped_by(name, stop) {
                 Some(tool) => self.turns.call(client, tool, args).await,
                 None => {
                     let names: Vec<&str> =
@@ -164,8 +171,15 @@ impl ServerHandler for ShiroServer {
             .peer_info()
             .map_or_else(|| "client".to_owned(), |info| info.client_info.name.clone());
         let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
+        // The client's cancellation stops a running bash command, as Ctrl-C does in a
+        // terminal; the call still finishes and its turn is recorded.
+        let cancelled = context.ct.clone();
+        let (stop, forward) = self
+            .turns
+            .call_stop(async move { cancelled.cancelled().await });
         async move {
-            let outcome = self.run(&client, &request.name, args).await;
+            let outcome = self.run(&client, &request.name, args, stop).await;
+            forward.abort();
             Ok(result(outcome).into())
         }
     }

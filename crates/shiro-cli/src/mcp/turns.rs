@@ -10,6 +10,7 @@
 //! of its own: a client that goes away mid-call does not stop the work, and
 //! [`Turns::shutdown`] waits for it, then finishes the open turn, before the server exits.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -128,6 +129,54 @@ impl Turns {
     /// The tool called `name`, if shiro has one.
     pub fn tool(&self, name: &str) -> Option<Box<dyn Tool>> {
         self.ctx.tool(name)
+    }
+
+    /// The tool called `name` for one call that `stop` stops (the client cancelled it, or a
+    /// signal came): for `bash`, a running command is then killed, and what it changed is
+    /// still recorded; the other tools finish quickly and run as [`Turns::tool`] gives them.
+    pub fn tool_stopped_by(
+        &self,
+        name: &str,
+        stop: tokio::sync::watch::Receiver<u64>,
+    ) -> Option<Box<dyn Tool>> {
+        if name == shiro_commands::tool::BASH {
+            return Some(Box::new(self.ctx.bash.clone().with_stop(stop)));
+        }
+        self.tool(name)
+    }
+
+    /// A stop for one call: it changes when `cancelled` resolves (the client's cancellation)
+    /// or a signal asks to stop. Drop the handle's task (abort it) once the call is over.
+    pub fn call_stop(
+        &self,
+        cancelled: impl Future<Output = ()> + Send + 'static,
+    ) -> (
+        tokio::sync::watch::Receiver<u64>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let (stop, receiver) = tokio::sync::watch::channel(0u64);
+        let mut signals = self.ctx.signals.stops();
+        let forward = tokio::spawn(async move {
+            tokio::pin!(cancelled);
+            loop {
+                tokio::select! {
+                    () = &mut cancelled => {
+                        stop.send_modify(|n| *n += 1);
+                        return;
+                    }
+                    changed = signals.changed() => {
+                        if changed.is_err() {
+                            // No more signals can come; the client can still cancel.
+                            cancelled.await;
+                            stop.send_modify(|n| *n += 1);
+                            return;
+                        }
+                        stop.send_modify(|n| *n += 1);
+                    }
+                }
+            }
+        });
+        (receiver, forward)
     }
 
     /// Runs the tool called `tool` with `args` for the client named `client`. Read-only
