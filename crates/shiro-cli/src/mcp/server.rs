@@ -173,7 +173,7 @@ impl ServerHandler for ShiroServer {
         let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
         // The client's cancellation stops a running bash command, as Ctrl-C does in a
         // terminal; the call still finishes and its turn is recorded.
-        let cancelled = context.ct.clone();
+        let cancelled = context.ct;
         let (stop, forward) = self
             .turns
             .call_stop(async move { cancelled.cancelled().await });
