@@ -6,6 +6,7 @@
 //! undo` in a terminal undoes what the client did, and the client's `undo` what the terminal
 //! did. Standard output carries the protocol and nothing else: this module never prints.
 
+pub mod http;
 mod server;
 mod turns;
 
