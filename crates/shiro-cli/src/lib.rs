@@ -11,6 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod headless;
 pub mod mcp;
+mod net;
 pub mod permissions;
 pub mod provider;
 pub mod render;

@@ -117,19 +117,23 @@ impl Transport {
                 endpoint.base_url
             )));
         }
-        let mut builder = reqwest::Client::builder()
-            .connect_timeout(endpoint.timings.timeout)
-            .user_agent(concat!("shiro/", env!("CARGO_PKG_VERSION")));
-        // reqwest would otherwise read proxy settings from the environment behind our back.
-        builder = match endpoint.proxy.as_deref() {
-            None => builder.no_proxy(),
-            Some(proxy) => builder.proxy(reqwest::Proxy::all(proxy).map_err(|error| {
+        let proxy = match endpoint.proxy.as_deref() {
+            None => None,
+            Some(proxy) => Some(reqwest::Proxy::all(proxy).map_err(|error| {
                 invalid(format!("the proxy `{proxy}` is not usable ({error})"))
             })?),
         };
-        let client = builder
-            .build()
-            .map_err(|error| invalid(format!("could not set up HTTP ({error})")))?;
+        let client = crate::net::client(|builder| {
+            let builder = builder
+                .connect_timeout(endpoint.timings.timeout)
+                .user_agent(concat!("shiro/", env!("CARGO_PKG_VERSION")));
+            // reqwest would otherwise read proxy settings from the environment behind our back.
+            match &proxy {
+                None => builder.no_proxy(),
+                Some(proxy) => builder.proxy(proxy.clone()),
+            }
+        })
+        .map_err(|error| invalid(format!("could not set up HTTP ({error})")))?;
         Ok(Transport {
             client,
             url: endpoint.url,
