@@ -285,12 +285,7 @@ async fn a_call_survives_its_client_going_away_and_is_undone_after() {
     let mut stderr = tokio::io::BufReader::new(child.stderr.take().unwrap()).lines();
     let client = client_config().serve((stdout, stdin)).await.unwrap();
 
-    let started = world.cfg.path().join("started");
-    // Were the command not stopped, it would write "after" 30 s later.
-    let command = format!(
-        "printf during > a.txt; touch {started}; sleep 30; printf after > a.txt",
-        started = started.display(),
-    );
+    let (started, command) = slow_command(&world);
     let peer = client.peer().clone();
     let call = tokio::spawn(async move {
         let Value::Object(args) = json!({"command": command}) else {
@@ -338,11 +333,7 @@ async fn a_cancelled_bash_call_stops_its_command_and_records_what_it_did() {
     let world = World::new();
     world.write("a.txt", "before\n");
     let client = connect(&world, &[]).await;
-    let started = world.cfg.path().join("started");
-    let command = format!(
-        "printf during > a.txt; touch {started}; sleep 30; printf after > a.txt",
-        started = started.display(),
-    );
+    let (started, command) = slow_command(&world);
     let Value::Object(args) = json!({"command": command}) else {
         unreachable!()
     };
@@ -379,6 +370,17 @@ async fn a_cancelled_bash_call_stops_its_command_and_records_what_it_did() {
     assert_eq!(world.read("a.txt").unwrap(), "before\n");
     assert_eq!(world.read("b.txt"), None);
     client.cancel().await.unwrap();
+}
+
+/// A bash command that writes `during` to a.txt, touches the file returned once it has, and
+/// would write `after` 30 s later, were it not stopped.
+fn slow_command(world: &World) -> (std::path::PathBuf, String) {
+    let started = world.cfg.path().join("started");
+    let command = format!(
+        "printf during > a.txt; touch {started}; sleep 30; printf after > a.txt",
+        started = started.display(),
+    );
+    (started, command)
 }
 
 async fn call_undo(client: &Client) -> CallToolResult {

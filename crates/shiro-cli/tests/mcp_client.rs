@@ -9,7 +9,7 @@ mod support;
 
 use std::path::PathBuf;
 
-use agent_common::{World, replay_history};
+use agent_common::World;
 use serde_json::{Value, json};
 use support::mock_openai::{MockResponse, MockServer, finish_chunk, text_chunk, tool_call_chunk};
 
@@ -35,15 +35,6 @@ fn server(name: &str, args: &[&str]) -> String {
 
 fn user_config(world: &World, text: &str) {
     std::fs::write(world.cfg.path().join("config.toml"), text).unwrap();
-}
-
-/// The tool results the model got, in order.
-fn results(world: &World) -> Vec<String> {
-    replay_history(&world.session_lines())
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 /// The lines of `text` that start with one of `starts`.
@@ -157,7 +148,7 @@ async fn a_server_that_dies_is_reported_and_the_session_goes_on() {
     assert_eq!(run.stdout, "Carried on.\n");
     // shiro's own tools still work after the server died.
     assert_eq!(world.read("after.txt").as_deref(), Some("on\n"));
-    let results = results(&world);
+    let results = world.tool_results();
     insta::assert_snapshot!("dying_server_results", results[..2].join("\n"));
     insta::assert_snapshot!(
         "dying_server_stderr",
@@ -185,7 +176,7 @@ async fn a_failed_start_is_reported_and_workspace_servers_wait_for_trust() {
         "failed_and_untrusted_notes",
         normalized(&world, &lines(&run.stderr, &["note:"]))
     );
-    insta::assert_snapshot!("untrusted_call", results(&world).join("\n"));
+    insta::assert_snapshot!("untrusted_call", world.tool_results().join("\n"));
 
     // /trust starts it; then its tools are called like any.
     let model = world.replay(&json!({"responses": [
@@ -280,7 +271,7 @@ async fn rules_and_modes_weigh_mcp_calls_like_bash() {
         .await;
     assert_eq!(run.code, Some(0), "{run:?}");
     assert_eq!(world.read("n.txt"), None);
-    let got = results(&world);
+    let got = world.tool_results();
     assert!(
         got[0].starts_with("refused by the permission rule deny mcp__fixture__write_note"),
         "{got:?}"
@@ -321,5 +312,9 @@ async fn rules_and_modes_weigh_mcp_calls_like_bash() {
         "{}",
         run.stdout
     );
-    assert!(results(&auto)[0].contains("denied"), "{:?}", results(&auto));
+    assert!(
+        auto.tool_results()[0].contains("denied"),
+        "{:?}",
+        auto.tool_results()
+    );
 }

@@ -344,12 +344,7 @@ async fn the_agent_calls_a_tool_of_a_server_reached_by_url() {
         .await;
     assert_eq!(run.code, Some(0), "{run:?}");
     assert_eq!(run.stdout, "Echoed.\n");
-    let results: Vec<String> = agent_common::replay_history(&world.session_lines())
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(results, ["over http"]);
+    assert_eq!(world.tool_results(), ["over http"]);
     let seen = server.seen.lock().unwrap().clone();
     assert!(!seen.is_empty());
     assert!(

@@ -4,7 +4,7 @@
 
 mod agent_common;
 
-use agent_common::{Run, World, replay_history};
+use agent_common::{Run, World};
 use serde_json::{Value, json};
 
 /// One step calling each of `calls` (name, arguments), then an answer.
@@ -14,15 +14,6 @@ fn script(calls: &[(&str, Value)]) -> Value {
         .map(|(name, arguments)| json!({"name": name, "arguments": arguments}))
         .collect();
     json!({"responses": [{"text": "", "tool_calls": calls}, {"text": "Done."}]})
-}
-
-/// The tool results the model got, in order.
-fn results(world: &World) -> Vec<String> {
-    replay_history(&world.session_lines())
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect()
 }
 
 /// The lines of stderr that start with one of `starts`.
@@ -62,7 +53,7 @@ async fn deny_beats_yes_and_the_model_is_told_which_rule() {
     assert_eq!(world.read(".env"), None);
     assert_eq!(world.read("build/out.o").as_deref(), Some("object\n"));
     assert_eq!(world.read("ok.txt").as_deref(), Some("ok\n"));
-    let results = results(&world);
+    let results = world.tool_results();
     insta::assert_snapshot!("deny_results", world.normalize(&results[..2].join("\n")));
     insta::assert_snapshot!("deny_stderr", lines(&run, &["denied:"]));
 }
@@ -84,7 +75,7 @@ async fn a_bash_prefix_rule_runs_git_status_unasked_and_asks_for_git_push() {
     let run = world.run(&["-p", "look", "--model", &model], "", &[]).await;
     assert_eq!(run.code, Some(0), "{run:?}");
     assert_eq!(world.read("x").as_deref(), Some("keep\n"));
-    let results = results(&world);
+    let results = world.tool_results();
     assert!(!results[0].contains("denied"), "{results:?}");
     for asked in &results[1..] {
         assert!(
@@ -117,7 +108,7 @@ async fn read_only_mode_refuses_changes_and_bash_even_when_allowed_and_reads_run
     assert_eq!(run.code, Some(1), "{run:?}");
     assert_eq!(world.read("b.txt"), None);
     assert_eq!(world.read("c.txt"), None);
-    let results = results(&world);
+    let results = world.tool_results();
     assert!(results[0].contains("hello"), "{results:?}");
     insta::assert_snapshot!("read_only_result", results[1]);
     assert_eq!(results[1], results[2]);
@@ -166,7 +157,7 @@ async fn allowed_and_disallowed_tools_flags_add_rules_for_the_run() {
     assert_eq!(run.code, Some(0), "{run:?}");
     assert_eq!(world.read("src/a.rs").as_deref(), Some("fn b() {}\n"));
     assert_eq!(world.read("notes.txt").as_deref(), Some("notes\n"));
-    assert!(results(&world)[2].contains("hi"));
+    assert!(world.tool_results()[2].contains("hi"));
 
     let world = World::new();
     world.write(".shiro/config.toml", NO_CAPTURE);
@@ -194,9 +185,9 @@ async fn allowed_and_disallowed_tools_flags_add_rules_for_the_run() {
     assert_eq!(world.read("notes.txt").as_deref(), Some("notes\n"));
     assert_eq!(world.read("new.txt").as_deref(), Some("new\n"));
     assert!(
-        results(&world)[0].contains("deny bash(rm:*) (--disallowed-tools)"),
+        world.tool_results()[0].contains("deny bash(rm:*) (--disallowed-tools)"),
         "{:?}",
-        results(&world)
+        world.tool_results()
     );
 
     let run = world
@@ -268,7 +259,7 @@ async fn always_saves_the_narrowest_rule_and_the_session_shows_and_changes_modes
         "session_transcript",
         world.normalize(&transcript.join("\n"))
     );
-    let results = results(&world);
+    let results = world.tool_results();
     assert!(results[0].contains("hi -n"), "{results:?}");
     assert!(results[1].contains("hi there"), "{results:?}");
     assert!(results[2].ends_with("Their reason: not now"), "{results:?}");
@@ -339,7 +330,7 @@ async fn a_search_of_the_whole_workspace_leaves_out_what_deny_rules_hide() {
         .run(&["-p", "look for passwords", "--model", &model], "", &[])
         .await;
     assert_eq!(run.code, Some(0), "{run:?}");
-    let got = results(&world);
+    let got = world.tool_results();
     assert_eq!(
         got[0],
         "src/a.rs:1:let password = ask();\n(1 path the permission rules deny reading was left out)"

@@ -529,7 +529,7 @@ impl Agent<'_> {
         if self.mcp.owns(name) {
             return self.run_mcp_call(recording, name, parsed, report).await;
         }
-        let Some(tool) = self.tools.iter().find(|tool| tool.name() == name) else {
+        let Some(index) = self.tools.iter().position(|tool| tool.name() == name) else {
             let mut names: Vec<&str> = self.tools.iter().map(|tool| tool.name()).collect();
             names.extend(self.mcp.tools().map(|tool| tool.name.as_str()));
             return (
@@ -538,19 +538,11 @@ impl Agent<'_> {
                 Vec::new(),
             );
         };
-        let args = match parsed {
+        let tool = &self.tools[index];
+        let args = match self.admitted(name, parsed) {
             Ok(args) => args,
-            Err(err) => {
-                return (
-                    Status::Error,
-                    format!("the arguments are not valid JSON ({err}); nothing was run"),
-                    Vec::new(),
-                );
-            }
+            Err(refusal) => return refusal,
         };
-        if let Some(refusal) = self.limits.refusal(name, &args) {
-            return (Status::Denied, refusal, Vec::new());
-        }
         let is_bash = tool.name() == "bash";
         let changes = tool.is_mutating() || is_bash;
         let target = match recording {
@@ -602,27 +594,16 @@ impl Agent<'_> {
                 ));
             }
             Verdict::Ask(rule) => {
-                let question = Question {
-                    tool: name,
-                    rule: rule.as_deref(),
-                    target: &target,
-                };
-                let (approvals, input) = (&mut self.approvals, &mut *self.input);
-                if let Some(refusal) = ask(
-                    approvals,
-                    self.ctx,
-                    input,
-                    &mut self.printer,
-                    &question,
-                    &args,
-                    report,
-                ) {
+                if let Some(refusal) = self.ask_about(name, rule.as_deref(), &target, &args, report)
+                {
                     report.denied_change |= changes;
                     return refusal;
                 }
             }
             Verdict::Run(None) | Verdict::Deny(_) => {}
         }
+        // Borrowed again: asking needed the whole agent.
+        let tool = &self.tools[index];
         let Ok(recording) = recording else {
             // Nothing to record: a read-only tool reads the workspace itself.
             let result = match self.ctx.workspace() {
@@ -685,19 +666,10 @@ impl Agent<'_> {
         parsed: Result<Value, serde_json::Error>,
         report: &mut TurnReport,
     ) -> (Status, String, Vec<Change>) {
-        let args = match parsed {
+        let args = match self.admitted(name, parsed) {
             Ok(args) => args,
-            Err(err) => {
-                return (
-                    Status::Error,
-                    format!("the arguments are not valid JSON ({err}); nothing was run"),
-                    Vec::new(),
-                );
-            }
+            Err(refusal) => return refusal,
         };
-        if let Some(refusal) = self.limits.refusal(name, &args) {
-            return (Status::Denied, refusal, Vec::new());
-        }
         // Nothing to approve when nothing can run.
         if let Some(why) = self.mcp.unavailable(name) {
             return (Status::Error, why, Vec::new());
@@ -724,21 +696,8 @@ impl Agent<'_> {
                         "(an MCP tool: shiro cannot see what it changes, and /undo cannot reverse it)",
                     );
                 }
-                let question = Question {
-                    tool: name,
-                    rule: rule.as_deref(),
-                    target: &target,
-                };
-                let (approvals, input) = (&mut self.approvals, &mut *self.input);
-                if let Some(refusal) = ask(
-                    approvals,
-                    self.ctx,
-                    input,
-                    &mut self.printer,
-                    &question,
-                    &args,
-                    report,
-                ) {
+                if let Some(refusal) = self.ask_about(name, rule.as_deref(), &target, &args, report)
+                {
                     report.denied_change = true;
                     return refusal;
                 }
@@ -764,6 +723,48 @@ impl Agent<'_> {
             Ok(called) => (Status::Ok, called.text, Vec::new()),
             Err(text) => (Status::Error, text, Vec::new()),
         }
+    }
+
+    /// The arguments of a call of `name`, when they are JSON and the turn's limits let it
+    /// run; else the result for the model.
+    fn admitted(
+        &self,
+        name: &str,
+        parsed: Result<Value, serde_json::Error>,
+    ) -> Result<Value, (Status, String, Vec<Change>)> {
+        let args = parsed.map_err(|err| {
+            (
+                Status::Error,
+                format!("the arguments are not valid JSON ({err}); nothing was run"),
+                Vec::new(),
+            )
+        })?;
+        match self.limits.refusal(name, &args) {
+            Some(refusal) => Err((Status::Denied, refusal, Vec::new())),
+            None => Ok(args),
+        }
+    }
+
+    /// Asks whether a call of `tool` may run (see [`ask`]); `rule` is the ask rule that
+    /// insists, if one does.
+    fn ask_about(
+        &mut self,
+        tool: &str,
+        rule: Option<&str>,
+        target: &Target,
+        args: &Value,
+        report: &mut TurnReport,
+    ) -> Option<(Status, String, Vec<Change>)> {
+        let question = Question { tool, rule, target };
+        ask(
+            &mut self.approvals,
+            self.ctx,
+            &mut *self.input,
+            &mut self.printer,
+            &question,
+            args,
+            report,
+        )
     }
 
     /// After an interrupted turn, answers the tool calls of the last assistant message that

@@ -660,16 +660,7 @@ async fn keep_tail(errors: tokio::process::ChildStderr, tail: Tail) {
 /// that two long names stay apart (and stay the same from one run to the next: rules and
 /// saved sessions name them).
 pub fn tool_name(server: &str, tool: &str) -> String {
-    let clean: String = mcp_tool_name(server, tool)
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let clean = crate::provider::api_name(&mcp_tool_name(server, tool));
     if clean.len() <= MAX_NAME {
         return clean;
     }

@@ -1,5 +1,5 @@
 //! The MCP client's way to servers reached by URL: Streamable HTTP, through rmcp's own
-//! transport over the reqwest client every shiro HTTP client comes from ([`crate::net`]).
+//! transport over the reqwest client every shiro HTTP client comes from (`net.rs`).
 //! This module only connects and runs the handshake; it turns what went wrong into one line
 //! a person reads, and no message it returns ever holds the token.
 
@@ -13,6 +13,8 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransportConfig, StreamableHttpError,
 };
+
+use crate::provider::one_line;
 
 /// How long a TCP (and TLS) connection may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -237,20 +239,6 @@ fn wrapped_by_io<'a>(
 ) -> Option<&'a (dyn std::error::Error + 'static)> {
     let inner = error.downcast_ref::<std::io::Error>()?.get_ref()?;
     Some(inner)
-}
-
-/// `text` on one line, at most 300 characters, without a final period.
-fn one_line(text: &str) -> String {
-    const MAX_CHARS: usize = 300;
-    let mut line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if let Some((cut, _)) = line.char_indices().nth(MAX_CHARS) {
-        line.truncate(cut);
-        line.push('…');
-    }
-    while line.ends_with('.') {
-        line.pop();
-    }
-    line
 }
 
 /// `message` without `secret`, should a server have echoed it into an error page.

@@ -289,16 +289,7 @@ fn tool_result_block(message: &Message) -> Value {
 /// A tool call id the API accepts (letters, digits, `_` and `-`). Ids another provider
 /// made may hold other characters; a call and its result map to the same id.
 fn wire_id(id: &str) -> String {
-    let id: String = id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let id = super::api_name(id);
     if id.is_empty() { "call".to_owned() } else { id }
 }
 

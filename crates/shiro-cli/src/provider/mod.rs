@@ -54,6 +54,22 @@ pub use error::ProviderError;
 pub use openai::{OpenAiConfig, OpenAiProvider};
 pub use replay::ReplayProvider;
 
+pub(crate) use self::error::one_line;
+
+/// `text` with every character the model APIs refuse in a name (of a tool, of a call's id)
+/// made `_`: they take letters, digits, `_` and `-`.
+pub(crate) fn api_name(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 /// Which HTTP API a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

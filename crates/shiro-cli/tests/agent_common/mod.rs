@@ -123,6 +123,15 @@ impl World {
             .collect()
     }
 
+    /// The tool results the model got in the only session, in order.
+    pub fn tool_results(&self) -> Vec<String> {
+        replay_history(&self.session_lines())
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| m["content"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
     /// Replaces the workspace path with `[WS]` and session ids with `[SESSION]`.
     pub fn normalize(&self, text: &str) -> String {
         let mut text = text.replace(&self.root().display().to_string(), "[WS]");
