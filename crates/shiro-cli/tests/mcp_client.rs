@@ -318,3 +318,33 @@ async fn rules_and_modes_weigh_mcp_calls_like_bash() {
         auto.tool_results()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_start_brings_back_a_server_that_stopped() {
+    let world = World::new();
+    user_config(&world, &server("fixture", &[]));
+    let model = world.replay(&json!({"responses": [
+        {"text": "", "tool_calls": [{"name": "fixture__exit", "arguments": {}}]},
+        {"text": "It stopped."},
+        {"text": "", "tool_calls": [{"name": "fixture__echo", "arguments": {"text": "back"}}]},
+        {"text": "It is back."}
+    ]}));
+    let run = world
+        .run(
+            &["--model", &model, "--yes"],
+            "stop it\n/mcp\n/mcp start\nagain\n",
+            &[],
+        )
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let results = world.tool_results();
+    assert!(
+        results[0].starts_with("MCP server fixture stopped during this call"),
+        "{results:?}"
+    );
+    assert_eq!(results[1], "echo: back");
+    insta::assert_snapshot!(
+        "mcp_start",
+        normalized(&world, &lines(&run.stdout, &["MCP servers", "  fixture"]))
+    );
+}
