@@ -455,3 +455,53 @@ async fn model_switches_provider_and_keeps_the_conversation() {
     assert_eq!(roles, ["user", "assistant", "user", "assistant", "user"]);
     assert_no_secret(&world, &[&session]);
 }
+
+/// `ANTHROPIC_AUTH_TOKEN` goes as `Authorization: Bearer …` (a gateway's way), beside the
+/// key; a 401 with a token and no key says to check the token; and a workspace-named server
+/// gets neither before the workspace is trusted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_anthropic_bearer_token_is_sent_as_authorization() {
+    const TOKEN: &str = "tok-gateway-7f3a";
+    let world = World::new();
+    let (url, server) = MockServer::start(vec![
+        Wire::Anthropic.text(&["Hi."]),
+        Wire::Anthropic.unauthorized(),
+    ])
+    .await;
+    let env = [
+        ("ANTHROPIC_BASE_URL", url.as_str()),
+        ("ANTHROPIC_AUTH_TOKEN", TOKEN),
+        ("SHIRO_MODEL", "claude-mock"),
+    ];
+    let ok = world.run(&["-p", "hi"], "", &env).await;
+    assert_eq!(ok.code, Some(0), "{ok:?}");
+    let request = &server.requests()[0];
+    assert_eq!(
+        request.header("authorization"),
+        Some(format!("Bearer {TOKEN}").as_str())
+    );
+    assert_eq!(request.header("x-api-key"), None);
+    let refused = world.run(&["-p", "hi"], "", &env).await;
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert!(
+        refused.stderr.contains("check ANTHROPIC_AUTH_TOKEN"),
+        "{}",
+        refused.stderr
+    );
+    for run in [&ok, &refused] {
+        assert!(!run.stdout.contains(TOKEN) && !run.stderr.contains(TOKEN));
+    }
+
+    // A server the workspace's config names gets no token until /trust.
+    let cloned = World::new();
+    let (url, server) = MockServer::start(vec![Wire::Anthropic.text(&["Hi."])]).await;
+    cloned.write(
+        ".shiro/config.toml",
+        &format!("[model]\nname = \"claude-mock\"\nbase_url = \"{url}\"\n"),
+    );
+    let run = cloned
+        .run(&["-p", "hi"], "", &[("ANTHROPIC_AUTH_TOKEN", TOKEN)])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(server.requests()[0].header("authorization"), None);
+}

@@ -101,11 +101,19 @@ pub async fn provider(
     let own = (configured_api(settings) == api).then_some(settings);
     let base_url = var(api.base_url_var()).or_else(|| own.and_then(|own| own.base_url.clone()));
     let mut key = api_key(api, own, env, &ctx.root).await?;
+    // Anthropic's gateways may want a bearer token (Claude Code's variable).
+    let mut token = match api {
+        Api::Anthropic => var(AUTH_TOKEN_VAR).map(|token| token.trim().to_owned()),
+        Api::OpenAi => None,
+    };
+    if key.value.is_none() && token.is_some() {
+        key.hint = format!("check {AUTH_TOKEN_VAR}");
+    }
     let workspace_url = var(api.base_url_var()).is_none()
         && own.is_some_and(|own| own.base_url.is_some())
         && ctx.config.base_url_from_workspace;
     if workspace_url
-        && key.value.is_some()
+        && (key.value.is_some() || token.is_some())
         && !crate::trust::is_trusted(ctx.config.user_dir.as_deref(), &ctx.root)
     {
         // A cloned repository must not be able to collect the user's key: its server is
@@ -114,6 +122,7 @@ pub async fn provider(
             value: None,
             hint: "this workspace's .shiro/config.toml names the server ([model] base_url), so your key is not sent there until you trust the workspace: check the address, then /trust".to_owned(),
         };
+        token = None;
     }
     let timeout = settings.timeout_secs.map(Duration::from_secs);
     let built = match api {
@@ -133,6 +142,7 @@ pub async fn provider(
                 config.base_url = url;
             }
             config.api_key = key.value;
+            config.auth_token = token;
             config.key_hint = key.hint;
             config.timeout = timeout.unwrap_or(config.timeout);
             config.max_tokens = settings.max_tokens.unwrap_or(config.max_tokens);
@@ -141,6 +151,10 @@ pub async fn provider(
     };
     built.map_err(|err| err.to_string())
 }
+
+/// The variable of a bearer token for Anthropic's API (or a gateway in front of it), sent
+/// as `Authorization: Bearer …`, as Claude Code sends it.
+pub const AUTH_TOKEN_VAR: &str = "ANTHROPIC_AUTH_TOKEN";
 
 /// An API key and what to tell the user when the server refuses it.
 #[derive(PartialEq, Eq)]

@@ -27,6 +27,9 @@ pub struct AnthropicConfig {
     pub base_url: String,
     /// Sent as `x-api-key` when present.
     pub api_key: Option<String>,
+    /// Sent as `Authorization: Bearer …` when present: what a gateway in front of the API
+    /// may want instead of (or beside) a key.
+    pub auth_token: Option<String>,
     /// The model to ask for, e.g. `claude-sonnet-4-5`.
     pub model: String,
     /// The most tokens the model may write in one answer; the API requires a value.
@@ -63,6 +66,7 @@ impl AnthropicConfig {
         AnthropicConfig {
             base_url: Self::DEFAULT_BASE_URL.to_owned(),
             api_key: None,
+            auth_token: None,
             model: model.into(),
             max_tokens: Self::DEFAULT_MAX_TOKENS,
             timeout: Timings::DEFAULT.timeout,
@@ -90,6 +94,10 @@ impl fmt::Debug for AnthropicConfig {
         f.debug_struct("AnthropicConfig")
             .field("base_url", &self.base_url)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field(
+                "auth_token",
+                &self.auth_token.as_ref().map(|_| "<redacted>"),
+            )
             .field("model", &self.model)
             .field("max_tokens", &self.max_tokens)
             .field("timeout", &self.timeout)
@@ -132,6 +140,16 @@ impl AnthropicProvider {
         );
         if let Some(key) = config.api_key.as_deref().filter(|key| !key.is_empty()) {
             headers.insert(HeaderName::from_static("x-api-key"), secret_header(key)?);
+        }
+        if let Some(token) = config
+            .auth_token
+            .as_deref()
+            .filter(|token| !token.is_empty())
+        {
+            headers.insert(
+                reqwest::header::AUTHORIZATION,
+                secret_header(&format!("Bearer {token}"))?,
+            );
         }
         let transport = Transport::new(Endpoint {
             api: Api::Anthropic,

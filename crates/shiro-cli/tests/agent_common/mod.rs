@@ -80,6 +80,7 @@ impl World {
             .env_remove("OPENAI_API_KEY")
             .env_remove("ANTHROPIC_BASE_URL")
             .env_remove("ANTHROPIC_API_KEY")
+            .env_remove("ANTHROPIC_AUTH_TOKEN")
             .env_remove("XDG_CONFIG_HOME")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
