@@ -42,6 +42,9 @@ pub struct McpConfig {
     /// `[mcp.servers.NAME]`, by name.
     #[serde(default)]
     pub servers: BTreeMap<String, McpServerConfig>,
+    /// Whether the workspace's `.mcp.json` (the servers a repository shares with Claude
+    /// Code) is read too (default true).
+    pub read_mcp_json: Option<bool>,
 }
 
 /// `[mcp.servers.NAME]`: one server, a command (stdio) or a URL (Streamable HTTP).
@@ -143,7 +146,7 @@ impl McpServerConfig {
 
 /// Why `name` cannot name an MCP server: its tools are called `name__tool`, and the model
 /// APIs take only letters, digits, `_` and `-` in a tool's name.
-fn check_server_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_server_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 32 {
         return Err("a server's name has 1 to 32 characters".to_owned());
     }
@@ -330,6 +333,8 @@ pub struct Config {
     /// `[mcp.servers]` of both files, by name; the workspace's entry replaces the user's of
     /// the same name.
     pub mcp_servers: Vec<ServerSpec>,
+    /// `[mcp] read_mcp_json` as merged: whether the agent reads the workspace's `.mcp.json`.
+    pub read_mcp_json: bool,
 }
 
 /// Default number of undoable turns.
@@ -429,6 +434,11 @@ impl Config {
             permissions,
             base_url_from_workspace,
             mcp_servers: mcp_servers.into_values().collect(),
+            read_mcp_json: project
+                .mcp
+                .read_mcp_json
+                .or(user.mcp.read_mcp_json)
+                .unwrap_or(true),
         })
     }
 }

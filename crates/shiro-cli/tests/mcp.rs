@@ -441,14 +441,25 @@ fn the_configuration_blocks_in_docs_mcp_are_valid() {
             .unwrap(),
             _ => continue,
         };
+        // The client's side again: a `.mcp.json`, read as shiro reads it.
+        if lang == "json" && !starts_shiro_mcp(&value) && value.get("mcpServers").is_some() {
+            let world = World::new();
+            world.write(".mcp.json", body);
+            let (specs, notes) =
+                shiro_cli::mcp::mcp_json::read(&world.root(), &|_| Some("set".to_owned()));
+            assert!(notes.is_empty() && !specs.is_empty(), "{notes:?}:\n{body}");
+            client_blocks += 1;
+            continue;
+        }
         assert!(
             starts_shiro_mcp(&value),
             "this block does not start `shiro mcp`:\n{body}"
         );
         checked.push(format!("```{lang}\n{body}```"));
     }
-    // Claude Code, Codex CLI, OpenCode, Gemini CLI and Cursor; and shiro's own client.
+    // Claude Code, Codex CLI, OpenCode, Gemini CLI and Cursor; and shiro's own client, in
+    // its config and in `.mcp.json`.
     assert_eq!(checked.len(), 5, "{checked:#?}");
-    assert_eq!(client_blocks, 1);
+    assert_eq!(client_blocks, 2);
     insta::assert_snapshot!("mcp_docs_configuration", checked.join("\n"));
 }

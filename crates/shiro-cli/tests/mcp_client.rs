@@ -37,13 +37,17 @@ fn user_config(world: &World, text: &str) {
     std::fs::write(world.cfg.path().join("config.toml"), text).unwrap();
 }
 
-/// The lines of `text` that start with one of `starts`.
+/// The lines of `text` that start with one of `starts`, but for the note that shiro waits
+/// for a server, which depends on the machine's speed.
 fn lines(text: &str, starts: &[&str]) -> String {
     text.lines()
         .filter(|line| starts.iter().any(|start| line.starts_with(start)))
+        .filter(|line| !line.starts_with(WAITING))
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+const WAITING: &str = "note: waiting for the MCP server";
 
 fn normalized(world: &World, text: &str) -> String {
     world
@@ -347,4 +351,76 @@ async fn mcp_start_brings_back_a_server_that_stopped() {
         "mcp_start",
         normalized(&world, &lines(&run.stdout, &["MCP servers", "  fixture"]))
     );
+}
+
+/// A server slower to start than shiro's patience: the user is told what shiro waits for,
+/// and then the server is used as any other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_server_start_says_what_shiro_waits_for() {
+    let world = World::new();
+    user_config(
+        &world,
+        &format!(
+            "{}startup_timeout_secs = 20\n",
+            server("slow", &["--slow-start", "2500"])
+        ),
+    );
+    let model = world.replay(&json!({"responses": [
+        {"text": "", "tool_calls": [{"name": "slow__echo", "arguments": {"text": "late"}}]},
+        {"text": "Done."}
+    ]}));
+    let run = world
+        .run(&["-p", "hi", "--yes", "--model", &model], "", &[])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let waited: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|line| line.starts_with(WAITING))
+        .collect();
+    assert_eq!(
+        waited,
+        ["note: waiting for the MCP server slow to start (at most 20 s: startup_timeout_secs)"]
+    );
+    assert_eq!(world.tool_results(), ["echo: late"]);
+}
+
+/// The workspace's `.mcp.json` (Claude Code's project servers): its variables expanded, its
+/// servers waiting for `/trust` and then called like any, an entry shiro cannot use left out
+/// with a note, and `read_mcp_json = false` leaving the file unread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_of_mcp_json_are_the_workspace_s() {
+    let world = World::new();
+    world.write(
+        ".mcp.json",
+        &json!({"mcpServers": {
+            "team": {"command": "${FIXTURE_BIN}", "args": ["${FIXTURE_ARGS:-}"]},
+            "linear": {"type": "sse", "url": "https://mcp.linear.example/sse"}
+        }})
+        .to_string(),
+    );
+    let fixture = fixture().display().to_string();
+    let env = [("FIXTURE_BIN", fixture.as_str())];
+    let model = world.replay(&json!({"responses": [
+        {"text": "", "tool_calls": [{"name": "team__echo", "arguments": {"text": "from .mcp.json"}}]},
+        {"text": "Done."}
+    ]}));
+    let run = world
+        .run(&["--model", &model, "--yes"], "/mcp\n/trust\nhello\n", &env)
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    insta::assert_snapshot!(
+        "mcp_json",
+        normalized(
+            &world,
+            &lines(&run.stdout, &["note:", "MCP servers", "  team", "  linear"])
+        )
+    );
+    assert_eq!(world.tool_results(), ["echo: from .mcp.json"]);
+
+    user_config(&world, "[mcp]\nread_mcp_json = false\n");
+    let run = world.run(&["--yes"], "/mcp\n", &env).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.stdout.contains("no MCP servers"), "{}", run.stdout);
+    assert!(!run.stdout.contains(".mcp.json"), "{}", run.stdout);
 }

@@ -2,12 +2,13 @@
 //! (`crates/shiro-cli/tests/mcp_client.rs`). Built on rmcp's server side, as a real server
 //! would be.
 //!
-//! `mcp_fixture_server [--fail-start]`
+//! `mcp_fixture_server [--fail-start] [--slow-start MS]`
 //!
 //! Its tools: `echo` (returns its text), `add` (two integers), `write_note` (writes a file
 //! in its working directory, which shiro cannot see or undo), `fail` (an error result) and
 //! `exit` (the process exits in the middle of the call: a server that dies). With
-//! `--fail-start` it writes a reason to stderr and exits before the handshake.
+//! `--fail-start` it writes a reason to stderr and exits before the handshake; with
+//! `--slow-start MS` it waits that many milliseconds before it answers the handshake.
 #![allow(clippy::print_stderr)]
 
 use std::future::Future;
@@ -134,6 +135,15 @@ async fn main() -> ExitCode {
     if std::env::args().any(|arg| arg == "--fail-start") {
         eprintln!("fixture: cannot start: FIXTURE_TOKEN is not set");
         return ExitCode::from(3);
+    }
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(ms) = args
+        .iter()
+        .position(|arg| arg == "--slow-start")
+        .and_then(|at| args.get(at + 1))
+        .and_then(|ms| ms.parse().ok())
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
     }
     let service = match Fixture.serve(rmcp::transport::stdio()).await {
         Ok(service) => service,

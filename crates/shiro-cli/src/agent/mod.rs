@@ -31,6 +31,7 @@ use std::io::IsTerminal as _;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Result;
 use shiro_commands::{Args, ExpandContext, FsReader, Origin, Resolved, ShRunner};
@@ -44,7 +45,8 @@ use self::session::Session;
 use self::turn::{Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT, TurnLimits, TurnReport};
 use crate::cli::SessionArgs;
 use crate::headless::{self, Context};
-use crate::mcp::client::McpClients;
+use crate::mcp::client::{McpClients, ServerSpec};
+use crate::mcp::mcp_json;
 use crate::permissions::{self, Kind, Source};
 use crate::render::Color;
 use crate::tui::{Msg, PickItem, ToUi, Ui, UiSender};
@@ -57,11 +59,43 @@ pub async fn start_mcp(agent: &mut Agent<'_>, retry: bool) -> Vec<String> {
     }
     let ctx = agent.ctx;
     let trusted = crate::trust::is_trusted(ctx.config.user_dir.as_deref(), &ctx.root);
-    agent
-        .mcp
-        .start(&ctx.root, trusted, retry, &|name| std::env::var(name).ok())
-        .await
+    let (due, longest) = agent.mcp.due(trusted, retry);
+    let waiting = match due.as_slice() {
+        [one] => format!("the MCP server {one}"),
+        all => format!("the MCP servers {}", all.join(", ")),
+    };
+    let waiting = format!(
+        "note: waiting for {waiting} to start (at most {} s: startup_timeout_secs)",
+        longest.as_secs()
+    );
+    let env = |name: &str| std::env::var(name).ok();
+    let start = agent.mcp.start(&ctx.root, trusted, retry, &env);
+    tokio::pin!(start);
+    // Most servers answer at once; a slow one should not look like a hung shiro.
+    tokio::select! {
+        notices = &mut start => return notices,
+        () = tokio::time::sleep(MCP_PATIENCE) => {}
+    }
+    agent.printer.info(&waiting);
+    start.await
 }
+
+/// The MCP servers of the config files and of the workspace's `.mcp.json`, and what the
+/// user should be told of the `.mcp.json` entries left out.
+fn mcp_servers(ctx: &Context) -> (Vec<ServerSpec>, Vec<String>) {
+    let (imported, notes) = if ctx.config.read_mcp_json {
+        mcp_json::read(&ctx.root, &|name| std::env::var(name).ok())
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    (
+        mcp_json::merge(ctx.config.mcp_servers.clone(), imported),
+        notes,
+    )
+}
+
+/// How long starting MCP servers goes on before the user is told what shiro waits for.
+const MCP_PATIENCE: Duration = Duration::from_secs(1);
 
 /// Runs the agent: interactive, or one headless turn with `-p`.
 pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
@@ -140,6 +174,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
     };
     // A search of the whole workspace leaves out what a deny rule refuses to let it read.
     let tools = shiro_tools::tools::all_hiding(bash, |tool| approvals.rules.hidden(tool));
+    let (mcp_servers, mcp_notes) = mcp_servers(ctx);
     let mut agent = Agent {
         ctx,
         provider,
@@ -159,9 +194,12 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         limits: turn::TurnLimits::default(),
         usage: turn::SessionUsage::default(),
         system_prompt: instructions.system_prompt(SYSTEM_PROMPT),
-        mcp: McpClients::new(ctx.config.mcp_servers.clone()),
+        mcp: McpClients::new(mcp_servers),
     };
     agent.start_conversation()?;
+    for note in mcp_notes {
+        agent.printer.info(&format!("note: {note}"));
+    }
     for notice in start_mcp(&mut agent, false).await {
         agent.printer.info(&format!("note: {notice}"));
     }

@@ -131,6 +131,17 @@ struct Server {
     stderr: Tail,
 }
 
+impl Server {
+    /// Whether a start is due: it waits, or with `retry`, it failed or stopped.
+    fn due(&self, retry: bool) -> bool {
+        match self.state {
+            State::Pending | State::Untrusted => true,
+            State::Failed(_) | State::Stopped(_) => retry,
+            State::Disabled | State::Ready { .. } => false,
+        }
+    }
+}
+
 /// The MCP servers of a session.
 #[derive(Default)]
 pub struct McpClients {
@@ -177,6 +188,24 @@ impl McpClients {
         self.servers.is_empty()
     }
 
+    /// The servers [`McpClients::start`] would start, by name, and the longest of their
+    /// startup timeouts: what a user waits for.
+    pub fn due(&self, trusted: bool, retry: bool) -> (Vec<&str>, Duration) {
+        let due = self
+            .servers
+            .iter()
+            .filter(|server| server.due(retry) && (trusted || !server.spec.from_workspace));
+        let longest = due
+            .clone()
+            .map(|server| server.spec.startup_timeout)
+            .max()
+            .unwrap_or_default();
+        (
+            due.map(|server| server.spec.name.as_str()).collect(),
+            longest,
+        )
+    }
+
     /// Starts the enabled servers that wait (those of the workspace only when `trusted`),
     /// and with `retry` those that failed or stopped too. All start at once, in `root`;
     /// `env` looks up environment variables (bearer tokens). Returns what the user should be
@@ -192,9 +221,7 @@ impl McpClients {
         let mut tasks = BTreeMap::new();
         let mut tried = Vec::new();
         for (index, server) in self.servers.iter_mut().enumerate() {
-            let waits = matches!(server.state, State::Pending | State::Untrusted);
-            let again = retry && matches!(server.state, State::Failed(_) | State::Stopped(_));
-            if !(waits || again) {
+            if !server.due(retry) {
                 continue;
             }
             tried.push(index);
@@ -270,21 +297,26 @@ impl McpClients {
     /// failed.
     fn notices(&self, tried: &[usize]) -> Vec<String> {
         let mut notices = Vec::new();
-        let waiting: Vec<&str> = self
-            .servers
-            .iter()
-            .filter(|s| matches!(s.state, State::Untrusted))
-            .map(|s| s.spec.name.as_str())
-            .collect();
-        if !waiting.is_empty() {
-            let (one, name) = (waiting.len() == 1, waiting.join(", "));
+        let mut waiting: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for server in &self.servers {
+            if matches!(server.state, State::Untrusted) {
+                let file = if server.spec.source.ends_with(super::mcp_json::FILE) {
+                    super::mcp_json::FILE
+                } else {
+                    ".shiro/config.toml"
+                };
+                waiting.entry(file).or_default().push(&server.spec.name);
+            }
+        }
+        for (file, names) in waiting {
+            let (one, name) = (names.len() == 1, names.join(", "));
             notices.push(if one {
                 format!(
-                    "the workspace's .shiro/config.toml names MCP server {name}, whose command comes with the repository: it starts once you /trust this workspace"
+                    "the workspace's {file} names MCP server {name}, whose command comes with the repository: it starts once you /trust this workspace"
                 )
             } else {
                 format!(
-                    "the workspace's .shiro/config.toml names MCP servers {name}, whose commands come with the repository: they start once you /trust this workspace"
+                    "the workspace's {file} names MCP servers {name}, whose commands come with the repository: they start once you /trust this workspace"
                 )
             });
         }
@@ -522,8 +554,7 @@ fn state_text(state: &State) -> String {
     match state {
         State::Disabled => "disabled (enabled = false)".to_owned(),
         State::Untrusted => {
-            "waiting: from the workspace's config, which starts only once you /trust the workspace"
-                .to_owned()
+            "waiting: it comes with the workspace, and starts only once you /trust it".to_owned()
         }
         State::Pending => "not started".to_owned(),
         State::Ready { tools, .. } => format!(
@@ -814,7 +845,7 @@ mod tests {
         MCP servers (/mcp NAME lists a server's tools):
           github      failed to start: cannot run srv: not found  (/home/u/.config/shiro/config.toml)
           off         disabled (enabled = false)  (/home/u/.config/shiro/config.toml)
-          repo_tools  waiting: from the workspace's config, which starts only once you /trust the workspace  (/ws/.shiro/config.toml)
+          repo_tools  waiting: it comes with the workspace, and starts only once you /trust it  (/ws/.shiro/config.toml)
         ");
         insta::assert_snapshot!(clients.notices(&[0, 1, 2]).join("\n"), @r"
         the workspace's .shiro/config.toml names MCP server repo_tools, whose command comes with the repository: it starts once you /trust this workspace

@@ -12,6 +12,7 @@
 
 pub mod client;
 pub mod http;
+pub mod mcp_json;
 mod server;
 mod turns;
 
