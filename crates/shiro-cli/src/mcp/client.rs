@@ -312,11 +312,11 @@ impl McpClients {
             let (one, name) = (names.len() == 1, names.join(", "));
             notices.push(if one {
                 format!(
-                    "the workspace's {file} names MCP server {name}, whose command comes with the repository: it starts once you /trust this workspace"
+                    "the workspace's {file}, which comes with the repository, names MCP server {name}: it starts once you /trust this workspace"
                 )
             } else {
                 format!(
-                    "the workspace's {file} names MCP servers {name}, whose commands come with the repository: they start once you /trust this workspace"
+                    "the workspace's {file}, which comes with the repository, names MCP servers {name}: they start once you /trust this workspace"
                 )
             });
         }
@@ -848,7 +848,7 @@ mod tests {
           repo_tools  waiting: it comes with the workspace, and starts only once you /trust it  (/ws/.shiro/config.toml)
         ");
         insta::assert_snapshot!(clients.notices(&[0, 1, 2]).join("\n"), @r"
-        the workspace's .shiro/config.toml names MCP server repo_tools, whose command comes with the repository: it starts once you /trust this workspace
+        the workspace's .shiro/config.toml, which comes with the repository, names MCP server repo_tools: it starts once you /trust this workspace
         MCP server github did not start: cannot run srv: not found; the session goes on without it
         ");
         insta::assert_snapshot!(clients.show_server("github"), @r"
