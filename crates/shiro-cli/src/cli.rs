@@ -132,9 +132,9 @@ pub enum Command {
     )]
     Commands(CommandsCommand),
 
-    /// Serve shiro's undoable file tools, with undo, redo and log, to an MCP client over stdio
+    /// Serve shiro's undoable file tools, with undo, redo and log, to an MCP client over stdio (or HTTP with --http)
     #[command(
-        after_help = "An MCP client (Claude Code, Codex, OpenCode, Gemini CLI, Cursor) starts it; docs/mcp.md has each one's configuration. Every change a client makes is a turn in this workspace's undo log, which `shiro undo` and `shiro log` share.\n\nExample:\n  shiro mcp\n  shiro mcp --group-idle 30"
+        after_help = "An MCP client (Claude Code, Codex, OpenCode, Gemini CLI, Cursor) starts it; docs/mcp.md has each one's configuration. Every change a client makes is a turn in this workspace's undo log, which `shiro undo` and `shiro log` share.\n\nExample:\n  shiro mcp\n  shiro mcp --group-idle 30\n  SHIRO_MCP_TOKEN=\"$(openssl rand -hex 32)\" shiro mcp --http 127.0.0.1:8765"
     )]
     Mcp(McpArgs),
 
@@ -151,6 +151,9 @@ pub struct McpArgs {
     /// Seconds without a call after which a group of calls opened with the begin_turn tool is closed as one turn
     #[arg(long, value_name = "SECS", default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub group_idle: u64,
+    /// Serve over Streamable HTTP at this loopback address (127.0.0.1:PORT, port 0 picks one) instead of stdio; clients must send $SHIRO_MCP_TOKEN as a bearer token
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
 }
 
 /// Options of undo and redo.

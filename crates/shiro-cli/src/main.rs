@@ -232,7 +232,11 @@ async fn dispatch(ctx: &Context, command: &Command) -> anyhow::Result<Report> {
         Command::Log { json } => headless::log(ctx, *json).await,
         Command::Commands(sub) => headless::commands(ctx, sub).await,
         Command::Mcp(args) => {
-            shiro_cli::mcp::serve(ctx, args, &|line| eprintln!("shiro: {line}")).await
+            let token = std::env::var(shiro_cli::mcp::listen::TOKEN_VAR).ok();
+            shiro_cli::mcp::serve(ctx, args, token.as_deref(), &|line| {
+                eprintln!("shiro: {line}");
+            })
+            .await
         }
         Command::Demo => shiro_cli::agent::demo::run(Box::new(std::io::stdout()), ctx.color)
             .await

@@ -463,3 +463,120 @@ fn the_configuration_blocks_in_docs_mcp_are_valid() {
     assert_eq!(client_blocks, 2);
     insta::assert_snapshot!("mcp_docs_configuration", checked.join("\n"));
 }
+
+/// `shiro mcp --http`: two clients reach one server with the token and share its undo log;
+/// a request without the token, from a browser page (`Origin`) or under another `Host` is
+/// refused; SIGINT stops the server, which says why it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_clients_share_one_log_and_need_the_token() {
+    const TOKEN: &str = "tok-http-0123456789abcdef";
+    let world = World::new();
+    world.write("a.txt", "one\n");
+    let mut command = world.command(
+        &["mcp", "--http", "127.0.0.1:0"],
+        &[("SHIRO_MCP_TOKEN", TOKEN)],
+    );
+    let mut server = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = tokio::io::BufReader::new(server.stderr.take().unwrap()).lines();
+    let first = stderr.next_line().await.unwrap().unwrap();
+    let url = first
+        .strip_prefix("shiro: serving MCP at ")
+        .and_then(|rest| rest.split_once(' '))
+        .map(|(url, _)| url.to_owned())
+        .unwrap_or_else(|| panic!("{first}"));
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+        "{url}"
+    );
+
+    let writer = shiro_cli::mcp::http::connect(&url, Some(TOKEN.to_owned()), client_config())
+        .await
+        .unwrap();
+    let edited = call(
+        &writer,
+        "edit_file",
+        json!({"path": "a.txt", "old_string": "one", "new_string": "ONE"}),
+    )
+    .await;
+    assert!(!failed(&edited), "{}", text(&edited));
+    assert_eq!(world.read("a.txt").unwrap(), "ONE\n");
+    // A second client sees the first one's turn and undoes it.
+    let other = shiro_cli::mcp::http::connect(&url, Some(TOKEN.to_owned()), client_config())
+        .await
+        .unwrap();
+    let log = call(&other, "log", json!({})).await;
+    assert!(text(&log).contains("edit_file a.txt"), "{}", text(&log));
+    let undone = call(&other, "undo", json!({})).await;
+    assert!(!failed(&undone), "{}", text(&undone));
+    assert_eq!(world.read("a.txt").unwrap(), "one\n");
+
+    // Without the token, with a wrong one: refused.
+    for token in [None, Some("tok-http-0123456789abcdeX".to_owned())] {
+        let refused = shiro_cli::mcp::http::connect(&url, token, client_config()).await;
+        let why = refused.err().unwrap();
+        assert!(why.contains("401"), "{why}");
+    }
+    // A browser page, or a name that resolves to this machine (DNS rebinding): refused,
+    // though they carry the token.
+    let http = reqwest::Client::new();
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "page", "version": "1"}}});
+    let port = url
+        .trim_start_matches("http://127.0.0.1:")
+        .trim_end_matches("/mcp");
+    for (header, value, status) in [
+        ("x-control", String::new(), 200),
+        ("origin", "https://evil.example".to_owned(), 403),
+        ("host", format!("evil.example:{port}"), 403),
+    ] {
+        let response = http
+            .post(&url)
+            .bearer_auth(TOKEN)
+            .header("accept", "application/json, text/event-stream")
+            .header(header, value)
+            .json(&initialize)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "{header}");
+    }
+    writer.cancel().await.unwrap();
+    other.cancel().await.unwrap();
+
+    std::process::Command::new("kill")
+        .args(["-INT", &server.id().unwrap().to_string()])
+        .status()
+        .unwrap();
+    let status = server.wait().await.unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert_eq!(world.read("a.txt").unwrap(), "one\n");
+}
+
+/// `--http` without a token, with a short one, or on an address other machines reach: a
+/// clear error, and nothing listens.
+#[tokio::test]
+async fn over_http_a_token_and_a_loopback_address_are_required() {
+    let world = World::new();
+    let cases: [(&str, &[(&str, &str)]); 3] = [
+        ("127.0.0.1:0", &[]),
+        ("127.0.0.1:0", &[("SHIRO_MCP_TOKEN", "short")]),
+        (
+            "0.0.0.0:0",
+            &[("SHIRO_MCP_TOKEN", "tok-http-0123456789abcdef")],
+        ),
+    ];
+    let mut errors = Vec::new();
+    for (addr, env) in cases {
+        let run = world.run(&["mcp", "--http", addr], "", env).await;
+        assert_eq!(run.code, Some(1), "{run:?}");
+        errors.push(run.stderr.trim_end().to_owned());
+    }
+    insta::assert_snapshot!(errors.join("\n"));
+}

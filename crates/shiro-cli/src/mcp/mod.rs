@@ -1,7 +1,7 @@
 //! MCP both ways, through the official SDK, `rmcp`; the decisions are in `docs/mcp.md`.
 //!
 //! - `shiro mcp` ([`serve`]): shiro's undoable tools, with undo, redo and log, served to an
-//!   MCP client over stdio;
+//!   MCP client over stdio, or over Streamable HTTP on a loopback port ([`listen`]);
 //! - [`client`]: the MCP servers a config names, whose tools the agent offers its model
 //!   (over stdio, or Streamable HTTP with [`http`]).
 //!
@@ -12,6 +12,7 @@
 
 pub mod client;
 pub mod http;
+pub mod listen;
 pub mod mcp_json;
 mod server;
 mod turns;
@@ -31,10 +32,16 @@ use crate::render::Color;
 use crate::signals::INTERRUPTED;
 
 /// Serves MCP on standard input and output until the client closes the connection or a
-/// signal comes, then finishes the call under way and the open group's turn. The report
-/// holds what a person should read (on stderr) and exits 130 after a signal; `notify` is
-/// given the lines to show while the server is still at work.
-pub async fn serve(ctx: &Context, args: &McpArgs, notify: &dyn Fn(&str)) -> Result<Report> {
+/// signal comes (with `--http`, on a loopback address to the clients that send
+/// `http_token`, until a signal comes), then finishes the call under way and the open
+/// group's turn. The report holds what a person should read (on stderr) and exits 130 after
+/// a signal; `notify` is given the lines to show while the server is still at work.
+pub async fn serve(
+    ctx: &Context,
+    args: &McpArgs,
+    http_token: Option<&str>,
+    notify: &dyn Fn(&str),
+) -> Result<Report> {
     let ctx = Context {
         root: ctx.root.clone(),
         config: ctx.config.clone(),
@@ -50,20 +57,35 @@ pub async fn serve(ctx: &Context, args: &McpArgs, notify: &dyn Fn(&str)) -> Resu
         exit: INTERRUPTED,
         ..Report::default()
     };
-    let service = tokio::select! {
-        started = server.serve(rmcp::transport::stdio_pipes()) => started
-            .map_err(|err| anyhow!("no MCP session was started: {err}"))?,
-        () = signals.cancelled() => return Ok(interrupted()),
-    };
-    let stop = service.cancellation_token();
-    let waiting = service.waiting();
-    tokio::pin!(waiting);
-    let signalled = tokio::select! {
-        _ = &mut waiting => false,
-        () = signals.cancelled() => {
-            stop.cancel();
-            let _ = waiting.await;
-            true
+    let signalled = if let Some(addr) = args.http {
+        let token = http_token.ok_or_else(|| anyhow!("{}", listen::NO_TOKEN))?;
+        if let Some(why) = listen::refuse_token(token) {
+            return Err(anyhow!("{}: {why}", listen::TOKEN_VAR));
+        }
+        let listener = listen::Listener::bind(addr).await?;
+        notify(&format!(
+            "serving MCP at {} (Streamable HTTP); clients send Authorization: Bearer ${}",
+            listener.url,
+            listen::TOKEN_VAR
+        ));
+        listener.serve(server, token, signals.cancelled()).await;
+        true
+    } else {
+        let service = tokio::select! {
+            started = server.serve(rmcp::transport::stdio_pipes()) => started
+                .map_err(|err| anyhow!("no MCP session was started: {err}"))?,
+            () = signals.cancelled() => return Ok(interrupted()),
+        };
+        let stop = service.cancellation_token();
+        let waiting = service.waiting();
+        tokio::pin!(waiting);
+        tokio::select! {
+            _ = &mut waiting => false,
+            () = signals.cancelled() => {
+                stop.cancel();
+                let _ = waiting.await;
+                true
+            }
         }
     };
     if turns.busy() {
