@@ -144,24 +144,38 @@ impl Wire {
         }
     }
 
-    /// The ids of the tool results a request sends back, in order.
-    fn tool_result_ids(self, request: &RecordedRequest) -> Vec<String> {
+    /// The tool results a request sends back, as (id, text), in order.
+    fn tool_results(self, request: &RecordedRequest) -> Vec<(String, String)> {
         let messages = request.body["messages"].as_array().unwrap();
-        let text = |value: &Value| value.as_str().unwrap().to_owned();
+        let text = |value: &Value| match value {
+            Value::Array(blocks) => blocks
+                .iter()
+                .map(|block| block["text"].as_str().unwrap())
+                .collect(),
+            other => other.as_str().unwrap().to_owned(),
+        };
         match self {
             Wire::OpenAi => messages
                 .iter()
                 .filter(|m| m["role"] == "tool")
-                .map(|m| text(&m["tool_call_id"]))
+                .map(|m| (text(&m["tool_call_id"]), text(&m["content"])))
                 .collect(),
             Wire::Anthropic => messages
                 .iter()
                 .filter_map(|m| m["content"].as_array())
                 .flatten()
                 .filter(|block| block["type"] == "tool_result")
-                .map(|block| text(&block["tool_use_id"]))
+                .map(|block| (text(&block["tool_use_id"]), text(&block["content"])))
                 .collect(),
         }
+    }
+
+    /// The ids of the tool results a request sends back, in order.
+    fn tool_result_ids(self, request: &RecordedRequest) -> Vec<String> {
+        self.tool_results(request)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect()
     }
 }
 
@@ -359,6 +373,77 @@ async fn a_workspace_named_server_gets_the_key_only_once_trusted(wire: Wire) {
     assert_no_secret(&world, &[&untrusted, &again]);
 }
 
+/// A turn whose own tool outputs fill the window: a compaction would keep the turn whole,
+/// so the output of its first read is cleared from the next request (the second's stays),
+/// the user is told, `/status` counts it, and the session file records it.
+async fn a_turn_that_fills_the_window_has_its_older_outputs_cleared(wire: Wire) {
+    let world = world_for(wire);
+    let config = world.cfg.path().join("config.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{text}context_window = 2000\n")).unwrap();
+    // About 2500 tokens by the estimate of a token per four characters: more than the 1600
+    // (0.8 of the window) at which shiro compacts.
+    world.write("big.txt", &"a line of the big file\n".repeat(400));
+    world.write("small.txt", "the small file\n");
+    let read = |path: &str| format!("{{\"path\": \"{path}\"}}");
+    // The Anthropic mock reports the prompt's tokens, as the API does (the second answer's
+    // prompt holds the big output); the OpenAI one reports none, so the estimate counts.
+    let second = match wire {
+        Wire::OpenAi => wire.tool_call("", "call_small", "read_file", &[&read("small.txt")]),
+        Wire::Anthropic => anthropic::events(&[
+            anthropic::message_start(Tokens {
+                input: 2600,
+                ..Tokens::default()
+            }),
+            anthropic::tool_use_start(0, "call_small", "read_file"),
+            anthropic::json_delta(0, &read("small.txt")),
+            anthropic::block_stop(0),
+            anthropic::message_delta("tool_use", 20),
+            anthropic::message_stop(),
+        ]),
+    };
+    let (url, server) = MockServer::start(vec![
+        wire.tool_call("", "call_big", "read_file", &[&read("big.txt")]),
+        second,
+        wire.text(&["Both read."]),
+    ])
+    .await;
+    let session = run(&world, wire, &url, &[], "read both\n/status\n").await;
+    assert_eq!(session.code, Some(0), "{session:?}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "{session:?}");
+    let second = wire.tool_results(&requests[1]);
+    assert!(second[0].1.contains("a line of the big file"), "{second:?}");
+    let third = wire.tool_results(&requests[2]);
+    let ids: Vec<&str> = third.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["call_big", "call_small"], "every call keeps a result");
+    assert_eq!(
+        third[0].1,
+        "[shiro cleared this tool output from the conversation to keep it within the model's context window; call the tool again if you still need it]"
+    );
+    assert!(third[1].1.contains("the small file"), "{third:?}");
+    // The token count differs between the wires: measured, or estimated.
+    let shown: Vec<&str> = session
+        .stdout
+        .lines()
+        .filter(|line| line.contains("in place of") || line.contains("cleared"))
+        .map(|line| line.split_once("%), ").map_or(line, |(_, rest)| rest))
+        .collect();
+    insta::assert_snapshot!("cleared_outputs_shown", shown.join("\n"));
+    let clear: Vec<Value> = world
+        .session_lines()
+        .into_iter()
+        .filter(|line| line["type"] == "clear")
+        .collect();
+    // After the system prompt, the prompt, the big read's call and output, and the small
+    // read's call (4) and output: the outputs before the latest call are cleared.
+    assert_eq!(
+        clear,
+        [serde_json::json!({"type": "clear", "at": 6, "before": 4})]
+    );
+    assert_no_secret(&world, &[&session]);
+}
+
 macro_rules! on_both_wires {
     ($($scenario:ident),* $(,)?) => {
         mod openai_wire {
@@ -387,6 +472,7 @@ on_both_wires!(
     a_401_fails_clearly_naming_the_key_command,
     a_dropped_stream_fails_and_earlier_changes_stay_undoable,
     a_workspace_named_server_gets_the_key_only_once_trusted,
+    a_turn_that_fills_the_window_has_its_older_outputs_cleared,
 );
 
 /// `/model` shows the model, refuses a name it cannot use (keeping the model), and switches

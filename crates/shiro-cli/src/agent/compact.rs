@@ -1,7 +1,9 @@
 //! Compaction: the model summarises the older part of the conversation, and the summary
 //! takes its place in what the model is sent, so that a long session does not end in a
 //! context-length error. `/compact [focus]` asks for it; before a request, it happens by
-//! itself when the context fills `[model] compact_at` of the window.
+//! itself when the context fills `[model] compact_at` of the window. A compaction keeps the
+//! running turn whole, so when that turn alone fills the window, its older tool outputs are
+//! cleared instead: a fixed note takes their place (see `docs/cli.md`, "Compaction").
 //!
 //! The session file keeps every message and records the compaction as a line of its own
 //! (see [`super::conversation`]), so `/undo` of a turn made before a compaction brings the
@@ -92,6 +94,15 @@ pub fn outcome_text(outcome: &Compacted) -> String {
     }
 }
 
+/// What the user is told when older tool outputs are cleared from the model's context.
+pub fn cleared_text(tokens: u64, window: u64, cleared: usize) -> String {
+    let outputs = if cleared == 1 { "output" } else { "outputs" };
+    format!(
+        "the context holds about {tokens} of the model's {window} tokens ({}%), and the running turn is all there is left to summarise: the model is now sent a note in place of {cleared} earlier tool {outputs} (the session file keeps every output, and the model can call a tool again)",
+        tokens.saturating_mul(100) / window.max(1)
+    )
+}
+
 /// `/status`'s line about compaction: how many are in effect, how much of the transcript
 /// the model sees as a summary, and when the next happens by itself.
 pub fn status_line(
@@ -118,6 +129,10 @@ pub fn status_line(
             "automatic compaction off: the context window is unknown (set [model] context_window)"
                 .to_owned()
         }
+    };
+    let done = match history.cleared() {
+        0 => done,
+        n => format!("{done}; tool outputs cleared: {n}"),
     };
     format!("{done}; {auto}")
 }
@@ -149,7 +164,10 @@ impl Agent<'_> {
 
     /// Before a request: compacts when the context fills the configured share of the
     /// window, telling the user. A failed compaction is reported and the request goes on.
-    /// Only failures of the session file are errors.
+    /// When the context is still that full (the running turn alone fills it, and a
+    /// compaction always keeps that turn), the older tool outputs of the conversation are
+    /// cleared from what the model is sent ([`Agent::clear_outputs`]). Only failures of the
+    /// session file are errors.
     pub(super) async fn compact_if_full(&mut self) -> Result<()> {
         let Some((threshold, window)) = self.compact_threshold() else {
             return Ok(());
@@ -159,6 +177,30 @@ impl Agent<'_> {
             return Ok(());
         }
         self.compact(Trigger::Auto { tokens, window }, "").await?;
+        let tokens = self.context_tokens();
+        if tokens >= threshold {
+            self.clear_outputs(tokens, window)?;
+        }
+        Ok(())
+    }
+
+    /// Replaces the output of every tool call before the latest step by a short note in
+    /// what the model is sent, and records it (in the session file first), telling the
+    /// user. Nothing happens when no output is left to clear.
+    fn clear_outputs(&mut self, tokens: u64, window: u64) -> Result<()> {
+        let Some(before) = self.history.clearing_point() else {
+            return Ok(());
+        };
+        let at = self.history.len();
+        let was = self.history.cleared();
+        // In memory first, which checks that it fits (see `compact`).
+        self.history
+            .clear(before)
+            .map_err(|misfit| anyhow!("{misfit}"))?;
+        self.session.append(&Line::Clear { at, before })?;
+        self.usage.context = None;
+        let cleared = self.history.cleared().saturating_sub(was);
+        self.printer.info(&cleared_text(tokens, window, cleared));
         Ok(())
     }
 
@@ -292,7 +334,6 @@ mod tests {
             request: &ChatRequest<'_>,
             _sink: &mut Sink<'_>,
         ) -> Result<Completion, ProviderError> {
-            let last = request.messages.last().map(|m| m.content.clone());
             let mut message = Message::assistant("done");
             if request.tools.is_empty() {
                 if self.fail_summaries {
@@ -306,15 +347,31 @@ mod tests {
                     .map(|m| m.content.chars().take(40).collect())
                     .collect();
                 message = Message::assistant(format!("summary of {seen:?}"));
-            } else if request.messages.last().map(|m| m.role) == Some(Role::User) {
-                let call: serde_json::Value =
-                    serde_json::from_str(&last.unwrap_or_default()).unwrap();
-                message.content = String::new();
-                message.tool_calls = vec![ToolCall {
-                    id: format!("call_{}", request.messages.len()),
-                    name: call["name"].as_str().unwrap().to_owned(),
-                    arguments: call["arguments"].to_string(),
-                }];
+            } else {
+                // The turn's prompt: one call, or `{"calls": [...]}` made one a step.
+                let prompt = request
+                    .messages
+                    .iter()
+                    .rposition(|m| m.role == Role::User)
+                    .unwrap();
+                let asked: serde_json::Value =
+                    serde_json::from_str(&request.messages[prompt].content).unwrap();
+                let calls = match asked.get("calls") {
+                    Some(calls) => calls.as_array().unwrap().clone(),
+                    None => vec![asked],
+                };
+                let answered = request.messages[prompt..]
+                    .iter()
+                    .filter(|m| m.role == Role::Tool)
+                    .count();
+                if let Some(call) = calls.get(answered) {
+                    message.content = String::new();
+                    message.tool_calls = vec![ToolCall {
+                        id: format!("call_{}", request.messages.len()),
+                        name: call["name"].as_str().unwrap().to_owned(),
+                        arguments: call["arguments"].to_string(),
+                    }];
+                }
             }
             Ok(Completion {
                 message,
@@ -337,6 +394,9 @@ mod tests {
     enum Op {
         /// A turn that writes (or, when it exists and `edit`, edits) one of three files.
         Turn { file: usize, edit: bool },
+        /// A turn of several steps: it writes a long text to one of the files, then reads
+        /// it three times (the outputs fill a small window by themselves).
+        LongTurn { file: usize },
         /// `/compact`.
         Compact,
         /// `/undo`.
@@ -364,8 +424,9 @@ mod tests {
     /// context window, with compaction at half of it; `None`: no automatic compaction),
     /// checking after every undo that the files and the model's context are those before
     /// the turn undone, and after every step that the session file replays to the same
-    /// conversation. Returns how many compactions ran and how many undos went past one.
-    fn run(ops: &[Op], window: Option<u64>) -> (usize, usize) {
+    /// conversation. Returns how many compactions ran, how many undos went past one, how
+    /// many clearings ran, and how many undos went past one of those.
+    fn run(ops: &[Op], window: Option<u64>) -> (usize, usize, usize, usize) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -385,8 +446,10 @@ mod tests {
             agent.push(Message::system(SYSTEM_PROMPT)).unwrap();
             let mut undoable: Vec<Before> = Vec::new();
             let (mut compactions, mut across) = (0, 0);
+            let (mut clearings, mut across_clearings) = (0, 0);
             for (n, op) in ops.iter().enumerate() {
                 let compacted = agent.history.compactions().len();
+                let cleared = agent.history.clearings().len();
                 match op {
                     Op::Turn { file, edit } => {
                         let path = FILES[*file];
@@ -407,6 +470,24 @@ mod tests {
                         assert!(report.turn_id.is_some(), "{report:?}");
                         undoable.push(before);
                     }
+                    Op::LongTurn { file } => {
+                        let path = FILES[*file];
+                        let content = format!("turn {n}\n{}\n", "long line ".repeat(200));
+                        let read = json!({"name": "read_file", "arguments": {"path": path}});
+                        let calls = json!({"calls": [
+                            {"name": "write_file", "arguments": {"path": path, "content": content}},
+                            read, read, read,
+                        ]});
+                        let before = Before {
+                            files: files(&root),
+                            context: agent.history.context(),
+                            transcript: agent.history.transcript().to_vec(),
+                        };
+                        let report = agent.turn(&calls.to_string()).await.unwrap();
+                        assert_eq!(report.error, None, "{report:?}");
+                        assert_eq!(report.steps, 5, "{report:?}");
+                        undoable.push(before);
+                    }
                     Op::Compact => {
                         agent.compact(Trigger::Command, "").await.unwrap();
                     }
@@ -424,17 +505,21 @@ mod tests {
                                 if agent.history.compactions().len() < compacted {
                                     across += 1;
                                 }
+                                if agent.history.clearings().len() < cleared {
+                                    across_clearings += 1;
+                                }
                             }
                             None => assert!(text.contains("nothing to undo"), "{text}"),
                         }
                     }
                 }
                 compactions += agent.history.compactions().len().saturating_sub(compacted);
+                clearings += agent.history.clearings().len().saturating_sub(cleared);
                 let reopened = Session::reopen(&root, Some(&id)).unwrap();
                 assert_eq!(reopened.history, agent.history, "after {op:?}");
                 assert!(reopened.notices.is_empty());
             }
-            (compactions, across)
+            (compactions, across, clearings, across_clearings)
         })
     }
 
@@ -445,7 +530,7 @@ mod tests {
     #[test]
     fn undo_across_one_compaction_brings_the_replaced_messages_back() {
         let ops = [turn(0), turn(1), turn(0), Op::Compact, Op::Undo, Op::Undo];
-        assert_eq!(run(&ops, None), (1, 1));
+        assert_eq!(run(&ops, None), (1, 1, 0, 0));
     }
 
     #[test]
@@ -462,20 +547,36 @@ mod tests {
             Op::Undo,
             Op::Undo,
         ];
-        assert_eq!(run(&ops, None), (2, 2));
+        assert_eq!(run(&ops, None), (2, 2, 0, 0));
     }
 
     #[test]
     fn automatic_compaction_is_part_of_its_turn_and_undone_with_it() {
         let ops: Vec<Op> = (0..8).map(|n| turn(n % 3)).chain([Op::Undo; 8]).collect();
-        let (compactions, across) = run(&ops, Some(600));
+        let (compactions, across, ..) = run(&ops, Some(600));
         assert!(compactions >= 2, "{compactions}");
         assert_eq!(across, compactions);
+    }
+
+    /// A turn whose own tool outputs fill the window: a compaction keeps it whole, so its
+    /// older outputs are cleared, once a step, and undoing it brings them back.
+    #[test]
+    fn a_turn_that_alone_fills_the_window_has_its_older_outputs_cleared() {
+        let ops = [turn(1), Op::LongTurn { file: 0 }, Op::Undo, Op::Undo];
+        let (compactions, across, clearings, across_clearings) = run(&ops, Some(600));
+        assert_eq!(
+            (compactions, across),
+            (1, 1),
+            "the first turn is summarised"
+        );
+        assert_eq!(clearings, 3, "before the 3rd, 4th and 5th requests");
+        assert_eq!(across_clearings, 1, "one undo takes both back");
     }
 
     fn op() -> impl Strategy<Value = Op> {
         prop_oneof![
             4 => (0..FILES.len(), any::<bool>()).prop_map(|(file, edit)| Op::Turn { file, edit }),
+            1 => (0..FILES.len()).prop_map(|file| Op::LongTurn { file }),
             1 => Just(Op::Compact),
             2 => Just(Op::Undo),
         ]
@@ -484,7 +585,8 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
-        /// Any sequence of turns, compactions (asked for, or by a small window) and undos:
+        /// Any sequence of turns (some that fill a small window by themselves, which clears
+        /// their older tool outputs), compactions (asked for, or by a small window) and undos:
         /// every undo restores the files and the model's context of before its turn, and
         /// the session file always replays to the conversation in memory.
         #[test]

@@ -1,12 +1,13 @@
 //! The conversation of a session: the full transcript (every message ever sent or received,
-//! as the session file's `message` lines hold them) and the compactions that replaced its
-//! older part by a summary in what the model is sent.
+//! as the session file's `message` lines hold them), the compactions that replaced its
+//! older part by a summary in what the model is sent, and the clearings that replaced the
+//! older tool outputs of a turn too long to summarise by a short note.
 //!
-//! Positions are always positions in the full transcript, so a compaction never shifts the
-//! undo log's `history_marker`s. Rewinding to a marker truncates the transcript and drops
-//! every compaction made after that point (when the transcript was longer), so the model's
-//! context is exactly what it was when the transcript had that length — with the replaced
-//! messages back when the rewind goes past a compaction. The rule is written up in
+//! Positions are always positions in the full transcript, so neither shifts the undo log's
+//! `history_marker`s. Rewinding to a marker truncates the transcript and drops every
+//! compaction and clearing made after that point (when the transcript was longer), so the
+//! model's context is exactly what it was when the transcript had that length — with the
+//! replaced messages back when the rewind goes past one. The rule is written up in
 //! `docs/formats.md`, "Saved sessions".
 
 use serde::{Deserialize, Serialize};
@@ -20,6 +21,10 @@ pub const COMPACTED_NOTE: &str = "The earlier part of this conversation was comp
 context: the messages before this one were replaced by the summary that follows. Summarise \
 the conversation so far.";
 
+/// What stands in the model's context for a tool output that a clearing replaced.
+pub const CLEARED_NOTE: &str = "[shiro cleared this tool output from the conversation to keep \
+it within the model's context window; call the tool again if you still need it]";
+
 /// One compaction: the messages from the end of the leading system messages up to
 /// `keep_from` are replaced by `summary` in the model's context.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,11 +37,24 @@ pub struct Compaction {
     pub summary: String,
 }
 
-/// A conversation: the full transcript and the compactions in effect, oldest first.
+/// One clearing: the output of every tool call before `before` (in the transcript) is
+/// replaced by [`CLEARED_NOTE`] in the model's context. It is what is left when the running
+/// turn alone fills the window, since a compaction always keeps that turn verbatim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Clearing {
+    /// The transcript's length when it ran.
+    pub at: usize,
+    /// The first message whose output, if it is a tool's, is still sent verbatim.
+    pub before: usize,
+}
+
+/// A conversation: the full transcript, and the compactions and clearings in effect, oldest
+/// first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Conversation {
     messages: Vec<Message>,
     compactions: Vec<Compaction>,
+    clearings: Vec<Clearing>,
 }
 
 /// Why a compaction record does not fit the transcript it is applied to.
@@ -51,12 +69,23 @@ pub struct Misfit {
     start: usize,
 }
 
+/// Why a clearing record does not fit the transcript it is applied to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "a clearing at length {at} of the tool outputs before {before} does not fit a transcript of {len} messages: it must be made at the transcript's length and clear an output not cleared yet"
+)]
+pub struct ClearingMisfit {
+    at: usize,
+    before: usize,
+    len: usize,
+}
+
 impl From<Vec<Message>> for Conversation {
     /// A conversation of `messages`, never compacted.
     fn from(messages: Vec<Message>) -> Self {
         Conversation {
             messages,
-            compactions: Vec::new(),
+            ..Conversation::default()
         }
     }
 }
@@ -67,11 +96,12 @@ impl Conversation {
         self.messages.push(message);
     }
 
-    /// Truncates the transcript to its first `to` messages and drops the compactions made
-    /// when it was longer than that.
+    /// Truncates the transcript to its first `to` messages and drops the compactions and
+    /// clearings made when it was longer than that.
     pub fn rewind(&mut self, to: usize) {
         self.messages.truncate(to);
         self.compactions.retain(|compaction| compaction.at <= to);
+        self.clearings.retain(|clearing| clearing.at <= to);
     }
 
     /// Records a compaction of the transcript as it is now, keeping the messages from
@@ -108,6 +138,64 @@ impl Conversation {
         Ok(())
     }
 
+    /// Records a clearing of the tool outputs before `before`, in the transcript as it is
+    /// now. Refused (nothing changes) unless it clears an output still sent verbatim.
+    pub fn clear(&mut self, before: usize) -> Result<(), ClearingMisfit> {
+        self.apply_clearing(Clearing {
+            at: self.messages.len(),
+            before,
+        })
+    }
+
+    /// Applies a clearing record (one of a session file's `clear` lines), checking that it
+    /// fits this transcript: made at its length, and clearing at least one tool output the
+    /// model still sees verbatim.
+    pub fn apply_clearing(&mut self, clearing: Clearing) -> Result<(), ClearingMisfit> {
+        let len = self.messages.len();
+        if clearing.at != len || clearing.before > len || self.clears(clearing.before) == 0 {
+            return Err(ClearingMisfit {
+                at: clearing.at,
+                before: clearing.before,
+                len,
+            });
+        }
+        self.clearings.push(clearing);
+        Ok(())
+    }
+
+    /// Where a clearing would go now: before the newest assistant message that calls tools,
+    /// so the outputs of the latest step stay, and every call keeps a result. `None` when
+    /// that would clear no output the model still sees verbatim.
+    pub fn clearing_point(&self) -> Option<usize> {
+        self.messages
+            .iter()
+            .rposition(|m| m.role == Role::Assistant && !m.tool_calls.is_empty())
+            .filter(|&before| self.clears(before) > 0)
+    }
+
+    /// How many tool outputs the model still sees verbatim that a clearing before `before`
+    /// would replace.
+    fn clears(&self, before: usize) -> usize {
+        self.tool_outputs(self.start().max(self.cleared_before()), before)
+    }
+
+    /// The newest clearing's `before`: the outputs before it are cleared.
+    fn cleared_before(&self) -> usize {
+        self.clearings.last().map_or(0, |c| c.before)
+    }
+
+    /// How many tool outputs the model is sent as [`CLEARED_NOTE`].
+    pub fn cleared(&self) -> usize {
+        self.tool_outputs(self.start(), self.cleared_before())
+    }
+
+    /// How many tool outputs the transcript holds from `from` up to `before`.
+    fn tool_outputs(&self, from: usize, before: usize) -> usize {
+        self.messages.get(from..before).map_or(0, |part| {
+            part.iter().filter(|m| m.role == Role::Tool).count()
+        })
+    }
+
     /// Where a compaction would cut now: at the newest user message, so that the last turn
     /// stays verbatim, every tool call stays with its result, and the kept part starts a
     /// turn. `None` when no turn begins after the part already compacted (the last turn
@@ -138,15 +226,29 @@ impl Conversation {
 
     /// What the model is sent: the leading system messages, then, after a compaction, the
     /// newest summary (as a user note and the model's answer), then the messages kept.
+    /// Tool outputs before the newest clearing's `before` are sent as [`CLEARED_NOTE`].
     pub fn context(&self) -> Vec<Message> {
         let system = self.system_len();
-        let Some(newest) = self.compactions.last() else {
-            return self.messages.clone();
-        };
         let mut context = self.messages[..system].to_vec();
-        context.push(Message::user(COMPACTED_NOTE));
-        context.push(Message::assistant(newest.summary.clone()));
-        context.extend_from_slice(&self.messages[newest.keep_from..]);
+        let from = match self.compactions.last() {
+            Some(newest) => {
+                context.push(Message::user(COMPACTED_NOTE));
+                context.push(Message::assistant(newest.summary.clone()));
+                newest.keep_from
+            }
+            None => system,
+        };
+        let cleared = self.cleared_before();
+        context.extend(self.messages[from..].iter().enumerate().map(|(i, m)| {
+            if m.role == Role::Tool && from + i < cleared {
+                Message {
+                    content: CLEARED_NOTE.to_owned(),
+                    ..m.clone()
+                }
+            } else {
+                m.clone()
+            }
+        }));
         context
     }
 
@@ -171,6 +273,11 @@ impl Conversation {
     /// The compactions in effect, oldest first.
     pub fn compactions(&self) -> &[Compaction] {
         &self.compactions
+    }
+
+    /// The clearings in effect, oldest first.
+    pub fn clearings(&self) -> &[Clearing] {
+        &self.clearings
     }
 
     /// The transcript's length: the position the undo log's markers count in.
@@ -220,7 +327,16 @@ mod tests {
                 's' => Message::system(format!("s{i}")),
                 'u' => Message::user(format!("u{i}")),
                 'a' => Message::assistant(format!("a{i}")),
-                _ => Message::tool_result(format!("c{i}"), format!("t{i}")),
+                // An assistant message that calls a tool.
+                'c' => Message {
+                    tool_calls: vec![crate::provider::ToolCall {
+                        id: format!("c{i}"),
+                        name: "read_file".into(),
+                        arguments: "{}".into(),
+                    }],
+                    ..Message::assistant(format!("c{i}"))
+                },
+                _ => Message::tool_result(format!("c{}", i.saturating_sub(1)), format!("t{i}")),
             });
         }
         c
@@ -299,6 +415,73 @@ mod tests {
             summary: String::new(),
         };
         assert!(c.apply(misfit).is_err(), "not at the transcript's length");
+    }
+
+    #[test]
+    fn clearing_replaces_the_older_outputs_and_rewind_past_it_brings_them_back() {
+        let mut c = conversation("suctctct");
+        let before = c.context();
+        assert_eq!(c.cut(), None, "one turn: nothing to summarise");
+        assert_eq!(
+            c.clearing_point(),
+            Some(6),
+            "the newest call keeps its output"
+        );
+        c.clear(6).unwrap();
+        assert_eq!(
+            contents(&c.context()),
+            [
+                "s0",
+                "u1",
+                "c2",
+                CLEARED_NOTE,
+                "c4",
+                CLEARED_NOTE,
+                "c6",
+                "t7"
+            ]
+        );
+        assert_eq!(c.context()[3].tool_call_id.as_deref(), Some("c2"));
+        assert_eq!(c.cleared(), 2);
+        assert_eq!(c.clearing_point(), None, "nothing more to clear");
+        assert!(c.clear(6).is_err(), "clears nothing new");
+        c.push(Message::assistant("c8"));
+        assert_eq!(c.clearing_point(), None, "a message without calls");
+        c.rewind(8);
+        assert_eq!(c.clearings().len(), 1, "made at 8: still in effect at 8");
+        c.rewind(7);
+        assert_eq!(c.context(), before[..7], "the cleared outputs are back");
+        assert!(c.clearings().is_empty());
+    }
+
+    #[test]
+    fn clearings_and_compactions_compose() {
+        let mut c = conversation("suctct");
+        assert!(c.clear(3).is_err(), "t3 is after 3");
+        c.clear(4).unwrap();
+        assert_eq!(c.cleared(), 1);
+        assert!(c.clear(4).is_err(), "t3 is cleared already");
+        assert!(c.clear(7).is_err(), "past the transcript");
+        c.push(Message::user("u6"));
+        c.push(Message::assistant("a7"));
+        c.compact(6, "S".into()).unwrap();
+        assert_eq!(c.cleared(), 0, "the cleared output is summarised now");
+        assert_eq!(
+            contents(&c.context()),
+            ["s0", COMPACTED_NOTE, "S", "u6", "a7"]
+        );
+        c.rewind(7);
+        assert!(c.compactions().is_empty(), "made at 8");
+        assert_eq!(
+            contents(&c.context()),
+            ["s0", "u1", "c2", CLEARED_NOTE, "c4", "t5", "u6"],
+            "the clearing made at 6 stays"
+        );
+        let misfit = Clearing { at: 3, before: 4 };
+        assert!(
+            c.apply_clearing(misfit).is_err(),
+            "not at the transcript's length"
+        );
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //!
 //! - [`turn`]: the loop (model → tools → model …), approvals and undo recording;
 //! - [`session`]: the JSONL transcript in `.shiro/sessions/`; [`conversation`]: the
-//!   transcript and its compactions, and what the model is sent; [`compact`]: `/compact` and
-//!   compaction as the context fills;
+//!   transcript, its compactions and clearings, and what the model is sent; [`compact`]:
+//!   `/compact`, compaction as the context fills, and clearing older tool outputs when the
+//!   running turn fills it alone;
 //! - [`repl`]: the read-eval loop and its `/` commands; [`input`]: where lines come from;
 //! - [`attach`]: the files a prompt's `@path`s name, attached to its message;
 //! - [`events`]: what a turn reports, as text or JSON lines; [`approve`]: approvals and diffs;

@@ -3,8 +3,9 @@
 //!
 //! Loading replays the lines into a [`Conversation`]: `message` appends to the transcript,
 //! `rewind` truncates it (an `/undo` that took the conversation back) and drops the
-//! compactions made after that point, `compact` records a compaction. A damaged last line — a write cut short by a
-//! crash — is skipped with a notice; a damaged line elsewhere is an error, because replaying
+//! compactions and clearings made after that point, `compact` records a compaction, `clear`
+//! a clearing of older tool outputs. A damaged last line — a write cut short by a crash — is
+//! skipped with a notice; a damaged line elsewhere is an error, because replaying
 //! past it would give the model a history that never happened.
 
 use std::fs::File;
@@ -15,7 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
 
-use super::conversation::{Compaction, Conversation};
+use super::conversation::{Clearing, Compaction, Conversation};
 use crate::provider::{Message, Role};
 
 /// The folder of saved sessions, relative to the workspace root.
@@ -44,6 +45,14 @@ pub enum Line {
         keep_from: usize,
         /// The model's summary of the messages before `keep_from`.
         summary: String,
+    },
+    /// The tool outputs before `before` were replaced by a short note in what the model is
+    /// sent (the running turn alone filled the window; see [`Conversation`]).
+    Clear {
+        /// The transcript's length when it ran.
+        at: usize,
+        /// The first message whose output, if it is a tool's, is still sent verbatim.
+        before: usize,
     },
     /// A turn was recorded in the undo log (informational; loading ignores it).
     Turn {
@@ -233,6 +242,11 @@ pub fn replay(text: &str) -> Result<(Conversation, Vec<String>)> {
                     summary,
                 };
                 if let Err(misfit) = history.apply(compaction) {
+                    bail!("line {}: {misfit}", index + 1);
+                }
+            }
+            Line::Clear { at, before } => {
+                if let Err(misfit) = history.apply_clearing(Clearing { at, before }) {
                     bail!("line {}: {misfit}", index + 1);
                 }
             }
@@ -447,6 +461,48 @@ mod tests {
         ];
         let err = replay(&misfit.join("\n")).unwrap_err();
         insta::assert_snapshot!(format!("{err:#}"), @r#"line 3: a compaction at length 2 keeping messages from 1 does not fit a transcript of 2 messages whose compacted part begins at 1"#);
+    }
+
+    /// `clear` lines replay into the conversation; a rewind past one drops it; one that
+    /// clears nothing makes the file damaged.
+    #[test]
+    fn replays_clearings_and_refuses_one_that_does_not_fit() {
+        let message = |m: Message| serde_json::to_string(&Line::Message { message: m }).unwrap();
+        let clear = |at, before| serde_json::to_string(&Line::Clear { at, before }).unwrap();
+        let call = |id: &str| Message {
+            tool_calls: vec![crate::provider::ToolCall {
+                id: id.into(),
+                name: "read_file".into(),
+                arguments: "{}".into(),
+            }],
+            ..Message::assistant("")
+        };
+        let lines = [
+            message(Message::system("s")),
+            message(Message::user("one")),
+            message(call("c1")),
+            message(Message::tool_result("c1", "long output")),
+            message(call("c2")),
+            clear(5, 4),
+            message(Message::tool_result("c2", "more")),
+        ];
+        let (history, _) = replay(&lines.join("\n")).unwrap();
+        assert_eq!(history.cleared(), 1);
+        assert_eq!(
+            history.context()[3].content,
+            super::super::conversation::CLEARED_NOTE
+        );
+        let rewound = format!(
+            "{}\n{}",
+            lines.join("\n"),
+            serde_json::to_string(&Line::Rewind { to: 4 }).unwrap()
+        );
+        let (history, _) = replay(&rewound).unwrap();
+        assert!(history.clearings().is_empty());
+        assert_eq!(history.context()[3].content, "long output");
+        let misfit = [lines[0].clone(), lines[1].clone(), clear(2, 2)];
+        let err = replay(&misfit.join("\n")).unwrap_err();
+        insta::assert_snapshot!(format!("{err:#}"), @"line 3: a clearing at length 2 of the tool outputs before 2 does not fit a transcript of 2 messages: it must be made at the transcript's length and clear an output not cleared yet");
     }
 
     #[test]
