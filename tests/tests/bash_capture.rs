@@ -228,6 +228,38 @@ fn detect_only_names_every_path_it_cannot_restore() {
 }
 
 /// Whether a layer of a running command holds `name` in its upper directory.
+/// `shiro` runs the overlay's helpers from `shiro-bash-helper` beside it, which starts in
+/// about half the time; a `shiro` copied alone runs them from itself, and still captures.
+/// The helper, run by hand, only says what it is.
+#[test]
+fn the_overlay_helper_is_the_binary_beside_shiro_or_shiro_itself() {
+    let helper = support::shiro_bin().with_file_name("shiro-bash-helper");
+    let by_hand = std::process::Command::new(&helper).output().unwrap();
+    assert_eq!(by_hand.status.code(), Some(2));
+    insta::assert_snapshot!(String::from_utf8_lossy(&by_hand.stderr), @"shiro-bash-helper: this program is started by shiro to capture what a bash command changes; it is not run by hand");
+    if overlay_refused().is_some() {
+        return;
+    }
+    let alone = tempfile::tempdir().unwrap();
+    let copy = alone.path().join("shiro");
+    if std::fs::hard_link(support::shiro_bin(), &copy).is_err() {
+        std::fs::copy(support::shiro_bin(), &copy).unwrap();
+    }
+    let ws = Ws::new();
+    let args = serde_json::json!({ "command": "echo made > made.txt" }).to_string();
+    let child = ws
+        .command_of(&copy, &["tool", "bash", "--args", &args])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let run = ws.finish(child);
+    assert_eq!(run.code, 0, "{}", run.show());
+    assert!(!run.stdout.contains("detect-only"), "{}", run.show());
+    assert_eq!(ws.read("made.txt"), "made\n");
+    ws.ok(&["undo"]);
+    assert!(!ws.exists("made.txt"), "captured, so undone");
+}
+
 fn layer_holds(ws: &Ws, name: &str) -> bool {
     layers(ws)
         .iter()

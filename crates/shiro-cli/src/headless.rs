@@ -87,13 +87,13 @@ pub struct Context {
     pub bash: Bash,
 }
 
-/// The `bash` tool as `[bash] capture` says: over an overlay, falling back to detection
-/// where overlays are refused; detection only; or no capture. A signal that asks the running
-/// work to stop stops its command, whose changes are then still captured.
-pub fn bash_tool(config: &Config, signals: &Signals) -> Bash {
+/// The `bash` tool as `[bash] capture` says: over an overlay whose helper is the binary at
+/// `helper` (see [`overlay_helper`]), falling back to detection where overlays are refused;
+/// detection only; or no capture. A signal that asks the running work to stop stops its
+/// command, whose changes are then still captured.
+pub fn bash_tool(config: &Config, signals: &Signals, helper: &Path) -> Bash {
     let runner: Arc<dyn BashRunner> = match config.bash_capture {
-        // The helper is this very binary (`main` hands it the helper's arguments first).
-        BashCapture::Overlay => Arc::new(Auto::new(Overlay::new("/proc/self/exe"), Detect)),
+        BashCapture::Overlay => Arc::new(Auto::new(Overlay::new(helper), Detect)),
         BashCapture::Detect => Arc::new(Detect),
         BashCapture::Off => Arc::new(Direct),
     };
@@ -415,6 +415,18 @@ pub async fn call_in_turn<M: Mutator>(
         notices.extend(bash_note(mode, &output.unrestorable, undo));
     }
     Ok((result, notices))
+}
+
+/// The name of the helper binary installed beside `shiro` (`src/bin/shiro-bash-helper.rs`).
+pub const HELPER_BIN: &str = "shiro-bash-helper";
+
+/// The bash overlay's helper for the `shiro` binary at `exe`: `shiro-bash-helper` beside it,
+/// which starts in about half the time (a command starts two helpers), else this very
+/// binary (`main` hands it the helper's arguments first), as when only `shiro` was copied.
+pub fn overlay_helper(exe: Option<&Path>) -> PathBuf {
+    exe.map(|exe| exe.with_file_name(HELPER_BIN))
+        .filter(|helper| helper.is_file())
+        .unwrap_or_else(|| PathBuf::from("/proc/self/exe"))
 }
 
 /// How the undo log names a capture mode.
@@ -1058,6 +1070,21 @@ mod tests {
             describe_tools(&allowed),
             "read_file, gh__list, every tool of MCP server db"
         );
+    }
+
+    #[test]
+    fn the_overlay_helper_is_the_small_binary_beside_shiro_else_shiro_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let shiro = dir.path().join("shiro");
+        std::fs::write(&shiro, "").unwrap();
+        let itself = PathBuf::from("/proc/self/exe");
+        assert_eq!(overlay_helper(Some(&shiro)), itself, "only shiro copied");
+        assert_eq!(overlay_helper(None), itself, "no path known");
+        std::fs::create_dir(dir.path().join(HELPER_BIN)).unwrap();
+        assert_eq!(overlay_helper(Some(&shiro)), itself, "not a file");
+        std::fs::remove_dir(dir.path().join(HELPER_BIN)).unwrap();
+        std::fs::write(dir.path().join(HELPER_BIN), "").unwrap();
+        assert_eq!(overlay_helper(Some(&shiro)), dir.path().join(HELPER_BIN));
     }
 
     #[test]

@@ -132,7 +132,8 @@ async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
     let mut config = Config::load(&root, config::user_config_dir())?;
     config.home_dir = config::home_dir();
     config.config_home = config::config_home();
-    let bash = headless::bash_tool(&config, &signals);
+    let helper = headless::overlay_helper(std::env::current_exe().ok().as_deref());
+    let bash = headless::bash_tool(&config, &signals, &helper);
     let ctx = Context {
         root,
         config,

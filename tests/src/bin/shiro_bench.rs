@@ -1229,12 +1229,15 @@ fn bash_capture(
     verdicts: &mut Verdicts,
 ) -> Result<()> {
     const SEC: &str = "bash";
-    doc.push_str(
+    let helper_name = helper_file_name(shiro);
+    let _ = write!(
+        doc,
         "\n## 5. Bash capture\n\n\
          The `bash` tool with the overlay runner (`Overlay::new`, its helper the release \
-         `shiro` binary): each command runs in its own mount and PID namespaces over an \
-         overlayfs of the workspace; afterwards the upper layer is walked and each change is \
-         applied through the turn's recorder (see `docs/undo.md`, \"Bash\").\n\n",
+         `{helper_name}` binary, as `shiro` uses it): each command runs in its own mount and \
+         PID namespaces over an overlayfs of the workspace; afterwards the upper layer is \
+         walked and each change is applied through the turn's recorder (see `docs/undo.md`, \
+         \"Bash\").\n\n",
     );
     let probe_ws = work.join("ws-bash-probe");
     fs::create_dir_all(&probe_ws)?;
@@ -1264,6 +1267,13 @@ fn bash_capture(
     bash_heavy(doc, plan, shiro, work, runner, verdicts)
 }
 
+/// The name of the helper binary `shiro` uses: `shiro-bash-helper` beside it, else itself.
+fn helper_file_name(shiro: &Path) -> String {
+    bash::helper_of(shiro)
+        .file_name()
+        .map_or_else(String::new, |name| name.to_string_lossy().into_owned())
+}
+
 /// Section 5, first part: one bash call that changes one file, by workspace size.
 fn bash_one_file(
     doc: &mut String,
@@ -1276,11 +1286,12 @@ fn bash_one_file(
     const SEC: &str = "bash";
     const FILE: &str = "a000/b05/bench_target.txt";
     const TARGET_BYTES: usize = 8 << 10;
+    let helper_name = helper_file_name(shiro);
     let mut calls = Table {
         row_header: "workspace".into(),
         columns: vec![
             "`bash -c` spawned directly".into(),
-            "`shiro __shiro-bash-init bash -c` spawned directly".into(),
+            format!("`{helper_name} __shiro-bash-init bash -c` spawned directly"),
             "bash tool, `Direct` (bare)".into(),
             "bash tool, `Overlay`, in a recorded turn".into(),
             "shadow git snapshot after the change".into(),
@@ -1409,7 +1420,7 @@ fn bash_one_file(
     }
     let mut overhead_rows = String::from(
         "| workspace | overhead: overlay turn − bare call | helper run − `bash -c` | \
-         of which one start of `shiro`: init helper alone − `bash -c` | \
+         of which one start of the helper: init helper alone − `bash -c` | \
          overhead ÷ shadow git snapshot |\n|---|---:|---:|---:|---:|\n",
     );
     let shown = |v: Option<u64>| v.map_or_else(|| "not measured".to_owned(), duration);
@@ -1437,9 +1448,9 @@ fn bash_one_file(
          (the order reversed on odd repetitions), with `sync -f` on the workspace's file \
          system before each, untimed, so that no call waits for the writeback of another:\n\n\
          - `bash -c` spawned with `std::process::Command`;\n\
-         - the same under the overlay's init helper alone, outside any namespace (`shiro \
-         __shiro-bash-init bash -c`), which is what one more start of the `shiro` binary \
-         costs;\n\
+         - the same under the overlay's init helper alone, outside any namespace \
+         (`{helper_name} __shiro-bash-init bash -c`), which is what one more start of the \
+         helper binary costs (a command starts two);\n\
          - the bash tool with the `Direct` runner on a bare `FsMutator`: the baseline, the \
          same tool (output pipe, process group) capturing nothing;\n\
          - the bash tool with the `Overlay` runner inside a recorded turn (`begin_turn`, the \

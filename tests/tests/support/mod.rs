@@ -86,7 +86,12 @@ impl Ws {
     /// `shiro -C <ws> ARGS`, ready to spawn, in the environment every run gets: its own
     /// config directory, no model, every stream piped.
     pub fn command(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(shiro_bin());
+        self.command_of(&shiro_bin(), args)
+    }
+
+    /// [`Ws::command`] for the `shiro` binary at `shiro` (a copy elsewhere, say).
+    pub fn command_of(&self, shiro: &Path, args: &[&str]) -> Command {
+        let mut command = Command::new(shiro);
         command
             .arg("-C")
             .arg(self.path())

@@ -104,13 +104,25 @@ pub async fn probe(ws: &Path, shiro: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The overlay helper the `shiro` binary at `shiro` runs: `shiro-bash-helper` beside it
+/// (`cargo xtask bench` builds it), else `shiro` itself (see `headless::overlay_helper`).
+pub fn helper_of(shiro: &Path) -> PathBuf {
+    let helper = shiro.with_file_name(shiro_cli::headless::HELPER_BIN);
+    if helper.is_file() {
+        helper
+    } else {
+        shiro.to_path_buf()
+    }
+}
+
 /// The ways one repetition of the one-file case runs its `sed -i`.
 #[derive(Debug, Clone, Copy)]
 enum Way {
     /// `bash -c` spawned directly with `std::process::Command`, output captured.
     Spawn,
-    /// The same through the overlay's init helper alone (`shiro __shiro-bash-init bash -c`),
-    /// outside any namespace: what one more start of the `shiro` binary costs.
+    /// The same through the overlay's init helper alone (`shiro-bash-helper
+    /// __shiro-bash-init bash -c`), outside any namespace: what one more start of the
+    /// helper costs.
     Init,
     /// The bash tool with `Direct`, on a bare `FsMutator`.
     Bare,

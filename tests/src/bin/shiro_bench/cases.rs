@@ -493,20 +493,25 @@ async fn run(case: &Case) -> Result<CaseResult> {
             file,
             turns,
         } => store_size(&mut r, ws, git, file, *turns).await?,
-        Case::BashProbe { ws, shiro } => crate::bash::probe(ws, shiro).await?,
+        Case::BashProbe { ws, shiro } => {
+            crate::bash::probe(ws, &crate::bash::helper_of(shiro)).await?;
+        }
         Case::BashOneFile {
             workspaces,
             file,
             reps,
             shiro,
             dirty_mib,
-        } => crate::bash::one_file(&mut r, workspaces, file, *reps, shiro, *dirty_mib).await?,
+        } => {
+            let helper = crate::bash::helper_of(shiro);
+            crate::bash::one_file(&mut r, workspaces, file, *reps, &helper, *dirty_mib).await?;
+        }
         Case::BashHeavy {
             ws,
             heavy,
             reps,
             shiro,
-        } => crate::bash::heavy(&mut r, ws, heavy, *reps, shiro).await?,
+        } => crate::bash::heavy(&mut r, ws, heavy, *reps, &crate::bash::helper_of(shiro)).await?,
     }
     Ok(r)
 }

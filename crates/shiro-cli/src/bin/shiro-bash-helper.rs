@@ -1,0 +1,26 @@
+//! `shiro-bash-helper`: the bash overlay's helper processes (see `shiro_tools::capture`),
+//! as a binary of their own. `shiro` runs it, when it is installed beside it, instead of
+//! starting itself once more: a small binary starts in about half the time, and a command
+//! run with capture starts two helpers (see `docs/architecture.md`). It does nothing else.
+#![allow(clippy::print_stderr)]
+
+use shiro_tools::capture;
+
+fn main() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let helper = args
+        .first()
+        .is_some_and(|first| first == capture::HELPER_OVERLAY || first == capture::HELPER_INIT);
+    if !helper {
+        eprintln!(
+            "shiro-bash-helper: this program is started by shiro to capture what a bash command changes; it is not run by hand"
+        );
+        std::process::exit(2);
+    }
+    let exit = capture::run_helper(&args);
+    if let Some(message) = exit.message {
+        // The helper's standard error is the command's output, which the model reads.
+        eprintln!("shiro: {message}");
+    }
+    std::process::exit(exit.code);
+}
