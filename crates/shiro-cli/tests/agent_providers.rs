@@ -475,6 +475,31 @@ on_both_wires!(
     a_turn_that_fills_the_window_has_its_older_outputs_cleared,
 );
 
+/// A key command that takes longer than a second (a password manager waiting to be
+/// unlocked) is named while shiro waits for it; a quick one says nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_key_command_says_what_shiro_waits_for() {
+    let world = world_for(Wire::OpenAi);
+    let config = world.cfg.path().join("config.toml");
+    let quick = std::fs::read_to_string(&config).unwrap();
+    let (url, _server) = MockServer::start(vec![
+        Wire::OpenAi.text(&["Hi."]),
+        Wire::OpenAi.text(&["Hi again."]),
+    ])
+    .await;
+    let fast = run(&world, Wire::OpenAi, &url, &["-p", "hi"], "").await;
+    assert_eq!(fast.code, Some(0), "{fast:?}");
+    assert!(!fast.stderr.contains("waiting"), "{}", fast.stderr);
+    let slow = quick.replace("api_key_cmd = \"cat ", "api_key_cmd = \"sleep 2; cat ");
+    assert_ne!(slow, quick);
+    std::fs::write(&config, slow).unwrap();
+    let waited = run(&world, Wire::OpenAi, &url, &["-p", "hi"], "").await;
+    assert_eq!(waited.code, Some(0), "{waited:?}");
+    assert_eq!(waited.stdout, "Hi again.\n");
+    insta::assert_snapshot!(world.normalize(&waited.stderr), @"shiro: waiting for the key from [model] api_key_cmd `sleep 2; cat '[CFG]/key.txt'` (at most 120 s)");
+    assert_no_secret(&world, &[&fast, &waited]);
+}
+
 /// `/model` shows the model, refuses a name it cannot use (keeping the model), and switches
 /// API in the middle of a conversation, which goes on with its history.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -98,9 +98,32 @@ fn mcp_servers(ctx: &Context) -> (Vec<ServerSpec>, Vec<String>) {
 /// How long starting MCP servers goes on before the user is told what shiro waits for.
 const MCP_PATIENCE: Duration = Duration::from_secs(1);
 
+/// How long the model's provider is made (its key read) before the user is told what shiro
+/// waits for: `[model] api_key_cmd` may be a password manager waiting to be unlocked.
+const KEY_PATIENCE: Duration = Duration::from_secs(1);
+
 /// Runs the agent: interactive, or one headless turn with `-p`.
 pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
-    let provider = provider(ctx, args.model.as_deref(), &|name| std::env::var(name)).await;
+    let provider = {
+        let made = provider(ctx, args.model.as_deref(), &|name| std::env::var(name));
+        tokio::pin!(made);
+        tokio::select! {
+            provider = &mut made => provider,
+            () = tokio::time::sleep(KEY_PATIENCE) => {
+                if let Some(command) = &ctx.config.model.api_key_cmd {
+                    // Before the terminal UI starts: standard error is the terminal's.
+                    #[allow(clippy::print_stderr)]
+                    {
+                        eprintln!(
+                            "shiro: waiting for the key from [model] api_key_cmd `{command}` (at most {} s)",
+                            model::KEY_COMMAND_TIMEOUT.as_secs()
+                        );
+                    }
+                }
+                made.await
+            }
+        }
+    };
     let headless = args.prompt.is_some();
     let tui = !headless && !args.no_tui && tui_fits(|name| std::env::var(name));
     // `--resume` without an id on a terminal: a new session, then a picker of the others.
