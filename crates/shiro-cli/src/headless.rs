@@ -424,9 +424,13 @@ pub const HELPER_BIN: &str = "shiro-bash-helper";
 /// which starts in about half the time (a command starts two helpers), else this very
 /// binary (`main` hands it the helper's arguments first), as when only `shiro` was copied.
 pub fn overlay_helper(exe: Option<&Path>) -> PathBuf {
-    exe.map(|exe| exe.with_file_name(HELPER_BIN))
-        .filter(|helper| helper.is_file())
+    exe.and_then(helper_beside)
         .unwrap_or_else(|| PathBuf::from("/proc/self/exe"))
+}
+
+/// `shiro-bash-helper` beside the `shiro` binary at `exe`, when it is there.
+pub fn helper_beside(exe: &Path) -> Option<PathBuf> {
+    Some(exe.with_file_name(HELPER_BIN)).filter(|helper| helper.is_file())
 }
 
 /// How the undo log names a capture mode.

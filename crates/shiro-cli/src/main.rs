@@ -18,10 +18,7 @@ fn main() -> ExitCode {
     // The bash overlay's helpers: first, while the process has one thread (see
     // `shiro_tools::capture`).
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    if args
-        .first()
-        .is_some_and(|first| first == capture::HELPER_OVERLAY || first == capture::HELPER_INIT)
-    {
+    if capture::is_helper_call(&args) {
         let exit = capture::run_helper(&args);
         if let Some(message) = exit.message {
             // The helper's standard error is the command's output, which the model reads.

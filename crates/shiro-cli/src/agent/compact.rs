@@ -192,14 +192,13 @@ impl Agent<'_> {
             return Ok(());
         };
         let at = self.history.len();
-        let was = self.history.cleared();
         // In memory first, which checks that it fits (see `compact`).
-        self.history
+        let cleared = self
+            .history
             .clear(before)
             .map_err(|misfit| anyhow!("{misfit}"))?;
         self.session.append(&Line::Clear { at, before })?;
         self.usage.context = None;
-        let cleared = self.history.cleared().saturating_sub(was);
         self.printer.info(&cleared_text(tokens, window, cleared));
         Ok(())
     }

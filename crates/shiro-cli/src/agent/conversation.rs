@@ -139,8 +139,9 @@ impl Conversation {
     }
 
     /// Records a clearing of the tool outputs before `before`, in the transcript as it is
-    /// now. Refused (nothing changes) unless it clears an output still sent verbatim.
-    pub fn clear(&mut self, before: usize) -> Result<(), ClearingMisfit> {
+    /// now, and returns how many outputs it cleared. Refused (nothing changes) unless it
+    /// clears an output still sent verbatim.
+    pub fn clear(&mut self, before: usize) -> Result<usize, ClearingMisfit> {
         self.apply_clearing(Clearing {
             at: self.messages.len(),
             before,
@@ -149,10 +150,11 @@ impl Conversation {
 
     /// Applies a clearing record (one of a session file's `clear` lines), checking that it
     /// fits this transcript: made at its length, and clearing at least one tool output the
-    /// model still sees verbatim.
-    pub fn apply_clearing(&mut self, clearing: Clearing) -> Result<(), ClearingMisfit> {
+    /// model still sees verbatim. Returns how many outputs it cleared.
+    pub fn apply_clearing(&mut self, clearing: Clearing) -> Result<usize, ClearingMisfit> {
         let len = self.messages.len();
-        if clearing.at != len || clearing.before > len || self.clears(clearing.before) == 0 {
+        let clears = self.clears(clearing.before);
+        if clearing.at != len || clearing.before > len || clears == 0 {
             return Err(ClearingMisfit {
                 at: clearing.at,
                 before: clearing.before,
@@ -160,7 +162,7 @@ impl Conversation {
             });
         }
         self.clearings.push(clearing);
-        Ok(())
+        Ok(clears)
     }
 
     /// Where a clearing would go now: before the newest assistant message that calls tools,

@@ -8,10 +8,7 @@ use shiro_tools::capture;
 
 fn main() {
     let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let helper = args
-        .first()
-        .is_some_and(|first| first == capture::HELPER_OVERLAY || first == capture::HELPER_INIT);
-    if !helper {
+    if !capture::is_helper_call(&args) {
         eprintln!(
             "shiro-bash-helper: this program is started by shiro to capture what a bash command changes; it is not run by hand"
         );

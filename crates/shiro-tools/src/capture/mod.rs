@@ -34,7 +34,7 @@ use crate::tool::Change;
 pub use auto::Auto;
 pub use detect::Detect;
 pub use layer::{LAYERS_DIR, LayerRecovery, recover_layers};
-pub use overlay::{HELPER_INIT, HELPER_OVERLAY, HelperExit, Overlay, run_helper};
+pub use overlay::{HELPER_INIT, HELPER_OVERLAY, HelperExit, Overlay, is_helper_call, run_helper};
 
 /// How a command's changes were captured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -173,6 +173,13 @@ pub struct HelperExit {
     pub message: Option<String>,
 }
 
+/// Whether `args` (the process's arguments after its name) ask for a helper: their first
+/// is [`HELPER_OVERLAY`] or [`HELPER_INIT`].
+pub fn is_helper_call(args: &[OsString]) -> bool {
+    args.first()
+        .is_some_and(|first| first == HELPER_OVERLAY || first == HELPER_INIT)
+}
+
 /// Runs the helper named by `args[0]` ([`HELPER_OVERLAY`] or [`HELPER_INIT`]) and says how
 /// the process should end. Call it first thing in `main`, while the process has one thread.
 pub fn run_helper(args: &[OsString]) -> HelperExit {
