@@ -267,7 +267,7 @@ fn layer_holds(ws: &Ws, name: &str) -> bool {
 }
 
 fn layers(ws: &Ws) -> Vec<std::path::PathBuf> {
-    support::bash_layers(ws.path())
+    support::bash_layers(&ws.state().layers_dir())
 }
 
 fn assert_no_layers(ws: &Ws) {
@@ -325,6 +325,9 @@ fn the_overlay_works_without_root_through_a_user_namespace() {
             .arg(ws.path())
             .args(args)
             .env("SHIRO_CONFIG_DIR", ws.config.path())
+            .env("HOME", ws.config.path())
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("SHIRO_STATE_DIR")
             .env("NO_COLOR", "1")
             .env_remove("SHIRO_MODEL")
             .output()
@@ -362,8 +365,9 @@ fn the_overlay_works_without_root_through_a_user_namespace() {
     assert_no_layers(&ws);
 }
 
-/// A checkout can ship `.shiro/bash` as a link to somewhere else: recovery never looks
-/// through it, so nothing there that looks like a leftover layer is removed.
+/// A checkout can ship `.shiro/bash` (where an earlier version made its layers) as a link to
+/// somewhere else: recovery never looks through it, so nothing there that looks like a
+/// leftover layer is removed.
 #[test]
 fn recovery_never_follows_a_planted_layers_link() {
     let ws = seeded();
@@ -379,7 +383,7 @@ fn recovery_never_follows_a_planted_layers_link() {
         std::fs::read_to_string(victim.join("up/precious")).unwrap(),
         "mine\n"
     );
-    // A bash call refuses the link too, and falls back rather than write through it.
+    // A bash call makes its layer in the state directory, never through the link.
     let run = bash(&ws, "echo hi > hi.txt");
     assert_eq!(run.code, 0, "{}", run.show());
     assert!(std::fs::read_dir(elsewhere.path()).unwrap().count() == 1);
@@ -391,9 +395,16 @@ fn recovery_never_follows_a_planted_layers_link() {
 #[test]
 fn recovery_finishes_a_commit_of_this_boot_and_discards_one_from_before_a_restart() {
     let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
-    for (marker, applied) in [(boot.trim(), true), ("an-earlier-boot", false)] {
+    let cases = [(boot.trim(), true), ("an-earlier-boot", false)];
+    // In the state directory, and where an earlier version left its layers.
+    for ((marker, applied), legacy) in cases.into_iter().flat_map(|c| [(c, false), (c, true)]) {
         let ws = seeded();
-        let layer = ws.path().join(".shiro/bash/00112233aabbccdd");
+        let layers = if legacy {
+            ws.path().join(".shiro/bash")
+        } else {
+            ws.state().layers_dir()
+        };
+        let layer = layers.join("00112233aabbccdd");
         std::fs::create_dir_all(layer.join("up/src")).unwrap();
         std::fs::create_dir_all(layer.join("work")).unwrap();
         std::fs::write(layer.join("up/src/a.txt"), "from the layer\n").unwrap();
@@ -423,5 +434,9 @@ fn recovery_finishes_a_commit_of_this_boot_and_discards_one_from_before_a_restar
             assert!(!ws.exists("fresh.txt"));
         }
         assert_no_layers(&ws);
+        assert!(
+            !ws.exists(".shiro"),
+            "the earlier version's directories are tidied away"
+        );
     }
 }

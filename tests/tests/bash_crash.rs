@@ -96,7 +96,7 @@ fn sigkill_anywhere_in_a_bash_turn_leaves_before_or_after() {
                 diff(&before, &after, &now)
             );
         }
-        let layers = support::bash_layers(ws.path()).len();
+        let layers = support::bash_layers(&ws.state().layers_dir()).len();
         assert_eq!(layers, 0, "{context}");
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
         let root = ws.path().canonicalize().unwrap();

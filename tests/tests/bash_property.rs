@@ -2,7 +2,9 @@
 //! directories, `mkdir -p`, `rm -rf`, `chmod`, `ln -s`, files replaced by directories and
 //! back) with ordinary tool calls are undone to the exact start tree and redone to the exact
 //! end tree — content, mode and kind — when bash runs over the overlay. With detect-only
-//! capture, every path a script changed is reported.
+//! capture, every path a script changed is reported. And in a git repository, where scripts
+//! also clean, stash and `rm -rf` (issue 29), the history stays complete through random
+//! undos and redos, each of which is exact.
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -210,10 +212,11 @@ fn undo_and_redo_of_mixed_bash_turns_are_exact() {
         seed(&twin);
         let start = ws.tree();
         runtime().block_on(async {
-            let store = UndoStore::open(ws.path(), StoreOptions::default())
+            let store = UndoStore::open(&ws.state(), StoreOptions::default())
                 .await
                 .unwrap();
-            let runner: Arc<dyn BashRunner> = Arc::new(Overlay::new(shiro_bin()));
+            let runner: Arc<dyn BashRunner> =
+                Arc::new(Overlay::new(shiro_bin(), ws.state().layers_dir()));
             let (recorded, _) = play(&ws, &twin, &store, runner, &turns).await;
             let end = ws.tree();
             let workspace = FsMutator::new(ws.path()).unwrap();
@@ -231,7 +234,7 @@ fn undo_and_redo_of_mixed_bash_turns_are_exact() {
                     .unwrap();
             }
             prop_assert_eq!(&ws.tree(), &end);
-            let layers = support::bash_layers(ws.path()).len();
+            let layers = support::bash_layers(&ws.state().layers_dir()).len();
             prop_assert_eq!(layers, 0);
             Ok(())
         })
@@ -245,7 +248,7 @@ fn detect_only_reports_every_path_a_script_changed() {
         seed(&ws);
         seed(&twin);
         runtime().block_on(async {
-            let store = UndoStore::open(ws.path(), StoreOptions::default())
+            let store = UndoStore::open(&ws.state(), StoreOptions::default())
                 .await
                 .unwrap();
             let (_, reports) = play(&ws, &twin, &store, Arc::new(Detect), &turns).await;
@@ -258,4 +261,176 @@ fn detect_only_reports_every_path_a_script_changed() {
             Ok(())
         })
     });
+}
+
+/// One step of the history game below.
+#[derive(Debug, Clone)]
+enum Step {
+    /// A bash turn: one script, git commands among its possible commands.
+    Bash(Vec<String>),
+    /// A file-tool turn.
+    Write(usize, u8),
+    Undo,
+    Redo,
+}
+
+/// Commands that take the tree away from under an agent: git's cleaning and stashing, and
+/// `rm -rf` of directories.
+const GIT_ATTACKS: [&str; 7] = [
+    "git clean -fdxq",
+    "git stash --all -q",
+    "git stash -u -q",
+    "git checkout -q -- .",
+    "git reset -q --hard",
+    "rm -rf d",
+    "rm -rf e .shiro",
+];
+
+fn step() -> impl Strategy<Value = Step> {
+    let script = prop::collection::vec(
+        prop_oneof![
+            2 => sh().prop_map(|sh| sh.render()),
+            1 => (0..GIT_ATTACKS.len()).prop_map(|i| GIT_ATTACKS[i].to_owned()),
+        ],
+        1..4,
+    );
+    prop_oneof![
+        3 => script.prop_map(Step::Bash),
+        1 => (0..PATHS.len(), 0u8..4).prop_map(|(i, c)| Step::Write(i, c)),
+        2 => Just(Step::Undo),
+        1 => Just(Step::Redo),
+    ]
+}
+
+/// The tree without `.git`, whose refs and objects bash still changes uncaptured (issue 32).
+fn worktree(ws: &Ws) -> BTreeMap<String, String> {
+    let mut tree = ws.tree();
+    tree.retain(|path, _| path != ".git" && !path.starts_with(".git/"));
+    tree
+}
+
+/// Random bash turns (with `git clean`, `git stash --all`, `rm -rf` of directories among
+/// their commands) and file-tool turns, undone and redone at random, in a git repository:
+/// the log always holds every turn the model expects, and every undo and redo lands on
+/// exactly the tree the model remembers.
+#[test]
+fn the_history_survives_git_cleans_stashes_and_rm_rf() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    if std::process::Command::new("git")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("skipped: git is not installed");
+        return;
+    }
+    let git = |ws: &Ws, args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(ws.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    let steps = prop::collection::vec(step(), 1..10);
+    let result = runner().run(&steps, |steps| {
+        let ws = Ws::new();
+        seed(&ws);
+        ws.write(".gitignore", "e\n");
+        ws.write(".shiro/commands.md", "## hi\nsay hi\n");
+        git(&ws, &["init", "-q"]);
+        git(&ws, &["add", "-A"]);
+        git(&ws, &["commit", "-qm", "seed"]);
+        ws.write("e/f", "ignored\n");
+        runtime().block_on(async {
+            let store = UndoStore::open(&ws.state(), StoreOptions::default())
+                .await
+                .unwrap();
+            let runner: Arc<dyn BashRunner> =
+                Arc::new(Overlay::new(shiro_bin(), ws.state().layers_dir()));
+            let bash = Bash::new(runner);
+            let workspace = FsMutator::new(ws.path()).unwrap();
+            let recording = store.recorder(workspace.clone());
+            // The model: each undoable turn's tree before and after it, and the undone ones.
+            let mut done: Vec<(BTreeMap<String, String>, BTreeMap<String, String>)> = Vec::new();
+            let mut undone: Vec<(BTreeMap<String, String>, BTreeMap<String, String>)> =
+                Vec::new();
+            for (n, step) in steps.iter().enumerate() {
+                let before = worktree(&ws);
+                match step {
+                    Step::Bash(_) | Step::Write(..) => {
+                        recording
+                            .begin_turn(TurnStart {
+                                summary: format!("turn {n}"),
+                                ..TurnStart::default()
+                            })
+                            .await
+                            .unwrap();
+                        if let Step::Bash(script) = step {
+                            let args = serde_json::json!({ "command": script.join("; ") });
+                            let output = bash.call(&recording, args).await.unwrap();
+                            prop_assert!(
+                                output.capture == Some(shiro_tools::capture::CaptureMode::Overlay),
+                                "{:?}",
+                                output
+                            );
+                            recording.note_tool("bash", &output.changes).await;
+                        } else if let Step::Write(i, c) = step {
+                            let args = serde_json::json!({"path": PATHS[*i], "content": format!("t{c}\n")});
+                            let tool = write_file();
+                            let paths: Vec<WorkspacePath> = tool
+                                .touched_paths(recording.inner(), &args)
+                                .await
+                                .unwrap_or_default();
+                            recording.capture_ahead(&paths).await.unwrap();
+                            let _ = tool.call(&recording, args).await;
+                        }
+                        if recording.finish_turn().await.unwrap().is_some() {
+                            done.push((before, worktree(&ws)));
+                            undone.clear();
+                        } else {
+                            prop_assert_eq!(&worktree(&ws), &before, "{:?} changed nothing", step);
+                        }
+                    }
+                    Step::Undo => {
+                        let result = store.undo(&workspace, UndoOptions::default()).await;
+                        match done.pop() {
+                            Some(turn) => {
+                                prop_assert!(result.is_ok(), "undo: {:?}", result.err());
+                                prop_assert_eq!(&worktree(&ws), &turn.0, "after undo");
+                                undone.push(turn);
+                            }
+                            None => prop_assert!(result.is_err(), "undo of nothing"),
+                        }
+                    }
+                    Step::Redo => {
+                        let result = store.redo(&workspace, UndoOptions::default()).await;
+                        match undone.pop() {
+                            Some(turn) => {
+                                prop_assert!(result.is_ok(), "redo: {:?}", result.err());
+                                prop_assert_eq!(&worktree(&ws), &turn.1, "after redo");
+                                done.push(turn);
+                            }
+                            None => prop_assert!(result.is_err(), "redo of nothing"),
+                        }
+                    }
+                }
+                prop_assert_eq!(store.log().unwrap().len(), done.len(), "after {:?}", step);
+                prop_assert_eq!(store.redo_log().unwrap().len(), undone.len(), "after {:?}", step);
+            }
+            // Every remaining turn still undoes, back to the seeded tree.
+            while let Some(turn) = done.pop() {
+                store.undo(&workspace, UndoOptions::default()).await.unwrap();
+                prop_assert_eq!(&worktree(&ws), &turn.0);
+            }
+            prop_assert_eq!(support::bash_layers(&ws.state().layers_dir()).len(), 0);
+            Ok(())
+        })
+    });
+    if let Err(err) = result {
+        panic!("{err}");
+    }
 }

@@ -30,6 +30,9 @@ fn run_limited(ws: &Ws, blocks: u32, args: &[&str]) -> Run {
         .arg(ws.path())
         .args(args)
         .env("SHIRO_CONFIG_DIR", ws.config.path())
+        .env("HOME", ws.config.path())
+        .env_remove("XDG_STATE_HOME")
+        .env_remove("SHIRO_STATE_DIR")
         .env("NO_COLOR", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -54,7 +57,7 @@ fn a_turn_whose_recording_fails_after_its_change_exits_4_and_is_recovered() {
     patch += "*** End Patch\n";
     let first = ws.run_with_stdin(&["apply-patch"], &patch);
     assert_eq!(first.code, 0, "{}", first.show());
-    let log_len = std::fs::metadata(ws.path().join(".shiro/undo/log.jsonl"))
+    let log_len = std::fs::metadata(ws.store().join("log.jsonl"))
         .unwrap()
         .len();
     const BLOCKS: u32 = 32;

@@ -266,7 +266,7 @@ fn check(traps: &[Trap], calls: &[Call]) -> Result<(), TestCaseError> {
         .unwrap();
     runtime.block_on(async {
         let store = UndoStore::open(
-            &ws_dir,
+            &shiro_tests::state_beside(&ws_dir),
             StoreOptions {
                 depth: 100,
                 ..StoreOptions::default()

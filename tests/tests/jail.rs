@@ -123,17 +123,21 @@ fn a_planted_temporary_name_never_redirects_a_write() {
 }
 
 /// Issue 13, items 5 and 11: links into `.git/` and `.shiro/` are resolved before the
-/// protection check, and `.shiro/config.toml` is protected like the undo store.
+/// protection check, and `.shiro/config.toml` is protected like the rest of `.shiro/` but the
+/// user's commands. (The undo store is not in the workspace at all.)
 #[test]
 fn links_into_protected_directories_are_refused() {
     let ws = Ws::new();
     ws.write(".git/HEAD", "ref: refs/heads/main\n");
+    ws.write(".shiro/commands.md", "## hi\nhello\n");
+    // A folder of `.shiro` that is not the user's commands: protected from the tools.
+    ws.write(".shiro/skills/x/log.jsonl", "{}\n");
     ws.write("a.txt", "a\n");
     ws.ok(&["tool", "write_file", "--args", &write_args("a.txt", "b\n")]);
     symlink(".git", ws.path().join("g")).unwrap();
-    symlink(".shiro/undo", ws.path().join("s")).unwrap();
+    symlink(".shiro/skills/x", ws.path().join("s")).unwrap();
     symlink(".shiro", ws.path().join("dot")).unwrap();
-    let log_before = std::fs::read(ws.path().join(".shiro/undo/log.jsonl")).unwrap();
+    let log_before = std::fs::read(ws.store().join("log.jsonl")).unwrap();
 
     let mut refusals = String::new();
     for (label, args) in [
@@ -141,7 +145,7 @@ fn links_into_protected_directories_are_refused() {
             "g/hooks/pre-commit",
             write_args("g/hooks/pre-commit", "#!/bin/sh\n"),
         ),
-        ("s/log.jsonl", write_args("s/log.jsonl", "{}\n")),
+        ("s/log.jsonl", write_args("s/log.jsonl", "[]\n")),
         (
             "dot/config.toml",
             write_args("dot/config.toml", "[undo]\ndepth = 1\n"),
@@ -165,9 +169,10 @@ fn links_into_protected_directories_are_refused() {
     assert!(!ws.exists(".git/hooks"));
     assert!(!ws.exists(".shiro/config.toml"));
     assert_eq!(
-        std::fs::read(ws.path().join(".shiro/undo/log.jsonl")).unwrap(),
+        std::fs::read(ws.store().join("log.jsonl")).unwrap(),
         log_before
     );
+    assert_eq!(ws.read(".shiro/skills/x/log.jsonl"), "{}\n");
     ws.ok(&["undo"]);
     assert_eq!(ws.read("a.txt"), "a\n");
 

@@ -57,9 +57,8 @@ fn a_link_planted_at_a_store_file_is_removed_never_followed() {
         let ws = Ws::new();
         let outside = Outside::new();
         ws.write("foo", "orig\n");
-        std::fs::create_dir_all(ws.path().join(".shiro/undo")).unwrap();
-        std::os::unix::fs::symlink(outside.victim(), ws.path().join(".shiro/undo").join(name))
-            .unwrap();
+        std::fs::create_dir_all(ws.store()).unwrap();
+        std::os::unix::fs::symlink(outside.victim(), ws.store().join(name)).unwrap();
         let before = outside.listing();
 
         let run = write_file(&ws, "foo", "agent\n");
@@ -67,7 +66,7 @@ fn a_link_planted_at_a_store_file_is_removed_never_followed() {
         assert!(
             run.stderr
                 .contains("removed a symbolic link from the undo store")
-                && run.stderr.contains(&format!(".shiro/undo/{name} -> ")),
+                && run.stderr.contains(&format!("/undo/{name} -> ")),
             "{name}: {}",
             run.show()
         );
@@ -76,7 +75,7 @@ fn a_link_planted_at_a_store_file_is_removed_never_followed() {
             before,
             "{name}: the link's target changed"
         );
-        let planted = ws.path().join(".shiro/undo").join(name);
+        let planted = ws.store().join(name);
         // Gone, or the store's own file (the progress file is made by the first restore).
         assert!(
             planted.symlink_metadata().is_ok_and(|meta| meta.is_file()) || name == "progress",
@@ -95,7 +94,7 @@ fn a_link_planted_as_a_blob_is_never_followed() {
     let ws = Ws::new();
     let outside = Outside::new();
     ws.write("foo", "orig\n");
-    let blobs = ws.path().join(".shiro/undo/blobs");
+    let blobs = ws.store().join("blobs");
     std::fs::create_dir_all(&blobs).unwrap();
     let name = shiro_undo::ContentHash::of(b"orig\n").to_hex();
     std::os::unix::fs::symlink(outside.victim(), blobs.join(name)).unwrap();
@@ -107,30 +106,35 @@ fn a_link_planted_as_a_blob_is_never_followed() {
     assert_eq!(outside.listing(), before);
 }
 
-/// Item 4: `.shiro`, `.shiro/undo` or `.shiro/undo/blobs` being a link sends nothing outside:
-/// the store refuses to open, says which link to remove, and nothing is written anywhere.
+/// Item 4: the workspace's state directory, its `undo` or its `undo/blobs` being a link
+/// sends nothing outside: the store refuses to open, says which link to remove, and nothing
+/// is written anywhere.
 #[test]
 fn a_linked_store_directory_is_refused_with_the_fix() {
-    for (link, points_at) in [
-        (".shiro", ""),
-        (".shiro/undo", ""),
-        (".shiro/undo/blobs", ""),
-    ] {
+    for link in ["", "undo", "undo/blobs"] {
         let ws = Ws::new();
         let outside = Outside::new();
         ws.write("foo", "orig\n");
-        let link_path = ws.path().join(link);
+        let link_path = match link {
+            "" => ws.state().dir().to_path_buf(),
+            _ => ws.state().dir().join(link),
+        };
         std::fs::create_dir_all(link_path.parent().unwrap()).unwrap();
-        std::os::unix::fs::symlink(outside.dir.path().join(points_at), &link_path).unwrap();
+        std::os::unix::fs::symlink(outside.dir.path(), &link_path).unwrap();
         let before = outside.listing();
+        let shown = link_path
+            .display()
+            .to_string()
+            .replace(ws.state().dir().to_str().unwrap(), "<state>")
+            .replace(ws.config.path().to_str().unwrap(), "<config>");
 
         let run = write_file(&ws, "foo", "agent\n");
         assert_eq!(run.code, 1, "{link}: {}", run.show());
         assert!(
-            run.stderr.contains(&format!("{link} is a symbolic link"))
+            run.stderr.contains(&format!("{shown} is a symbolic link"))
                 && run
                     .stderr
-                    .contains(&format!("remove the link {link} and run again")),
+                    .contains(&format!("remove the link {shown} and run again")),
             "{link}: {}",
             run.show()
         );
@@ -156,14 +160,14 @@ fn a_store_directory_of_another_user_is_refused() {
     }
     let ws = Ws::new();
     ws.write("foo", "orig\n");
-    let undo = ws.path().join(".shiro/undo");
+    let undo = ws.store();
     std::fs::create_dir_all(&undo).unwrap();
     std::os::unix::fs::chown(&undo, Some(65534), Some(65534)).unwrap();
     let run = write_file(&ws, "foo", "agent\n");
     assert_eq!(run.code, 1, "{}", run.show());
     assert!(
         run.stderr
-            .contains(".shiro/undo belongs to user id 65534, not to you (user id 0)"),
+            .contains("/undo belongs to user id 65534, not to you (user id 0)"),
         "{}",
         run.show()
     );
@@ -174,9 +178,9 @@ fn rustix_euid() -> u32 {
     std::fs::metadata("/proc/self").map_or(u32::MAX, |meta| meta.uid())
 }
 
-/// The files of `.shiro/undo/blobs` (blobs and packs).
+/// The files of the store's `blobs/` (blobs and packs).
 fn store_files(ws: &Ws) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(ws.path().join(".shiro/undo/blobs"))
+    let mut files: Vec<PathBuf> = std::fs::read_dir(ws.store().join("blobs"))
         .unwrap()
         .map(|entry| entry.unwrap().path())
         .filter(|path| path.is_file())
@@ -258,6 +262,7 @@ fn interrupted_undo() -> Ws {
     let status = Command::new(HELPER)
         .arg(ws.path())
         .args(["undo", "2", "before"])
+        .env("UNDO_CRASH_STATE", ws.state().dir())
         .stderr(std::process::Stdio::null())
         .status()
         .unwrap();

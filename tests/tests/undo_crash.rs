@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{PermissionsExt, symlink};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -95,16 +95,33 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// A workspace, `ws` in a temporary directory that also holds its state (`ws.state`, see
+/// [`shiro_tests::state_beside`]).
+struct Ws {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+}
+
+impl Ws {
+    fn path(&self) -> &Path {
+        &self.root
+    }
+}
+
 /// A workspace on tmpfs when there is one: SIGKILL keeps the page cache, so a real disk would
 /// only make the test slower, not stricter.
-fn workspace() -> tempfile::TempDir {
+fn workspace() -> Ws {
     let shm = Path::new("/dev/shm");
-    if shm.is_dir()
+    let dir = if shm.is_dir()
         && let Ok(dir) = tempfile::tempdir_in(shm)
     {
-        return dir;
-    }
-    tempfile::tempdir().unwrap()
+        dir
+    } else {
+        tempfile::tempdir().unwrap()
+    };
+    let root = dir.path().join("ws");
+    std::fs::create_dir(&root).unwrap();
+    Ws { _dir: dir, root }
 }
 
 /// How the helper dies.
@@ -141,7 +158,9 @@ fn open(root: &Path) -> (UndoStore, Vec<Notice>) {
         big_file_bytes: 64 * 1024,
         ..StoreOptions::default()
     };
-    let store = runtime().block_on(UndoStore::open(root, options)).unwrap();
+    let store = runtime()
+        .block_on(UndoStore::open(&shiro_tests::state_beside(root), options))
+        .unwrap();
     let notices = store.take_notices();
     (store, notices)
 }
@@ -274,5 +293,65 @@ fn a_killed_turn_or_undo_leaves_a_consistent_workspace_and_log() {
                 assert_eq!(tree(root), now, "{context}: redo of the (recovered) turn");
             }
         }
+    }
+}
+
+/// A store an earlier version kept in the tree (`.shiro/undo`) is moved out of it by a copy
+/// (the way across file systems, with the most steps to cut short), killed at random
+/// points: afterwards the old store or the new one is whole, the next open finishes the move,
+/// and the turn it holds still undoes exactly.
+#[test]
+fn a_killed_migration_leaves_the_old_store_or_the_new_one_whole() {
+    let trials: u64 = std::env::var("SHIRO_CRASH_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let seed: u64 = support::seed_from("SHIRO_CRASH_SEED");
+    let mut rng = Rng(seed);
+
+    let reference = workspace();
+    setup(reference.path());
+    let before = tree(reference.path());
+    assert!(run_helper(reference.path(), "legacy-turn", Kill::Never));
+    let after = tree(reference.path());
+    assert!(reference.path().join(".shiro/undo/log.jsonl").is_file());
+    let start = Instant::now();
+    assert!(run_helper(reference.path(), "migrate", Kill::Never));
+    let move_time = start.elapsed();
+    assert!(!reference.path().join(".shiro/undo").exists());
+
+    for trial in 0..trials {
+        let context = format!("trial {trial} of seed {seed} (SHIRO_CRASH_SEED={seed} replays it)");
+        let ws = workspace();
+        let root = ws.path();
+        setup(root);
+        assert!(run_helper(root, "legacy-turn", Kill::Never), "{context}");
+        let window = move_time.as_micros() as u64 * 3 / 2;
+        let kill = Kill::After(Duration::from_micros(rng.below(window.max(1))));
+        let context = format!("{context}, migration killed by {kill:?}");
+        run_helper(root, "migrate", kill);
+
+        let state = shiro_tests::state_beside(root);
+        let old_whole = root.join(".shiro/undo/log.jsonl").is_file();
+        let new_whole = state.undo_dir().join("log.jsonl").is_file();
+        assert!(old_whole || new_whole, "{context}: neither store is there");
+        let (store, notices) = open(root);
+        assert!(no_damage(&notices), "{context}: damaged: {notices:?}");
+        assert!(
+            !root.join(".shiro/undo").exists(),
+            "{context}: the old store was not moved"
+        );
+        let log = store.log().unwrap();
+        assert_eq!(log.len(), 1, "{context}: the turn was lost: {notices:?}");
+        assert_eq!(log[0].history_marker, 7, "{context}");
+        assert_eq!(
+            tree(root),
+            after,
+            "{context}: the move changed the workspace"
+        );
+        undo(&store, root);
+        assert_eq!(tree(root), before, "{context}: undo after the move");
+        redo(&store, root);
+        assert_eq!(tree(root), after, "{context}: redo after the move");
     }
 }

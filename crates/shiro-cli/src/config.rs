@@ -527,6 +527,24 @@ pub fn user_config_dir() -> Option<PathBuf> {
     std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config").join("shiro"))
 }
 
+/// Where shiro keeps the state of every workspace (undo histories, sessions, bash layers):
+/// `$SHIRO_STATE_DIR`, else `$XDG_STATE_HOME/shiro`, else `~/.local/state/shiro`. Relative
+/// paths are ignored, as the XDG specification asks.
+pub fn state_home() -> Option<PathBuf> {
+    let absolute = |var: &str| {
+        std::env::var_os(var)
+            .map(PathBuf::from)
+            .filter(|dir| dir.is_absolute())
+    };
+    absolute("SHIRO_STATE_DIR")
+        .or_else(|| absolute("XDG_STATE_HOME").map(|dir| dir.join("shiro")))
+        .or_else(|| {
+            home_dir()
+                .filter(|home| home.is_absolute())
+                .map(|home| home.join(".local").join("state").join("shiro"))
+        })
+}
+
 /// The user's home directory: `$HOME`, when set.
 pub fn home_dir() -> Option<PathBuf> {
     std::env::var_os("HOME")

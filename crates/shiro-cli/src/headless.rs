@@ -20,8 +20,8 @@ use shiro_tools::{
     Change, FsMutator, Hooked, Mutator, Tool, ToolError, ToolOutput, WorkspacePath, tools,
 };
 use shiro_undo::{
-    Image, Recording, StoreOptions, TurnId, TurnStart, UndoError, UndoOptions, UndoOutcome,
-    UndoStore,
+    Image, Recording, StateDir, StoreOptions, TurnId, TurnStart, UndoError, UndoOptions,
+    UndoOutcome, UndoStore,
 };
 
 use crate::cli::{CommandsCommand, RestoreArgs};
@@ -77,6 +77,8 @@ pub const BUILTINS: [(&str, &str); 17] = [
 pub struct Context {
     /// The workspace root.
     pub root: PathBuf,
+    /// Where the workspace's undo history, sessions and bash layers live: out of its tree.
+    pub state: StateDir,
     /// The merged configuration.
     pub config: Config,
     /// Whether stdout gets colours.
@@ -88,12 +90,16 @@ pub struct Context {
 }
 
 /// The `bash` tool as `[bash] capture` says: over an overlay whose helper is the binary at
-/// `helper` (see [`overlay_helper`]), falling back to detection where overlays are refused;
+/// `helper` (see [`overlay_helper`]), with its layers in `state` and every workspace's state
+/// hidden from the command, falling back to detection where overlays are refused;
 /// detection only; or no capture. A signal that asks the running work to stop stops its
 /// command, whose changes are then still captured.
-pub fn bash_tool(config: &Config, signals: &Signals, helper: &Path) -> Bash {
+pub fn bash_tool(config: &Config, signals: &Signals, helper: &Path, state: &StateDir) -> Bash {
     let runner: Arc<dyn BashRunner> = match config.bash_capture {
-        BashCapture::Overlay => Arc::new(Auto::new(Overlay::new(helper), Detect)),
+        BashCapture::Overlay => Arc::new(Auto::new(
+            Overlay::new(helper, state.layers_dir()).hiding(state.home()),
+            Detect,
+        )),
         BashCapture::Detect => Arc::new(Detect),
         BashCapture::Off => Arc::new(Direct),
     };
@@ -114,29 +120,25 @@ impl Context {
     /// Opens the workspace's undo store (recovering what a crash left behind) and returns
     /// it with the notices to show.
     pub async fn open_store(&self) -> Result<(UndoStore, Vec<String>)> {
-        let store = UndoStore::open(&self.root, self.store_options())
+        let store = UndoStore::open(&self.state, self.store_options())
             .await
             .context("cannot open the undo store")?;
         let notices = notices_of(&store);
         Ok((store, notices))
     }
 
-    /// Whether the workspace may have an undo log: `.shiro/undo` or the bash layers
-    /// (`.shiro/bash`, which opening the store recovers after a crash) are there, as
-    /// anything, or `.shiro` is something other than a directory; opening the store then
-    /// checks what they are and refuses a link. Without them there is nothing to undo, redo
-    /// or list, and the commands that only read say so rather than make a store: a
-    /// workspace where `.shiro/` cannot or should not be made (a read-only directory, the
-    /// home directory) keeps working for them.
+    /// Whether the workspace may have an undo log: its state directory has the store, or
+    /// bash layers that opening the store recovers after a crash, or had a store that was
+    /// deleted (opening says so), or an earlier version's store is in the tree; opening the
+    /// store then checks what they are and refuses a link. Without them there is nothing to
+    /// undo, redo or list, and the commands that only read say so rather than make a store.
     pub fn has_store(&self) -> bool {
-        let exists = |rel: &str| std::fs::symlink_metadata(self.root.join(rel)).is_ok();
-        match std::fs::symlink_metadata(self.root.join(".shiro")) {
-            Ok(meta) if meta.is_dir() => {
-                exists(shiro_undo::STORE_DIR) || exists(shiro_tools::capture::LAYERS_DIR)
-            }
-            Ok(_) => true,
-            Err(_) => false,
-        }
+        let exists = |path: PathBuf| std::fs::symlink_metadata(path).is_ok();
+        self.state.store_was_made()
+            || exists(self.state.undo_dir())
+            || exists(self.state.layers_dir())
+            || exists(self.state.legacy_undo_dir())
+            || exists(self.state.legacy_layers_dir())
     }
 
     /// The store's options, from the configuration.
@@ -636,7 +638,7 @@ const ABANDON_NOTHING: &str =
 /// `shiro undo --abandon`: clears a restore that stopped part-way, changing no file. The
 /// store is opened as it is: opening it normally would first try to complete the restore.
 async fn abandon(ctx: &Context) -> Result<Report> {
-    let store = UndoStore::open_as_is(&ctx.root, ctx.store_options())
+    let store = UndoStore::open_as_is(&ctx.state, ctx.store_options())
         .await
         .context("cannot open the undo store")?;
     let notices = notices_of(&store);

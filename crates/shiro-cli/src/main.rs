@@ -5,14 +5,16 @@
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::Parser;
 use shiro_cli::cli::{Cli, Command};
 use shiro_cli::config::{self, Config};
 use shiro_cli::headless::{self, Context, FailedAfterChanges, Noticed, Report, Way};
 use shiro_cli::render::Color;
 use shiro_cli::signals::{Handling, INTERRUPTED, Signals};
-use shiro_cli::workspace::{self, Exposed, Workspace};
+use shiro_cli::workspace;
 use shiro_tools::{capture, tools};
+use shiro_undo::StateDir;
 
 fn main() -> ExitCode {
     // The bash overlay's helpers: first, while the process has one thread (see
@@ -119,20 +121,30 @@ fn handling(cli: &Cli) -> Handling {
 async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir()?;
     let workspace = workspace::locate(cli.global.workspace.as_deref(), &cwd)?;
-    if let Some(exposed) = workspace::exposed(&workspace, config::home_dir().as_deref())
-        && creates_state(cli.command.as_ref())
-        && let Err(code) = consent(&cli, &workspace, exposed, &signals)
-    {
-        return Ok(ExitCode::from(code));
+    let state_home = config::state_home().context(
+        "cannot tell where to keep shiro's state: set SHIRO_STATE_DIR (or HOME) to an absolute path",
+    )?;
+    // Canonical, so that a link in the way cannot put the state inside the workspace.
+    let state_home = canonical_as_far_as_it_goes(&state_home);
+    if let Some(why) = workspace::overlap_refusal(&workspace, &state_home) {
+        eprintln!("shiro: {why}");
+        return Ok(ExitCode::from(USAGE));
     }
     let root = workspace.root;
+    let state = StateDir::of_workspace(&state_home, &root);
+    // Before anything opens a session or the store: an earlier version's state in the tree
+    // moves out of it, sessions included.
+    for notice in shiro_undo::migrate_legacy(&state).context("cannot move the undo history")? {
+        eprintln!("shiro: {notice}");
+    }
     let mut config = Config::load(&root, config::user_config_dir())?;
     config.home_dir = config::home_dir();
     config.config_home = config::config_home();
     let helper = headless::overlay_helper(std::env::current_exe().ok().as_deref());
-    let bash = headless::bash_tool(&config, &signals, &helper);
+    let bash = headless::bash_tool(&config, &signals, &helper, &state);
     let ctx = Context {
         root,
+        state,
         config,
         color: Color::detect(std::io::stdout().is_terminal()),
         signals,
@@ -176,49 +188,23 @@ async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
 /// The exit code of a usage error, as clap exits with it.
 const USAGE: u8 = 2;
 
-/// Whether the command may make `.shiro/` (a session file, the undo log). Those that only
-/// read create nothing: `log`, `undo` and `redo` with no undo log say there is nothing to
-/// do, and a read-only tool records no turn.
-fn creates_state(command: Option<&Command>) -> bool {
-    match command {
-        None => true,
-        Some(Command::Tool { name, .. }) => {
-            name == "bash" || tools::find(name).is_some_and(|tool| tool.is_mutating())
+/// `path` with its links resolved as far as it exists: the missing rest is appended as
+/// given.
+fn canonical_as_far_as_it_goes(path: &std::path::Path) -> std::path::PathBuf {
+    let mut missing = Vec::new();
+    let mut at = path;
+    loop {
+        if let Ok(real) = at.canonicalize() {
+            return missing.iter().rev().fold(real, |dir, name| dir.join(name));
         }
-        Some(Command::ApplyPatch { .. }) => true,
-        Some(Command::Undo(_) | Command::Redo(_) | Command::Log { .. }) => false,
-        Some(Command::Commands(_) | Command::Demo) => false,
-        Some(Command::Mcp(_)) => true,
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                missing.push(name.to_owned());
+                at = parent;
+            }
+            _ => return path.to_path_buf(),
+        }
     }
-}
-
-/// Whether shiro may make `.shiro/` in the home directory or `/` (see
-/// `shiro_cli::workspace`): the interactive agent on a terminal asks once on stderr and reads
-/// the answer from the terminal; anything else is refused, with the way out. `Err` holds
-/// the exit code: 2 (usage) when nobody could be asked, 1 when the user said no.
-fn consent(
-    cli: &Cli,
-    workspace: &Workspace,
-    exposed: Exposed,
-    signals: &Signals,
-) -> Result<(), u8> {
-    let on_terminal = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-    if cli.command.is_some() || cli.session.prompt.is_some() || !on_terminal {
-        eprintln!("shiro: {}", workspace::refusal(workspace, exposed));
-        return Err(USAGE);
-    }
-    // Nothing is made yet, so Ctrl-C at the question can stop shiro at once.
-    signals.set(Handling::Stop);
-    eprint!("{}", workspace::question(workspace, exposed));
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    let yes = std::io::stdin().read_line(&mut answer).is_ok() && workspace::is_yes(&answer);
-    signals.set(handling(cli));
-    if yes {
-        return Ok(());
-    }
-    eprintln!("shiro: {}", workspace::declined(workspace, exposed));
-    Err(1)
 }
 
 async fn dispatch(ctx: &Context, command: &Command) -> anyhow::Result<Report> {

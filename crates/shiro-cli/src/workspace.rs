@@ -1,4 +1,5 @@
-//! Which directory is the workspace, and whether shiro may make its state (`.shiro/`) there.
+//! Which directory is the workspace, and whether shiro may work there: its state directory
+//! must lie outside the workspace.
 //! The decisions are written up in `docs/cli.md`, "The workspace".
 //!
 //! Nothing here reads the environment or the terminal: `main` passes the current directory,
@@ -67,89 +68,23 @@ pub fn enclosing_repository(dir: &Path) -> Option<PathBuf> {
         .map(Path::to_owned)
 }
 
-/// A place where shiro does not make `.shiro/` unasked.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exposed {
-    /// The user's home directory.
-    Home,
-    /// The filesystem's root, `/`.
-    FilesystemRoot,
-}
-
-/// Whether `workspace` is a place where `.shiro/` must not be made without asking: the home
-/// directory or `/`, chosen without `-C`, without a `.shiro/` yet.
-pub fn exposed(workspace: &Workspace, home: Option<&Path>) -> Option<Exposed> {
-    if workspace.chosen == Chosen::Flag
-        || std::fs::symlink_metadata(workspace.root.join(".shiro")).is_ok()
-    {
+/// Why shiro refuses to work in `workspace` with its state home at `state_home`: the two
+/// overlap (the home directory, or `/`, holds `~/.local/state/shiro`), so the agent's tools
+/// and commands could reach the undo history. `None` when they are apart.
+pub fn overlap_refusal(workspace: &Workspace, state_home: &Path) -> Option<String> {
+    let root = &workspace.root;
+    if !state_home.starts_with(root) && !root.starts_with(state_home) {
         return None;
     }
-    let home = home.and_then(|home| home.canonicalize().ok());
-    if home.as_deref() == Some(workspace.root.as_path()) {
-        Some(Exposed::Home)
-    } else if workspace.root.parent().is_none() {
-        Some(Exposed::FilesystemRoot)
-    } else {
-        None
-    }
-}
-
-/// What the workspace is and why, for the question and the refusal:
-/// `your home directory /home/x (the git repository that holds the current directory)`.
-fn described(workspace: &Workspace, exposed: Exposed) -> String {
-    let place = match exposed {
-        Exposed::Home => "your home directory",
-        Exposed::FilesystemRoot => "the filesystem root",
-    };
     let why = match workspace.chosen {
         Chosen::Repository => " (the root of the git repository you are in)",
         Chosen::CurrentDir | Chosen::Flag => "",
     };
-    format!("{place} {}{why}", workspace.root.display())
-}
-
-/// The question asked on a terminal before making `.shiro/` in an exposed workspace.
-pub fn question(workspace: &Workspace, exposed: Exposed) -> String {
-    format!(
-        "the workspace is {}; shiro keeps its undo log and sessions in .shiro/ there. Create it in {}? [y/N] ",
-        described(workspace, exposed),
-        workspace.root.display()
-    )
-}
-
-/// Whether an answer to [`question`] says yes (`y` or `yes`, in any case); anything else,
-/// the empty answer included, is no.
-pub fn is_yes(answer: &str) -> bool {
-    matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes")
-}
-
-/// Why shiro stops without making `.shiro/` when there is no terminal to ask on.
-pub fn refusal(workspace: &Workspace, exposed: Exposed) -> String {
-    with_the_way_out(
-        workspace,
-        &format!(
-            "will not create .shiro/ (shiro's undo log and sessions) in {} without asking, and there is no terminal to ask on",
-            described(workspace, exposed)
-        ),
-    )
-}
-
-/// What shiro says when the user answered no to [`question`].
-pub fn declined(workspace: &Workspace, exposed: Exposed) -> String {
-    with_the_way_out(
-        workspace,
-        &format!(
-            "did not create .shiro/ in {}",
-            described(workspace, exposed)
-        ),
-    )
-}
-
-fn with_the_way_out(workspace: &Workspace, what: &str) -> String {
-    format!(
-        "{what}; run shiro in a project directory, or pass -C DIR to choose the workspace (`-C {}` uses this one)",
-        workspace.root.display()
-    )
+    Some(format!(
+        "the workspace {}{why} holds shiro's state directory {}, where the agent's tools and commands could reach the undo history; run shiro in a project directory, pass -C DIR to choose another workspace, or set SHIRO_STATE_DIR to a directory outside this one",
+        root.display(),
+        state_home.display()
+    ))
 }
 
 #[cfg(test)]
@@ -200,50 +135,7 @@ mod tests {
     }
 
     #[test]
-    fn home_and_the_filesystem_root_are_exposed_until_they_have_a_shiro_directory() {
-        let home = tempfile::tempdir().unwrap();
-        let root = canonical(&home);
-        let at = |root: &Path, chosen| Workspace {
-            root: root.to_owned(),
-            chosen,
-        };
-        let implicit = at(&root, Chosen::CurrentDir);
-        assert_eq!(exposed(&implicit, Some(&root)), Some(Exposed::Home));
-        assert_eq!(
-            exposed(&at(&root, Chosen::Repository), Some(&root)),
-            Some(Exposed::Home),
-            "a home directory that is a repository (dotfiles) too"
-        );
-        assert_eq!(exposed(&at(&root, Chosen::Flag), Some(&root)), None);
-        assert_eq!(exposed(&implicit, None), None);
-        assert_eq!(
-            exposed(&at(&root.join("x"), Chosen::CurrentDir), Some(&root)),
-            None
-        );
-        // The filesystem root counts whatever the home directory is (unless it has .shiro/,
-        // which a test cannot make).
-        if std::fs::symlink_metadata("/.shiro").is_err() {
-            assert_eq!(
-                exposed(&at(Path::new("/"), Chosen::CurrentDir), Some(&root)),
-                Some(Exposed::FilesystemRoot)
-            );
-        }
-        std::fs::create_dir(root.join(".shiro")).unwrap();
-        assert_eq!(exposed(&implicit, Some(&root)), None);
-    }
-
-    #[test]
-    fn only_yes_is_yes() {
-        for yes in ["y", "Y", "yes", " YES\n"] {
-            assert!(is_yes(yes), "{yes:?}");
-        }
-        for no in ["", "\n", "n", "no", "yep", "y es"] {
-            assert!(!is_yes(no), "{no:?}");
-        }
-    }
-
-    #[test]
-    fn the_question_and_the_refusals_name_the_place_and_the_way_out() {
+    fn a_workspace_that_holds_the_state_home_is_refused_with_the_way_out() {
         let home = Workspace {
             root: PathBuf::from("/home/ada"),
             chosen: Chosen::Repository,
@@ -252,16 +144,25 @@ mod tests {
             root: PathBuf::from("/"),
             chosen: Chosen::CurrentDir,
         };
+        let state = Path::new("/home/ada/.local/state/shiro");
+        let project = Workspace {
+            root: PathBuf::from("/home/ada/shop"),
+            chosen: Chosen::Flag,
+        };
+        assert_eq!(overlap_refusal(&project, state), None);
+        let inside = Workspace {
+            root: PathBuf::from("/home/ada/.local/state/shiro/x"),
+            chosen: Chosen::Flag,
+        };
+        assert!(overlap_refusal(&inside, state).is_some());
         let text = [
-            question(&home, Exposed::Home),
-            declined(&home, Exposed::Home),
-            refusal(&slash, Exposed::FilesystemRoot),
+            overlap_refusal(&home, state).unwrap(),
+            overlap_refusal(&slash, state).unwrap(),
         ]
         .join("\n");
         insta::assert_snapshot!(text, @r"
-        the workspace is your home directory /home/ada (the root of the git repository you are in); shiro keeps its undo log and sessions in .shiro/ there. Create it in /home/ada? [y/N] 
-        did not create .shiro/ in your home directory /home/ada (the root of the git repository you are in); run shiro in a project directory, or pass -C DIR to choose the workspace (`-C /home/ada` uses this one)
-        will not create .shiro/ (shiro's undo log and sessions) in the filesystem root / without asking, and there is no terminal to ask on; run shiro in a project directory, or pass -C DIR to choose the workspace (`-C /` uses this one)
+        the workspace /home/ada (the root of the git repository you are in) holds shiro's state directory /home/ada/.local/state/shiro, where the agent's tools and commands could reach the undo history; run shiro in a project directory, pass -C DIR to choose another workspace, or set SHIRO_STATE_DIR to a directory outside this one
+        the workspace / holds shiro's state directory /home/ada/.local/state/shiro, where the agent's tools and commands could reach the undo history; run shiro in a project directory, pass -C DIR to choose another workspace, or set SHIRO_STATE_DIR to a directory outside this one
         ");
     }
 }

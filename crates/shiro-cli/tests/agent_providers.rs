@@ -199,13 +199,14 @@ async fn run(world: &World, wire: Wire, url: &str, args: &[&str], stdin: &str) -
     world.run(args, stdin, &env).await
 }
 
-/// Every file under the workspace's `.shiro/`, and every output, must not hold the key.
+/// Every file of the workspace's state directory (its sessions and undo store), and every
+/// output, must not hold the key.
 fn assert_no_secret(world: &World, runs: &[&Run]) {
     for run in runs {
         assert!(!run.stdout.contains(SECRET), "stdout: {}", run.stdout);
         assert!(!run.stderr.contains(SECRET), "stderr: {}", run.stderr);
     }
-    let mut stack = vec![world.ws.path().join(".shiro")];
+    let mut stack = vec![world.state().dir().to_path_buf()];
     let mut files = 0;
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {

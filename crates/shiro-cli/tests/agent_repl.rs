@@ -248,9 +248,9 @@ async fn resume_lists_sessions_and_switches_to_one_whose_turn_undo_rewinds() {
     // The list is by modification time; on a filesystem with coarse times both could fall
     // in the same second.
     let first_file = world
-        .ws
-        .path()
-        .join(format!(".shiro/sessions/{first_id}.jsonl"));
+        .state()
+        .sessions_dir()
+        .join(format!("{first_id}.jsonl"));
     std::fs::File::options()
         .append(true)
         .open(&first_file)

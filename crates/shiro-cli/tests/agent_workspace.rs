@@ -1,13 +1,10 @@
-//! Where shiro works: the git repository's root, never `.shiro/` in the home directory
-//! unasked, and a read-only workspace where questions still work.
+//! Where shiro works: the git repository's root, never a workspace that holds shiro's own
+//! state directory, and a workspace whose state cannot be kept, where questions still work.
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
 mod agent_common;
 
-use std::io::{Read as _, Write as _};
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::Path;
-use std::time::{Duration, Instant};
 
 use agent_common::{World, run_command};
 use serde_json::json;
@@ -32,10 +29,10 @@ async fn inside_a_git_repository_the_workspace_is_its_root_unless_c_says_otherwi
         Some("x\n"),
         "written at the root"
     );
-    assert!(world.ws.path().join(".shiro/undo").is_dir());
+    assert!(world.state().undo_dir().is_dir());
     assert!(
-        !deep.join(".shiro").exists(),
-        "no state in the current directory"
+        !world.ws.path().join(".shiro").exists() && !deep.join(".shiro").exists(),
+        "no state in the tree"
     );
 
     // `shiro log` from the subdirectory sees the root's turn.
@@ -60,15 +57,21 @@ async fn inside_a_git_repository_the_workspace_is_its_root_unless_c_says_otherwi
     let run = run_command(command, "").await;
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(deep.join("y.txt").is_file());
-    assert!(deep.join(".shiro/undo").is_dir());
+    assert!(
+        world
+            .state_of(&deep.canonicalize().unwrap())
+            .undo_dir()
+            .is_dir()
+    );
     assert_eq!(world.read("y.txt"), None);
 }
 
-/// The home directory as the workspace: everything that would make `.shiro/` there without
-/// a terminal to ask on is refused (exit 2, nothing created); what only reads works; `-C`
-/// overrides.
+/// The home directory as the workspace holds shiro's state directory
+/// (`~/.local/state/shiro`), where the agent's tools and commands could reach it: every run
+/// is refused (exit 2, nothing created) with the way out, and `SHIRO_STATE_DIR` elsewhere is
+/// one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn in_the_home_directory_headless_runs_refuse_and_create_nothing() {
+async fn a_workspace_that_holds_the_state_directory_is_refused_with_the_way_out() {
     let world = World::new();
     world.write("a.txt", "hello\n");
     let home = world.root().display().to_string();
@@ -84,6 +87,8 @@ async fn in_the_home_directory_headless_runs_refuse_and_create_nothing() {
             "",
         ),
         (vec!["apply-patch"], "*** Begin Patch\n*** End Patch\n"),
+        (vec!["log"], ""),
+        (vec!["-C", &home, "undo"], ""),
     ] {
         let run = world.run(&args, stdin, &env).await;
         assert_eq!(run.code, Some(2), "{args:?}: {run:?}");
@@ -92,35 +97,15 @@ async fn in_the_home_directory_headless_runs_refuse_and_create_nothing() {
     }
     let lines: Vec<&str> = refusals.lines().collect();
     assert!(lines.iter().all(|l| *l == lines[0]), "{refusals}");
-    insta::assert_snapshot!(lines[0], @"shiro: will not create .shiro/ (shiro's undo log and sessions) in your home directory [WS] without asking, and there is no terminal to ask on; run shiro in a project directory, or pass -C DIR to choose the workspace (`-C [WS]` uses this one)");
-
-    // What creates nothing still runs.
-    let log = world.run(&["log"], "", &env).await;
-    assert_eq!(
-        (log.code, log.stdout.as_str()),
-        (Some(0), "no turns to undo\n")
-    );
-    let undo = world.run(&["undo"], "", &env).await;
-    assert_eq!(undo.code, Some(1), "{undo:?}");
-    assert_eq!(undo.stderr, "shiro: nothing to undo in this workspace\n");
-    let read = world
-        .run(
-            &["tool", "read_file", "--args", r#"{"path": "a.txt"}"#],
-            "",
-            &env,
-        )
-        .await;
-    assert_eq!(read.code, Some(0), "{read:?}");
-    let list = world.run(&["commands", "list"], "", &env).await;
-    assert_eq!(list.code, Some(0), "{list:?}");
+    insta::assert_snapshot!(lines[0], @"shiro: the workspace [WS] holds shiro's state directory [WS]/.local/state/shiro, where the agent's tools and commands could reach the undo history; run shiro in a project directory, pass -C DIR to choose another workspace, or set SHIRO_STATE_DIR to a directory outside this one");
     assert!(
-        !world.ws.path().join(".shiro").exists(),
+        !world.ws.path().join(".local").exists(),
         "nothing was created"
     );
     assert_eq!(world.read("b.txt"), None);
 
-    // Below the home directory, when it is a repository (dotfiles), the same, and the
-    // message says why the home directory is the workspace.
+    // When the home directory is a repository (dotfiles), the message says why it is the
+    // workspace.
     std::fs::create_dir(world.ws.path().join(".git")).unwrap();
     std::fs::create_dir(world.ws.path().join("notes")).unwrap();
     let mut command = world.command(&["-p", "hello", "--model", &model], &env);
@@ -129,140 +114,21 @@ async fn in_the_home_directory_headless_runs_refuse_and_create_nothing() {
     assert_eq!(run.code, Some(2), "{run:?}");
     let stderr = world.normalize(&run.stderr);
     assert!(
-        stderr.contains("your home directory [WS] (the root of the git repository you are in)"),
+        stderr.contains("the workspace [WS] (the root of the git repository you are in) holds"),
         "{stderr}"
     );
-    assert!(!world.ws.path().join(".shiro").exists());
 
-    // `-C` names it on purpose.
+    // A state directory outside it is the way out.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let state = elsewhere.path().display().to_string();
+    let env = [("HOME", home.as_str()), ("SHIRO_STATE_DIR", state.as_str())];
     let run = world
-        .run(&["-C", &home, "-p", "hello", "--model", &model], "", &env)
+        .run(&["-p", "hello", "--model", &model], "", &env)
         .await;
     assert_eq!(run.code, Some(0), "{run:?}");
     assert_eq!(run.stdout, "Hi.\n");
-    assert!(world.ws.path().join(".shiro/sessions").is_dir());
-}
-
-/// A finished run under a pseudo-terminal: exit code and everything it showed.
-struct PtyRun {
-    code: u32,
-    screen: String,
-}
-
-/// Runs `shiro ARGS` on a pseudo-terminal in `cwd`, answering each prompt that shows
-/// `waits_for[i]` with `answers[i]`.
-fn run_on_terminal(
-    world: &World,
-    cwd: &Path,
-    args: &[&str],
-    env: &[(&str, &str)],
-    script: &[(&str, &str)],
-) -> PtyRun {
-    use portable_pty::{CommandBuilder, PtySize, native_pty_system};
-    let pair = native_pty_system()
-        .openpty(PtySize {
-            rows: 40,
-            cols: 300,
-            pixel_width: 0,
-            pixel_height: 0,
-        })
-        .unwrap();
-    let mut command = CommandBuilder::new(env!("CARGO_BIN_EXE_shiro"));
-    command.args(args);
-    command.cwd(cwd);
-    command.env("SHIRO_CONFIG_DIR", world.cfg.path());
-    command.env("HOME", world.cfg.path());
-    command.env("NO_COLOR", "1");
-    // Line mode: these tests are about the question before any UI starts.
-    command.env("TERM", "dumb");
-    for name in [
-        "SHIRO_MODEL",
-        "OPENAI_BASE_URL",
-        "OPENAI_API_KEY",
-        "XDG_CONFIG_HOME",
-    ] {
-        command.env_remove(name);
-    }
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let mut child = pair.slave.spawn_command(command).unwrap();
-    drop(pair.slave);
-    let mut reader = pair.master.try_clone_reader().unwrap();
-    let mut writer = pair.master.take_writer().unwrap();
-    let (sender, received) = std::sync::mpsc::channel::<Vec<u8>>();
-    std::thread::spawn(move || {
-        let mut buffer = [0u8; 4096];
-        // Ends with an error (EIO) once the child has gone and the terminal is closed.
-        while let Ok(n) = reader.read(&mut buffer) {
-            if n == 0 || sender.send(buffer[..n].to_vec()).is_err() {
-                break;
-            }
-        }
-    });
-    let mut screen = String::new();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let pull = |screen: &mut String| {
-        while let Ok(bytes) = received.recv_timeout(Duration::from_millis(50)) {
-            screen.push_str(&String::from_utf8_lossy(&bytes));
-        }
-    };
-    for (waits_for, answer) in script {
-        while !screen.contains(waits_for) {
-            assert!(Instant::now() < deadline, "no {waits_for:?} in {screen:?}");
-            pull(&mut screen);
-        }
-        writer.write_all(answer.as_bytes()).unwrap();
-        writer.flush().unwrap();
-    }
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "shiro did not exit: {screen:?}");
-        pull(&mut screen);
-    };
-    pull(&mut screen);
-    PtyRun {
-        code: status.exit_code(),
-        screen: world.normalize(&screen.replace("\r\n", "\n")),
-    }
-}
-
-/// On a terminal the interactive agent asks once: no leaves with the way out and creates
-/// nothing; yes makes `.shiro/` and starts the session.
-#[test]
-fn in_the_home_directory_a_terminal_session_asks_first() {
-    let world = World::new();
-    let home = world.root().display().to_string();
-    let env = [("HOME", home.as_str())];
-    let no = run_on_terminal(&world, world.ws.path(), &[], &env, &[("[y/N]", "n\r")]);
-    assert_eq!(no.code, 1, "{}", no.screen);
-    insta::assert_snapshot!(no.screen, @r"
-    the workspace is your home directory [WS]; shiro keeps its undo log and sessions in .shiro/ there. Create it in [WS]? [y/N] n
-    shiro: did not create .shiro/ in your home directory [WS]; run shiro in a project directory, or pass -C DIR to choose the workspace (`-C [WS]` uses this one)
-    ");
-    assert!(!world.ws.path().join(".shiro").exists());
-
-    let yes = run_on_terminal(
-        &world,
-        world.ws.path(),
-        &[],
-        &env,
-        &[("[y/N]", "y\r"), ("> ", "/exit\r")],
-    );
-    assert_eq!(yes.code, 0, "{}", yes.screen);
-    assert!(
-        yes.screen.contains("session [SESSION] (new)"),
-        "{}",
-        yes.screen
-    );
-    assert!(world.ws.path().join(".shiro/sessions").is_dir());
-
-    // Now that it has `.shiro/`, nothing is asked.
-    let again = run_on_terminal(&world, world.ws.path(), &[], &env, &[("> ", "/exit\r")]);
-    assert_eq!(again.code, 0, "{}", again.screen);
-    assert!(!again.screen.contains("[y/N]"), "{}", again.screen);
+    assert!(elsewhere.path().join("workspaces").is_dir());
+    assert!(!world.ws.path().join(".local").exists());
 }
 
 /// A script for the read-only workspace: a question answered with read_file, then a change
@@ -279,7 +145,8 @@ fn read_then_write_script() -> serde_json::Value {
     ]})
 }
 
-/// In a directory where `.shiro/` cannot be made (mode 0555), questions still work, changes
+/// In a read-only directory (mode 0555) whose state directory cannot be made either (the
+/// user's home is not theirs to write), questions still work, changes
 /// and bash are refused with a text for the model, the state is reported once, and `/log`
 /// and `shiro log` say there is no history. Root ignores the mode, so as root the test runs
 /// shiro as `nobody`; where that is not possible it says why and stops (the same logic is

@@ -203,6 +203,31 @@ impl WorkspacePath {
         false
     }
 
+    /// Whether no `Mutator` may change it, whoever asks: anything named `.git` and what is
+    /// inside it, and what an earlier version of shiro kept in a `.shiro` directory
+    /// (`.shiro/undo`, `.shiro/sessions`, `.shiro/bash`). The rest of `.shiro` is the user's
+    /// (commands, configuration, skills): the file tools still refuse it
+    /// ([`WorkspacePath::is_protected`]), but a bash command's change to it is applied and
+    /// undone like any other.
+    pub fn is_internal(&self) -> bool {
+        let mut parts = self.components().peekable();
+        while let Some(part) = parts.next() {
+            if part.eq_ignore_ascii_case(".git") {
+                return true;
+            }
+            if part.eq_ignore_ascii_case(".shiro")
+                && parts.peek().is_some_and(|next| {
+                    ["undo", "sessions", "bash"]
+                        .iter()
+                        .any(|name| next.eq_ignore_ascii_case(name))
+                })
+            {
+                return true;
+            }
+        }
+        false
+    }
+
     /// The path on disk under `root`.
     pub fn to_fs_path(&self, root: &Path) -> std::path::PathBuf {
         root.join(&self.rel)
@@ -269,6 +294,33 @@ mod tests {
         assert!(!p(".github/workflows/ci.yml").is_protected());
         assert!(!p("src/.git_keep").is_protected());
         assert!(!p("src/.gitignore").is_protected());
+    }
+
+    #[test]
+    fn knows_internal_directories() {
+        let p = |s| WorkspacePath::from_relative(s).unwrap();
+        for internal in [
+            ".git",
+            ".git/config",
+            "sub/.GIT/HEAD",
+            ".shiro/undo",
+            ".shiro/undo/log.jsonl",
+            ".Shiro/Sessions/a.jsonl",
+            "sub/.shiro/bash/0123",
+        ] {
+            assert!(p(internal).is_internal(), "{internal}");
+            assert!(p(internal).is_protected(), "{internal}");
+        }
+        for users in [
+            ".shiro",
+            ".shiro/config.toml",
+            ".shiro/commands.md",
+            ".shiro/skills/x/SKILL.md",
+            ".shiro/undone",
+            "src/.gitignore",
+        ] {
+            assert!(!p(users).is_internal(), "{users}");
+        }
     }
 
     #[test]

@@ -226,7 +226,10 @@ async fn auto_falls_back_to_detection_once_and_says_why() {
             ),
         ),
     ] {
-        let runner = Arc::new(Auto::new(Overlay::new(&helper), Detect));
+        let runner = Arc::new(Auto::new(
+            Overlay::new(&helper, helpers.path().join("layers")),
+            Detect,
+        ));
         let bash = tools::Bash::new(runner.clone());
         let m = FsMutator::new(dir.path()).unwrap();
         let first = bash
@@ -275,7 +278,7 @@ fn the_description_says_how_commands_are_captured() {
     use std::sync::Arc;
 
     let runners: [Arc<dyn BashRunner>; 3] = [
-        Arc::new(Overlay::new("shiro")),
+        Arc::new(Overlay::new("shiro", "/state/bash")),
         Arc::new(Detect),
         Arc::new(Direct),
     ];

@@ -1,9 +1,10 @@
 //! The ground the store stands on: its directories must be real directories of the user's,
 //! and its files are opened without following links.
 //!
-//! A repository can be cloned with anything in it, `.shiro/undo/` included. A link there
-//! (`.shiro/undo -> /elsewhere`, or `inflight.jsonl -> ~/.bashrc`) would make the store write
-//! outside the workspace: emptying the in-flight file would truncate its target. So the store
+//! The store lives out of the workspace's tree, but a state directory can still hold what
+//! someone else put there. A link there (`undo -> /elsewhere`, or `inflight.jsonl ->
+//! ~/.bashrc`) would make the store write where it should not: emptying the in-flight file
+//! would truncate its target. So the store
 //! checks each of its directories before it uses it (a real directory, not a link, owned by
 //! the user running shiro) and opens every file of its own with `O_NOFOLLOW`, which fails
 //! on a link instead of following it.
@@ -15,7 +16,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt as _, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use crate::error::UndoError;
@@ -56,9 +57,8 @@ pub(crate) fn is_link(err: &io::Error) -> bool {
     err.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
 }
 
-/// Makes sure `dir` is a real directory of the current user, creating it when it is missing
-/// (its parent must have been checked already). `name` is how the error names it, relative
-/// to the workspace (`.shiro/undo`).
+/// Makes sure `dir` is a real directory of the current user, creating it (`0700`) when it is
+/// missing (its parent must have been checked already). `name` is how the error names it.
 pub(crate) fn ensure_dir(dir: &Path, name: &str) -> Result<(), UndoError> {
     let refuse = |problem: String| UndoError::UnsafeStore {
         path: dir.to_path_buf(),
@@ -67,7 +67,7 @@ pub(crate) fn ensure_dir(dir: &Path, name: &str) -> Result<(), UndoError> {
     let meta = match fs::symlink_metadata(dir) {
         Ok(meta) => meta,
         Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            match fs::create_dir(dir) {
+            match fs::DirBuilder::new().mode(0o700).create(dir) {
                 Ok(()) => {}
                 // Another process made it meanwhile: check what it made.
                 Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {}
@@ -81,7 +81,7 @@ pub(crate) fn ensure_dir(dir: &Path, name: &str) -> Result<(), UndoError> {
     if kind.is_symlink() {
         let target = fs::read_link(dir).map_or_else(|_| "?".into(), PathBuf::into_os_string);
         return Err(refuse(format!(
-            "{name} is a symbolic link (to {}), and shiro keeps its state only in a real directory of the workspace; remove the link {name} and run again; shiro recreates it",
+            "{name} is a symbolic link (to {}), and shiro keeps its state only in a real directory; remove the link {name} and run again; shiro recreates it",
             target.to_string_lossy()
         )));
     }
@@ -100,25 +100,7 @@ pub(crate) fn ensure_dir(dir: &Path, name: &str) -> Result<(), UndoError> {
     Ok(())
 }
 
-/// Makes sure `<root>/.shiro/<name>` is a real directory of the current user (and `.shiro`
-/// too), creating what is missing, with a `.gitignore` of `*` so that nothing in it is ever
-/// committed; returns its path. The undo store and the saved sessions keep their state there.
-pub fn state_dir(root: &Path, name: &str) -> Result<PathBuf, UndoError> {
-    let shiro = root.join(".shiro");
-    ensure_dir(&shiro, ".shiro")?;
-    let dir = shiro.join(name);
-    let shown = format!(".shiro/{name}");
-    ensure_dir(&dir, &shown)?;
-    let ignore = dir.join(".gitignore");
-    clear_planted_links(&dir, &[".gitignore"], &shown)?;
-    if fs::symlink_metadata(&ignore).is_err() {
-        crate::codec::write_atomic(&ignore, b"*\n")
-            .map_err(|err| UndoError::io("write", &ignore, err))?;
-    }
-    Ok(dir)
-}
-
-/// Open options for a file in a directory [`state_dir`] checked: they refuse to follow a link
+/// Open options for a file in a directory the store checked: they refuse to follow a link
 /// at the file's own name (`O_NOFOLLOW`), so a planted link fails to open instead of leading
 /// outside the workspace.
 pub fn no_follow_options() -> OpenOptions {

@@ -3,7 +3,8 @@
 //! It plugs into the tools as a [`shiro_tools::Mutator`] decorator, [`Recording`], that
 //! captures the exact pre-image of every path before the first mutation of that path in a
 //! turn, and restores turns through an injected `Mutator`. The log lives in the workspace's
-//! `.shiro/undo/` directory ([`UndoStore`]); its format is described in `docs/formats.md`.
+//! [`StateDir`], out of the workspace's tree, so that nothing run in the tree can reach it
+//! ([`UndoStore`]); its format is described in `docs/formats.md`.
 //!
 //! Invariants:
 //! - a pre-image is durable on disk before the mutation it protects happens;
@@ -23,15 +24,16 @@
 //!
 //! ```
 //! use shiro_tools::{MemMutator, Mutator, WorkspacePath};
-//! use shiro_undo::{StoreOptions, TurnStart, UndoOptions, UndoStore};
+//! use shiro_undo::{StateDir, StoreOptions, TurnStart, UndoOptions, UndoStore};
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-//! let state = tempfile::tempdir().unwrap(); // where `.shiro/undo/` goes
+//! let home = tempfile::tempdir().unwrap(); // the user's state home, out of the workspace
+//! let state = StateDir::of_workspace(home.path(), std::path::Path::new("/work/notes"));
 //! let workspace = MemMutator::new();
 //! let path = WorkspacePath::from_relative("notes.txt").unwrap();
 //! workspace.write(&path, b"before\n", None).await.unwrap();
 //!
-//! let store = UndoStore::open_with(state.path(), &workspace, StoreOptions::default()).await.unwrap();
+//! let store = UndoStore::open_with(&state, &workspace, StoreOptions::default()).await.unwrap();
 //! let recording = store.recorder(workspace.clone());
 //! recording.begin_turn(TurnStart { summary: "rewrite notes".into(), history_marker: 4, session: None }).await.unwrap();
 //! recording.write(&path, b"after\n", None).await.unwrap(); // what a tool would do
@@ -57,6 +59,7 @@ mod image;
 mod lock;
 mod log;
 mod pack;
+mod place;
 mod recorder;
 mod report;
 mod restore;
@@ -64,11 +67,12 @@ mod store;
 
 pub use error::UndoError;
 pub use format::{BashCapture, FORMAT_VERSION};
-pub use ground::{no_follow_options, state_dir};
+pub use ground::no_follow_options;
 pub use image::{ContentHash, Image};
+pub use place::{MoveBy, StateDir, migrate_legacy, migrate_legacy_by};
 pub use recorder::{Recording, TurnStart};
 pub use report::{
     Action, Conflict, ConflictKind, ConflictReport, Direction, Notice, PathOutcome, TurnId,
     TurnSummary, UndoOutcome,
 };
-pub use store::{Abandoned, Copies, PathStanding, STORE_DIR, StoreOptions, UndoOptions, UndoStore};
+pub use store::{Abandoned, Copies, PathStanding, StoreOptions, UndoOptions, UndoStore};

@@ -256,8 +256,8 @@ impl<M: Mutator> Recording<M> {
         let mut appended = Vec::new();
         let mut batch = std::collections::BTreeSet::new();
         for &path in paths {
-            // Protected paths are refused by every mutator; there is nothing to protect.
-            if path.is_protected() || turn.flight.before.contains_key(path) || !batch.insert(path) {
+            // Internal paths are refused by every mutator; there is nothing to protect.
+            if path.is_internal() || turn.flight.before.contains_key(path) || !batch.insert(path) {
                 continue;
             }
             // The entry at the path itself: a mutation never acts through a link, so what a

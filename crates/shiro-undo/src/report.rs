@@ -2,6 +2,7 @@
 //! type meant for people has a `Display` that the CLI prints as is.
 
 use std::fmt;
+use std::path::PathBuf;
 
 use shiro_tools::{Change, WorkspacePath};
 
@@ -472,6 +473,28 @@ pub enum Notice {
         /// The cap.
         cap: u64,
     },
+    /// The store, or the state directory holding it, was deleted (by hand: nothing shiro
+    /// runs can reach it); a new, empty history begins.
+    HistoryGone {
+        /// Where the store was, and is again.
+        dir: PathBuf,
+    },
+    /// A store or the sessions that an earlier version kept in the workspace's tree were
+    /// moved to the state directory, out of reach of what runs in the tree.
+    MovedState {
+        /// Where they were (`<root>/.shiro/undo`).
+        from: PathBuf,
+        /// Where they are now.
+        to: PathBuf,
+    },
+    /// An earlier version's store or sessions in the tree were left as they are, because
+    /// the state directory already has its own.
+    KeptLegacyState {
+        /// The old directory, left untouched.
+        path: PathBuf,
+        /// The directory in use.
+        store: PathBuf,
+    },
 }
 
 impl fmt::Display for Notice {
@@ -587,6 +610,23 @@ impl fmt::Display for Notice {
                     human_bytes(*store_bytes)
                 )
             }
+            Notice::HistoryGone { dir } => write!(
+                f,
+                "the undo history in {} was deleted, so earlier turns can no longer be undone; a new history begins with the next turn",
+                dir.display()
+            ),
+            Notice::MovedState { from, to } => write!(
+                f,
+                "moved {} to {}, where git clean, git stash and the agent's commands cannot reach it",
+                from.display(),
+                to.display()
+            ),
+            Notice::KeptLegacyState { path, store } => write!(
+                f,
+                "left {} as it is: this workspace already keeps its state in {}; remove the old one once you no longer need it",
+                path.display(),
+                store.display()
+            ),
         }
     }
 }

@@ -27,6 +27,7 @@ use crate::image::{ContentHash, Image, Spares};
 use crate::lock::{self, LockGuard};
 use crate::log::{self, LogState, Refused};
 use crate::pack::pack_path;
+use crate::place::{MoveBy, StateDir};
 use crate::recorder::{Ledger, Recording};
 use crate::report::{
     Action, Conflict, ConflictReport, Direction, Notice, PathOutcome, TurnId, TurnSummary,
@@ -34,8 +35,8 @@ use crate::report::{
 };
 use crate::restore;
 
-/// Where the store lives, relative to the workspace root.
-pub const STORE_DIR: &str = ".shiro/undo";
+/// The store's directory in its [`StateDir`].
+const UNDO_SUBDIR: &str = "undo";
 
 /// The store's own files in its directory: a link planted at one of these names is removed.
 const STORE_FILES: &[&str] = &[
@@ -99,32 +100,41 @@ pub struct UndoStore {
 #[derive(Debug)]
 struct Inner {
     dir: PathBuf,
+    state: StateDir,
     options: StoreOptions,
     blobs: Blobs,
     notices: Mutex<Vec<Notice>>,
 }
 
 impl UndoStore {
-    /// Opens (creating when needed) the store of the workspace at `workspace_root`, in its
-    /// `.shiro/undo/` directory, which gets a `.gitignore` of `*`.
+    /// Opens (creating when needed) the store of the workspace that `state` belongs to, in
+    /// its `undo/` directory. The state directory must lie outside the workspace
+    /// ([`StateDir::check_apart`]). A store an earlier version kept in the workspace's tree
+    /// (`.shiro/undo/`, with `.shiro/sessions/`) is moved there first, with a [`Notice`].
     ///
     /// Opening finishes what a crash interrupted: a restore in progress is completed from its
     /// record in the log, and a turn whose process stopped mid-turn becomes a finished,
     /// undoable turn. Both leave a [`Notice`].
-    pub async fn open(workspace_root: &Path, options: StoreOptions) -> Result<Self, UndoError> {
-        let workspace = FsMutator::new(workspace_root)
-            .map_err(|err| UndoError::io("open the workspace", workspace_root, err))?;
-        Self::open_with(workspace_root, &workspace, options).await
+    pub async fn open(state: &StateDir, options: StoreOptions) -> Result<Self, UndoError> {
+        state.check_apart()?;
+        let root = state.workspace();
+        let workspace =
+            FsMutator::new(root).map_err(|err| UndoError::io("open the workspace", root, err))?;
+        Self::open_with(state, &workspace, options).await
     }
 
-    /// Like [`UndoStore::open`], with the store under `workspace_root` on disk but recovery
-    /// going through `workspace` (an in-memory workspace in tests and embeddings).
+    /// Like [`UndoStore::open`], with the store in `state` on disk but recovery going through
+    /// `workspace` (an in-memory workspace in tests and embeddings).
     pub async fn open_with(
-        workspace_root: &Path,
+        state: &StateDir,
         workspace: &dyn Mutator,
         options: StoreOptions,
     ) -> Result<Self, UndoError> {
-        let store = Self::create(workspace_root, options)?;
+        let moved = crate::place::migrate(state, MoveBy::Rename, options.lock_timeout)?;
+        let store = Self::create(state, options)?;
+        for notice in moved {
+            store.notify(notice);
+        }
         let _guard = store.lock()?;
         // Only a crash leaves blobs no turn refers to (and temporary files) behind; every
         // recorded turn collects them too. Listing `blobs/` on every open would cost each
@@ -138,43 +148,67 @@ impl UndoStore {
         if crashed {
             store.collect(&state)?;
         }
+        crate::place::tidy_legacy(&store.inner.state);
         Ok(store)
     }
 
     /// Opens the store as it is, completing nothing a crash left (no restore, no turn): for
     /// [`UndoStore::abandon`], which must see a stuck restore as it stands.
-    pub async fn open_as_is(
-        workspace_root: &Path,
-        options: StoreOptions,
-    ) -> Result<Self, UndoError> {
-        Self::create(workspace_root, options)
-    }
-
-    /// Checks the store's ground and makes its directories; recovers nothing.
-    fn create(workspace_root: &Path, options: StoreOptions) -> Result<Self, UndoError> {
-        // Each directory is checked before anything is opened in it (see `crate::ground`).
-        let dir = ground::state_dir(workspace_root, "undo")?;
-        let blobs_dir = dir.join(BLOBS_DIR);
-        ground::ensure_dir(&blobs_dir, &format!("{STORE_DIR}/{BLOBS_DIR}"))?;
-        let planted = ground::clear_planted_links(&dir, STORE_FILES, STORE_DIR)?;
-        let store = Self {
-            inner: Arc::new(Inner {
-                dir,
-                options,
-                blobs: Blobs::new(blobs_dir),
-                notices: Mutex::new(Vec::new()),
-            }),
-        };
-        for link in planted {
-            store.notify(Notice::RemovedLink { link });
+    pub async fn open_as_is(state: &StateDir, options: StoreOptions) -> Result<Self, UndoError> {
+        state.check_apart()?;
+        let moved = crate::place::migrate(state, MoveBy::Rename, options.lock_timeout)?;
+        let store = Self::create(state, options)?;
+        for notice in moved {
+            store.notify(notice);
         }
         Ok(store)
     }
 
-    /// The store directory (`<workspace>/.shiro/undo`). Removing it, when no shiro is
+    /// Checks the store's ground and makes its directories; recovers nothing.
+    fn create(state: &StateDir, options: StoreOptions) -> Result<Self, UndoError> {
+        let dir = state.undo_dir();
+        let store = Self {
+            inner: Arc::new(Inner {
+                blobs: Blobs::new(dir.join(BLOBS_DIR)),
+                dir,
+                state: state.clone(),
+                options,
+                notices: Mutex::new(Vec::new()),
+            }),
+        };
+        store.make_ground()?;
+        Ok(store)
+    }
+
+    /// Makes sure the store's directories are there (each checked before anything is opened
+    /// in it, see `crate::ground`), and says so when a store made here earlier was deleted.
+    fn make_ground(&self) -> Result<(), UndoError> {
+        let state = &self.inner.state;
+        let dir = &self.inner.dir;
+        let gone = state.store_was_made() && fs::symlink_metadata(dir).is_err();
+        let shown = dir.display().to_string();
+        state.ensure_sub(UNDO_SUBDIR)?;
+        state.mark_store_made()?;
+        let blobs_dir = dir.join(BLOBS_DIR);
+        ground::ensure_dir(&blobs_dir, &format!("{shown}/{BLOBS_DIR}"))?;
+        for link in ground::clear_planted_links(dir, STORE_FILES, &shown)? {
+            self.notify(Notice::RemovedLink { link });
+        }
+        if gone {
+            self.notify(Notice::HistoryGone { dir: dir.clone() });
+        }
+        Ok(())
+    }
+
+    /// The store directory (`undo/` of its [`StateDir`]). Removing it, when no shiro is
     /// running, forgets every turn and nothing else.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
+    }
+
+    /// The state directory the store is in.
+    pub fn state(&self) -> &StateDir {
+        &self.inner.state
     }
 
     /// The options the store was opened with.
@@ -528,7 +562,26 @@ impl UndoStore {
         self.append(state, LogLine::Stopped { id, reason: note })
     }
 
+    /// Notices a store deleted while this process had it open: says so, once, and begins a
+    /// new history.
+    fn regrow_if_gone(&self) -> Result<(), UndoError> {
+        if fs::symlink_metadata(&self.inner.dir).is_ok() {
+            return Ok(());
+        }
+        self.make_ground()?;
+        let dir = self.inner.dir.clone();
+        let mut notices = self.notices();
+        if !notices
+            .iter()
+            .any(|n| matches!(n, Notice::HistoryGone { .. }))
+        {
+            notices.push(Notice::HistoryGone { dir });
+        }
+        Ok(())
+    }
+
     fn lock(&self) -> Result<LockGuard, UndoError> {
+        self.regrow_if_gone()?;
         lock::acquire(&self.path(LOCK_FILE), self.inner.options.lock_timeout)
     }
 
@@ -551,6 +604,7 @@ impl UndoStore {
     /// Reads the log without the lock: it is replaced atomically, and an append still being
     /// written reads as torn, hence as not yet there. Damaged records are skipped and reported.
     fn read_state(&self) -> Result<LogState, UndoError> {
+        self.regrow_if_gone()?;
         let (state, bad) = self.parse_log()?;
         for notice in bad {
             self.notify(notice);
@@ -793,10 +847,16 @@ impl UndoStore {
         // First a bash command's overlay layer that a crash left: a commit cut short is
         // finished (the in-flight record below holds the pre-images of all it changes), a
         // command cut short is discarded.
-        for recovered in shiro_tools::capture::recover_layers(workspace)
-            .await
-            .map_err(UndoError::Mutator)?
-        {
+        let state_dir = &self.inner.state;
+        let mut recovered_layers = Vec::new();
+        for layers in [state_dir.layers_dir(), state_dir.legacy_layers_dir()] {
+            recovered_layers.extend(
+                shiro_tools::capture::recover_layers(workspace, &layers)
+                    .await
+                    .map_err(UndoError::Mutator)?,
+            );
+        }
+        for recovered in recovered_layers {
             self.notify(match recovered {
                 LayerRecovery::Finished { steps } => Notice::FinishedBashCommit { steps },
                 LayerRecovery::Discarded => Notice::DiscardedBashLayer,

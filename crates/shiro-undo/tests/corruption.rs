@@ -225,7 +225,7 @@ async fn run_case(
         versions: BTreeMap::new(),
     };
     history.note(&files(&ws));
-    let store = UndoStore::open_with(dir.path(), &ws, options())
+    let store = UndoStore::open_with(&common::state(dir.path()), &ws, options())
         .await
         .unwrap();
     for writes in &turns {
@@ -248,7 +248,7 @@ async fn run_case(
     apply_damage(victim, &harm);
     let damaged = format!("{} after {harm:?}", victim.display());
 
-    let store = UndoStore::open_with(dir.path(), &ws, options())
+    let store = UndoStore::open_with(&common::state(dir.path()), &ws, options())
         .await
         .map_err(|err| TestCaseError::fail(format!("{damaged}: open failed: {err}")))?;
     history.check_legit(&ws, &damaged)?;

@@ -468,7 +468,7 @@ fn run(
                 model.apply(&op);
             }
         }
-        let store = UndoStore::open_with(state_dir, &inner, options)
+        let store = UndoStore::open_with(&common::state(state_dir), &inner, options)
             .await
             .unwrap();
         let recording = store.recorder(inner.clone());

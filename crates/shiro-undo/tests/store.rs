@@ -39,7 +39,7 @@ struct Fixture {
 async fn fixture(options: StoreOptions) -> Fixture {
     let dir = fast_tempdir();
     let ws = MemMutator::new();
-    let store = UndoStore::open_with(dir.path(), &ws, options)
+    let store = UndoStore::open_with(&common::state(dir.path()), &ws, options)
         .await
         .unwrap();
     let rec = store.recorder(ws.clone());
@@ -84,7 +84,7 @@ async fn big_file_fixture() -> Fixture {
 
 /// Opens the store again, as the next shiro command would, with the notices it reports.
 async fn reopen(dir: &Path, ws: &MemMutator) -> (UndoStore, Vec<String>) {
-    let store = UndoStore::open_with(dir, ws, StoreOptions::default())
+    let store = UndoStore::open_with(&common::state(dir), ws, StoreOptions::default())
         .await
         .unwrap();
     let notices = store
@@ -535,7 +535,7 @@ async fn a_second_opener_waits_then_fails_naming_the_lock() {
         lock_timeout: Duration::from_millis(200),
         ..StoreOptions::default()
     };
-    let store = UndoStore::open_with(dir.path(), &ws, short.clone())
+    let store = UndoStore::open_with(&common::state(dir.path()), &ws, short.clone())
         .await
         .unwrap();
     let rec = store.recorder(ws.clone());
@@ -543,7 +543,7 @@ async fn a_second_opener_waits_then_fails_naming_the_lock() {
 
     let root = dir.path().to_path_buf();
     let started = std::time::Instant::now();
-    let err = UndoStore::open_with(&root, &ws, short.clone())
+    let err = UndoStore::open_with(&common::state(&root), &ws, short.clone())
         .await
         .unwrap_err();
     assert!(
@@ -572,8 +572,11 @@ async fn a_second_opener_waits_then_fails_naming_the_lock() {
             },
         );
         std::thread::spawn(move || {
-            common::runtime()
-                .block_on(async move { UndoStore::open_with(&root, &ws, options).await.map(drop) })
+            common::runtime().block_on(async move {
+                UndoStore::open_with(&common::state(&root), &ws, options)
+                    .await
+                    .map(drop)
+            })
         })
     };
     std::thread::sleep(Duration::from_millis(50));
@@ -606,7 +609,7 @@ async fn a_damaged_log_record_is_reported_and_skipped() {
         "the damaged log is kept for inspection"
     );
     // Reported once: the log was rewritten without the bad record.
-    let again = UndoStore::open_with(f.dir.path(), &f.ws, StoreOptions::default())
+    let again = UndoStore::open_with(&common::state(f.dir.path()), &f.ws, StoreOptions::default())
         .await
         .unwrap();
     assert!(again.take_notices().is_empty());
@@ -630,7 +633,7 @@ async fn a_damaged_log_record_is_reported_and_skipped() {
         damaged_copy,
         "no damage to keep a copy of"
     );
-    let again = UndoStore::open_with(f.dir.path(), &f.ws, StoreOptions::default())
+    let again = UndoStore::open_with(&common::state(f.dir.path()), &f.ws, StoreOptions::default())
         .await
         .unwrap();
     assert!(again.take_notices().is_empty());
@@ -644,7 +647,7 @@ async fn a_newer_format_is_refused_and_left_untouched() {
     // A record's checksum is the blake3 hash of its JSON, which ContentHash computes too.
     let line = format!("{} {json}\n", ContentHash::of(json.as_bytes()).to_hex());
     std::fs::write(&log, &line).unwrap();
-    let err = UndoStore::open_with(f.dir.path(), &f.ws, StoreOptions::default())
+    let err = UndoStore::open_with(&common::state(f.dir.path()), &f.ws, StoreOptions::default())
         .await
         .unwrap_err();
     assert!(
@@ -870,7 +873,7 @@ async fn pre_images_are_stored_before_the_mutation_they_protect() {
     let ws = MemMutator::new();
     write(&ws, "a", b"a").await;
     write(&ws, "d/b", b"b").await;
-    let store = UndoStore::open_with(dir.path(), &ws, StoreOptions::default())
+    let store = UndoStore::open_with(&common::state(dir.path()), &ws, StoreOptions::default())
         .await
         .unwrap();
     let (probe, checked) = write_ahead_probe(ws.clone(), store.dir().to_path_buf());
@@ -1009,13 +1012,24 @@ async fn a_restore_journaled_by_a_format_3_store_is_completed() {
 }
 
 #[tokio::test]
-async fn the_store_directory_is_ignored_by_git() {
-    let f = fixture(StoreOptions::default()).await;
+async fn the_store_lives_in_its_state_directory_and_is_private() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let home = fast_tempdir();
+    let ws = MemMutator::new();
+    let state = shiro_undo::StateDir::of_workspace(home.path(), Path::new("/work/shop"));
+    let store = UndoStore::open_with(&state, &ws, StoreOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(store.dir(), state.undo_dir());
+    assert!(store.dir().starts_with(home.path().join("workspaces")));
+    for dir in [state.dir(), store.dir()] {
+        let mode = std::fs::metadata(dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{}", dir.display());
+    }
     assert_eq!(
-        std::fs::read_to_string(f.dir.path().join(".shiro/undo/.gitignore")).unwrap(),
-        "*\n"
+        std::fs::read_to_string(state.dir().join("workspace")).unwrap(),
+        "/work/shop\n"
     );
-    assert!(f.store.dir().ends_with(".shiro/undo"));
 }
 
 /// A text of `lines` lines where line `changed` (if any) says which version it is.
@@ -1208,4 +1222,35 @@ async fn recovery_rewrites_a_blob_a_power_cut_left_empty() {
     store.undo(&f.ws, UndoOptions::default()).await.unwrap();
     assert_eq!(mem_tree(&f.ws), before);
     assert!(std::fs::metadata(&blob).unwrap().len() > 0);
+}
+
+/// A store deleted on purpose, while a process has it open or between two processes: shiro
+/// says the history is gone, once, and a new one begins, in which turns undo as usual.
+#[tokio::test]
+async fn a_deleted_store_is_named_and_a_new_history_begins() {
+    let f = fixture(StoreOptions::default()).await;
+    turn(&f, "first", &[("a", b"1")]).await.unwrap();
+    std::fs::remove_dir_all(f.store.dir()).unwrap();
+
+    // The process that had it open.
+    assert!(f.store.log().unwrap().is_empty());
+    let said: Vec<String> = (f.store.take_notices().iter())
+        .map(ToString::to_string)
+        .collect();
+    let shown = said
+        .join("\n")
+        .replace(&f.dir.path().display().to_string(), "[dir]");
+    insta::assert_snapshot!(shown, @"the undo history in [dir]/.shiro/undo was deleted, so earlier turns can no longer be undone; a new history begins with the next turn");
+    turn(&f, "second", &[("a", b"2")]).await.unwrap();
+    f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(read(&mem_tree(&f.ws), "a"), b"1");
+
+    // The next process, after a deletion between the two.
+    std::fs::remove_dir_all(f.store.dir()).unwrap();
+    let (store, notices) = reopen(f.dir.path(), &f.ws).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert!(notices[0].contains("was deleted"), "{notices:?}");
+    assert!(store.log().unwrap().is_empty());
+    let (_, notices) = reopen(f.dir.path(), &f.ws).await;
+    assert!(notices.is_empty(), "said once: {notices:?}");
 }

@@ -1,7 +1,12 @@
 //! Crash-test helper for shiro-undo: performs one scripted turn, or one undo, on a workspace,
 //! and can abort itself (no cleanup, like SIGKILL) at the k-th mutating file operation.
 //!
-//! `undo_crash_helper WORKSPACE turn|undo [K before|after]`
+//! `undo_crash_helper WORKSPACE turn|undo|legacy-turn|migrate [K before|after]`
+//!
+//! `legacy-turn` records the turn where an earlier version kept the store (`.shiro/undo` in
+//! the workspace); `migrate` moves such a store out of the tree by copying it (the slow way,
+//! which has the most steps to interrupt). The state directory is
+//! [`shiro_tests::state_beside`] the workspace, or the one `UNDO_CRASH_STATE` names.
 //!
 //! The test (`tests/tests/undo_crash.rs`) also kills it with SIGKILL at random times, which
 //! lands inside the store's own writes.
@@ -13,7 +18,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use shiro_tools::{FsMutator, Hooked, Mutator, MutatorError, WorkspacePath, create_parent_dirs};
-use shiro_undo::{StoreOptions, TurnStart, UndoOptions, UndoStore};
+use shiro_undo::{MoveBy, StateDir, StoreOptions, TurnStart, UndoOptions, UndoStore};
+
+/// Names the state directory to use instead of the one beside the workspace (the tests of
+/// the `shiro` binary pass the one it uses).
+const STATE_VAR: &str = "UNDO_CRASH_STATE";
 
 /// Files this big are stored as deltas: `big.bin` (256 KiB) is one. The test opens its store
 /// with the same value.
@@ -94,7 +103,10 @@ async fn turn(m: &dyn Mutator) -> Result<(), String> {
 
 async fn run(args: &[String]) -> Result<(), String> {
     let [root, mode, rest @ ..] = args else {
-        return Err("usage: undo_crash_helper WORKSPACE turn|undo [K before|after]".to_owned());
+        return Err(
+            "usage: undo_crash_helper WORKSPACE turn|undo|legacy-turn|migrate [K before|after]"
+                .to_owned(),
+        );
     };
     let abort_at = rest
         .first()
@@ -109,11 +121,25 @@ async fn run(args: &[String]) -> Result<(), String> {
         big_file_bytes: BIG_FILE_BYTES,
         ..StoreOptions::default()
     };
-    let store = UndoStore::open(&root, options)
-        .await
-        .map_err(|err| err.to_string())?;
+    let state = match (mode.as_str(), std::env::var_os(STATE_VAR)) {
+        ("legacy-turn", _) => StateDir::at(root.join(".shiro"), &root),
+        (_, Some(dir)) => StateDir::at(dir, &root),
+        (_, None) => shiro_tests::state_beside(&root),
+    };
+    if mode == "migrate" {
+        return shiro_undo::migrate_legacy_by(&state, MoveBy::Copy)
+            .map(drop)
+            .map_err(|err| err.to_string());
+    }
+    // A legacy store is opened as one would have been: in the tree, as is.
+    let store = if mode == "legacy-turn" {
+        UndoStore::open_with(&state, &fs_of(&root)?, options).await
+    } else {
+        UndoStore::open(&state, options).await
+    }
+    .map_err(|err| err.to_string())?;
     match mode.as_str() {
-        "turn" => {
+        "turn" | "legacy-turn" => {
             let recording = store.recorder(aborting);
             let start = TurnStart {
                 summary: "crash test turn".to_owned(),
@@ -147,6 +173,10 @@ async fn run(args: &[String]) -> Result<(), String> {
             .map_err(|err| err.to_string()),
         other => Err(format!("unknown mode {other:?}")),
     }
+}
+
+fn fs_of(root: &std::path::Path) -> Result<FsMutator, String> {
+    FsMutator::new(root).map_err(|err| err.to_string())
 }
 
 fn main() -> ExitCode {

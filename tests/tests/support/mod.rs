@@ -61,6 +61,18 @@ impl Ws {
         self.dir.path()
     }
 
+    /// The workspace's state directory, where the `shiro` of [`Ws::command`] keeps it (its
+    /// `HOME` is the config directory) and where tests that open the store in-process do.
+    pub fn state(&self) -> shiro_undo::StateDir {
+        let home = self.config.path().join(".local/state/shiro");
+        shiro_undo::StateDir::of_workspace(&home, &self.path().canonicalize().unwrap())
+    }
+
+    /// The workspace's undo store directory.
+    pub fn store(&self) -> PathBuf {
+        self.state().undo_dir()
+    }
+
     pub fn write(&self, rel: &str, content: &str) {
         let path = self.path().join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -75,11 +87,12 @@ impl Ws {
         self.path().join(rel).symlink_metadata().is_ok()
     }
 
-    /// A workspace in a new directory under `parent` (a tmpfs, say).
+    /// A workspace in a new directory under `parent` (a tmpfs, say), with its config
+    /// directory, and so its state (see [`Ws::state`]), on the same file system.
     pub fn new_in(parent: &Path) -> Self {
         Self {
             dir: tempfile::tempdir_in(parent).unwrap(),
-            config: tempfile::tempdir().unwrap(),
+            config: tempfile::tempdir_in(parent).unwrap(),
         }
     }
 
@@ -91,15 +104,24 @@ impl Ws {
 
     /// [`Ws::command`] for the `shiro` binary at `shiro` (a copy elsewhere, say).
     pub fn command_of(&self, shiro: &Path, args: &[&str]) -> Command {
+        self.command_in(shiro, self.path(), args)
+    }
+
+    /// [`Ws::command_of`] in another workspace, `root` (a worktree of this one, say), with
+    /// this one's environment.
+    pub fn command_in(&self, shiro: &Path, root: &Path, args: &[&str]) -> Command {
         let mut command = Command::new(shiro);
         command
             .arg("-C")
-            .arg(self.path())
+            .arg(root)
             .args(args)
             .env("SHIRO_CONFIG_DIR", self.config.path())
             // The user's own command folders (`~/.claude/commands`, …) are never seen.
             .env("HOME", self.config.path())
             .env_remove("XDG_CONFIG_HOME")
+            // Its state goes under `<config>/.local/state/shiro` (see [`Ws::state`]).
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("SHIRO_STATE_DIR")
             .env("NO_COLOR", "1")
             .env_remove("SHIRO_MODEL")
             .env_remove("OPENAI_BASE_URL")
@@ -139,13 +161,16 @@ impl Ws {
     }
 
     /// Waits for a child spawned from [`Ws::command`] and returns what it printed, with the
-    /// workspace and config paths replaced by `<ws>` and `<config>`.
+    /// workspace's state directory, the workspace and the config paths replaced by
+    /// `<state>`, `<ws>` and `<config>`.
     pub fn finish(&self, child: std::process::Child) -> Run {
         let out = child.wait_with_output().unwrap();
         let clean = |bytes: Vec<u8>| {
             let text = String::from_utf8(bytes).unwrap();
             let root = self.path().canonicalize().unwrap();
-            text.replace(root.to_str().unwrap(), "<ws>")
+            // The state directory first: its name is made from the workspace's path.
+            text.replace(self.state().dir().to_str().unwrap(), "<state>")
+                .replace(root.to_str().unwrap(), "<ws>")
                 .replace(self.config.path().to_str().unwrap(), "<config>")
         };
         Run {
@@ -166,7 +191,8 @@ impl Ws {
         run
     }
 
-    /// Every entry under the root except `.shiro/`: kind, mode and bytes.
+    /// Every entry under the root (`.shiro/` holds only the user's files: shiro's state is
+    /// elsewhere): kind, mode and bytes.
     pub fn tree(&self) -> BTreeMap<String, String> {
         let mut out = BTreeMap::new();
         walk(self.path(), self.path(), &mut out);
@@ -183,9 +209,6 @@ fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
             .unwrap()
             .to_string_lossy()
             .into_owned();
-        if rel == ".shiro" {
-            continue;
-        }
         let meta = path.symlink_metadata().unwrap();
         let mode = meta.permissions().mode() & 0o7777;
         if meta.file_type().is_symlink() {
@@ -285,10 +308,10 @@ pub fn overlay_refused() -> Option<String> {
     answer.clone()
 }
 
-/// The bash layers under `.shiro/bash/` of the workspace at `root` (a removed layer, renamed
-/// `trash-…` while it is deleted in the background, is not one).
-pub fn bash_layers(root: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(root.join(".shiro/bash"))
+/// The bash layers in the directory `layers` (a removed layer, renamed `trash-…` while it is
+/// deleted in the background, is not one).
+pub fn bash_layers(layers: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(layers)
         .map(|entries| {
             entries
                 .flatten()

@@ -311,7 +311,7 @@ mod tests {
     use super::*;
     use crate::agent::session::Session;
     use crate::agent::turn::SYSTEM_PROMPT;
-    use crate::agent::turn::tests::{agent, context};
+    use crate::agent::turn::tests::{agent, context, workspace};
     use crate::config::Config;
     use crate::permissions::Mode as Permission;
     use crate::provider::{
@@ -431,14 +431,13 @@ mod tests {
             .build()
             .unwrap();
         runtime.block_on(async {
-            let dir = tempfile::tempdir().unwrap();
-            let root = dir.path().canonicalize().unwrap();
+            let (_dir, root) = workspace();
             let mut config = Config::load(&root, None).unwrap();
             config.model.context_window = window;
             config.model.compact_at = Some(0.5);
             let ctx = context(root.clone(), config);
             let script = json!({"responses": [{"text": "unused"}]}).to_string();
-            let session = Session::create(&root).unwrap();
+            let session = Session::create(&ctx.state).unwrap();
             let id = session.id().to_owned();
             let mut agent = agent(&ctx, &script, session, Permission::Yes, 10);
             agent.provider = Ok(Box::new(Model::default()));
@@ -514,7 +513,7 @@ mod tests {
                 }
                 compactions += agent.history.compactions().len().saturating_sub(compacted);
                 clearings += agent.history.clearings().len().saturating_sub(cleared);
-                let reopened = Session::reopen(&root, Some(&id)).unwrap();
+                let reopened = Session::reopen(&ctx.state, Some(&id)).unwrap();
                 assert_eq!(reopened.history, agent.history, "after {op:?}");
                 assert!(reopened.notices.is_empty());
             }
@@ -600,10 +599,9 @@ mod tests {
     /// A model that fails leaves everything as it was, and says so.
     #[tokio::test]
     async fn a_failed_summary_changes_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
+        let (_dir, root) = workspace();
         let ctx = context(root.clone(), Config::load(&root, None).unwrap());
-        let session = Session::create(&root).unwrap();
+        let session = Session::create(&ctx.state).unwrap();
         let script = json!({"responses": [{"text": "unused"}]}).to_string();
         let mut agent = agent(&ctx, &script, session, Permission::Yes, 10);
         agent.provider = Ok(Box::new(Model {
@@ -620,7 +618,7 @@ mod tests {
         let before = agent.history.clone();
         let outcome = agent.compact(Trigger::Command, "").await.unwrap();
         assert_eq!(agent.history, before);
-        let reopened = Session::reopen(&root, Some(agent.session.id())).unwrap();
+        let reopened = Session::reopen(&ctx.state, Some(agent.session.id())).unwrap();
         assert_eq!(reopened.history, before);
         insta::assert_snapshot!(outcome_text(&outcome), @r#"compaction failed: the server refused the request (400): too long; the conversation is unchanged"#);
     }

@@ -11,6 +11,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
+use shiro_undo::StateDir;
 
 use super::approve::Approvals;
 use super::events::{Mode, Printer};
@@ -68,11 +69,18 @@ pub async fn run(out: Box<dyn Write + Send>, color: Color) -> Result<()> {
         }
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     }
+    // The demo's history lives and dies with its workspace, in a directory of its own.
+    let state_home = tempfile::Builder::new()
+        .prefix("shiro-demo-state-")
+        .tempdir()
+        .context("cannot create a temporary directory")?;
+    let state = StateDir::of_workspace(state_home.path(), &root);
     let before = snapshot(&root)?;
     // No user config: the demo must not run the user's commands or read their settings.
     let config = Config::load(&root, None)?;
     let ctx = Context {
         root: root.clone(),
+        state,
         config,
         color,
         // The demo runs under `shiro demo`'s own handling: a signal drops it whole.
@@ -88,7 +96,7 @@ pub async fn run(out: Box<dyn Write + Send>, color: Color) -> Result<()> {
         specs: turn::specs(&tools),
         tools,
         history: super::conversation::Conversation::default(),
-        session: Session::create(&root)?,
+        session: Session::create(&ctx.state)?,
         printer: Printer::new(out, Box::new(std::io::sink()), Mode::Interactive, color),
         input: Box::new(Lines::new(Box::new(std::io::Cursor::new(USER_INPUT)))),
         approvals: Approvals::new(crate::permissions::Mode::Yes, true),

@@ -86,7 +86,7 @@ impl Input for Lines {
     }
 }
 
-/// The terminal line editor: history (saved in `.shiro/sessions/history.txt`) and Tab
+/// The terminal line editor: history (saved beside the sessions, `history.txt`) and Tab
 /// completion of `/` commands with their summaries and of `@` paths.
 pub struct Terminal {
     editor: Editor<Completion, DefaultHistory>,
@@ -100,8 +100,9 @@ impl std::fmt::Debug for Terminal {
 }
 
 impl Terminal {
-    /// A line editor completing from `registry` and the files under `root`.
-    pub fn new(root: &Path, registry: Registry) -> anyhow::Result<Self> {
+    /// A line editor completing from `registry` and the files under `root`, keeping its
+    /// history in `history_file`.
+    pub fn new(root: &Path, history_file: PathBuf, registry: Registry) -> anyhow::Result<Self> {
         let config = Config::builder()
             .completion_type(CompletionType::List)
             .auto_add_history(false)
@@ -112,7 +113,6 @@ impl Terminal {
             root: root.to_owned(),
             registry,
         }));
-        let history_file = root.join(super::session::SESSIONS_DIR).join("history.txt");
         // No history yet is the normal first run.
         let _ = editor.load_history(&history_file);
         Ok(Terminal {

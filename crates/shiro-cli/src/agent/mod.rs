@@ -29,13 +29,13 @@ pub mod session;
 pub mod turn;
 
 use std::io::IsTerminal as _;
-use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
 use shiro_commands::{Args, ExpandContext, FsReader, Origin, Resolved, ShRunner};
+use shiro_undo::StateDir;
 
 use self::approve::Approvals;
 use self::conversation::Conversation;
@@ -133,9 +133,9 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
             resume: None,
             ..args.clone()
         };
-        open_session(&ctx.root, &new)?
+        open_session(&ctx.state, &new)?
     } else {
-        open_session(&ctx.root, args)?
+        open_session(&ctx.state, args)?
     };
     let mode = match (headless, args.json) {
         (false, _) => Mode::Interactive,
@@ -155,6 +155,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         match Ui::start(
             registry.clone(),
             ctx.root.clone(),
+            history_file(&ctx.state),
             ctx.color == Color::Always,
             ctx.signals.clone(),
         ) {
@@ -176,7 +177,11 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
     } else if headless {
         Box::new(Lines::new(Box::new(std::io::empty())))
     } else if std::io::stdin().is_terminal() {
-        Box::new(Terminal::new(&ctx.root, registry.clone())?)
+        Box::new(Terminal::new(
+            &ctx.root,
+            history_file(&ctx.state),
+            registry.clone(),
+        )?)
     } else {
         Box::new(Lines::new(Box::new(std::io::BufReader::new(
             std::io::stdin(),
@@ -448,7 +453,7 @@ fn live_output(ui: UiSender) -> shiro_tools::tools::Live {
 /// The picker of `--resume` and `/resume` without an id: the workspace's other sessions
 /// are offered, and the chosen one replaces the conversation and is shown again.
 pub fn pick_session(agent: &mut Agent<'_>) {
-    let sessions = match session::list(&agent.ctx.root) {
+    let sessions = match session::list(&agent.ctx.state) {
         Ok(sessions) => sessions,
         Err(err) => {
             agent
@@ -523,7 +528,7 @@ pub fn resume_session(agent: &mut Agent<'_>, id: &str) -> Result<String> {
     if id.trim() == agent.session.id() {
         return Ok(format!("session {id} is this one"));
     }
-    let reopened = Session::reopen(&agent.ctx.root, Some(id))?;
+    let reopened = Session::reopen(&agent.ctx.state, Some(id))?;
     let mut text = String::new();
     for notice in &reopened.notices {
         text.push_str(&format!("note: {notice}\n"));
@@ -619,12 +624,17 @@ pub async fn run_user_command(
     report
 }
 
+/// The line editor's history, beside the saved sessions.
+fn history_file(state: &StateDir) -> std::path::PathBuf {
+    state.sessions_dir().join(session::HISTORY_FILE)
+}
+
 /// A new session, or the one `--continue`/`--resume` names (`--resume` without an id: the
 /// newest), with its history and notices. A new session in a workspace where `.shiro/`
 /// cannot be made is an unsaved one, and the one notice says so: its turns answer questions
 /// and refuse changes, without saying it again.
 pub fn open_session(
-    root: &Path,
+    state: &StateDir,
     args: &SessionArgs,
 ) -> Result<(Session, Conversation, Vec<String>)> {
     let id = match (&args.resume, args.continue_latest) {
@@ -634,10 +644,10 @@ pub fn open_session(
     };
     match id {
         Some(id) => {
-            let reopened = Session::reopen(root, id)?;
+            let reopened = Session::reopen(state, id)?;
             Ok((reopened.session, reopened.history, reopened.notices))
         }
-        None => match Session::create(root) {
+        None => match Session::create(state) {
             Ok(session) => Ok((session, Conversation::default(), Vec::new())),
             Err(err) => {
                 let why = headless::error_text(&err);

@@ -94,7 +94,7 @@ async fn status(agent: &Agent<'_>) -> StatusInfo {
         None => ctx.root.display().to_string(),
     };
     // Only when the store is there: the status line must not create it.
-    let undo_depth = if ctx.root.join(".shiro").join("undo").exists() {
+    let undo_depth = if ctx.has_store() {
         match ctx.open_store().await {
             Ok((store, _)) => store.log().ok().map(|turns| turns.len()),
             Err(_) => None,
@@ -363,7 +363,7 @@ async fn mcp_command(agent: &mut Agent<'_>, args: &str) -> String {
 fn new_session(agent: &Agent<'_>) -> Result<Session> {
     match agent.session.unsaved_reason() {
         Some(why) => Ok(Session::unsaved(why)),
-        None => Session::create(&agent.ctx.root),
+        None => Session::create(&agent.ctx.state),
     }
 }
 
@@ -373,7 +373,7 @@ const LISTED_SESSIONS: usize = 20;
 /// `/resume` lists the workspace's saved sessions, newest first; `/resume N` (a number from
 /// the list) or `/resume ID` switches to one.
 fn resume(agent: &mut Agent<'_>, args: &str) -> String {
-    let sessions = match session::list(&agent.ctx.root) {
+    let sessions = match session::list(&agent.ctx.state) {
         Ok(sessions) => sessions,
         Err(err) => return format!("error: {}", crate::headless::error_text(&err)),
     };

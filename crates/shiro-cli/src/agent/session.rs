@@ -1,4 +1,5 @@
-//! Saved sessions: `.shiro/sessions/<id>.jsonl`, one JSON event a line, appended as the
+//! Saved sessions: `<state>/sessions/<id>.jsonl` in the workspace's state directory (out of
+//! its tree), one JSON event a line, appended as the
 //! conversation goes, so a crash loses at most the line being written.
 //!
 //! Loading replays the lines into a [`Conversation`]: `message` appends to the transcript,
@@ -15,12 +16,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
+use shiro_undo::StateDir;
 
 use super::conversation::{Clearing, Compaction, Conversation};
 use crate::provider::{Message, Role};
 
-/// The folder of saved sessions, relative to the workspace root.
-pub const SESSIONS_DIR: &str = ".shiro/sessions";
+/// The line editor's history file in the sessions directory.
+pub const HISTORY_FILE: &str = "history.txt";
 
 /// One line of a session file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -105,8 +107,8 @@ pub struct Reopened {
 
 impl Session {
     /// Starts a new session with a fresh id.
-    pub fn create(root: &Path) -> Result<Session> {
-        let dir = ensure_dir(root)?;
+    pub fn create(state: &StateDir) -> Result<Session> {
+        let dir = ensure_dir(state)?;
         let id = new_id();
         let path = dir.join(format!("{id}.jsonl"));
         let file = shiro_undo::no_follow_options()
@@ -140,8 +142,8 @@ impl Session {
     }
 
     /// Reopens the session `id`, or the newest one when `id` is `None`.
-    pub fn reopen(root: &Path, id: Option<&str>) -> Result<Reopened> {
-        let dir = ensure_dir(root)?;
+    pub fn reopen(state: &StateDir, id: Option<&str>) -> Result<Reopened> {
+        let dir = ensure_dir(state)?;
         let path = match id {
             Some(id) => {
                 let id = id.trim().trim_end_matches(".jsonl");
@@ -151,7 +153,7 @@ impl Session {
                 let path = dir.join(format!("{id}.jsonl"));
                 if !path.is_file() {
                     bail!(
-                        "no session {id} in {}; `ls {SESSIONS_DIR}` lists them",
+                        "no session {id} in this workspace's sessions ({}); /resume, or `shiro --resume` on a terminal, lists them",
                         dir.display()
                     );
                 }
@@ -256,11 +258,14 @@ pub fn replay(text: &str) -> Result<(Conversation, Vec<String>)> {
     Ok((history, notices))
 }
 
-/// Creates `.shiro/sessions/` with a `.gitignore` of `*`, so transcripts are never committed.
-/// Like the undo store's, it must be a real directory of the user's (not a link a checkout
-/// planted), and its files are opened without following links.
-fn ensure_dir(root: &Path) -> Result<PathBuf> {
-    shiro_undo::state_dir(root, "sessions").context("cannot use the sessions directory")
+/// Makes the sessions directory in the workspace's state directory, out of the tree, so
+/// `git clean` and the agent's commands never reach a transcript. Like the undo store's, it
+/// must be a real directory of the user's (not a link someone planted), and its files are
+/// opened without following links.
+fn ensure_dir(state: &StateDir) -> Result<PathBuf> {
+    state
+        .ensure_sessions()
+        .context("cannot use the sessions directory")
 }
 
 /// Reads a session file, refusing a link.
@@ -302,13 +307,13 @@ fn latest(dir: &Path) -> Result<Option<PathBuf>> {
     Ok(best.map(|(_, path)| path))
 }
 
-/// The saved sessions of the workspace at `root`, newest first, for a picker. A session
-/// without a user message (every start of shiro makes one) is left out, and so is a file
-/// that cannot be read or does not replay; nothing is created. An error only when
-/// `.shiro/sessions` is there but is not a real directory (a link a checkout planted is never
+/// The saved sessions of the workspace whose state is `state`, newest first, for a picker.
+/// A session without a user message (every start of shiro makes one) is left out, and so is
+/// a file that cannot be read or does not replay; nothing is created. An error only when the
+/// state or sessions directory is there but is not a real directory (a link is never
 /// followed) or cannot be listed.
-pub fn list(root: &Path) -> Result<Vec<SessionSummary>> {
-    for dir in [root.join(".shiro"), root.join(SESSIONS_DIR)] {
+pub fn list(state: &StateDir) -> Result<Vec<SessionSummary>> {
+    for dir in [state.dir().to_path_buf(), state.sessions_dir()] {
         match std::fs::symlink_metadata(&dir) {
             Ok(meta) if meta.is_dir() => {}
             Ok(_) => bail!(
@@ -321,7 +326,7 @@ pub fn list(root: &Path) -> Result<Vec<SessionSummary>> {
             }
         }
     }
-    let dir = root.join(SESSIONS_DIR);
+    let dir = state.sessions_dir();
     let entries =
         std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?;
     let mut sessions: Vec<SessionSummary> = entries
@@ -505,46 +510,53 @@ mod tests {
         insta::assert_snapshot!(format!("{err:#}"), @"line 3: a clearing at length 2 of the tool outputs before 2 does not fit a transcript of 2 messages: it must be made at the transcript's length and clear an output not cleared yet");
     }
 
+    /// A state directory in a temporary directory of its own, apart from any workspace.
+    fn state() -> (tempfile::TempDir, StateDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::of_workspace(&dir.path().join("home"), Path::new("/work/ws"));
+        (dir, state)
+    }
+
     #[test]
     fn creates_reopens_and_finds_the_latest() {
-        let root = tempfile::tempdir().unwrap();
-        let mut session = Session::create(root.path()).unwrap();
+        let (_dir, root) = state();
+        let mut session = Session::create(&root).unwrap();
         session
             .append(&Line::Message {
                 message: Message::user("hi"),
             })
             .unwrap();
         let id = session.id().to_owned();
-        assert!(root.path().join(".shiro/sessions/.gitignore").is_file());
-        let again = Session::reopen(root.path(), None).unwrap();
+        assert!(root.sessions_dir().join(format!("{id}.jsonl")).is_file());
+        let again = Session::reopen(&root, None).unwrap();
         assert_eq!(again.session.id(), id);
         assert_eq!(again.history.transcript(), [Message::user("hi")]);
-        assert!(Session::reopen(root.path(), Some("../x")).is_err());
-        assert!(Session::reopen(root.path(), Some("nope")).is_err());
+        assert!(Session::reopen(&root, Some("../x")).is_err());
+        assert!(Session::reopen(&root, Some("nope")).is_err());
     }
 
-    /// A checkout can hold `.shiro/sessions` as a link, or a session file as one: neither is
-    /// followed, so no transcript is written, and no file read, outside the workspace.
+    /// Someone can plant the sessions directory as a link, or a session file as one:
+    /// neither is followed, so no transcript is written, and no file read, elsewhere.
     #[test]
     fn links_in_the_sessions_directory_are_never_followed() {
-        let root = tempfile::tempdir().unwrap();
+        let (_dir, root) = state();
         let outside = tempfile::tempdir().unwrap();
-        std::fs::create_dir(root.path().join(".shiro")).unwrap();
-        std::os::unix::fs::symlink(outside.path(), root.path().join(SESSIONS_DIR)).unwrap();
-        let err = Session::create(root.path()).unwrap_err();
+        root.ensure().unwrap();
+        let sessions = root.sessions_dir();
+        std::os::unix::fs::symlink(outside.path(), &sessions).unwrap();
+        let err = Session::create(&root).unwrap_err();
         assert!(
-            format!("{err:#}").contains(".shiro/sessions is a symbolic link"),
+            format!("{err:#}").contains("sessions is a symbolic link"),
             "{err:#}"
         );
         assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
 
-        std::fs::remove_file(root.path().join(SESSIONS_DIR)).unwrap();
+        std::fs::remove_file(&sessions).unwrap();
         let secret = outside.path().join("secret");
         std::fs::write(&secret, "SECRET").unwrap();
-        std::fs::create_dir(root.path().join(SESSIONS_DIR)).unwrap();
-        std::os::unix::fs::symlink(&secret, root.path().join(SESSIONS_DIR).join("s1.jsonl"))
-            .unwrap();
-        assert!(Session::reopen(root.path(), Some("s1")).is_err());
+        std::fs::create_dir(&sessions).unwrap();
+        std::os::unix::fs::symlink(&secret, sessions.join("s1.jsonl")).unwrap();
+        assert!(Session::reopen(&root, Some("s1")).is_err());
         assert_eq!(std::fs::read_to_string(&secret).unwrap(), "SECRET");
     }
 
@@ -553,15 +565,12 @@ mod tests {
     /// out, and nothing is created.
     #[test]
     fn lists_sessions_newest_first_and_skips_what_it_cannot_read() {
-        let root = tempfile::tempdir().unwrap();
-        assert_eq!(list(root.path()).unwrap(), []);
-        assert!(
-            !root.path().join(".shiro").exists(),
-            "listing creates nothing"
-        );
+        let (_dir, root) = state();
+        assert_eq!(list(&root).unwrap(), []);
+        assert!(!root.dir().exists(), "listing creates nothing");
 
         let message = |m: Message| Line::Message { message: m };
-        let mut old = Session::create(root.path()).unwrap();
+        let mut old = Session::create(&root).unwrap();
         for line in [
             message(Message::system("system")),
             message(Message::user("\n  fix the parser\nin src/parse.rs")),
@@ -573,11 +582,11 @@ mod tests {
             old.append(&line).unwrap();
         }
         let long = "x".repeat(SUMMARY_CHARS + 5);
-        let mut new = Session::create(root.path()).unwrap();
+        let mut new = Session::create(&root).unwrap();
         new.append(&message(Message::user(long.as_str()))).unwrap();
-        let mut empty = Session::create(root.path()).unwrap();
+        let mut empty = Session::create(&root).unwrap();
         empty.append(&message(Message::system("system"))).unwrap();
-        let dir = root.path().join(SESSIONS_DIR);
+        let dir = root.sessions_dir();
         let user = serde_json::to_string(&message(Message::user("hidden"))).unwrap();
         std::fs::write(dir.join("damaged.jsonl"), format!("{{oops\n{user}\n")).unwrap();
         std::fs::write(dir.join("history.txt"), "make a.txt\n").unwrap();
@@ -595,7 +604,7 @@ mod tests {
                 .unwrap();
         }
 
-        let listed = list(root.path()).unwrap();
+        let listed = list(&root).unwrap();
         let shown: Vec<(String, &str, usize)> = listed
             .iter()
             .map(|s| (s.id.clone(), s.first_prompt.as_str(), s.turns))
@@ -617,7 +626,7 @@ mod tests {
         let elsewhere = tempfile::tempdir().unwrap();
         std::fs::rename(&dir, elsewhere.path().join("sessions")).unwrap();
         std::os::unix::fs::symlink(elsewhere.path().join("sessions"), &dir).unwrap();
-        let err = list(root.path()).unwrap_err();
+        let err = list(&root).unwrap_err();
         assert!(format!("{err:#}").contains("is not a directory"), "{err:#}");
     }
 }

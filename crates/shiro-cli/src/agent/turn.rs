@@ -980,10 +980,22 @@ pub(crate) mod tests {
     use crate::render::Color;
     use crate::signals::Signals;
 
-    /// A context on `root` with no terminal, no signals and bash without capture.
+    /// A workspace `ws` in a new temporary directory, whose `state` beside it [`context`]
+    /// keeps the workspace's state in.
+    pub(crate) fn workspace() -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap().join("ws");
+        std::fs::create_dir(&root).unwrap();
+        (dir, root)
+    }
+
+    /// A context on `root` (made by [`workspace`]) with no terminal, no signals and bash
+    /// without capture.
     pub(crate) fn context(root: std::path::PathBuf, config: Config) -> Context {
+        let home = root.parent().unwrap().join("state");
         Context {
             config,
+            state: shiro_undo::StateDir::of_workspace(&home, &root),
             root,
             color: Color::Never,
             signals: Signals::default(),
@@ -1027,12 +1039,11 @@ pub(crate) mod tests {
 
     #[tokio::test]
     async fn the_step_cap_ends_a_turn_that_never_stops_calling_tools() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
+        let (_dir, root) = workspace();
         let ctx = context(root.clone(), Config::load(&root, None).unwrap());
         let call = serde_json::json!({"text": "", "tool_calls": [{"name": "list_dir", "arguments": {"path": "."}}]});
         let script = serde_json::json!({"responses": [call, call, call]}).to_string();
-        let session = Session::create(&ctx.root).unwrap();
+        let session = Session::create(&ctx.state).unwrap();
         let mut agent = agent(&ctx, &script, session, Permission::ReadOnly, 2);
         let report = agent.turn("look around").await.unwrap();
         assert_eq!(report.steps, 2);
@@ -1068,11 +1079,10 @@ pub(crate) mod tests {
     /// unrecorded.
     #[tokio::test]
     async fn without_an_undo_log_reads_run_and_changes_are_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().canonicalize().unwrap();
+        let (dir, root) = workspace();
         std::fs::write(root.join("a.txt"), "hello\n").unwrap();
         let config = Config::load(&root, None).unwrap();
-        std::fs::write(root.join(".shiro"), "not a directory").unwrap();
+        std::fs::write(dir.path().join("state"), "not a directory").unwrap();
         let ctx = context(root, config);
         let script = serde_json::json!({"responses": [
             {"text": "", "tool_calls": [

@@ -44,6 +44,7 @@ pub async fn serve(
 ) -> Result<Report> {
     let ctx = Context {
         root: ctx.root.clone(),
+        state: ctx.state.clone(),
         config: ctx.config.clone(),
         // Diffs of dry runs are read by a model, not a terminal.
         color: Color::Never,

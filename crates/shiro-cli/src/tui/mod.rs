@@ -74,6 +74,7 @@ impl Ui {
     pub fn start(
         registry: Registry,
         root: PathBuf,
+        history_file: PathBuf,
         color: bool,
         signals: Signals,
     ) -> std::io::Result<Ui> {
@@ -87,9 +88,6 @@ impl Ui {
                 return Err(err);
             }
         };
-        let history_file = root
-            .join(crate::agent::session::SESSIONS_DIR)
-            .join("history.txt");
         let mut app = App::new(width, color, Some(registry), root);
         // No history yet is the normal first run.
         let history = std::fs::read_to_string(&history_file).unwrap_or_default();

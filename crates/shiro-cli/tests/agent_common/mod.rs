@@ -82,6 +82,9 @@ impl World {
             .env_remove("ANTHROPIC_API_KEY")
             .env_remove("ANTHROPIC_AUTH_TOKEN")
             .env_remove("XDG_CONFIG_HOME")
+            // Its state goes under `<cfg>/.local/state/shiro` (see [`World::state`]).
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("SHIRO_STATE_DIR")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -97,9 +100,20 @@ impl World {
         finish(child).await
     }
 
+    /// The workspace's state directory, where `shiro` keeps it: its `HOME` is `cfg`.
+    pub fn state(&self) -> shiro_undo::StateDir {
+        self.state_of(&self.root())
+    }
+
+    /// The state directory of the workspace at `root` (canonical), for this world's `HOME`.
+    pub fn state_of(&self, root: &Path) -> shiro_undo::StateDir {
+        let home = self.cfg.path().join(".local/state/shiro");
+        shiro_undo::StateDir::of_workspace(&home, root)
+    }
+
     /// The session files, oldest name first.
     pub fn sessions(&self) -> Vec<PathBuf> {
-        let dir = self.ws.path().join(".shiro/sessions");
+        let dir = self.state().sessions_dir();
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
             .map(|entries| {
                 entries
@@ -135,7 +149,9 @@ impl World {
 
     /// Replaces the workspace path with `[WS]` and session ids with `[SESSION]`.
     pub fn normalize(&self, text: &str) -> String {
-        let mut text = text.replace(&self.root().display().to_string(), "[WS]");
+        // The state directory first: its key is made from the workspace's path.
+        let mut text = text.replace(&self.state().dir().display().to_string(), "[STATE]");
+        text = text.replace(&self.root().display().to_string(), "[WS]");
         text = text.replace(&self.cfg.path().display().to_string(), "[CFG]");
         normalize_ids(&text)
     }
@@ -229,7 +245,7 @@ fn rand_suffix() -> u128 {
         .as_nanos()
 }
 
-/// Every file under `root` except `.shiro/`, with its bytes.
+/// Every file under `root` (`.shiro/` holds only the user's files), with its bytes.
 pub fn tree(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     let mut out = std::collections::BTreeMap::new();
     let mut stack = vec![root.to_owned()];
@@ -241,9 +257,6 @@ pub fn tree(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
                 .unwrap()
                 .to_string_lossy()
                 .into_owned();
-            if rel == ".shiro" {
-                continue;
-            }
             if path.is_dir() {
                 stack.push(path);
             } else {

@@ -17,7 +17,8 @@ use crate::mutator::Mutator;
 use crate::path::WorkspacePath;
 
 /// Runs commands directly and names what they changed. Its cost grows with the workspace: it
-/// lists every entry (`.git` and `.shiro` directories left out) before and after each command.
+/// lists every entry (`.git` directories and an earlier shiro's state in `.shiro` left out)
+/// before and after each command.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Detect;
 
@@ -65,8 +66,12 @@ fn list(root: &Path, rel: &Path, out: &mut Listing) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        // Never restorable, and written by shiro itself.
-        if name == ".git" || (rel.as_os_str().is_empty() && name == ".shiro") {
+        // Never restorable: `.git`, and what an earlier shiro kept in `.shiro`. The rest of
+        // `.shiro` is the user's, and a command's change to it is reported like any other.
+        let internal = (rel.join(&name).to_str())
+            .and_then(|rel| WorkspacePath::from_relative(rel).ok())
+            .is_some_and(|path| path.is_internal());
+        if name == ".git" || internal {
             continue;
         }
         let Ok(meta) = entry.metadata() else {

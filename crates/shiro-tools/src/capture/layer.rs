@@ -1,7 +1,7 @@
 //! The overlay's upper layer: where it lives, how it is committed through the `Mutator`,
 //! and how a layer left by a killed shiro is finished or discarded.
 //!
-//! A layer is a directory `.shiro/bash/<16 hex digits>/` holding `up/` (the upper layer) and
+//! A layer is a directory `<layers>/<16 hex digits>/` holding `up/` (the upper layer) and
 //! `work/` (the overlay's work directory). The shiro process running its command holds an
 //! exclusive `flock` on it; a layer nobody holds is left over from a process that died.
 //! Before the first change is applied, the pre-images of every path the commit will touch
@@ -25,8 +25,6 @@ use crate::mutator::{Mutator, MutatorError, Stat};
 use crate::path::WorkspacePath;
 use crate::tool::Change;
 
-/// Where layers live, relative to the workspace root.
-pub const LAYERS_DIR: &str = ".shiro/bash";
 pub(super) const UPPER_DIR: &str = "up";
 pub(super) const WORK_DIR: &str = "work";
 /// Written by a helper that could not set the overlay up: why.
@@ -58,16 +56,10 @@ pub(super) struct Layer {
 }
 
 impl Layer {
-    /// Makes a fresh layer under the workspace `root`, locked.
-    pub(super) fn create(root: &Path) -> io::Result<Self> {
-        let layers = root.join(LAYERS_DIR);
-        real_dir(&root.join(".shiro"), 0o755)?;
-        real_dir(&layers, 0o700)?;
-        let ignore = layers.join(".gitignore");
-        if fs::symlink_metadata(&ignore).is_err() {
-            // Best effort: it only keeps layers out of `git status`.
-            let _ = fs::write(&ignore, "*\n");
-        }
+    /// Makes a fresh layer in the directory `layers` (made when missing; its parent must
+    /// be there), locked.
+    pub(super) fn create(layers: &Path) -> io::Result<Self> {
+        real_dir(layers, 0o700)?;
         let random = std::collections::hash_map::RandomState::new();
         for attempt in 0u32..8 {
             let mut hasher = random.build_hasher();
@@ -297,20 +289,22 @@ pub enum LayerRecovery {
     DiscardedAfterRestart,
 }
 
-/// Finishes or discards the layers under `mutator`'s root that no live process holds, and
-/// says what it did (a layer that held nothing is removed without a word). Crash recovery
-/// calls it before it recovers an interrupted turn, whose record then holds the pre-images of
-/// what a finished commit changed.
-pub async fn recover_layers(mutator: &dyn Mutator) -> Result<Vec<LayerRecovery>, MutatorError> {
-    let root = mutator.root();
-    // A checkout can hold anything, `.shiro/bash -> ~` too: only real directories of the
-    // workspace are looked in, and only entries named as shiro names layers are touched.
+/// Finishes or discards the layers in the directory `layers` that no live process holds,
+/// applying them through `mutator`, and says what it did (a layer that held nothing is
+/// removed without a word). Crash recovery calls it before it recovers an interrupted turn,
+/// whose record then holds the pre-images of what a finished commit changed.
+pub async fn recover_layers(
+    mutator: &dyn Mutator,
+    layers: &Path,
+) -> Result<Vec<LayerRecovery>, MutatorError> {
+    // An earlier version kept layers in the tree, where a checkout can hold anything
+    // (`.shiro/bash -> ~`): only a real directory is looked in, and only entries named as
+    // shiro names layers are touched.
     let real = |path: &Path| fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir());
-    let layers = root.join(LAYERS_DIR);
-    if !real(&root.join(".shiro")) || !real(&layers) {
+    if layers.parent().is_none_or(|parent| !real(parent)) || !real(layers) {
         return Ok(Vec::new());
     }
-    let Ok(entries) = fs::read_dir(&layers) else {
+    let Ok(entries) = fs::read_dir(layers) else {
         return Ok(Vec::new());
     };
     let mut dirs = Vec::new();
@@ -513,12 +507,13 @@ impl Plan {
                 continue;
             };
             kept.insert(path.file_name().to_owned());
-            if path.is_protected() {
-                // `.git` and `.shiro` at the root are bound through and never show here; a
-                // nested `.git` (a submodule, a nested repository) does.
+            if path.is_internal() {
+                // `.git` at the root is bound through and never shows here; a nested `.git`
+                // (a submodule, a nested repository) does, and so does an earlier version's
+                // state in a nested workspace's `.shiro`.
                 self.notes.push(format!(
                     "not carried over: the command changed {path}, which is protected (a nested \
-                     .git or .shiro); shiro neither applies nor undoes changes there"
+                     .git, or shiro's own state); shiro neither applies nor undoes changes there"
                 ));
                 continue;
             }
@@ -642,7 +637,7 @@ impl Plan {
                 self.steps.push(Step::RemoveFile(path.clone()));
             }
             Stat::Dir { .. } => {
-                if path.is_protected() {
+                if path.is_internal() {
                     self.notes.push(format!(
                         "kept {path}: the command removed it, but it is protected"
                     ));
@@ -659,18 +654,15 @@ impl Plan {
 }
 
 /// A failure to read the layer's directory for the workspace directory `dir` (the root when
-/// `None`, named by the layers' own directory).
+/// `None`).
 fn layer_error(dir: Option<&WorkspacePath>, source: io::Error) -> MutatorError {
-    match dir
-        .cloned()
-        .or_else(|| WorkspacePath::from_relative(LAYERS_DIR).ok())
-    {
+    match dir {
         Some(path) => MutatorError::Io {
             op: "read the command's layer for",
-            path,
+            path: path.clone(),
             source,
         },
-        None => MutatorError::Sync(source),
+        None => MutatorError::Layer(source),
     }
 }
 

@@ -5,7 +5,8 @@
 //! the command changed. Three runners ship:
 //!
 //! - [`Overlay`] (Linux): the command runs in its own mount namespace, where the workspace
-//!   root is an overlayfs whose upper layer lives under `.shiro/bash/`. Afterwards the upper
+//!   root is an overlayfs whose upper layer lives in a directory outside the workspace,
+//!   hidden from the command like the rest of shiro's state. Afterwards the upper
 //!   layer is walked and each change is applied to the real workspace through the caller's
 //!   `Mutator`, so a recorder captures its pre-image like any tool's.
 //! - [`Detect`] (anywhere): the command runs directly; stat listings taken before and after
@@ -33,7 +34,7 @@ use crate::tool::Change;
 
 pub use auto::Auto;
 pub use detect::Detect;
-pub use layer::{LAYERS_DIR, LayerRecovery, recover_layers};
+pub use layer::{LayerRecovery, recover_layers};
 pub use overlay::{HELPER_INIT, HELPER_OVERLAY, HelperExit, Overlay, is_helper_call, run_helper};
 
 /// How a command's changes were captured.

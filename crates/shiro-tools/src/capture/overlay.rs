@@ -9,8 +9,11 @@
 //! 1. leaves the parent's mount and PID namespaces (and, when not root, its user namespace,
 //!    mapping only the user's own ids);
 //! 2. mounts an overlayfs over the workspace root (`lowerdir` = the root, `upperdir` and
-//!    `workdir` in the layer under `.shiro/bash/`), then binds the real `.git` and `.shiro`
-//!    over their merged views so that writes there go straight through, uncaptured;
+//!    `workdir` in a layer of the runner's layers directory, which lies outside the
+//!    workspace), then binds the real `.git` over its merged view so that writes there go
+//!    straight through, uncaptured, and covers each hidden directory (the layers', the undo
+//!    store's) with an empty read-only file system, so the command can neither see nor
+//!    change shiro's own state;
 //! 3. starts itself once more with [`HELPER_INIT`]: that process is PID 1 of the new PID
 //!    namespace, runs the command and waits for it. When it ends, the kernel kills every
 //!    process left in the namespace, including ones that left the process group (`setsid`),
@@ -43,15 +46,29 @@ const SETUP_FAILED: i32 = 125;
 #[derive(Debug, Clone)]
 pub struct Overlay {
     helper: PathBuf,
+    layers: PathBuf,
+    hidden: Vec<PathBuf>,
 }
 
 impl Overlay {
     /// A runner whose helper is the binary at `helper`, which must pass its arguments to
-    /// [`run_helper`] when its first one is [`HELPER_OVERLAY`] or [`HELPER_INIT`].
-    pub fn new(helper: impl Into<PathBuf>) -> Self {
+    /// [`run_helper`] when its first one is [`HELPER_OVERLAY`] or [`HELPER_INIT`], and which
+    /// makes each command's layer in the directory `layers` (made when missing). `layers`
+    /// must lie outside every workspace it runs commands in; commands never see it.
+    pub fn new(helper: impl Into<PathBuf>, layers: impl Into<PathBuf>) -> Self {
+        let layers = layers.into();
         Self {
             helper: helper.into(),
+            hidden: vec![layers.clone()],
+            layers,
         }
+    }
+
+    /// Hides the directory `dir` from every command too (shiro's whole state directory,
+    /// say): inside the command's namespace it is empty and read-only.
+    pub fn hiding(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.hidden.push(dir.into());
+        self
     }
 }
 
@@ -87,21 +104,38 @@ impl BashRunner for Overlay {
                 "the workspace path is not UTF-8, which overlay mount options need".to_owned(),
             ));
         }
+        if let Some(inside) = (self.hidden.iter()).find(|dir| dir.starts_with(&root)) {
+            return Err(CaptureError::NotStarted(format!(
+                "shiro's directory {} lies inside the workspace, where the command could reach it",
+                inside.display()
+            )));
+        }
+        if let Some(c) = (self.hidden.iter())
+            .chain([&self.layers])
+            .filter_map(|dir| dir.to_str())
+            .flat_map(str::chars)
+            .find(|c| matches!(c, ',' | ':' | '\\' | '\n'))
+        {
+            return Err(CaptureError::NotStarted(format!(
+                "shiro's state directory contains {c:?}, which overlay mount options cannot carry"
+            )));
+        }
         let made = {
-            let root = root.clone();
-            tokio::task::spawn_blocking(move || Layer::create(&root))
+            let layers = self.layers.clone();
+            tokio::task::spawn_blocking(move || Layer::create(&layers))
                 .await
                 .map_err(|err| CaptureError::Other(format!("the layer setup failed: {err}")))?
         };
         let layer = made.map_err(|err| {
             CaptureError::NotStarted(format!(
-                "cannot make a layer under {}: {err}",
-                root.join(super::LAYERS_DIR).display()
+                "cannot make a layer in {}: {err}",
+                self.layers.display()
             ))
         })?;
         Ok(Box::new(OverlayCapture {
             helper: self.helper.clone(),
             root,
+            hidden: self.hidden.clone(),
             layer,
         }))
     }
@@ -110,6 +144,7 @@ impl BashRunner for Overlay {
 struct OverlayCapture {
     helper: PathBuf,
     root: PathBuf,
+    hidden: Vec<PathBuf>,
     layer: Layer,
 }
 
@@ -121,6 +156,8 @@ impl CommandCapture for OverlayCapture {
             .arg(HELPER_OVERLAY)
             .arg(&self.root)
             .arg(self.layer.dir())
+            .arg(self.hidden.len().to_string())
+            .args(&self.hidden)
             .arg(program)
             .arg("-c")
             .arg(script)
@@ -228,15 +265,30 @@ mod linux {
         }
     }
 
-    /// `ROOT LAYER PROGRAM ARGS…`: sets the overlay up, then runs the init helper in it.
+    /// `ROOT LAYER N HIDDEN… PROGRAM ARGS…` (N hidden directories): sets the overlay up,
+    /// then runs the init helper in it.
     fn overlay(args: &[OsString]) -> i32 {
-        let [root, layer, program, rest @ ..] = args else {
+        let [root, layer, count, rest @ ..] = args else {
+            return SETUP_FAILED;
+        };
+        let Some(count) = count.to_str().and_then(|n| n.parse::<usize>().ok()) else {
+            return SETUP_FAILED;
+        };
+        let Some((hidden, [program, rest @ ..])) = rest.split_at_checked(count) else {
             return SETUP_FAILED;
         };
         let (root, layer) = (Path::new(root), Path::new(layer));
-        if let Err(why) = set_up(root, layer) {
+        // Held open, since the layer's path is hidden from this namespace once it is set up.
+        let Ok(layer_fd) = rustix::fs::open(
+            layer,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return SETUP_FAILED;
+        };
+        if let Err(why) = set_up(root, layer, hidden) {
             // Best effort: without the file, the caller sees exit code 125 from a command.
-            let _ = std::fs::write(layer.join(SETUP_ERROR_FILE), why);
+            let _ = write_in(&layer_fd, SETUP_ERROR_FILE, &why);
             return SETUP_FAILED;
         }
         let child = Command::new("/proc/self/exe")
@@ -246,19 +298,32 @@ mod linux {
             .spawn()
             .and_then(|child| {
                 // Stopping the command kills this process (see `OverlayCapture::kill`).
-                std::fs::write(layer.join(INIT_PID_FILE), child.id().to_string())?;
+                write_in(&layer_fd, INIT_PID_FILE, &child.id().to_string())?;
                 Ok(child)
             });
         match child.and_then(|mut child| child.wait()) {
             Ok(status) => code_of(status),
             Err(err) => {
-                let _ = std::fs::write(
-                    layer.join(SETUP_ERROR_FILE),
-                    format!("cannot start the command's init process: {err}"),
+                let _ = write_in(
+                    &layer_fd,
+                    SETUP_ERROR_FILE,
+                    &format!("cannot start the command's init process: {err}"),
                 );
                 SETUP_FAILED
             }
         }
+    }
+
+    /// Writes the file `name` of the layer whose directory is `dir`.
+    fn write_in(dir: &OwnedFd, name: &str, text: &str) -> io::Result<()> {
+        let fd = rustix::fs::openat(
+            dir,
+            name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?;
+        let mut file = std::fs::File::from(fd);
+        io::Write::write_all(&mut file, text.as_bytes())
     }
 
     /// `PROGRAM ARGS…`: PID 1 of the command's namespace; runs the command and waits for it.
@@ -310,7 +375,7 @@ mod linux {
         Ok(())
     }
 
-    fn set_up(root: &Path, layer: &Path) -> Result<(), String> {
+    fn set_up(root: &Path, layer: &Path, hidden: &[OsString]) -> Result<(), String> {
         die_with_parent().map_err(|err| format!("cannot tie the helper to shiro: {err}"))?;
         let euid = rustix::process::geteuid();
         let privileged = euid.is_root();
@@ -343,8 +408,10 @@ mod linux {
             MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
         )
         .map_err(|err| format!("cannot make the mounts private: {err}"))?;
-        // Opened before the overlay hides them, and bound over their merged views after.
-        let through: Vec<(&str, OwnedFd)> = [".git", ".shiro"]
+        // Opened before the overlay hides it, and bound over its merged view after. Only
+        // `.git`: the rest of `.shiro` is the user's, captured like any file, and shiro's own
+        // state lies outside the workspace.
+        let through: Vec<(&str, OwnedFd)> = [".git"]
             .into_iter()
             .filter_map(|name| {
                 rustix::fs::open(
@@ -396,6 +463,23 @@ mod linux {
             let source = format!("/proc/self/fd/{}", fd.as_raw_fd());
             rustix::mount::mount_bind(source.as_str(), root.join(name))
                 .map_err(|err| format!("cannot pass {name} through the overlay: {err}"))?;
+        }
+        // Covered last, so the overlay above still reaches its layer through the path. An
+        // empty read-only tmpfs lists nothing and takes no write; a directory that is not
+        // there has nothing to hide.
+        for dir in hidden {
+            let dir = Path::new(dir);
+            if !dir.is_dir() {
+                continue;
+            }
+            rustix::mount::mount(
+                "shiro-hidden",
+                dir,
+                "tmpfs",
+                MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+                c"size=4k,mode=0500",
+            )
+            .map_err(|err| format!("cannot hide {} from the command: {err}", dir.display()))?;
         }
         // The working directory still names the workspace under the overlay.
         rustix::process::chdir(root).map_err(|err| format!("cannot enter the overlay: {err}"))?;

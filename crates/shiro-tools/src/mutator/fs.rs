@@ -114,7 +114,7 @@ impl FsMutator {
 impl Roots {
     /// The parent of a mutation's target, which must not be protected.
     fn parent_for_change(&self, path: &WorkspacePath) -> Result<DirFd<'_>, MutatorError> {
-        if path.is_protected() {
+        if path.is_internal() {
             return Err(PathError::Protected(path.to_string()).into());
         }
         self.jail.parent_for_change(path)

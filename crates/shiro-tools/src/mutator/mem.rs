@@ -154,7 +154,7 @@ impl MemMutator {
         tree: &BTreeMap<String, Node>,
         path: &WorkspacePath,
     ) -> Result<String, MutatorError> {
-        if path.is_protected() {
+        if path.is_internal() {
             return Err(PathError::Protected(path.to_string()).into());
         }
         for ancestor in path.ancestors() {

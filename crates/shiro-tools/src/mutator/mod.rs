@@ -101,6 +101,9 @@ pub enum MutatorError {
     /// Flushing the workspace's writes to disk failed.
     #[error("could not flush the workspace to disk: {0}")]
     Sync(#[source] std::io::Error),
+    /// Reading the top of a bash command's overlay layer failed.
+    #[error("could not read the command's layer: {0}")]
+    Layer(#[source] std::io::Error),
     /// The path names a named pipe, a socket or a device: no tool opens one, since opening
     /// or reading it can block forever or have effects of its own.
     #[error(
@@ -132,8 +135,9 @@ pub enum MutatorError {
 /// on parent directories when they stay inside the workspace. Mutations follow no link at all:
 /// a link on a parent directory is refused with [`PathError::ThroughLink`], so a caller
 /// resolves a path first with [`Mutator::real_path`] and records, writes and restores it under
-/// the one name the bytes really have. Every mutation of a protected path (see
-/// [`WorkspacePath::is_protected`]) is refused. Named pipes, sockets and devices are never
+/// the one name the bytes really have. Every mutation of an internal path (`.git`, see
+/// [`WorkspacePath::is_internal`]) is refused; the file tools refuse the wider set of
+/// protected paths ([`WorkspacePath::is_protected`]) themselves. Named pipes, sockets and devices are never
 /// opened ([`MutatorError::NotRegular`]).
 #[async_trait]
 pub trait Mutator: Send + Sync {

@@ -90,3 +90,12 @@ pub fn base_cases() -> u32 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(256)
 }
+
+/// The state directory of a store kept in `dir`, at `dir/.shiro`, so its store is
+/// `dir/.shiro/undo` as the tests look for it. The workspace is `dir` too (an in-memory
+/// workspace's, or a disk workspace whose state the test keeps beside it): nothing is taken
+/// for an earlier version's store to move.
+#[allow(dead_code)] // Not every test file opens a store on disk.
+pub fn state(dir: &Path) -> shiro_undo::StateDir {
+    shiro_undo::StateDir::at(dir.join(".shiro"), dir)
+}

@@ -16,6 +16,8 @@ use shiro_tools::tools::Bash;
 use shiro_tools::{DirEntry, FsMutator, Mutator, MutatorError, Stat, Tool, WorkspacePath};
 use shiro_undo::{BashCapture, Recording, TurnStart, UndoOptions, UndoStore};
 
+use shiro_tests::state_beside;
+
 use crate::cases::{CaseResult, dir_bytes, git_snapshot, run_ok};
 
 /// What a script prints last: how long its command took, in microseconds, timed by bash
@@ -83,7 +85,7 @@ fn settle(ws: &Path) -> Result<()> {
 /// must come back as one change applied to the workspace.
 pub async fn probe(ws: &Path, shiro: &Path) -> Result<()> {
     let workspace = FsMutator::new(ws)?.inline();
-    let bash = Bash::new(Arc::new(Overlay::new(shiro)));
+    let bash = Bash::new(Arc::new(Overlay::new(shiro, state_beside(ws).layers_dir())));
     let out = bash
         .call(
             &workspace,
@@ -153,13 +155,17 @@ pub async fn one_file(
     shiro: &Path,
     dirty_mib: usize,
 ) -> Result<()> {
-    let overlay: Arc<dyn BashRunner> = Arc::new(Overlay::new(shiro));
+    let layers = workspaces
+        .first()
+        .map(|first| state_beside(&first.ws).layers_dir())
+        .unwrap_or_default();
+    let overlay: Arc<dyn BashRunner> = Arc::new(Overlay::new(shiro, layers));
     let tool = Bash::new(Arc::clone(&overlay));
     let bare = Bash::new(Arc::new(Direct));
     let mut opened = Vec::new();
     for OneFileWs { ws, .. } in workspaces {
         let workspace = FsMutator::new(ws)?.inline();
-        let store = UndoStore::open(ws, shiro_undo::StoreOptions::default()).await?;
+        let store = UndoStore::open(&state_beside(ws), shiro_undo::StoreOptions::default()).await?;
         let recording = store.recorder(workspace.clone());
         opened.push((workspace, store, recording));
     }
@@ -446,7 +452,7 @@ pub async fn heavy(
     shiro: &Path,
 ) -> Result<()> {
     let workspace = FsMutator::new(ws)?.inline();
-    let overlay: Arc<dyn BashRunner> = Arc::new(Overlay::new(shiro));
+    let overlay: Arc<dyn BashRunner> = Arc::new(Overlay::new(shiro, state_beside(ws).layers_dir()));
     let bare = Bash::new(Arc::new(Direct));
     let script = timed_script(&heavy.command);
     let target = ws.join(&heavy.target);
@@ -461,7 +467,8 @@ pub async fn heavy(
             if overlay_half {
                 // Each repetition starts from an empty store, as a command over files the
                 // store has never seen does: every pre-image is stored anew.
-                let store = UndoStore::open(ws, shiro_undo::StoreOptions::default()).await?;
+                let store =
+                    UndoStore::open(&state_beside(ws), shiro_undo::StoreOptions::default()).await?;
                 settle(ws)?;
                 let phases = phased_turn(&store, &workspace, &overlay, &script).await?;
                 push_nanos(r, "ov_cmd", elapsed_in(&phases.output)?);

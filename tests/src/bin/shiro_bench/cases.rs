@@ -11,6 +11,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
+use shiro_tests::state_beside;
 use shiro_tools::{FsMutator, Mutator, Tool, WorkspacePath, tools};
 use shiro_undo::{Recording, StoreOptions, TurnStart, UndoOptions, UndoStore};
 
@@ -241,7 +242,7 @@ fn workspace(ws: &Path) -> Result<FsMutator> {
 }
 
 async fn open(ws: &Path) -> Result<(UndoStore, FsMutator)> {
-    let store = UndoStore::open(ws, StoreOptions::default()).await?;
+    let store = UndoStore::open(&state_beside(ws), StoreOptions::default()).await?;
     Ok((store, workspace(ws)?))
 }
 
