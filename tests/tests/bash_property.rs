@@ -5,7 +5,7 @@
 //! capture, every path a script changed is reported. And in a git repository, where scripts
 //! also clean, stash and `rm -rf` (issue 29), the history stays complete through random
 //! undos and redos, each of which is exact.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::print_stdout)]
 
 mod support;
 

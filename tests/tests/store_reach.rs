@@ -5,7 +5,7 @@
 //! undoes exactly, and a bash command's own changes are a turn that undoes exactly too.
 //! Inside bash, `find`, `grep -r` and `du` see the workspace as natively, without shiro's
 //! store or layers, and shiro's state directory is empty and read-only.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::print_stdout)]
 
 mod support;
 
