@@ -5,7 +5,7 @@
 //! capture, every path a script changed is reported. And in a git repository, where scripts
 //! also clean, stash and `rm -rf` (issue 29), the history stays complete through random
 //! undos and redos, each of which is exact.
-#![allow(clippy::unwrap_used, clippy::print_stdout)]
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -302,13 +302,6 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-/// The tree without `.git`, whose refs and objects bash still changes uncaptured (issue 32).
-fn worktree(ws: &Ws) -> BTreeMap<String, String> {
-    let mut tree = ws.tree();
-    tree.retain(|path, _| path != ".git" && !path.starts_with(".git/"));
-    tree
-}
-
 /// Random bash turns (with `git clean`, `git stash --all`, `rm -rf` of directories among
 /// their commands) and file-tool turns, undone and redone at random, in a git repository:
 /// the log always holds every turn the model expects, and every undo and redo lands on
@@ -318,32 +311,18 @@ fn the_history_survives_git_cleans_stashes_and_rm_rf() {
     if overlay_refused().is_some() {
         return;
     }
-    if std::process::Command::new("git")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        println!("skipped: git is not installed");
+    if support::git_missing() {
         return;
     }
-    let git = |ws: &Ws, args: &[&str]| {
-        let out = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-            .args(args)
-            .current_dir(ws.path())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {out:?}");
-    };
     let steps = prop::collection::vec(step(), 1..10);
     let result = runner().run(&steps, |steps| {
         let ws = Ws::new();
         seed(&ws);
         ws.write(".gitignore", "e\n");
         ws.write(".shiro/commands.md", "## hi\nsay hi\n");
-        git(&ws, &["init", "-q"]);
-        git(&ws, &["add", "-A"]);
-        git(&ws, &["commit", "-qm", "seed"]);
+        support::git(ws.path(), &["init", "-q"]);
+        support::git(ws.path(), &["add", "-A"]);
+        support::git(ws.path(), &["commit", "-qm", "seed"]);
         ws.write("e/f", "ignored\n");
         runtime().block_on(async {
             let store = UndoStore::open(&ws.state(), StoreOptions::default())
@@ -359,7 +338,7 @@ fn the_history_survives_git_cleans_stashes_and_rm_rf() {
             let mut undone: Vec<(BTreeMap<String, String>, BTreeMap<String, String>)> =
                 Vec::new();
             for (n, step) in steps.iter().enumerate() {
-                let before = worktree(&ws);
+                let before = ws.worktree();
                 match step {
                     Step::Bash(_) | Step::Write(..) => {
                         recording
@@ -389,32 +368,32 @@ fn the_history_survives_git_cleans_stashes_and_rm_rf() {
                             let _ = tool.call(&recording, args).await;
                         }
                         if recording.finish_turn().await.unwrap().is_some() {
-                            done.push((before, worktree(&ws)));
+                            done.push((before, ws.worktree()));
                             undone.clear();
                         } else {
-                            prop_assert_eq!(&worktree(&ws), &before, "{:?} changed nothing", step);
+                            prop_assert_eq!(&ws.worktree(), &before, "{:?} changed nothing", step);
                         }
                     }
-                    Step::Undo => {
-                        let result = store.undo(&workspace, UndoOptions::default()).await;
-                        match done.pop() {
+                    Step::Undo | Step::Redo => {
+                        let undo = matches!(step, Step::Undo);
+                        let result = if undo {
+                            store.undo(&workspace, UndoOptions::default()).await
+                        } else {
+                            store.redo(&workspace, UndoOptions::default()).await
+                        };
+                        let (from, to) = if undo {
+                            (&mut done, &mut undone)
+                        } else {
+                            (&mut undone, &mut done)
+                        };
+                        match from.pop() {
                             Some(turn) => {
-                                prop_assert!(result.is_ok(), "undo: {:?}", result.err());
-                                prop_assert_eq!(&worktree(&ws), &turn.0, "after undo");
-                                undone.push(turn);
+                                prop_assert!(result.is_ok(), "{:?}: {:?}", step, result.err());
+                                let expected = if undo { &turn.0 } else { &turn.1 };
+                                prop_assert_eq!(&ws.worktree(), expected, "after {:?}", step);
+                                to.push(turn);
                             }
-                            None => prop_assert!(result.is_err(), "undo of nothing"),
-                        }
-                    }
-                    Step::Redo => {
-                        let result = store.redo(&workspace, UndoOptions::default()).await;
-                        match undone.pop() {
-                            Some(turn) => {
-                                prop_assert!(result.is_ok(), "redo: {:?}", result.err());
-                                prop_assert_eq!(&worktree(&ws), &turn.1, "after redo");
-                                done.push(turn);
-                            }
-                            None => prop_assert!(result.is_err(), "redo of nothing"),
+                            None => prop_assert!(result.is_err(), "{:?} of nothing", step),
                         }
                     }
                 }
@@ -424,7 +403,7 @@ fn the_history_survives_git_cleans_stashes_and_rm_rf() {
             // Every remaining turn still undoes, back to the seeded tree.
             while let Some(turn) = done.pop() {
                 store.undo(&workspace, UndoOptions::default()).await.unwrap();
-                prop_assert_eq!(&worktree(&ws), &turn.0);
+                prop_assert_eq!(&ws.worktree(), &turn.0);
             }
             prop_assert_eq!(support::bash_layers(&ws.state().layers_dir()).len(), 0);
             Ok(())

@@ -9,11 +9,9 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::Command;
 
-use support::{Ws, overlay_refused};
+use support::{Ws, git, git_missing, overlay_refused};
 
 /// The attacks: what each runs in the workspace with `sh -c`.
 const ATTACKS: &[&str] = &[
@@ -28,24 +26,6 @@ const ATTACKS: &[&str] = &[
     "chmod -R 000 .shiro",
     "mv .shiro elsewhere",
 ];
-
-fn git_missing() -> bool {
-    let missing = Command::new("git").arg("--version").output().is_err();
-    if missing {
-        println!("skipped: git is not installed");
-    }
-    missing
-}
-
-fn git(root: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(root)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-}
 
 /// A repository as one looks mid-work: committed files (with the user's commands in
 /// `.shiro/`), an untracked file, the user's untracked shiro config, and an ignored build
@@ -63,14 +43,6 @@ fn repository() -> Ws {
     ws.write(".shiro/config.toml", "[undo]\ndepth = 20\n");
     ws.write("target/debug/out.o", "object\n");
     ws
-}
-
-/// Every entry of the workspace but `.git` (whose objects and refs the commands change and
-/// issue 32 is about), after making the tree readable again.
-fn tree(ws: &Ws) -> BTreeMap<String, String> {
-    let mut tree = ws.tree();
-    tree.retain(|path, _| path != ".git" && !path.starts_with(".git/"));
-    tree
 }
 
 /// The edit turn: one tracked file changed through the file tools.
@@ -107,9 +79,9 @@ fn through_bash_each_attack_is_a_turn_and_the_history_survives_it() {
     }
     for attack in ATTACKS.iter().filter(|a| runs_here(a)) {
         let ws = repository();
-        let start = tree(&ws);
+        let start = ws.worktree();
         edit(&ws);
-        let edited = tree(&ws);
+        let edited = ws.worktree();
         let run = bash(&ws, attack);
         assert!(
             run.stdout.contains("exit code 0") || !run.stdout.contains("exit code"),
@@ -121,17 +93,17 @@ fn through_bash_each_attack_is_a_turn_and_the_history_survives_it() {
             "{attack}: {}",
             run.show()
         );
-        let attacked = tree(&ws);
+        let attacked = ws.worktree();
         assert_ne!(attacked, edited, "{attack}: the command changed nothing");
         assert_eq!(log_len(&ws), 2, "{attack}: {}", ws.ok(&["log"]).stdout);
 
         ws.ok(&["undo"]);
-        assert_eq!(tree(&ws), edited, "{attack}: undo of the bash turn");
+        assert_eq!(ws.worktree(), edited, "{attack}: undo of the bash turn");
         ws.ok(&["undo"]);
-        assert_eq!(tree(&ws), start, "{attack}: undo of the edit turn");
+        assert_eq!(ws.worktree(), start, "{attack}: undo of the edit turn");
         ws.ok(&["redo"]);
         ws.ok(&["redo"]);
-        assert_eq!(tree(&ws), attacked, "{attack}: redo of both");
+        assert_eq!(ws.worktree(), attacked, "{attack}: redo of both");
     }
 }
 

@@ -185,14 +185,20 @@ fn no_damage(notices: &[Notice]) -> bool {
         .any(|n| matches!(n, Notice::CorruptRecord { file, .. } if file == "log.jsonl"))
 }
 
-#[test]
-fn a_killed_turn_or_undo_leaves_a_consistent_workspace_and_log() {
-    let trials: u64 = std::env::var("SHIRO_CRASH_TRIALS")
+/// How many crash trials to run (`SHIRO_CRASH_TRIALS`, 20 by default), with the seed of
+/// their random points (`SHIRO_CRASH_SEED` replays one) and its generator.
+fn trials() -> (u64, u64, Rng) {
+    let trials = std::env::var("SHIRO_CRASH_TRIALS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(20);
-    let seed: u64 = support::seed_from("SHIRO_CRASH_SEED");
-    let mut rng = Rng(seed);
+    let seed = support::seed_from("SHIRO_CRASH_SEED");
+    (trials, seed, Rng(seed))
+}
+
+#[test]
+fn a_killed_turn_or_undo_leaves_a_consistent_workspace_and_log() {
+    let (trials, seed, mut rng) = trials();
 
     // The reference run: the states before and after the scripted turn, and how long it takes.
     let reference = workspace();
@@ -302,12 +308,7 @@ fn a_killed_turn_or_undo_leaves_a_consistent_workspace_and_log() {
 /// and the turn it holds still undoes exactly.
 #[test]
 fn a_killed_migration_leaves_the_old_store_or_the_new_one_whole() {
-    let trials: u64 = std::env::var("SHIRO_CRASH_TRIALS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(20);
-    let seed: u64 = support::seed_from("SHIRO_CRASH_SEED");
-    let mut rng = Rng(seed);
+    let (trials, seed, mut rng) = trials();
 
     let reference = workspace();
     setup(reference.path());

@@ -68,6 +68,14 @@ impl Ws {
         shiro_undo::StateDir::of_workspace(&home, &self.path().canonicalize().unwrap())
     }
 
+    /// [`Ws::tree`] without `.git`, whose refs and objects bash still changes uncaptured
+    /// (issue 32).
+    pub fn worktree(&self) -> BTreeMap<String, String> {
+        let mut tree = self.tree();
+        tree.retain(|path, _| path != ".git" && !path.starts_with(".git/"));
+        tree
+    }
+
     /// The workspace's undo store directory.
     pub fn store(&self) -> PathBuf {
         self.state().undo_dir()
@@ -325,4 +333,25 @@ pub fn bash_layers(layers: &Path) -> Vec<PathBuf> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Whether `git` is missing here, saying so for the test that then skips.
+#[allow(clippy::print_stderr)] // The skip is said where a test's output is read.
+pub fn git_missing() -> bool {
+    let missing = Command::new("git").arg("--version").output().is_err();
+    if missing {
+        eprintln!("skipped: git is not installed");
+    }
+    missing
+}
+
+/// Runs `git ARGS` in `root` as a made-up committer, failing the test when it fails.
+pub fn git(root: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
 }
