@@ -243,7 +243,7 @@ pub struct ModelConfig {
     /// The model name (`anthropic:` or `openai:` in front picks the API), or `replay:FILE`.
     pub name: Option<String>,
     /// The API of the configured model: `openai` or `anthropic` (see `docs/providers.md`).
-    pub provider: Option<crate::provider::Api>,
+    pub provider: Option<shiro_providers::Api>,
     /// The endpoint of that API.
     pub base_url: Option<String>,
     /// The environment variable the key is read from (user config only).
@@ -736,7 +736,7 @@ mod tests {
             "[model]\nname = \"claude-x\"\nmax_tokens = 200\n",
         )
         .unwrap();
-        assert_eq!(model.provider, Some(crate::provider::Api::Anthropic));
+        assert_eq!(model.provider, Some(shiro_providers::Api::Anthropic));
         assert_eq!(model.api_key_env.as_deref(), Some("MY_KEY"));
         assert_eq!(model.api_key_cmd.as_deref(), Some("pass show k"));
         assert_eq!(model.max_tokens, Some(200));

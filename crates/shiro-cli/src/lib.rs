@@ -3,7 +3,7 @@
 //!
 //! Invariant: only this crate prints, reads the environment, or exits — and within it only
 //! `main.rs` and the modules it names for that do ([`signals`] among them). Modules such as
-//! [`provider`] take everything they need as arguments and report through return values and
+//! [`headless`] take everything they need as arguments and report through return values and
 //! callbacks.
 
 pub mod agent;
@@ -11,9 +11,7 @@ pub mod cli;
 pub mod config;
 pub mod headless;
 pub mod mcp;
-mod net;
 pub mod permissions;
-pub mod provider;
 pub mod render;
 pub mod signals;
 pub mod trust;

@@ -14,9 +14,9 @@ use anyhow::{Result, anyhow};
 use super::conversation::Conversation;
 use super::session::Line;
 use super::turn::{Agent, Interrupted};
-use crate::provider::{ChatRequest, Message, StreamEvent};
 use crate::signals::Handling;
 use crate::tui::Phase;
+use shiro_providers::{ChatRequest, Message, StreamEvent};
 
 /// The instruction that asks the model for a summary. Fixed text, so requests are stable.
 pub const SUMMARY_PROMPT: &str = "Summarise the conversation above for yourself: the summary \
@@ -314,7 +314,7 @@ mod tests {
     use crate::agent::turn::tests::{agent, context, workspace};
     use crate::config::Config;
     use crate::permissions::Mode as Permission;
-    use crate::provider::{
+    use shiro_providers::{
         Completion, FinishReason, Provider, ProviderError, Role, Sink, ToolCall,
     };
 

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::provider::{Message, Role};
+use shiro_providers::{Message, Role};
 
 /// The user message that stands before a compaction's summary in the model's context, so
 /// the summary reads as the model's own answer and user and assistant messages still
@@ -331,7 +331,7 @@ mod tests {
                 'a' => Message::assistant(format!("a{i}")),
                 // An assistant message that calls a tool.
                 'c' => Message {
-                    tool_calls: vec![crate::provider::ToolCall {
+                    tool_calls: vec![shiro_providers::ToolCall {
                         id: format!("c{i}"),
                         name: "read_file".into(),
                         arguments: "{}".into(),

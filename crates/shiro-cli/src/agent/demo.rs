@@ -20,9 +20,9 @@ use super::session::Session;
 use super::turn::{self, Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT};
 use crate::config::Config;
 use crate::headless::{self, Context};
-use crate::provider::{Provider, ReplayProvider};
 use crate::render::Color;
 use crate::signals::Signals;
+use shiro_providers::{Provider, ReplayProvider};
 
 /// The demo's model: a replay script.
 pub const SCRIPT: &str = include_str!("../../../../examples/demo/script.json");

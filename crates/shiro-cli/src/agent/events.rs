@@ -5,9 +5,9 @@ use std::io::Write;
 use serde::Serialize;
 use shiro_tools::Change;
 
-use crate::provider::{StreamEvent, Usage};
 use crate::render::Color;
 use crate::tui::{Msg, Phase, ToUi, UiSender};
+use shiro_providers::{StreamEvent, Usage};
 
 /// One event of a turn, as `shiro -p … --json` prints it (one JSON object a line, tagged by
 /// `type`).

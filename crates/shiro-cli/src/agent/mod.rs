@@ -1,5 +1,5 @@
 //! The interactive agent, `shiro -p`, and `shiro demo` (providers are in
-//! [`crate::provider`]). The decisions are written up in `docs/cli.md`, "The agent".
+//! [`shiro_providers`]). The decisions are written up in `docs/cli.md`, "The agent".
 //!
 //! - [`turn`]: the loop (model → tools → model …), approvals and undo recording;
 //! - [`session`]: the JSONL transcript in `.shiro/sessions/`; [`conversation`]: the

@@ -13,7 +13,7 @@ use tokio::io::AsyncReadExt as _;
 use super::turn::Agent;
 use crate::config::ModelConfig;
 use crate::headless::Context;
-use crate::provider::{
+use shiro_providers::{
     AnthropicConfig, AnthropicProvider, Api, OpenAiConfig, OpenAiProvider, Provider, ReplayProvider,
 };
 

@@ -15,9 +15,9 @@ use super::turn::SessionUsage;
 use crate::cli::CommandsCommand;
 use crate::headless::{self, BUILTINS};
 use crate::permissions::Mode;
-use crate::provider::Usage;
 use crate::trust;
 use crate::tui::{StatusInfo, ToUi};
+use shiro_providers::Usage;
 use shiro_tools::capture::CaptureMode;
 
 /// The prompt shown for the next message.

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use shiro_undo::StateDir;
 
 use super::conversation::{Clearing, Compaction, Conversation};
-use crate::provider::{Message, Role};
+use shiro_providers::{Message, Role};
 
 /// The line editor's history file in the sessions directory.
 pub const HISTORY_FILE: &str = "history.txt";
@@ -475,7 +475,7 @@ mod tests {
         let message = |m: Message| serde_json::to_string(&Line::Message { message: m }).unwrap();
         let clear = |at, before| serde_json::to_string(&Line::Clear { at, before }).unwrap();
         let call = |id: &str| Message {
-            tool_calls: vec![crate::provider::ToolCall {
+            tool_calls: vec![shiro_providers::ToolCall {
                 id: id.into(),
                 name: "read_file".into(),
                 arguments: "{}".into(),

@@ -18,9 +18,9 @@ use super::session::{Line, Session};
 use crate::headless::{self, Context};
 use crate::mcp::client::McpClients;
 use crate::permissions::{self, Kind, Source, Target, Verdict};
-use crate::provider::{ChatRequest, Message, Provider, ProviderError, Role, ToolSpec, Usage};
 use crate::signals::Handling;
 use crate::tui::Phase;
+use shiro_providers::{ChatRequest, Message, Provider, ProviderError, Role, ToolSpec, Usage};
 
 /// A turn stopped by Ctrl-C or SIGTERM.
 #[derive(Debug, thiserror::Error)]
@@ -492,7 +492,7 @@ impl Agent<'_> {
     async fn call_tool(
         &mut self,
         recording: Log<'_>,
-        call: &crate::provider::ToolCall,
+        call: &shiro_providers::ToolCall,
         report: &mut TurnReport,
     ) -> String {
         let parsed: Result<Value, _> = if call.arguments.trim().is_empty() {
@@ -976,9 +976,9 @@ pub(crate) mod tests {
     use crate::agent::input::Lines;
     use crate::config::Config;
     use crate::permissions::Mode as Permission;
-    use crate::provider::ReplayProvider;
     use crate::render::Color;
     use crate::signals::Signals;
+    use shiro_providers::ReplayProvider;
 
     /// A workspace `ws` in a new temporary directory, whose `state` beside it [`context`]
     /// keeps the workspace's state in.

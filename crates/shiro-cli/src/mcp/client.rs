@@ -24,7 +24,7 @@ use serde_json::Value;
 use shiro_commands::mcp_tool_name;
 use tokio::io::AsyncBufReadExt as _;
 
-use crate::provider::ToolSpec;
+use shiro_providers::ToolSpec;
 
 /// How long a server may take to start and list its tools, unless its config says.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -691,7 +691,7 @@ async fn keep_tail(errors: tokio::process::ChildStderr, tail: Tail) {
 /// that two long names stay apart (and stay the same from one run to the next: rules and
 /// saved sessions name them).
 pub fn tool_name(server: &str, tool: &str) -> String {
-    let clean = crate::provider::api_name(&mcp_tool_name(server, tool));
+    let clean = shiro_providers::api_name(&mcp_tool_name(server, tool));
     if clean.len() <= MAX_NAME {
         return clean;
     }

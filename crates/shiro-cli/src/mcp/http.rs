@@ -14,7 +14,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpClientTransportConfig, StreamableHttpError,
 };
 
-use crate::provider::one_line;
+use shiro_providers::one_line;
 
 /// How long a TCP (and TLS) connection may take to open.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -67,7 +67,7 @@ async fn connect_with(
             );
         }
     }
-    let client = crate::net::client(|builder| {
+    let client = shiro_providers::net::client(|builder| {
         builder
             .connect_timeout(CONNECT_TIMEOUT)
             // As rmcp's own client does: a pooled connection whose last answer was not read

@@ -16,7 +16,7 @@ use super::markdown::{self, MarkdownStream, Options};
 use crate::agent::conversation::Conversation;
 use crate::agent::events::{Event, Status, brief};
 use crate::agent::input::{Read, complete_path};
-use crate::provider::Role;
+use shiro_providers::Role;
 
 /// What the agent tells the UI.
 #[derive(Debug)]

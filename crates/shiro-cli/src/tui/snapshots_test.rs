@@ -15,7 +15,7 @@ use super::app::{App, Phase, PickItem, ReadKind, StatusInfo, ToUi};
 use super::view;
 use crate::agent::events::{Event, Status};
 use crate::agent::input::Read;
-use crate::provider::{Message, ToolCall};
+use shiro_providers::{Message, ToolCall};
 
 /// A UI at `width` columns, with the built-in commands and one user command.
 fn app(width: u16) -> App {

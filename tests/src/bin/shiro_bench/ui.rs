@@ -14,11 +14,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result};
 use nix::sys::resource::{UsageWho, getrusage};
 use shiro_cli::agent::events::{Mode, Printer};
-use shiro_cli::provider::StreamEvent;
 use shiro_cli::render::Color;
 use shiro_cli::tui::app::App;
 use shiro_cli::tui::screen::{FixedSize, Screen};
 use shiro_cli::tui::{Phase, ToUi};
+use shiro_providers::StreamEvent;
 
 use crate::Plan;
 use crate::report::{bytes, ratio};

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use insta::assert_snapshot;
 use serde_json::json;
-use shiro_cli::provider::{
+use shiro_providers::{
     AnthropicConfig, AnthropicProvider, ChatRequest, Completion, FinishReason, Message,
     OpenAiConfig, OpenAiProvider, Provider, ProviderError, ReplayProvider, Role, StreamEvent,
     ToolCall, ToolSpec, Usage,

@@ -613,7 +613,7 @@ impl Assembler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::provider::ToolSpec;
+    use crate::ToolSpec;
 
     fn call(id: &str, arguments: &str) -> ToolCall {
         ToolCall {

@@ -10,7 +10,7 @@
 /// Builds the reqwest client that `configure` sets up, with working TLS. Every reqwest
 /// client shiro builds comes from here: without a provider installed, reqwest would panic,
 /// and without a trust store it would refuse to build any client, even for `http://`.
-pub(crate) fn client(
+pub fn client(
     configure: impl Fn(reqwest::ClientBuilder) -> reqwest::ClientBuilder,
 ) -> Result<reqwest::Client, reqwest::Error> {
     install_crypto_provider();

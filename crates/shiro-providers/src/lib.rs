@@ -15,10 +15,11 @@
 //! its events.
 //!
 //! Providers never print and never read the environment: everything comes in through their
-//! constructors, and everything goes out through return values and the sink.
+//! constructors, and everything goes out through return values and the sink. The crate knows
+//! nothing of the agent's loop, its sessions or how it is shown.
 //!
 //! ```
-//! use shiro_cli::provider::{ChatRequest, Message, Provider, ReplayProvider, StreamEvent};
+//! use shiro_providers::{ChatRequest, Message, Provider, ReplayProvider, StreamEvent};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 //! let provider = ReplayProvider::from_script(r#"{"responses": [{"text": "hello there"}]}"#)?;
@@ -33,13 +34,16 @@
 //!     .await?;
 //! assert_eq!(completion.message.content, "hello there");
 //! assert_eq!(streamed, "hello there");
-//! # Ok::<(), shiro_cli::provider::ProviderError>(())
+//! # Ok::<(), shiro_providers::ProviderError>(())
 //! # }).unwrap();
 //! ```
+
+#![deny(clippy::print_stdout, clippy::print_stderr, clippy::exit)]
 
 mod anthropic;
 mod error;
 mod http;
+pub mod net;
 mod openai;
 mod replay;
 mod sse;
@@ -54,11 +58,11 @@ pub use error::ProviderError;
 pub use openai::{OpenAiConfig, OpenAiProvider};
 pub use replay::ReplayProvider;
 
-pub(crate) use self::error::one_line;
+pub use self::error::one_line;
 
 /// `text` with every character the model APIs refuse in a name (of a tool, of a call's id)
 /// made `_`: they take letters, digits, `_` and `-`.
-pub(crate) fn api_name(text: &str) -> String {
+pub fn api_name(text: &str) -> String {
     text.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {

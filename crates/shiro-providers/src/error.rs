@@ -5,8 +5,9 @@ use std::time::Duration;
 
 /// Why a provider could not produce a completion. Each message is one line, lowercase,
 /// without a trailing period, and says what to do next where there is something to do.
+/// Exhaustive on purpose: the agent sorts every variant into a kind a script can act on,
+/// and a new one must be sorted too.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
 pub enum ProviderError {
     /// The configuration cannot work (for example, the base URL does not parse).
     #[error("invalid provider configuration: {detail}")]
@@ -139,7 +140,7 @@ impl fmt::Display for DisplayDuration {
 
 /// Makes a server's message fit in a one-line error: whitespace runs become one space, a
 /// trailing period goes, and very long text is cut.
-pub(crate) fn one_line(text: &str) -> String {
+pub fn one_line(text: &str) -> String {
     const MAX_CHARS: usize = 300;
     let mut line = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if let Some((cut, _)) = line.char_indices().nth(MAX_CHARS) {
