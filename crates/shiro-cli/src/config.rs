@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::Deserialize;
 
-use crate::mcp::client::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerSpec, Transport};
 use crate::permissions::{Kind, Rules, Source};
+use shiro_mcp::client::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerSpec, Transport};
 
 /// Everything a config file may set. Every field is optional so a file can set one thing.
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
@@ -76,7 +76,7 @@ impl McpServerConfig {
     /// is wrong with it.
     fn spec(&self, name: &str, source: &Path, from_workspace: bool) -> Result<ServerSpec> {
         let file = source.display();
-        check_server_name(name)
+        shiro_mcp::check_server_name(name)
             .map_err(|why| anyhow::anyhow!("{file}: [mcp.servers.{name}]: {why}"))?;
         let transport = match (&self.command, &self.url) {
             (Some(command), None) => {
@@ -142,29 +142,6 @@ impl McpServerConfig {
             )?,
         })
     }
-}
-
-/// Why `name` cannot name an MCP server: its tools are called `name__tool`, and the model
-/// APIs take only letters, digits, `_` and `-` in a tool's name.
-pub(crate) fn check_server_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > 32 {
-        return Err("a server's name has 1 to 32 characters".to_owned());
-    }
-    if !name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        return Err("a server's name may hold only letters, digits, `_` and `-`".to_owned());
-    }
-    if name.contains("__") || name.starts_with('_') || name.ends_with('_') {
-        return Err(
-            "a server's name may not hold `__` nor start or end with `_`: its tools are named server__tool".to_owned(),
-        );
-    }
-    if name == "mcp" {
-        return Err("`mcp` cannot name a server: rules write mcp__server".to_owned());
-    }
-    Ok(())
 }
 
 /// `[permissions]`: rules for tool calls (see `docs/cli.md`, "Permissions").

@@ -446,7 +446,7 @@ fn the_configuration_blocks_in_docs_mcp_are_valid() {
             let world = World::new();
             world.write(".mcp.json", body);
             let (specs, notes) =
-                shiro_cli::mcp::mcp_json::read(&world.root(), &|_| Some("set".to_owned()));
+                shiro_mcp::mcp_json::read(&world.root(), &|_| Some("set".to_owned()));
             assert!(notes.is_empty() && !specs.is_empty(), "{notes:?}:\n{body}");
             client_blocks += 1;
             continue;
@@ -495,7 +495,7 @@ async fn over_http_clients_share_one_log_and_need_the_token() {
         "{url}"
     );
 
-    let writer = shiro_cli::mcp::http::connect(&url, Some(TOKEN.to_owned()), client_config())
+    let writer = shiro_mcp::http::connect(&url, Some(TOKEN.to_owned()), client_config())
         .await
         .unwrap();
     let edited = call(
@@ -507,7 +507,7 @@ async fn over_http_clients_share_one_log_and_need_the_token() {
     assert!(!failed(&edited), "{}", text(&edited));
     assert_eq!(world.read("a.txt").unwrap(), "ONE\n");
     // A second client sees the first one's turn and undoes it.
-    let other = shiro_cli::mcp::http::connect(&url, Some(TOKEN.to_owned()), client_config())
+    let other = shiro_mcp::http::connect(&url, Some(TOKEN.to_owned()), client_config())
         .await
         .unwrap();
     let log = call(&other, "log", json!({})).await;
@@ -518,7 +518,7 @@ async fn over_http_clients_share_one_log_and_need_the_token() {
 
     // Without the token, with a wrong one: refused.
     for token in [None, Some("tok-http-0123456789abcdeX".to_owned())] {
-        let refused = shiro_cli::mcp::http::connect(&url, token, client_config()).await;
+        let refused = shiro_mcp::http::connect(&url, token, client_config()).await;
         let why = refused.err().unwrap();
         assert!(why.contains("401"), "{why}");
     }

@@ -25,7 +25,7 @@ use rmcp::service::{MaybeSendFuture, RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, ServerHandler};
-use shiro_cli::mcp::http::connect;
+use shiro_mcp::http::connect;
 
 /// A server with one tool, `echo`, which answers with its `text` argument.
 #[derive(Clone)]

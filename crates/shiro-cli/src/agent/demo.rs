@@ -107,7 +107,7 @@ pub async fn run(out: Box<dyn Write + Send>, color: Color) -> Result<()> {
         usage: Default::default(),
         system_prompt: SYSTEM_PROMPT.to_owned(),
         // The demo is offline and the same everywhere: no MCP servers.
-        mcp: crate::mcp::client::McpClients::default(),
+        mcp: shiro_mcp::client::McpClients::default(),
     };
     agent.start_conversation()?;
     agent.printer.info(&format!(

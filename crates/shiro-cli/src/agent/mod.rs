@@ -46,11 +46,11 @@ use self::session::Session;
 use self::turn::{Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT, TurnLimits, TurnReport};
 use crate::cli::SessionArgs;
 use crate::headless::{self, Context};
-use crate::mcp::client::{McpClients, ServerSpec};
-use crate::mcp::mcp_json;
 use crate::permissions::{self, Kind, Source};
 use crate::render::Color;
 use crate::tui::{Msg, PickItem, ToUi, Ui, UiSender};
+use shiro_mcp::client::{McpClients, ServerSpec};
+use shiro_mcp::mcp_json;
 
 /// Starts the MCP servers that wait (the workspace's only when it is trusted), and with
 /// `retry` those that failed or stopped, and returns what the user should be told.

@@ -16,10 +16,10 @@ use super::events::{ErrorKind, Event, Printer, Status};
 use super::input::{Input, Read};
 use super::session::{Line, Session};
 use crate::headless::{self, Context};
-use crate::mcp::client::McpClients;
 use crate::permissions::{self, Kind, Source, Target, Verdict};
 use crate::signals::Handling;
 use crate::tui::Phase;
+use shiro_mcp::client::McpClients;
 use shiro_providers::{ChatRequest, Message, Provider, ProviderError, Role, ToolSpec, Usage};
 
 /// A turn stopped by Ctrl-C or SIGTERM.

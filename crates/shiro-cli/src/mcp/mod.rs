@@ -2,18 +2,15 @@
 //!
 //! - `shiro mcp` ([`serve`]): shiro's undoable tools, with undo, redo and log, served to an
 //!   MCP client over stdio, or over Streamable HTTP on a loopback port ([`listen`]);
-//! - [`client`]: the MCP servers a config names, whose tools the agent offers its model
-//!   (over stdio, or Streamable HTTP with [`http`]).
+//! - the MCP servers a config names, whose tools the agent offers its model, are the
+//!   `shiro-mcp` crate's.
 //!
 //! Each call that changes files is a turn of the workspace's undo log, recorded as
 //! `shiro tool` records it, in the same `.shiro/undo` store, through the same jail: `shiro
 //! undo` in a terminal undoes what the client did, and the client's `undo` what the terminal
 //! did. Standard output carries the protocol and nothing else: this module never prints.
 
-pub mod client;
-pub mod http;
 pub mod listen;
-pub mod mcp_json;
 mod server;
 mod turns;
 

@@ -300,8 +300,8 @@ impl McpClients {
         let mut waiting: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for server in &self.servers {
             if matches!(server.state, State::Untrusted) {
-                let file = if server.spec.source.ends_with(super::mcp_json::FILE) {
-                    super::mcp_json::FILE
+                let file = if server.spec.source.ends_with(crate::mcp_json::FILE) {
+                    crate::mcp_json::FILE
                 } else {
                     ".shiro/config.toml"
                 };
@@ -640,7 +640,7 @@ async fn connect(
                 .await
                 .map_err(|err| format!("no MCP session: {err}"))?
         }
-        Transport::Http { url, .. } => super::http::connect(url, token, client_config()).await?,
+        Transport::Http { url, .. } => crate::http::connect(url, token, client_config()).await?,
     };
     let listed = client
         .list_all_tools()

@@ -16,7 +16,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::client::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerSpec, Transport};
+use crate::client::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerSpec, Transport};
 
 /// The file's name, in the workspace root.
 pub const FILE: &str = ".mcp.json";
@@ -111,7 +111,7 @@ impl Entry {
         path: &Path,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ServerSpec, String> {
-        crate::config::check_server_name(name)?;
+        crate::check_server_name(name)?;
         let expand = |field: &str, text: &str| {
             expand(text, env)
                 .map_err(|var| format!("${{{var}}} in its {field} is not set, and has no default"))
