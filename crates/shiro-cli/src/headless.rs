@@ -26,6 +26,7 @@ use shiro_undo::{
 
 use crate::cli::{CommandsCommand, RestoreArgs};
 use crate::config::{BashCapture, Config};
+use crate::environment::Environment;
 use crate::render::{self, Color, Side};
 use crate::signals::{INTERRUPTED, Signals};
 use crate::trust;
@@ -87,6 +88,8 @@ pub struct Context {
     pub signals: Signals,
     /// The `bash` tool as configured (see [`bash_tool`]); clones share its runner.
     pub bash: Bash,
+    /// The process's environment, read once by `main`.
+    pub env: Environment,
 }
 
 /// The `bash` tool as `[bash] capture` says: over an overlay whose helper is the binary at

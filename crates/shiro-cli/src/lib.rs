@@ -9,10 +9,12 @@
 pub mod agent;
 pub mod cli;
 pub mod config;
+pub mod environment;
 pub mod headless;
 pub mod mcp;
 pub mod permissions;
 pub mod render;
+pub mod run;
 pub mod signals;
 pub mod trust;
 pub mod tui;

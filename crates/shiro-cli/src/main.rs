@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use clap::Parser;
 use shiro_cli::cli::{Cli, Command};
 use shiro_cli::config::{self, Config};
+use shiro_cli::environment::Environment;
 use shiro_cli::headless::{self, Context, FailedAfterChanges, Noticed, Report, Way};
 use shiro_cli::render::Color;
 use shiro_cli::signals::{Handling, INTERRUPTED, Signals};
@@ -149,9 +150,12 @@ async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
         color: Color::detect(std::io::stdout().is_terminal()),
         signals,
         bash,
+        env: Environment::new(std::env::vars_os().filter_map(|(name, value)| {
+            Some((name.into_string().ok()?, value.into_string().ok()?))
+        })),
     };
     let Some(command) = &cli.command else {
-        return shiro_cli::agent::main(&ctx, &cli.session).await;
+        return shiro_cli::run::main(&ctx, &cli.session).await;
     };
 
     // Under `Handling::Finish` the signal thread only notes a signal, and the command

@@ -68,6 +68,7 @@
 //! );
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+#![deny(clippy::print_stdout, clippy::print_stderr, clippy::exit)]
 
 mod allowed;
 mod expand;

@@ -25,6 +25,7 @@
 //! assert_eq!(ws.read(&path).await.unwrap(), b"hi\n");
 //! # });
 //! ```
+#![deny(clippy::print_stdout, clippy::print_stderr, clippy::exit)]
 
 pub mod capture;
 mod mutator;

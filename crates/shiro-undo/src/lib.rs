@@ -47,6 +47,7 @@
 //! assert_eq!(workspace.read(&path).await.unwrap(), b"after\n");
 //! # });
 //! ```
+#![deny(clippy::print_stdout, clippy::print_stderr, clippy::exit)]
 
 mod blob;
 mod codec;

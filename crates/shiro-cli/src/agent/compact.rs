@@ -12,10 +12,10 @@
 use anyhow::{Result, anyhow};
 
 use super::conversation::Conversation;
+use super::protocol::Phase;
 use super::session::Line;
 use super::turn::{Agent, Interrupted};
 use crate::signals::Handling;
-use crate::tui::Phase;
 use shiro_providers::{ChatRequest, Message, StreamEvent};
 
 /// The instruction that asks the model for a summary. Fixed text, so requests are stable.

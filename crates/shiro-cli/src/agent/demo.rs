@@ -19,6 +19,7 @@ use super::input::Lines;
 use super::session::Session;
 use super::turn::{self, Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT};
 use crate::config::Config;
+use crate::environment::Environment;
 use crate::headless::{self, Context};
 use crate::render::Color;
 use crate::signals::Signals;
@@ -87,6 +88,8 @@ pub async fn run(out: Box<dyn Write + Send>, color: Color) -> Result<()> {
         signals: Signals::default(),
         // The demo's bash is never called; its edits are the file tools'.
         bash: shiro_tools::tools::bash(),
+        // The demo needs no variable, and must not read the user's keys.
+        env: Environment::default(),
     };
     let provider: Box<dyn Provider> = Box::new(ReplayProvider::from_script(SCRIPT)?);
     let tools = shiro_tools::tools::all();

@@ -1,122 +1,12 @@
-//! What a turn reports, and how it is shown: as text for a person or as JSON lines.
+//! How what a session reports is shown: as text for a person, as JSON lines, or handed to a
+//! front end (the terminal UI) as [`ToFront`] messages.
 
 use std::io::Write;
 
-use serde::Serialize;
-use shiro_tools::Change;
+use shiro_providers::StreamEvent;
 
+use super::protocol::{Event, FrontSink, Phase, Status, ToFront, brief};
 use crate::render::Color;
-use crate::tui::{Msg, Phase, ToUi, UiSender};
-use shiro_providers::{StreamEvent, Usage};
-
-/// One event of a turn, as `shiro -p … --json` prints it (one JSON object a line, tagged by
-/// `type`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum Event {
-    /// A headless run began (`--json` only, first): which session it saves to and where.
-    SessionStart {
-        /// The session's id: `shiro --resume ID` continues it.
-        session_id: String,
-        /// The model's name, or `none` when no model is set.
-        model: String,
-        /// The workspace root.
-        workspace: String,
-    },
-    /// A piece of the model's text as it streams (`--json` only); a step's deltas
-    /// concatenate to its `assistant_text`.
-    TextDelta {
-        /// The text.
-        text: String,
-    },
-    /// What one model request used, as the server counted it (when it says).
-    Usage {
-        /// The request's tokens.
-        #[serde(flatten)]
-        usage: Usage,
-    },
-    /// The model's text of one step, whole (it streamed before).
-    AssistantText {
-        /// The text.
-        text: String,
-    },
-    /// The model called a tool.
-    ToolCall {
-        /// The call's id, which its result quotes.
-        id: String,
-        /// The tool.
-        name: String,
-        /// The arguments: the parsed JSON, or the raw text when it does not parse.
-        arguments: serde_json::Value,
-    },
-    /// A tool call's result, as sent back to the model.
-    ToolResult {
-        /// The call's id.
-        id: String,
-        /// The tool.
-        name: String,
-        /// `ok`, `error` or `denied`.
-        status: Status,
-        /// The text the model reads.
-        output: String,
-        /// What the call changed on disk.
-        changes: Vec<Change>,
-    },
-    /// The turn ended.
-    TurnEnd {
-        /// Every change of the turn, in order.
-        changed: Vec<Change>,
-        /// The undo log's number for the turn, when it was recorded (it changed a file).
-        turn_id: Option<u64>,
-        /// How many model calls the turn made.
-        steps: usize,
-        /// Why the turn ended early (interrupted, a provider error, the step cap), if it did.
-        error: Option<String>,
-        /// What kind of error `error` is, for a script to act on.
-        error_kind: Option<ErrorKind>,
-        /// The tokens the turn's requests used together; `null` when the server said nothing.
-        usage: Option<Usage>,
-        /// The session the turn belongs to.
-        session_id: String,
-    },
-}
-
-/// What kind of error ended a turn, in `turn_end`'s `error_kind`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
-    /// Esc, Ctrl-C or a signal stopped it.
-    Interrupted,
-    /// It reached the cap on model calls (`--max-turns`).
-    MaxTurns,
-    /// No model is set, or its configuration cannot work.
-    Config,
-    /// The server refused the API key.
-    Auth,
-    /// The server kept rate limiting after every retry.
-    RateLimit,
-    /// The server refused the request (a wrong model or endpoint, a context too long, an
-    /// exhausted quota).
-    InvalidRequest,
-    /// The server kept failing (5xx) after every retry.
-    Server,
-    /// The server could not be reached, timed out, or the connection broke mid-answer.
-    Network,
-    /// The server's answer could not be read (or a replay script ran out).
-    BadResponse,
-}
-
-/// How a tool call went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// It ran and succeeded.
-    Ok,
-    /// It ran (or was refused by the tool) and failed.
-    Error,
-    /// The user (or the approval policy) did not let it run.
-    Denied,
-}
 
 /// Where output goes and in which form.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,8 +29,9 @@ pub struct Printer {
     color: Color,
     /// Whether the last thing written to the text stream ended a line.
     at_line_start: bool,
-    /// The terminal UI, when it shows the session: everything goes to it instead.
-    ui: Option<UiSender>,
+    /// The front end (the terminal UI), when it shows the session: everything goes to it
+    /// instead.
+    front: Option<FrontSink>,
 }
 
 impl std::fmt::Debug for Printer {
@@ -168,29 +59,28 @@ impl Printer {
             mode,
             color,
             at_line_start: true,
-            ui: None,
+            front: None,
         }
     }
 
-    /// A printer that sends everything to the terminal UI. Its text carries no colour
-    /// codes (diffs included): the UI styles what it shows.
-    pub fn to_ui(ui: UiSender) -> Self {
+    /// A printer that sends everything to a front end. Its text carries no colour codes
+    /// (diffs included): the front end styles what it shows.
+    pub fn to_front(front: FrontSink) -> Self {
         Printer {
             out: Box::new(std::io::sink()),
             err: Box::new(std::io::sink()),
             mode: Mode::Interactive,
             color: Color::Never,
             at_line_start: true,
-            ui: Some(ui),
+            front: Some(front),
         }
     }
 
-    /// Sends `message` to the UI, when there is one; says whether there is.
-    fn to_ui_if_any(&self, message: impl FnOnce() -> ToUi) -> bool {
-        match &self.ui {
-            Some(ui) => {
-                // A UI that is gone shows nothing; the turn's bookkeeping goes on.
-                let _ = ui.send(Msg::Agent(message()));
+    /// Sends `message` to the front end, when there is one; says whether there is.
+    fn to_ui_if_any(&self, message: impl FnOnce() -> ToFront) -> bool {
+        match &self.front {
+            Some(front) => {
+                front(message());
                 true
             }
             None => false,
@@ -199,24 +89,24 @@ impl Printer {
 
     /// Says what the turn does now (the UI's spinner); nothing in text modes.
     pub fn phase(&mut self, phase: Phase) {
-        self.to_ui_if_any(|| ToUi::Phase(phase));
+        self.to_ui_if_any(|| ToFront::Phase(phase));
     }
 
     /// Shows the diff of a call about to run.
     pub fn preview(&mut self, diff: &str) {
-        if !self.to_ui_if_any(|| ToUi::Preview(diff.to_owned())) {
+        if !self.to_ui_if_any(|| ToFront::Preview(diff.to_owned())) {
             self.info(diff);
         }
     }
 
     /// Sends anything else the UI shows (the status line, a replayed conversation).
-    pub fn ui(&mut self, message: ToUi) {
+    pub fn ui(&mut self, message: ToFront) {
         self.to_ui_if_any(|| message);
     }
 
     /// Whether a terminal UI shows the session.
     pub fn has_ui(&self) -> bool {
-        self.ui.is_some()
+        self.front.is_some()
     }
 
     /// The output mode.
@@ -248,7 +138,7 @@ impl Printer {
 
     /// Ends the current line if something is on it.
     pub fn end_line(&mut self) {
-        if !self.at_line_start && self.ui.is_none() {
+        if !self.at_line_start && self.front.is_none() {
             self.write_text("\n");
         }
     }
@@ -256,7 +146,7 @@ impl Printer {
     /// Shows what a provider streams: text as it comes (interactive only), retries always.
     pub fn stream(&mut self, event: StreamEvent) {
         if let StreamEvent::TextDelta(text) = &event
-            && self.to_ui_if_any(|| ToUi::Delta(text.clone()))
+            && self.to_ui_if_any(|| ToFront::Delta(text.clone()))
         {
             return;
         }
@@ -284,7 +174,7 @@ impl Printer {
 
     /// Shows a line of information (a notice, a command's output).
     pub fn info(&mut self, text: &str) {
-        if self.to_ui_if_any(|| ToUi::Info(text.to_owned())) {
+        if self.to_ui_if_any(|| ToFront::Info(text.to_owned())) {
             return;
         }
         self.end_line();
@@ -307,7 +197,7 @@ impl Printer {
 
     /// Reports an event: a JSON line, or its text form.
     pub fn event(&mut self, event: &Event) {
-        if self.to_ui_if_any(|| ToUi::Event(event.clone())) {
+        if self.to_ui_if_any(|| ToFront::Event(event.clone())) {
             return;
         }
         if self.mode == Mode::Json {
@@ -384,41 +274,5 @@ impl Printer {
             Color::Never => text.to_owned(),
             Color::Always => format!("\x1b[{code}m{text}\x1b[0m"),
         }
-    }
-}
-
-/// A one-line view of a tool call's arguments: the path or command when there is one,
-/// else the JSON, cut to a readable length.
-pub(crate) fn brief(arguments: &serde_json::Value) -> String {
-    const MAX: usize = 100;
-    // A patch is summed up by its file headers: `Update File: a.rs, Delete File: b.rs`.
-    let patch_files = arguments
-        .get("patch")
-        .and_then(|v| v.as_str())
-        .map(|patch| {
-            patch
-                .lines()
-                .filter_map(|line| line.strip_prefix("*** "))
-                .filter(|rest| !rest.starts_with("Begin Patch") && !rest.starts_with("End "))
-                .collect::<Vec<_>>()
-                .join(", ")
-        });
-    let text = ["path", "command", "pattern"]
-        .iter()
-        .find_map(|key| {
-            arguments
-                .get(key)
-                .and_then(|v| v.as_str())
-                .map(str::to_owned)
-        })
-        .or(patch_files)
-        .unwrap_or_else(|| match arguments {
-            serde_json::Value::String(raw) => raw.clone(),
-            other => other.to_string(),
-        });
-    let text = text.replace('\n', "⏎");
-    match text.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text,
     }
 }

@@ -15,17 +15,7 @@ use rustyline::{CompletionType, Config, Editor, Helper};
 use shiro_commands::Registry;
 
 use super::events::Printer;
-
-/// What reading a line gave.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Read {
-    /// A line, without its newline.
-    Line(String),
-    /// Ctrl-C at the prompt.
-    Interrupted,
-    /// Ctrl-D or the end of the input.
-    Eof,
-}
+use super::protocol::Read;
 
 /// A source of typed lines.
 pub trait Input {

@@ -1,19 +1,23 @@
-//! The interactive agent, `shiro -p`, and `shiro demo` (providers are in
-//! [`shiro_providers`]). The decisions are written up in `docs/cli.md`, "The agent".
+//! The agent: its turn loop, its sessions and what it reports; providers are the
+//! [`shiro_providers`] crate's, the MCP client [`shiro_mcp`]'s. The decisions are written up in
+//! `docs/cli.md`, "The agent".
 //!
 //! - [`turn`]: the loop (model → tools → model …), approvals and undo recording;
-//! - [`session`]: the JSONL transcript in `.shiro/sessions/`; [`conversation`]: the
+//! - [`session`]: the JSONL transcript in the state directory; [`conversation`]: the
 //!   transcript, its compactions and clearings, and what the model is sent; [`compact`]:
 //!   `/compact`, compaction as the context fills, and clearing older tool outputs when the
 //!   running turn fills it alone;
 //! - [`repl`]: the read-eval loop and its `/` commands; [`input`]: where lines come from;
 //! - [`attach`]: the files a prompt's `@path`s name, attached to its message;
-//! - [`events`]: what a turn reports, as text or JSON lines; [`approve`]: approvals and diffs;
+//! - [`protocol`]: what a session reports to its front end, and what the front end answers;
+//!   [`events`]: the printer, which shows it as text or JSON lines or hands it to a front end;
+//!   [`approve`]: approvals and diffs;
 //! - [`demo`]: the offline demo, which drives the same REPL with a replay script;
 //! - [`model`]: which provider a model name means, its server and key, and `/model`.
 //!
-//! This is the part of the binary that reads the environment (`SHIRO_MODEL`, the
-//! providers' `…_BASE_URL` and `…_API_KEY`) and talks to the terminal.
+//! Invariant: nothing here reads the process's environment (it comes in the [`Context`]) or
+//! drives the terminal UI: the printer sends the UI [`protocol::ToFront`] messages through a
+//! sink, and the wiring that picks the front end is `crate::run`'s.
 
 pub mod approve;
 pub mod attach;
@@ -24,33 +28,24 @@ pub mod events;
 pub mod input;
 pub mod instructions;
 pub mod model;
+pub mod protocol;
 pub mod repl;
 pub mod session;
 pub mod turn;
 
-use std::io::IsTerminal as _;
-use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use shiro_commands::{Args, ExpandContext, FsReader, Origin, Resolved, ShRunner};
-use shiro_undo::StateDir;
-
-use self::approve::Approvals;
-use self::conversation::Conversation;
-use self::events::{Event, Mode, Printer};
-use self::input::{Input, Lines, Terminal};
-pub use self::model::provider;
-use self::session::Session;
-use self::turn::{Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT, TurnLimits, TurnReport};
-use crate::cli::SessionArgs;
-use crate::headless::{self, Context};
-use crate::permissions::{self, Kind, Source};
-use crate::render::Color;
-use crate::tui::{Msg, PickItem, ToUi, Ui, UiSender};
-use shiro_mcp::client::{McpClients, ServerSpec};
+use shiro_commands::{Args, ExpandContext, FsReader, Origin, ShRunner};
+use shiro_mcp::client::ServerSpec;
 use shiro_mcp::mcp_json;
+
+use self::events::Printer;
+pub use self::model::provider;
+use self::protocol::{PickItem, ToFront};
+use self::session::Session;
+use self::turn::{Agent, TurnLimits, TurnReport};
+use crate::headless::{self, Context};
 
 /// Starts the MCP servers that wait (the workspace's only when it is trusted), and with
 /// `retry` those that failed or stopped, and returns what the user should be told.
@@ -69,7 +64,7 @@ pub async fn start_mcp(agent: &mut Agent<'_>, retry: bool) -> Vec<String> {
         "note: waiting for {waiting} to start (at most {} s: startup_timeout_secs)",
         longest.as_secs()
     );
-    let env = |name: &str| std::env::var(name).ok();
+    let env = |name: &str| ctx.env.get(name);
     let start = agent.mcp.start(&ctx.root, trusted, retry, &env);
     tokio::pin!(start);
     // Most servers answer at once; a slow one should not look like a hung shiro.
@@ -83,9 +78,9 @@ pub async fn start_mcp(agent: &mut Agent<'_>, retry: bool) -> Vec<String> {
 
 /// The MCP servers of the config files and of the workspace's `.mcp.json`, and what the
 /// user should be told of the `.mcp.json` entries left out.
-fn mcp_servers(ctx: &Context) -> (Vec<ServerSpec>, Vec<String>) {
+pub fn mcp_servers(ctx: &Context) -> (Vec<ServerSpec>, Vec<String>) {
     let (imported, notes) = if ctx.config.read_mcp_json {
-        mcp_json::read(&ctx.root, &|name| std::env::var(name).ok())
+        mcp_json::read(&ctx.root, &|name| ctx.env.get(name))
     } else {
         (Vec::new(), Vec::new())
     };
@@ -98,259 +93,8 @@ fn mcp_servers(ctx: &Context) -> (Vec<ServerSpec>, Vec<String>) {
 /// How long starting MCP servers goes on before the user is told what shiro waits for.
 const MCP_PATIENCE: Duration = Duration::from_secs(1);
 
-/// How long the model's provider is made (its key read) before the user is told what shiro
-/// waits for: `[model] api_key_cmd` may be a password manager waiting to be unlocked.
-const KEY_PATIENCE: Duration = Duration::from_secs(1);
-
-/// Runs the agent: interactive, or one headless turn with `-p`.
-pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
-    let provider = {
-        let made = provider(ctx, args.model.as_deref(), &|name| std::env::var(name));
-        tokio::pin!(made);
-        tokio::select! {
-            provider = &mut made => provider,
-            () = tokio::time::sleep(KEY_PATIENCE) => {
-                if let Some(command) = &ctx.config.model.api_key_cmd {
-                    // Before the terminal UI starts: standard error is the terminal's.
-                    #[allow(clippy::print_stderr)]
-                    {
-                        eprintln!(
-                            "shiro: waiting for the key from [model] api_key_cmd `{command}` (at most {} s)",
-                            model::KEY_COMMAND_TIMEOUT.as_secs()
-                        );
-                    }
-                }
-                made.await
-            }
-        }
-    };
-    let headless = args.prompt.is_some();
-    let tui = !headless && !args.no_tui && tui_fits(|name| std::env::var(name));
-    // `--resume` without an id on a terminal: a new session, then a picker of the others.
-    let pick = tui && args.resume.as_deref() == Some("");
-    let (session, history, notices) = if pick {
-        let new = SessionArgs {
-            resume: None,
-            ..args.clone()
-        };
-        open_session(&ctx.state, &new)?
-    } else {
-        open_session(&ctx.state, args)?
-    };
-    let mode = match (headless, args.json) {
-        (false, _) => Mode::Interactive,
-        (true, false) => Mode::Headless,
-        (true, true) => Mode::Json,
-    };
-    let approvals = approvals(ctx, args)?;
-    let registry = headless::registry(ctx);
-    let cwd = std::env::current_dir().ok();
-    let instructions = instructions::load(&instructions::Places {
-        root: &ctx.root,
-        cwd: cwd.as_deref(),
-        user_dir: ctx.config.user_dir.as_deref(),
-        home: ctx.config.home_dir.as_deref(),
-    });
-    let ui = if tui {
-        match Ui::start(
-            registry.clone(),
-            ctx.root.clone(),
-            history_file(&ctx.state),
-            ctx.color == Color::Always,
-            ctx.signals.clone(),
-        ) {
-            Ok(ui) => Some(ui),
-            Err(err) => {
-                // The line interface still works.
-                #[allow(clippy::print_stderr)]
-                {
-                    eprintln!("shiro: the terminal UI cannot start ({err}); using plain lines");
-                }
-                None
-            }
-        }
-    } else {
-        None
-    };
-    let input: Box<dyn Input> = if let Some(ui) = &ui {
-        Box::new(ui.input())
-    } else if headless {
-        Box::new(Lines::new(Box::new(std::io::empty())))
-    } else if std::io::stdin().is_terminal() {
-        Box::new(Terminal::new(
-            &ctx.root,
-            history_file(&ctx.state),
-            registry.clone(),
-        )?)
-    } else {
-        Box::new(Lines::new(Box::new(std::io::BufReader::new(
-            std::io::stdin(),
-        ))))
-    };
-    let printer = match &ui {
-        Some(ui) => Printer::to_ui(ui.sender()),
-        None => Printer::new(
-            Box::new(std::io::stdout()),
-            Box::new(std::io::stderr()),
-            mode,
-            ctx.color,
-        ),
-    };
-    let bash = match &ui {
-        // bash's output is shown as it comes.
-        Some(ui) => ctx.bash.clone().with_live_output(live_output(ui.sender())),
-        None => ctx.bash.clone(),
-    };
-    // A search of the whole workspace leaves out what a deny rule refuses to let it read.
-    let tools = shiro_tools::tools::all_hiding(bash, |tool| approvals.rules.hidden(tool));
-    let (mcp_servers, mcp_notes) = mcp_servers(ctx);
-    let mut agent = Agent {
-        ctx,
-        provider,
-        specs: turn::specs(&tools),
-        tools,
-        history,
-        session,
-        printer,
-        input,
-        approvals,
-        max_steps: args
-            .max_turns
-            .map_or(DEFAULT_MAX_STEPS, |turns| turns as usize),
-        // `-p` too: Ctrl-C stops the turn, which is finished and recorded.
-        catch_interrupts: true,
-        bash_running: tokio::sync::watch::Sender::new(false),
-        limits: turn::TurnLimits::default(),
-        usage: turn::SessionUsage::default(),
-        system_prompt: instructions.system_prompt(SYSTEM_PROMPT),
-        mcp: McpClients::new(mcp_servers),
-    };
-    agent.start_conversation()?;
-    for note in mcp_notes {
-        agent.printer.info(&format!("note: {note}"));
-    }
-    for notice in start_mcp(&mut agent, false).await {
-        agent.printer.info(&format!("note: {notice}"));
-    }
-    if let Some(summary) = instructions.summary() {
-        agent.printer.info(&format!("note: {summary}"));
-    }
-    for note in &instructions.notes {
-        agent.printer.info(&format!("note: {note}"));
-    }
-    for notice in notices {
-        agent.printer.info(&format!("note: {notice}"));
-    }
-    if let Some(prompt) = &args.prompt {
-        agent.printer.event(&Event::SessionStart {
-            session_id: agent.session.id().to_owned(),
-            model: model_name(&agent),
-            workspace: ctx.root.display().to_string(),
-        });
-        // Piped input goes with the prompt, after it (`git diff | shiro -p "review this"`).
-        let piped = if std::io::stdin().is_terminal() {
-            String::new()
-        } else {
-            piped_block(std::io::stdin().lock(), &mut agent.printer)?
-        };
-        // A user command works with -p as it does in a session; other text, a built-in's
-        // name included, goes to the model as typed.
-        let report = match registry.resolve(prompt) {
-            Resolved::User { command, args } => {
-                run_user_command(&mut agent, &command, &args, &piped).await?
-            }
-            _ => send_prompt(&mut agent, prompt, &piped).await?,
-        };
-        if report.interrupted {
-            // The turn was finished and recorded, like one the REPL stops.
-            agent.printer.info(match report.turn_id {
-                Some(_) => "turn stopped; /undo or `shiro undo` reverts it",
-                None => "turn stopped; it changed nothing",
-            });
-            return Ok(ExitCode::from(crate::signals::INTERRUPTED));
-        }
-        // A failed turn's last text is not an answer; the error is on stderr (or in turn_end).
-        if report.error.is_some() {
-            return Ok(ExitCode::FAILURE);
-        }
-        agent.printer.answer(&report.answer);
-        for call in &report.denied {
-            agent.printer.info(&format!("denied: {call}"));
-        }
-        for call in &report.unrecordable {
-            agent.printer.info(&format!("refused: {call}"));
-        }
-        if !report.unrecordable.is_empty() && report.changed.is_empty() && !report.ran_bash {
-            // As for denied calls: the changes the model asked for were not made.
-            agent.printer.info(
-                "nothing was changed: this workspace cannot keep shiro's undo log (see the note above), and a change that could not be undone is never made",
-            );
-            return Ok(ExitCode::FAILURE);
-        }
-        if report.denied_change
-            && report.changed.is_empty()
-            && !report.ran_bash
-            && report.mcp_tools.is_empty()
-        {
-            // Every change the model tried was refused: a script must not take this for
-            // success.
-            agent.printer.info(if report.unapproved {
-                "nothing was changed: -p denies every change unless --yes is given; run again \
-                 with --yes to allow them"
-            } else {
-                "nothing was changed: the permission rules or the mode refused every change \
-                 (/permissions in a session lists them)"
-            });
-            return Ok(ExitCode::FAILURE);
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
-    let model = model_name(&agent);
-    let resumed = agent.history.len() > 1;
-    let state = match (resumed, agent.session.unsaved_reason()) {
-        (_, Some(_)) => "new, not saved",
-        (true, None) => "resumed",
-        (false, None) => "new",
-    };
-    if resumed {
-        agent.printer.ui(ToUi::Replay(agent.history.clone()));
-    }
-    agent.printer.info(&format!(
-        "shiro: session {} ({state}), model {model}; /help lists commands, /undo takes a turn back",
-        agent.session.id(),
-    ));
-    // Hot reload of user commands; without it (no inotify, say) commands load once.
-    let _watch = registry.watch().ok();
-    if pick {
-        pick_session(&mut agent);
-    }
-    let ended = repl::run(&mut agent, &registry).await;
-    let hint = resume_hint(&agent);
-    if let (None, Some(hint)) = (&ui, &hint) {
-        agent.printer.info(hint);
-    }
-    drop(agent);
-    if let Some(ui) = ui {
-        ui.finish();
-        // The UI is gone: the hint goes after the transcript, on the terminal itself.
-        if let Some(hint) = &hint {
-            #[allow(clippy::print_stdout)]
-            {
-                println!("{hint}");
-            }
-        }
-    }
-    ended?;
-    if ctx.signals.terminated() {
-        // SIGTERM stopped a turn and ended the session: a signal's exit code, as at the
-        // prompt, so that whoever sent it does not read a normal end.
-        return Ok(ExitCode::from(crate::signals::INTERRUPTED));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 /// The model's name, or `none`.
-fn model_name(agent: &Agent<'_>) -> String {
+pub fn model_name(agent: &Agent<'_>) -> String {
     match &agent.provider {
         Ok(provider) => provider.model().to_owned(),
         Err(_) => "none".to_owned(),
@@ -398,58 +142,6 @@ pub fn piped_block(input: impl std::io::Read, printer: &mut Printer) -> Result<S
     Ok(block)
 }
 
-/// The session's approvals: the mode from `--read-only`/`--yes`, the config files' rules and
-/// those of `--allowed-tools`/`--disallowed-tools`. With `-p` nobody is asked.
-pub fn approvals(ctx: &Context, args: &SessionArgs) -> Result<Approvals> {
-    let mode = match (args.read_only, args.yes) {
-        (true, _) => permissions::Mode::ReadOnly,
-        (false, true) => permissions::Mode::Yes,
-        (false, false) => permissions::Mode::Ask,
-    };
-    let mut approvals = Approvals::new(mode, args.prompt.is_none());
-    approvals.rules = ctx.config.permissions.clone();
-    for (kind, flag, values) in [
-        (Kind::Deny, "--disallowed-tools", &args.disallowed_tools),
-        (Kind::Allow, "--allowed-tools", &args.allowed_tools),
-    ] {
-        let rules: Vec<String> = values
-            .iter()
-            .flat_map(|value| shiro_commands::AllowedTools::split(value))
-            .collect();
-        approvals.rules.add(kind, &Source::Flag(flag), &rules)?;
-    }
-    Ok(approvals)
-}
-
-/// Whether the terminal UI can run: both ends on a terminal that is not `TERM=dumb`.
-fn tui_fits(env: impl Fn(&str) -> Result<String, std::env::VarError>) -> bool {
-    std::io::stdin().is_terminal()
-        && std::io::stdout().is_terminal()
-        && env("TERM").map_or(true, |term| term != "dumb")
-}
-
-/// Hands a running command's output to the UI, whole characters at a time.
-fn live_output(ui: UiSender) -> shiro_tools::tools::Live {
-    let carry = std::sync::Mutex::new(Vec::new());
-    Arc::new(move |bytes: &[u8]| {
-        let mut carry = carry
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        carry.extend_from_slice(bytes);
-        // A character cut between two reads waits for its end.
-        let valid = match std::str::from_utf8(&carry) {
-            Ok(_) => carry.len(),
-            Err(err) if err.error_len().is_none() => err.valid_up_to(),
-            Err(_) => carry.len(),
-        };
-        let text = String::from_utf8_lossy(&carry[..valid]).into_owned();
-        carry.drain(..valid);
-        if !text.is_empty() {
-            let _ = ui.send(Msg::Agent(ToUi::BashOutput(text)));
-        }
-    })
-}
-
 /// The picker of `--resume` and `/resume` without an id: the workspace's other sessions
 /// are offered, and the chosen one replaces the conversation and is shown again.
 pub fn pick_session(agent: &mut Agent<'_>) {
@@ -473,7 +165,7 @@ pub fn pick_session(agent: &mut Agent<'_>) {
         })
         .collect();
     let (reply, chosen) = std::sync::mpsc::channel();
-    agent.printer.ui(ToUi::Pick {
+    agent.printer.ui(ToFront::Pick {
         sessions: items,
         reply,
     });
@@ -485,7 +177,7 @@ pub fn pick_session(agent: &mut Agent<'_>) {
     };
     match resume_session(agent, &id) {
         Ok(notice) => {
-            agent.printer.ui(ToUi::Replay(agent.history.clone()));
+            agent.printer.ui(ToFront::Replay(agent.history.clone()));
             agent.printer.info(&notice);
         }
         Err(err) => agent
@@ -504,7 +196,8 @@ fn session_time(time: std::time::SystemTime) -> String {
 
 /// `/model` (see [`model::model_command`]), with the process's environment.
 pub async fn switch_model(agent: &mut Agent<'_>, args: &str) -> String {
-    model::model_command(agent, args, &|name| std::env::var(name)).await
+    let env = agent.ctx.env.clone();
+    model::model_command(agent, args, &|name| env.var(name)).await
 }
 
 /// Sends a typed prompt as one turn: the files and directories its `@path`s name are
@@ -546,36 +239,6 @@ pub fn resume_session(agent: &mut Agent<'_>, id: &str) -> Result<String> {
     Ok(text)
 }
 
-/// `resume this session with: shiro --resume ID` for a saved session with at least one user
-/// message, shown when an interactive session ends; `-C ROOT` is added when shiro started
-/// here would pick another workspace.
-pub fn resume_hint(agent: &Agent<'_>) -> Option<String> {
-    if agent.session.unsaved_reason().is_some() || agent.history.prompts() == 0 {
-        return None;
-    }
-    let here = std::env::current_dir()
-        .ok()
-        .and_then(|cwd| crate::workspace::locate(None, &cwd).ok());
-    let flag = match here {
-        Some(here) if here.root == agent.ctx.root => String::new(),
-        _ => format!("-C {} ", shell_word(&agent.ctx.root.to_string_lossy())),
-    };
-    Some(format!(
-        "resume this session with: shiro {flag}--resume {}",
-        agent.session.id()
-    ))
-}
-
-/// `word` as one shell word: as it is when it holds only safe characters, else quoted.
-fn shell_word(word: &str) -> String {
-    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c);
-    if !word.is_empty() && word.chars().all(safe) {
-        word.to_owned()
-    } else {
-        format!("'{}'", word.replace('\'', r"'\''"))
-    }
-}
-
 /// Expands a user command and runs it as one turn: its `allowed-tools` limit the turn's tools
 /// (a matching `Bash(…)` rule runs a command without asking, when the command is the user's
 /// own or its workspace is trusted), and its `model` answers this turn only.
@@ -612,7 +275,7 @@ pub async fn run_user_command(
     };
     let saved = match command.model.as_deref() {
         Some(model) => {
-            let for_turn = provider(ctx, Some(model), &|name| std::env::var(name)).await;
+            let for_turn = provider(ctx, Some(model), &|name| ctx.env.var(name)).await;
             Some(std::mem::replace(&mut agent.provider, for_turn))
         }
         None => None,
@@ -622,40 +285,4 @@ pub async fn run_user_command(
         agent.provider = saved;
     }
     report
-}
-
-/// The line editor's history, beside the saved sessions.
-fn history_file(state: &StateDir) -> std::path::PathBuf {
-    state.sessions_dir().join(session::HISTORY_FILE)
-}
-
-/// A new session, or the one `--continue`/`--resume` names (`--resume` without an id: the
-/// newest), with its history and notices. A new session in a workspace where `.shiro/`
-/// cannot be made is an unsaved one, and the one notice says so: its turns answer questions
-/// and refuse changes, without saying it again.
-pub fn open_session(
-    state: &StateDir,
-    args: &SessionArgs,
-) -> Result<(Session, Conversation, Vec<String>)> {
-    let id = match (&args.resume, args.continue_latest) {
-        (Some(id), _) if !id.is_empty() => Some(Some(id.as_str())),
-        (Some(_), _) | (None, true) => Some(None),
-        (None, false) => None,
-    };
-    match id {
-        Some(id) => {
-            let reopened = Session::reopen(state, id)?;
-            Ok((reopened.session, reopened.history, reopened.notices))
-        }
-        None => match Session::create(state) {
-            Ok(session) => Ok((session, Conversation::default(), Vec::new())),
-            Err(err) => {
-                let why = headless::error_text(&err);
-                let notice = format!(
-                    "this session cannot be saved ({why}), and changes to files and bash are refused, since they could not be undone; questions that change nothing still work"
-                );
-                Ok((Session::unsaved(why), Conversation::default(), vec![notice]))
-            }
-        },
-    }
 }

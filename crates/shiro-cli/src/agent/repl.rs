@@ -8,7 +8,8 @@ use shiro_undo::{UndoError, UndoOptions};
 
 use super::compact;
 use super::conversation::Conversation;
-use super::input::Read;
+use super::protocol::Read;
+use super::protocol::{StatusInfo, ToFront};
 use super::session::{self, Session, SessionSummary};
 use super::turn::Agent;
 use super::turn::SessionUsage;
@@ -16,7 +17,6 @@ use crate::cli::CommandsCommand;
 use crate::headless::{self, BUILTINS};
 use crate::permissions::Mode;
 use crate::trust;
-use crate::tui::{StatusInfo, ToUi};
 use shiro_providers::Usage;
 use shiro_tools::capture::CaptureMode;
 
@@ -32,7 +32,7 @@ pub async fn run(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
         }
         if agent.printer.has_ui() {
             let status = status(agent).await;
-            agent.printer.ui(ToUi::Status(status));
+            agent.printer.ui(ToFront::Status(status));
         }
         let line = match agent.input.read(PROMPT, &mut agent.printer) {
             Read::Line(line) => line,

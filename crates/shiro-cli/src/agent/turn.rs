@@ -11,14 +11,15 @@ use shiro_undo::{Recording, TurnStart};
 
 use super::approve::{self, Answer, Approvals, Decision, Scope};
 use super::conversation::Conversation;
-use super::events::brief;
-use super::events::{ErrorKind, Event, Printer, Status};
-use super::input::{Input, Read};
+use super::events::Printer;
+use super::input::Input;
+use super::protocol::Phase;
+use super::protocol::Read;
+use super::protocol::{ErrorKind, Event, Status, brief};
 use super::session::{Line, Session};
 use crate::headless::{self, Context};
 use crate::permissions::{self, Kind, Source, Target, Verdict};
 use crate::signals::Handling;
-use crate::tui::Phase;
 use shiro_mcp::client::McpClients;
 use shiro_providers::{ChatRequest, Message, Provider, ProviderError, Role, ToolSpec, Usage};
 
@@ -1000,6 +1001,7 @@ pub(crate) mod tests {
             color: Color::Never,
             signals: Signals::default(),
             bash: shiro_tools::tools::bash(),
+            env: crate::environment::Environment::default(),
         }
     }
 

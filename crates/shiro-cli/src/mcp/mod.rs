@@ -47,6 +47,7 @@ pub async fn serve(
         color: Color::Never,
         signals: ctx.signals.clone(),
         bash: ctx.bash.clone(),
+        env: ctx.env.clone(),
     };
     let signals = ctx.signals.clone();
     let turns = Arc::new(Turns::new(ctx, Duration::from_secs(args.group_idle)));

@@ -1,5 +1,5 @@
 //! The UI's state: what the agent reported, what the person is typing, and what is shown
-//! live. It is driven by messages ([`ToUi`]) and keys, and knows nothing of the terminal, so
+//! live. It is driven by messages ([`ToFront`]) and keys, and knows nothing of the terminal, so
 //! every state can be drawn into a test buffer.
 
 use std::path::PathBuf;
@@ -14,106 +14,10 @@ use shiro_commands::Registry;
 use super::editor::Editor;
 use super::markdown::{self, MarkdownStream, Options};
 use crate::agent::conversation::Conversation;
-use crate::agent::events::{Event, Status, brief};
-use crate::agent::input::{Read, complete_path};
+use crate::agent::input::complete_path;
+use crate::agent::protocol::{Event, Read, Status, brief};
+pub use crate::agent::protocol::{Phase, PickItem, ReadKind, StatusInfo, ToFront};
 use shiro_providers::Role;
-
-/// What the agent tells the UI.
-#[derive(Debug)]
-pub enum ToUi {
-    /// A notice or a command's output, for the transcript.
-    Info(String),
-    /// The diff of a call about to run.
-    Preview(String),
-    /// Text the model streams.
-    Delta(String),
-    /// An event of the turn.
-    Event(Event),
-    /// What the turn is doing now.
-    Phase(Phase),
-    /// Output of the running `bash` command, as it comes.
-    BashOutput(String),
-    /// The agent waits for a line: a prompt or an answer to an approval.
-    Read {
-        /// Which.
-        kind: ReadKind,
-        /// Where the line goes.
-        reply: Sender<Read>,
-    },
-    /// New facts for the status line.
-    Status(StatusInfo),
-    /// A resumed session's conversation, to show again: its full transcript, with a note
-    /// where each compaction happened.
-    Replay(Conversation),
-    /// Asks the person to pick a session to resume; `None` when they choose none.
-    Pick {
-        /// The sessions, newest first.
-        sessions: Vec<PickItem>,
-        /// Where the choice goes.
-        reply: Sender<Option<String>>,
-    },
-}
-
-/// What the agent waits for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReadKind {
-    /// The next prompt.
-    Prompt,
-    /// Whether `tool` may run.
-    Approval {
-        /// The tool.
-        tool: String,
-        /// What `a` does: `always: RULE`, or `once (…)` when no rule can be kept.
-        always: String,
-    },
-    /// Where the rules of an "always" answer are kept.
-    Keep {
-        /// The rules, as one text.
-        rules: String,
-    },
-}
-
-/// What a turn is doing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Phase {
-    /// Waiting for the model's answer.
-    Waiting,
-    /// Running a tool.
-    Tool(String),
-}
-
-/// What the status line shows.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StatusInfo {
-    /// The model's name.
-    pub model: String,
-    /// The workspace, `~` for the home directory.
-    pub workspace: String,
-    /// Tokens the session has used, when the provider reports them.
-    pub tokens: Option<u64>,
-    /// The model's context window, when known.
-    pub context_window: Option<u64>,
-    /// Tokens of the last request (its prompt plus completion): the share of the window in
-    /// use.
-    pub context_used: Option<u64>,
-    /// How many turns `/undo` can take back.
-    pub undo_depth: Option<usize>,
-    /// Set when bash's changes are detected but cannot all be undone.
-    pub capture_note: Option<String>,
-}
-
-/// A session the picker offers.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PickItem {
-    /// Its id.
-    pub id: String,
-    /// When it was last written, as shown.
-    pub when: String,
-    /// Its first prompt.
-    pub first_prompt: String,
-    /// How many prompts it has.
-    pub turns: usize,
-}
 
 /// What the UI asks of the loop that runs it after a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -334,17 +238,17 @@ impl App {
     }
 
     /// Handles a message of the agent.
-    pub fn on_agent(&mut self, message: ToUi, now: Instant) {
+    pub fn on_agent(&mut self, message: ToFront, now: Instant) {
         match message {
-            ToUi::Info(text) => {
+            ToFront::Info(text) => {
                 self.flush_stream();
                 self.push_text(&text, Style::default());
             }
-            ToUi::Preview(text) => {
+            ToFront::Preview(text) => {
                 self.flush_stream();
                 self.preview = Some(text);
             }
-            ToUi::Delta(text) => {
+            ToFront::Delta(text) => {
                 let width = self.width;
                 if self.stream.is_none() {
                     self.gap();
@@ -357,14 +261,14 @@ impl App {
                 let lines = stream.take_committed(width);
                 self.pending.extend(lines);
             }
-            ToUi::Event(event) => self.on_event(event, now),
-            ToUi::Phase(phase) => {
+            ToFront::Event(event) => self.on_event(event, now),
+            ToFront::Phase(phase) => {
                 if self.turn_started.is_none() {
                     self.turn_started = Some(now);
                 }
                 self.phase = Some((phase, now));
             }
-            ToUi::BashOutput(text) => {
+            ToFront::BashOutput(text) => {
                 let bash = self.bash.get_or_insert_with(BashLive::default);
                 bash.partial.push_str(&text);
                 while let Some(at) = bash.partial.find('\n') {
@@ -377,8 +281,15 @@ impl App {
                     }
                 }
             }
-            ToUi::Read { kind, reply } => {
+            ToFront::Read { kind, reply } => {
                 self.flush_stream();
+                if self.quit {
+                    // The person left before the agent asked (Ctrl-D as a turn ended, while
+                    // the agent still saved it): the question is answered as it would have
+                    // been, or the agent would wait for a key that was already pressed.
+                    let _ = reply.send(Read::Eof);
+                    return;
+                }
                 if kind == ReadKind::Prompt {
                     self.end_turn();
                     if let Some(queued) = self.queued.take() {
@@ -399,10 +310,12 @@ impl App {
                 }
                 self.reading = Some((kind, reply));
             }
-            ToUi::Status(status) => self.status = status,
-            ToUi::Replay(conversation) => self.replay(&conversation),
-            ToUi::Pick { sessions, reply } => {
-                if sessions.is_empty() {
+            ToFront::Status(status) => self.status = status,
+            ToFront::Replay(conversation) => self.replay(&conversation),
+            ToFront::Pick { sessions, reply } => {
+                if self.quit {
+                    let _ = reply.send(None);
+                } else if sessions.is_empty() {
                     let _ = reply.send(None);
                     self.push_text("no saved sessions in this workspace", dim());
                 } else {
@@ -1050,7 +963,7 @@ mod tests {
         let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
         let (reply, replies) = std::sync::mpsc::channel();
         app.on_agent(
-            ToUi::Read {
+            ToFront::Read {
                 kind: ReadKind::Prompt,
                 reply: reply.clone(),
             },
@@ -1069,7 +982,7 @@ mod tests {
         assert_eq!(app.queued.as_deref(), Some("next"));
         assert!(replies.try_recv().is_err());
         app.on_agent(
-            ToUi::Read {
+            ToFront::Read {
                 kind: ReadKind::Prompt,
                 reply,
             },
@@ -1083,11 +996,11 @@ mod tests {
     fn esc_and_ctrl_c_stop_a_turn_once_and_an_approval_with_it() {
         let now = Instant::now();
         let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
-        app.on_agent(ToUi::Phase(Phase::Waiting), now);
+        app.on_agent(ToFront::Phase(Phase::Waiting), now);
         assert_eq!(app.on_key(key(KeyCode::Esc), now), Effect::Cancel);
         assert_eq!(app.on_key(key(KeyCode::Esc), now), Effect::None);
         app.on_agent(
-            ToUi::Event(Event::TurnEnd {
+            ToFront::Event(Event::TurnEnd {
                 changed: Vec::new(),
                 turn_id: None,
                 steps: 1,
@@ -1100,9 +1013,9 @@ mod tests {
         );
         assert!(app.turn_started.is_none());
         let (reply, replies) = std::sync::mpsc::channel();
-        app.on_agent(ToUi::Phase(Phase::Tool("write_file".into())), now);
+        app.on_agent(ToFront::Phase(Phase::Tool("write_file".into())), now);
         app.on_agent(
-            ToUi::Read {
+            ToFront::Read {
                 kind: ReadKind::Approval {
                     tool: "write_file".into(),
                     always: "always: write_file(./a.txt)".into(),
@@ -1121,7 +1034,7 @@ mod tests {
         let now = Instant::now();
         let mut app = App::new(60, false, None, PathBuf::from("/nonexistent"));
         app.on_agent(
-            ToUi::Event(Event::ToolCall {
+            ToFront::Event(Event::ToolCall {
                 id: "call_1".into(),
                 name: "write_file".into(),
                 arguments: serde_json::json!({"path": "big.txt"}),
@@ -1129,9 +1042,9 @@ mod tests {
             now,
         );
         let diff: String = (1..=30).map(|n| format!("+line {n}\n")).collect();
-        app.on_agent(ToUi::Preview(diff), now);
+        app.on_agent(ToFront::Preview(diff), now);
         app.on_agent(
-            ToUi::Event(Event::ToolResult {
+            ToFront::Event(Event::ToolResult {
                 id: "call_1".into(),
                 name: "write_file".into(),
                 status: Status::Ok,
@@ -1160,6 +1073,77 @@ mod tests {
         );
     }
 
+    /// The UI shows the empty prompt as soon as a turn's end is reported, before the agent
+    /// has saved the turn and asked for the next line: a key pressed in between must reach
+    /// the agent's next question, not be lost with the agent waiting for it.
+    #[test]
+    fn keys_pressed_as_a_turn_ends_reach_the_next_question() {
+        let now = Instant::now();
+        let turn_end = || {
+            ToFront::Event(Event::TurnEnd {
+                changed: Vec::new(),
+                turn_id: None,
+                steps: 1,
+                error: None,
+                error_kind: None,
+                usage: None,
+                session_id: "s".into(),
+            })
+        };
+        let ask = |app: &mut App, kind: ReadKind| {
+            let (reply, replies) = std::sync::mpsc::channel();
+            app.on_agent(ToFront::Read { kind, reply }, now);
+            replies
+        };
+        // A prompt is asked for and answered, and the turn it starts ends.
+        let run_a_turn = |app: &mut App| {
+            let replies = prompt(app, now);
+            for c in "go".chars() {
+                app.on_key(key(KeyCode::Char(c)), now);
+            }
+            app.on_key(key(KeyCode::Enter), now);
+            assert_eq!(replies.try_recv(), Ok(Read::Line("go".into())));
+            app.on_agent(turn_end(), now);
+            assert!(app.turn_started.is_none() && app.reading.is_none());
+        };
+        // Ctrl-D between the turn's end and the next prompt: the prompt is answered `Eof`.
+        let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
+        run_a_turn(&mut app);
+        app.on_key(
+            KeyEvent::new(KeyCode::Char('d'), KeyModifiers::CONTROL),
+            now,
+        );
+        assert!(app.quit);
+        assert_eq!(ask(&mut app, ReadKind::Prompt).try_recv(), Ok(Read::Eof));
+        // So is any later question, and a picker chooses nothing.
+        let approval = ReadKind::Approval {
+            tool: "bash".into(),
+            always: "once".into(),
+        };
+        assert_eq!(ask(&mut app, approval).try_recv(), Ok(Read::Eof));
+        let (reply, chosen) = std::sync::mpsc::channel();
+        let sessions = vec![PickItem {
+            id: "a".into(),
+            when: "now".into(),
+            first_prompt: "hi".into(),
+            turns: 1,
+        }];
+        app.on_agent(ToFront::Pick { sessions, reply }, now);
+        assert_eq!(chosen.try_recv(), Ok(None));
+
+        // A line typed and sent in the same gap is the next prompt's answer.
+        let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
+        run_a_turn(&mut app);
+        for c in "next".chars() {
+            app.on_key(key(KeyCode::Char(c)), now);
+        }
+        app.on_key(key(KeyCode::Enter), now);
+        assert_eq!(
+            ask(&mut app, ReadKind::Prompt).try_recv(),
+            Ok(Read::Line("next".into()))
+        );
+    }
+
     #[test]
     fn ctrl_c_twice_on_an_empty_prompt_leaves() {
         let now = Instant::now();
@@ -1184,7 +1168,7 @@ mod tests {
         let now = Instant::now();
         let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
         let (reply, replies) = std::sync::mpsc::channel();
-        let ask = |reply: Sender<Read>| ToUi::Read {
+        let ask = |reply: Sender<Read>| ToFront::Read {
             kind: ReadKind::Approval {
                 tool: "bash".into(),
                 always: "always: bash(git status:*)".into(),
@@ -1220,21 +1204,21 @@ mod tests {
     fn streamed_text_is_printed_in_blocks_and_bash_output_is_tailed() {
         let now = Instant::now();
         let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
-        app.on_agent(ToUi::Delta("first para".into()), now);
+        app.on_agent(ToFront::Delta("first para".into()), now);
         assert_eq!(text(&app.live_text()), "first para");
-        app.on_agent(ToUi::Delta("graph\n\nsecond".into()), now);
+        app.on_agent(ToFront::Delta("graph\n\nsecond".into()), now);
         assert!(text(&app.take_pending()).contains("first paragraph"));
         app.on_agent(
-            ToUi::Event(Event::AssistantText {
+            ToFront::Event(Event::AssistantText {
                 text: String::new(),
             }),
             now,
         );
         assert!(text(&app.take_pending()).contains("second"));
         for n in 0..8 {
-            app.on_agent(ToUi::BashOutput(format!("line {n}\n")), now);
+            app.on_agent(ToFront::BashOutput(format!("line {n}\n")), now);
         }
-        app.on_agent(ToUi::BashOutput("part".into()), now);
+        app.on_agent(ToFront::BashOutput("part".into()), now);
         let bash = app.bash.as_ref().unwrap();
         assert_eq!(bash.tail.first().map(String::as_str), Some("line 3"));
         assert_eq!((bash.lines, bash.partial.as_str()), (8, "part"));

@@ -1,7 +1,7 @@
 //! The terminal UI (see `docs/cli.md`, "The terminal UI").
 //!
 //! The agent's loop does no terminal I/O with it: the [`Printer`] sends what a turn reports
-//! to the UI's thread as [`ToUi`] messages, and the agent's [`Input`] asks that thread for
+//! to the UI's thread as [`ToFront`] messages, and the agent's [`Input`] asks that thread for
 //! lines. The UI thread owns the terminal: a second thread only reads keys into the same
 //! channel. So the spinner turns and Esc is read while the agent waits on the model or a
 //! tool.
@@ -36,17 +36,18 @@ use ratatui::backend::CrosstermBackend;
 use shiro_commands::Registry;
 
 use self::app::{App, Effect};
-pub use self::app::{Phase, PickItem, ReadKind, StatusInfo, ToUi};
+pub use self::app::{Phase, PickItem, ReadKind, StatusInfo, ToFront};
 use self::screen::Screen;
 use crate::agent::events::Printer;
-use crate::agent::input::{Input, Read};
+use crate::agent::input::Input;
+use crate::agent::protocol::{FrontSink, Read};
 use crate::signals::Signals;
 
 /// A message to the UI thread.
 #[derive(Debug)]
 pub enum Msg {
     /// From the agent.
-    Agent(ToUi),
+    Agent(ToFront),
     /// From the terminal.
     Term(TermEvent),
     /// The session is over: leave the terminal as it was.
@@ -116,9 +117,13 @@ impl Ui {
         })
     }
 
-    /// A sender for the printer and the input.
-    pub fn sender(&self) -> UiSender {
-        self.tx.clone()
+    /// The agent's front-end sink, for the printer: what it is sent, this UI shows.
+    pub fn front(&self) -> FrontSink {
+        let tx = self.tx.clone();
+        Arc::new(move |message| {
+            // A UI that is gone shows nothing; the turn's bookkeeping goes on.
+            let _ = tx.send(Msg::Agent(message));
+        })
     }
 
     /// The agent's input through this UI.
@@ -130,7 +135,7 @@ impl Ui {
     }
 
     /// Shows `message`.
-    pub fn send(&self, message: ToUi) {
+    pub fn send(&self, message: ToFront) {
         let _ = self.tx.send(Msg::Agent(message));
     }
 
@@ -257,7 +262,7 @@ impl UiInput {
         let (reply, answer) = mpsc::channel();
         if self
             .tx
-            .send(Msg::Agent(ToUi::Read { kind, reply }))
+            .send(Msg::Agent(ToFront::Read { kind, reply }))
             .is_err()
         {
             return Read::Eof;

@@ -11,10 +11,10 @@ use ratatui::text::Line;
 use shiro_commands::{Registry, Sources};
 use shiro_tools::{Change, WorkspacePath};
 
-use super::app::{App, Phase, PickItem, ReadKind, StatusInfo, ToUi};
+use super::app::{App, Phase, PickItem, ReadKind, StatusInfo, ToFront};
 use super::view;
-use crate::agent::events::{Event, Status};
-use crate::agent::input::Read;
+use crate::agent::protocol::Read;
+use crate::agent::protocol::{Event, Status};
 use shiro_providers::{Message, ToolCall};
 
 /// A UI at `width` columns, with the built-in commands and one user command.
@@ -77,7 +77,7 @@ fn shot(app: &mut App, now: Instant) -> String {
 pub(crate) fn prompt(app: &mut App, now: Instant) -> Receiver<Read> {
     let (reply, replies) = channel();
     app.on_agent(
-        ToUi::Read {
+        ToFront::Read {
             kind: ReadKind::Prompt,
             reply,
         },
@@ -111,13 +111,13 @@ fn streaming_markdown_with_a_code_block() {
     let mut app = app(60);
     let _replies = prompt(&mut app, now);
     send(&mut app, "how do I print in Rust?", now);
-    app.on_agent(ToUi::Phase(Phase::Waiting), now);
+    app.on_agent(ToFront::Phase(Phase::Waiting), now);
     for piece in [
         "## Printing\n\nUse the **`println!`** macro",
         ":\n\n```rust\nfn main() {\n",
         "    println!(\"hello\");\n",
     ] {
-        app.on_agent(ToUi::Delta(piece.into()), now);
+        app.on_agent(ToFront::Delta(piece.into()), now);
     }
     insta::assert_snapshot!(shot(&mut app, now + Duration::from_secs(3)));
 }
@@ -129,7 +129,7 @@ fn a_tool_card_with_a_diff() {
     let _replies = prompt(&mut app, now);
     send(&mut app, "rename the greeting", now);
     app.on_agent(
-        ToUi::Event(Event::ToolCall {
+        ToFront::Event(Event::ToolCall {
             id: "call_1".into(),
             name: "edit_file".into(),
             arguments: serde_json::json!({"path": "src/main.rs", "old_string": "hello", "new_string": "goodbye"}),
@@ -137,14 +137,14 @@ fn a_tool_card_with_a_diff() {
         now,
     );
     app.on_agent(
-        ToUi::Preview(
+        ToFront::Preview(
             "--- a/src/main.rs\n+++ b/src/main.rs\n@@ -1,3 +1,3 @@\n fn main() {\n-    println!(\"hello\");\n+    println!(\"goodbye\");\n }\n".into(),
         ),
         now,
     );
     let running = shot(&mut app, now + Duration::from_secs(1));
     app.on_agent(
-        ToUi::Event(Event::ToolResult {
+        ToFront::Event(Event::ToolResult {
             id: "call_1".into(),
             name: "edit_file".into(),
             status: Status::Ok,
@@ -167,7 +167,7 @@ fn approval(width: u16) -> String {
     let _replies = prompt(&mut app, now);
     send(&mut app, "clean up", now);
     app.on_agent(
-        ToUi::Event(Event::ToolCall {
+        ToFront::Event(Event::ToolCall {
             id: "call_1".into(),
             name: "bash".into(),
             arguments: serde_json::json!({"command": "git clean -fdx && cargo build --release"}),
@@ -175,12 +175,12 @@ fn approval(width: u16) -> String {
         now,
     );
     app.on_agent(
-        ToUi::Preview("$ git clean -fdx && cargo build --release\n".into()),
+        ToFront::Preview("$ git clean -fdx && cargo build --release\n".into()),
         now,
     );
     let (reply, _answers) = channel();
     app.on_agent(
-        ToUi::Read {
+        ToFront::Read {
             kind: ReadKind::Approval {
                 tool: "bash".into(),
                 always: "always: bash(git clean:*), bash(cargo build:*)".into(),
@@ -224,7 +224,7 @@ fn the_session_picker() {
     let mut app = app(70);
     let (reply, chosen) = channel();
     app.on_agent(
-        ToUi::Pick {
+        ToFront::Pick {
             sessions: vec![
                 PickItem {
                     id: "20261201-101500-aaaa".into(),
@@ -258,7 +258,7 @@ fn after_undo() {
     let _replies = prompt(&mut app, now);
     send(&mut app, "/undo", now);
     app.on_agent(
-        ToUi::Info(
+        ToFront::Info(
             "undid turn #3 \"rename the greeting\": restored src/main.rs, removed notes.txt\nrewound the conversation by 4 messages to before that turn".into(),
         ),
         now,
@@ -295,7 +295,7 @@ fn a_resumed_session_replays_its_transcript() {
         arguments: r#"{"path":"notes.txt","content":"hi\n"}"#.into(),
     }];
     app.on_agent(
-        ToUi::Replay(
+        ToFront::Replay(
             vec![
                 Message::system("system prompt"),
                 // As saved: the prompt as typed, then what its `@path` attached.
@@ -330,7 +330,7 @@ fn a_resumed_session_shows_where_it_was_compacted() {
         .compact(3, "We discussed the parser.".into())
         .unwrap();
     conversation.push(Message::user("thanks"));
-    app.on_agent(ToUi::Replay(conversation), now);
+    app.on_agent(ToFront::Replay(conversation), now);
     let _replies = prompt(&mut app, now);
     insta::assert_snapshot!(shot(&mut app, now));
 }
@@ -342,7 +342,7 @@ fn bash_output_streams_live_with_a_cap() {
     let _replies = prompt(&mut app, now);
     send(&mut app, "run the tests", now);
     app.on_agent(
-        ToUi::Event(Event::ToolCall {
+        ToFront::Event(Event::ToolCall {
             id: "call_1".into(),
             name: "bash".into(),
             arguments: serde_json::json!({"command": "cargo test"}),
@@ -350,16 +350,16 @@ fn bash_output_streams_live_with_a_cap() {
         now,
     );
     for n in 1..=12 {
-        app.on_agent(ToUi::BashOutput(format!("test case_{n} ... ok\n")), now);
+        app.on_agent(ToFront::BashOutput(format!("test case_{n} ... ok\n")), now);
     }
-    app.on_agent(ToUi::BashOutput("test case_13 ... ".into()), now);
+    app.on_agent(ToFront::BashOutput("test case_13 ... ".into()), now);
     let live = shot(&mut app, now + Duration::from_secs(7));
     let output: String = (1..=13)
         .map(|n| format!("test case_{n} ... ok\n"))
         .collect::<String>()
         + "[exit code 0]";
     app.on_agent(
-        ToUi::Event(Event::ToolResult {
+        ToFront::Event(Event::ToolResult {
             id: "call_1".into(),
             name: "bash".into(),
             status: Status::Ok,
@@ -388,18 +388,18 @@ fn a_resize_redraws_the_viewport_at_the_new_width() {
     let _replies = prompt(&mut app, now);
     send(&mut app, "hello", now);
     app.on_agent(
-        ToUi::Delta("A first paragraph.\n\nA second one.".into()),
+        ToFront::Delta("A first paragraph.\n\nA second one.".into()),
         now,
     );
     super::render(&mut app, &mut screen).expect("render");
     app.on_agent(
-        ToUi::Event(Event::AssistantText {
+        ToFront::Event(Event::AssistantText {
             text: String::new(),
         }),
         now,
     );
     app.on_agent(
-        ToUi::Event(Event::TurnEnd {
+        ToFront::Event(Event::TurnEnd {
             changed: Vec::new(),
             turn_id: None,
             steps: 1,
@@ -441,7 +441,7 @@ fn where_to_keep_an_always_rule() {
     send(&mut app, "check", now);
     let (reply, answers) = channel();
     app.on_agent(
-        ToUi::Read {
+        ToFront::Read {
             kind: ReadKind::Keep {
                 rules: "bash(git status:*)".into(),
             },
@@ -456,7 +456,7 @@ fn where_to_keep_an_always_rule() {
     app.on_key(KeyEvent::new(KeyCode::Char('w'), KeyModifiers::NONE), now);
     assert_eq!(
         answers.try_recv(),
-        Ok(crate::agent::input::Read::Line("w".into()))
+        Ok(crate::agent::protocol::Read::Line("w".into()))
     );
     insta::assert_snapshot!(asked);
 }

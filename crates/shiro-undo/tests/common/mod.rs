@@ -84,6 +84,7 @@ pub fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// `PROPTEST_CASES`, as `cargo xtask test` (256) and `cargo xtask soak` (20000) set it.
+#[allow(clippy::disallowed_methods)] // The suite's own setting, from xtask.
 pub fn base_cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()

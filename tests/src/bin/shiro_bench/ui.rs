@@ -17,7 +17,7 @@ use shiro_cli::agent::events::{Mode, Printer};
 use shiro_cli::render::Color;
 use shiro_cli::tui::app::App;
 use shiro_cli::tui::screen::{FixedSize, Screen};
-use shiro_cli::tui::{Phase, ToUi};
+use shiro_cli::tui::{Phase, ToFront};
 use shiro_providers::StreamEvent;
 
 use crate::Plan;
@@ -123,9 +123,9 @@ fn ui(tokens: &[String]) -> Result<Cost> {
     let mut screen = Screen::new(FixedSize::new(counter.clone(), 100, 40), 0)
         .context("cannot set up the screen")?;
     let mut app = App::new(100, true, None, PathBuf::new());
-    app.on_agent(ToUi::Phase(Phase::Waiting), Instant::now());
+    app.on_agent(ToFront::Phase(Phase::Waiting), Instant::now());
     measure(tokens, &counter, |token| {
-        app.on_agent(ToUi::Delta(token.to_owned()), Instant::now());
+        app.on_agent(ToFront::Delta(token.to_owned()), Instant::now());
         shiro_cli::tui::render(&mut app, &mut screen).context("cannot draw")?;
         Ok(())
     })
