@@ -199,3 +199,27 @@ pub enum CommandsCommand {
     #[command(after_help = "Example:\n  shiro commands check")]
     Check,
 }
+
+impl From<&RestoreArgs> for shiro_agent::headless::RestoreArgs {
+    fn from(args: &RestoreArgs) -> Self {
+        Self {
+            dry_run: args.dry_run,
+            force: args.force,
+            abandon: args.abandon,
+        }
+    }
+}
+
+impl From<&CommandsCommand> for shiro_agent::headless::CommandsCommand {
+    fn from(command: &CommandsCommand) -> Self {
+        match command {
+            CommandsCommand::List { json } => Self::List { json: *json },
+            CommandsCommand::Expand { trust, name, args } => Self::Expand {
+                trust: *trust,
+                name: name.clone(),
+                args: args.clone(),
+            },
+            CommandsCommand::Check => Self::Check,
+        }
+    }
+}

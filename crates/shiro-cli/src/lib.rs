@@ -1,21 +1,18 @@
-//! The shiro binary's internals: the model providers, and (as they land) the session, the
-//! agent loop, the REPL and the wiring that `src/main.rs` drives.
+//! The shiro binary's internals: the front ends of the agent (`shiro-agent`) and the wiring
+//! that `src/main.rs` drives.
+//!
+//! - [`cli`]: the command line (clap); [`run`]: a session's wiring, from the flags, the
+//!   environment and the terminal; [`places`]: the user's directories, from the environment;
+//! - [`tui`]: the terminal UI; [`line_editor`]: the line interface's editor;
+//! - [`mcp`]: `shiro mcp`, the MCP server; [`signals`]: SIGINT and SIGTERM.
 //!
 //! Invariant: only this crate prints, reads the environment, or exits — and within it only
-//! `main.rs` and the modules it names for that do ([`signals`] among them). Modules such as
-//! [`headless`] take everything they need as arguments and report through return values and
-//! callbacks.
+//! `main.rs` and the modules it names for that do ([`signals`] among them).
 
-pub mod agent;
 pub mod cli;
-pub mod config;
-pub mod environment;
-pub mod headless;
+pub mod line_editor;
 pub mod mcp;
-pub mod permissions;
-pub mod render;
+pub mod places;
 pub mod run;
 pub mod signals;
-pub mod trust;
 pub mod tui;
-pub mod workspace;

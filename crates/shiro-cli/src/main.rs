@@ -7,13 +7,14 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::Parser;
+use shiro_agent::config::Config;
+use shiro_agent::environment::Environment;
+use shiro_agent::headless::{self, Context, FailedAfterChanges, Noticed, Report, Way};
+use shiro_agent::render::Color;
+use shiro_agent::signals::{Handling, INTERRUPTED, Signals};
+use shiro_agent::workspace;
 use shiro_cli::cli::{Cli, Command};
-use shiro_cli::config::{self, Config};
-use shiro_cli::environment::Environment;
-use shiro_cli::headless::{self, Context, FailedAfterChanges, Noticed, Report, Way};
-use shiro_cli::render::Color;
-use shiro_cli::signals::{Handling, INTERRUPTED, Signals};
-use shiro_cli::workspace;
+use shiro_cli::places;
 use shiro_tools::{capture, tools};
 use shiro_undo::StateDir;
 
@@ -32,7 +33,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Before any work: a signal that found the default handler would kill the process
     // part-way through a change (see `shiro_cli::signals`).
-    let signals = match Signals::install(handling(&cli)) {
+    let signals = match shiro_cli::signals::install(handling(&cli)) {
         Ok(signals) => signals,
         Err(err) => {
             eprintln!("shiro: cannot catch Ctrl-C ({err}); an interrupt will stop shiro at once");
@@ -122,7 +123,7 @@ fn handling(cli: &Cli) -> Handling {
 async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir()?;
     let workspace = workspace::locate(cli.global.workspace.as_deref(), &cwd)?;
-    let state_home = config::state_home().context(
+    let state_home = places::state_home().context(
         "cannot tell where to keep shiro's state: set SHIRO_STATE_DIR (or HOME) to an absolute path",
     )?;
     // Canonical, so that a link in the way cannot put the state inside the workspace.
@@ -138,16 +139,19 @@ async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
     for notice in shiro_undo::migrate_legacy(&state).context("cannot move the undo history")? {
         eprintln!("shiro: {notice}");
     }
-    let mut config = Config::load(&root, config::user_config_dir())?;
-    config.home_dir = config::home_dir();
-    config.config_home = config::config_home();
+    let mut config = Config::load(&root, places::user_config_dir())?;
+    config.home_dir = places::home_dir();
+    config.config_home = places::config_home();
     let helper = headless::overlay_helper(std::env::current_exe().ok().as_deref());
     let bash = headless::bash_tool(&config, &signals, &helper, &state);
     let ctx = Context {
         root,
         state,
         config,
-        color: Color::detect(std::io::stdout().is_terminal()),
+        color: Color::detect(
+            std::io::stdout().is_terminal(),
+            std::env::var("NO_COLOR").ok().as_deref(),
+        ),
         signals,
         bash,
         env: Environment::new(std::env::vars_os().filter_map(|(name, value)| {
@@ -214,11 +218,13 @@ fn canonical_as_far_as_it_goes(path: &std::path::Path) -> std::path::PathBuf {
 async fn dispatch(ctx: &Context, command: &Command) -> anyhow::Result<Report> {
     match command {
         Command::Tool { name, args } => headless::tool(ctx, name, args).await,
-        Command::ApplyPatch { file } => headless::apply_patch(ctx, file.as_deref()).await,
-        Command::Undo(args) => headless::restore(ctx, Way::Undo, args).await,
-        Command::Redo(args) => headless::restore(ctx, Way::Redo, args).await,
+        Command::ApplyPatch { file } => {
+            headless::apply_patch(ctx, file.as_deref(), &mut std::io::stdin()).await
+        }
+        Command::Undo(args) => headless::restore(ctx, Way::Undo, &args.into()).await,
+        Command::Redo(args) => headless::restore(ctx, Way::Redo, &args.into()).await,
         Command::Log { json } => headless::log(ctx, *json).await,
-        Command::Commands(sub) => headless::commands(ctx, sub).await,
+        Command::Commands(sub) => headless::commands(ctx, &sub.into()).await,
         Command::Mcp(args) => {
             let token = std::env::var(shiro_cli::mcp::listen::TOKEN_VAR).ok();
             shiro_cli::mcp::serve(ctx, args, token.as_deref(), &|line| {
@@ -226,7 +232,7 @@ async fn dispatch(ctx: &Context, command: &Command) -> anyhow::Result<Report> {
             })
             .await
         }
-        Command::Demo => shiro_cli::agent::demo::run(Box::new(std::io::stdout()), ctx.color)
+        Command::Demo => shiro_agent::demo::run(Box::new(std::io::stdout()), ctx.color)
             .await
             .map(|()| Report::default()),
     }

@@ -1,6 +1,6 @@
 //! The agent's wiring: `shiro` (the terminal UI, or plain lines) and `shiro -p` start here.
 //! This is where the session's parts are chosen from the flags, the environment and the
-//! terminal, and handed to the agent ([`crate::agent`]), which does no terminal I/O itself.
+//! terminal, and handed to the agent ([`shiro_agent`]), which does no terminal I/O itself.
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
@@ -12,22 +12,23 @@ use shiro_commands::Resolved;
 use shiro_mcp::client::McpClients;
 use shiro_undo::StateDir;
 
-use crate::agent::approve::Approvals;
-use crate::agent::conversation::Conversation;
-use crate::agent::events::{Mode, Printer};
-use crate::agent::input::{Input, Lines, Terminal};
-use crate::agent::protocol::{Event, FrontSink, ToFront};
-use crate::agent::session::{self, Session};
-use crate::agent::turn::{self, Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT};
-use crate::agent::{
+use crate::cli::SessionArgs;
+use crate::line_editor::Terminal;
+use crate::tui::Ui;
+use shiro_agent::approve::Approvals;
+use shiro_agent::conversation::Conversation;
+use shiro_agent::events::{Mode, Printer};
+use shiro_agent::headless::{self, Context};
+use shiro_agent::input::{Input, Lines};
+use shiro_agent::permissions::{self, Kind, Source};
+use shiro_agent::protocol::{Event, FrontSink, ToFront};
+use shiro_agent::render::Color;
+use shiro_agent::session::{self, Session};
+use shiro_agent::turn::{self, Agent, DEFAULT_MAX_STEPS, SYSTEM_PROMPT};
+use shiro_agent::{
     instructions, mcp_servers, model, model_name, pick_session, piped_block, provider, repl,
     run_user_command, send_prompt, start_mcp,
 };
-use crate::cli::SessionArgs;
-use crate::headless::{self, Context};
-use crate::permissions::{self, Kind, Source};
-use crate::render::Color;
-use crate::tui::Ui;
 
 /// How long the model's provider is made (its key read) before the user is told what shiro
 /// waits for: `[model] api_key_cmd` may be a password manager waiting to be unlocked.
@@ -199,7 +200,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
                 Some(_) => "turn stopped; /undo or `shiro undo` reverts it",
                 None => "turn stopped; it changed nothing",
             });
-            return Ok(ExitCode::from(crate::signals::INTERRUPTED));
+            return Ok(ExitCode::from(shiro_agent::signals::INTERRUPTED));
         }
         // A failed turn's last text is not an answer; the error is on stderr (or in turn_end).
         if report.error.is_some() {
@@ -276,7 +277,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
     if ctx.signals.terminated() {
         // SIGTERM stopped a turn and ended the session: a signal's exit code, as at the
         // prompt, so that whoever sent it does not read a normal end.
-        return Ok(ExitCode::from(crate::signals::INTERRUPTED));
+        return Ok(ExitCode::from(shiro_agent::signals::INTERRUPTED));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -342,7 +343,7 @@ pub fn resume_hint(agent: &Agent<'_>) -> Option<String> {
     }
     let here = std::env::current_dir()
         .ok()
-        .and_then(|cwd| crate::workspace::locate(None, &cwd).ok());
+        .and_then(|cwd| shiro_agent::workspace::locate(None, &cwd).ok());
     let flag = match here {
         Some(here) if here.root == agent.ctx.root => String::new(),
         _ => format!("-C {} ", shell_word(&agent.ctx.root.to_string_lossy())),

@@ -427,7 +427,7 @@ fn the_configuration_blocks_in_docs_mcp_are_valid() {
         if lang == "toml" && body.contains("[mcp.servers.") {
             let world = World::new();
             world.write(".shiro/config.toml", body);
-            let config = shiro_cli::config::Config::load(&world.root(), None)
+            let config = shiro_agent::config::Config::load(&world.root(), None)
                 .unwrap_or_else(|err| panic!("{err:#}:\n{body}"));
             assert!(!config.mcp_servers.is_empty(), "{body}");
             client_blocks += 1;

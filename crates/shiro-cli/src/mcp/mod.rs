@@ -24,9 +24,9 @@ pub use server::ShiroServer;
 pub use turns::{BeginTurnArgs, NoArgs, Outcome, RestoreToolArgs, Turns};
 
 use crate::cli::McpArgs;
-use crate::headless::{Context, Report};
-use crate::render::Color;
-use crate::signals::INTERRUPTED;
+use shiro_agent::headless::{Context, Report};
+use shiro_agent::render::Color;
+use shiro_agent::signals::INTERRUPTED;
 
 /// Serves MCP on standard input and output until the client closes the connection or a
 /// signal comes (with `--http`, on a loopback address to the clients that send

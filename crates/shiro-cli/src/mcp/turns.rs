@@ -21,8 +21,7 @@ use shiro_tools::{Change, FsMutator, Tool, parse_args};
 use shiro_undo::{Recording, TurnId, TurnStart, UndoStore};
 use tokio::sync::Mutex;
 
-use crate::cli::RestoreArgs;
-use crate::headless::{self, Context, Report, Way};
+use shiro_agent::headless::{self, Context, Report, RestoreArgs, Way};
 
 /// Arguments of `undo` and `redo`.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]

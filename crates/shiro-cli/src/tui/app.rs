@@ -13,10 +13,10 @@ use shiro_commands::Registry;
 
 use super::editor::Editor;
 use super::markdown::{self, MarkdownStream, Options};
-use crate::agent::conversation::Conversation;
-use crate::agent::input::complete_path;
-use crate::agent::protocol::{Event, Read, Status, brief};
-pub use crate::agent::protocol::{Phase, PickItem, ReadKind, StatusInfo, ToFront};
+use crate::line_editor::complete_path;
+use shiro_agent::conversation::Conversation;
+use shiro_agent::protocol::{Event, Read, Status, brief};
+pub use shiro_agent::protocol::{Phase, PickItem, ReadKind, StatusInfo, ToFront};
 use shiro_providers::Role;
 
 /// What the UI asks of the loop that runs it after a key.
@@ -522,7 +522,7 @@ impl App {
                 Role::System => {}
                 Role::User => {
                     // The prompt as typed; its attachments are counted, not shown again.
-                    let (typed, added) = crate::agent::attach::typed_prompt(&message.content);
+                    let (typed, added) = shiro_agent::attach::typed_prompt(&message.content);
                     self.echo_prompt(typed);
                     if let Some(note) = added.note() {
                         self.push_text(&format!("  {note}"), dim());

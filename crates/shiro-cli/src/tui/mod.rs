@@ -38,10 +38,10 @@ use shiro_commands::Registry;
 use self::app::{App, Effect};
 pub use self::app::{Phase, PickItem, ReadKind, StatusInfo, ToFront};
 use self::screen::Screen;
-use crate::agent::events::Printer;
-use crate::agent::input::Input;
-use crate::agent::protocol::{FrontSink, Read};
-use crate::signals::Signals;
+use shiro_agent::events::Printer;
+use shiro_agent::input::Input;
+use shiro_agent::protocol::{FrontSink, Read};
+use shiro_agent::signals::Signals;
 
 /// A message to the UI thread.
 #[derive(Debug)]

@@ -13,8 +13,8 @@ use shiro_tools::{Change, WorkspacePath};
 
 use super::app::{App, Phase, PickItem, ReadKind, StatusInfo, ToFront};
 use super::view;
-use crate::agent::protocol::Read;
-use crate::agent::protocol::{Event, Status};
+use shiro_agent::protocol::Read;
+use shiro_agent::protocol::{Event, Status};
 use shiro_providers::{Message, ToolCall};
 
 /// A UI at `width` columns, with the built-in commands and one user command.
@@ -22,7 +22,7 @@ fn app(width: u16) -> App {
     let root = std::env::temp_dir().join("shiro-tui-snapshots-none");
     let registry = Registry::load(Sources {
         workspace_root: root.clone(),
-        builtins: crate::headless::BUILTINS
+        builtins: shiro_agent::headless::BUILTINS
             .iter()
             .map(|(name, summary)| ((*name).to_owned(), (*summary).to_owned()))
             .collect(),
@@ -319,7 +319,7 @@ fn a_resumed_session_replays_its_transcript() {
 fn a_resumed_session_shows_where_it_was_compacted() {
     let now = Instant::now();
     let mut app = app(60);
-    let mut conversation = crate::agent::conversation::Conversation::from(vec![
+    let mut conversation = shiro_agent::conversation::Conversation::from(vec![
         Message::system("system prompt"),
         Message::user("explain the parser"),
         Message::assistant("It is a recursive descent parser."),
@@ -456,7 +456,7 @@ fn where_to_keep_an_always_rule() {
     app.on_key(KeyEvent::new(KeyCode::Char('w'), KeyModifiers::NONE), now);
     assert_eq!(
         answers.try_recv(),
-        Ok(crate::agent::protocol::Read::Line("w".into()))
+        Ok(shiro_agent::protocol::Read::Line("w".into()))
     );
     insta::assert_snapshot!(asked);
 }

@@ -109,7 +109,7 @@ pub async fn probe(ws: &Path, shiro: &Path) -> Result<()> {
 /// The overlay helper the `shiro` binary at `shiro` runs: `shiro-bash-helper` beside it
 /// (`cargo xtask bench` builds it), else `shiro` itself (see `headless::overlay_helper`).
 pub fn helper_of(shiro: &Path) -> PathBuf {
-    shiro_cli::headless::helper_beside(shiro).unwrap_or_else(|| shiro.to_path_buf())
+    shiro_agent::headless::helper_beside(shiro).unwrap_or_else(|| shiro.to_path_buf())
 }
 
 /// The ways one repetition of the one-file case runs its `sed -i`.

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result};
 use nix::sys::resource::{UsageWho, getrusage};
-use shiro_cli::agent::events::{Mode, Printer};
-use shiro_cli::render::Color;
+use shiro_agent::events::{Mode, Printer};
+use shiro_agent::render::Color;
 use shiro_cli::tui::app::App;
 use shiro_cli::tui::screen::{FixedSize, Screen};
 use shiro_cli::tui::{Phase, ToFront};

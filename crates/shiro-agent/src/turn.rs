@@ -973,9 +973,9 @@ fn summary_of(prompt: &str) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::agent::events::Mode;
-    use crate::agent::input::Lines;
     use crate::config::Config;
+    use crate::events::Mode;
+    use crate::input::Lines;
     use crate::permissions::Mode as Permission;
     use crate::render::Color;
     use crate::signals::Signals;

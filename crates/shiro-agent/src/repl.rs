@@ -13,7 +13,7 @@ use super::protocol::{StatusInfo, ToFront};
 use super::session::{self, Session, SessionSummary};
 use super::turn::Agent;
 use super::turn::SessionUsage;
-use crate::cli::CommandsCommand;
+use crate::headless::CommandsCommand;
 use crate::headless::{self, BUILTINS};
 use crate::permissions::Mode;
 use crate::trust;

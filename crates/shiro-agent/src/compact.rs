@@ -309,11 +309,11 @@ mod tests {
     use shiro_undo::UndoOptions;
 
     use super::*;
-    use crate::agent::session::Session;
-    use crate::agent::turn::SYSTEM_PROMPT;
-    use crate::agent::turn::tests::{agent, context, workspace};
     use crate::config::Config;
     use crate::permissions::Mode as Permission;
+    use crate::session::Session;
+    use crate::turn::SYSTEM_PROMPT;
+    use crate::turn::tests::{agent, context, workspace};
     use shiro_providers::{
         Completion, FinishReason, Provider, ProviderError, Role, Sink, ToolCall,
     };
@@ -653,7 +653,7 @@ mod tests {
         nothing to compact: every turn before the last is already summarised (or there is none), and the last turn is always kept as it is
         compacted: the model now sees a summary (840 characters) instead of 12 earlier messages, then the last turn as it was; the session file keeps every message, and /undo of an earlier turn brings them back
         "#);
-        let mut history = crate::agent::conversation::Conversation::from(vec![
+        let mut history = crate::conversation::Conversation::from(vec![
             Message::system("s"),
             Message::user("one"),
             Message::assistant("a"),

@@ -1,8 +1,7 @@
-//! Where typed lines come from: a line editor on a terminal, plain lines from a pipe or a
-//! script otherwise. Prompts for the next message and approval answers both come through
-//! here, so a piped session can answer approvals on the lines that follow.
+//! The line interface's editor on a terminal: history (saved beside the sessions,
+//! `history.txt`) and Tab completion of `/` commands with their summaries and of `@` paths,
+//! which the terminal UI's menu completes too.
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use rustyline::completion::{Completer, Pair};
@@ -12,69 +11,10 @@ use rustyline::hint::Hinter;
 use rustyline::history::{DefaultHistory, History as _};
 use rustyline::validate::Validator;
 use rustyline::{CompletionType, Config, Editor, Helper};
+use shiro_agent::events::Printer;
+use shiro_agent::input::Input;
+use shiro_agent::protocol::Read;
 use shiro_commands::Registry;
-
-use super::events::Printer;
-use super::protocol::Read;
-
-/// A source of typed lines.
-pub trait Input {
-    /// Shows `prompt` and reads one line.
-    fn read(&mut self, prompt: &str, printer: &mut Printer) -> Read;
-
-    /// Asks whether `tool` may run: `y`, `a`, or `n` with an optional reason. `always` says
-    /// what `a` does (`always: bash(git status:*)`, or `once (…)` when no rule can be kept).
-    fn approve(&mut self, tool: &str, always: &str, printer: &mut Printer) -> Read {
-        let prompt =
-            format!("allow {tool}? [y]es, [a] {always}, [n]o (n REASON tells the model why) ");
-        self.read(&prompt, printer)
-    }
-
-    /// After an `a`, asks where the rules `rules` are kept: `s` this session (also Enter),
-    /// `w` the workspace's config, `u` the user's.
-    fn keep(&mut self, rules: &str, printer: &mut Printer) -> Read {
-        let prompt = format!(
-            "keep {rules} for: [s]ession only, [w]orkspace (.shiro/config.toml), [u]ser config (all your workspaces)? "
-        );
-        self.read(&prompt, printer)
-    }
-
-    /// Adds a line the user sent to the prompt history.
-    fn remember(&mut self, _line: &str) {}
-}
-
-/// Plain lines from a reader (a pipe, or the demo's script). Since nothing echoes piped
-/// input, each line is printed after its prompt, so a transcript reads like the session.
-pub struct Lines {
-    reader: Box<dyn BufRead + Send>,
-}
-
-impl std::fmt::Debug for Lines {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Lines").finish_non_exhaustive()
-    }
-}
-
-impl Lines {
-    /// Lines from `reader`.
-    pub fn new(reader: Box<dyn BufRead + Send>) -> Self {
-        Lines { reader }
-    }
-}
-
-impl Input for Lines {
-    fn read(&mut self, prompt: &str, printer: &mut Printer) -> Read {
-        let mut line = String::new();
-        match self.reader.read_line(&mut line) {
-            Ok(0) | Err(_) => Read::Eof,
-            Ok(_) => {
-                let line = line.trim_end_matches(['\n', '\r']).to_owned();
-                printer.info(&format!("{prompt}{line}"));
-                Read::Line(line)
-            }
-        }
-    }
-}
 
 /// The terminal line editor: history (saved beside the sessions, `history.txt`) and Tab
 /// completion of `/` commands with their summaries and of `@` paths.

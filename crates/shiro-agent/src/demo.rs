@@ -26,7 +26,7 @@ use crate::signals::Signals;
 use shiro_providers::{Provider, ReplayProvider};
 
 /// The demo's model: a replay script.
-pub const SCRIPT: &str = include_str!("../../../../examples/demo/script.json");
+pub const SCRIPT: &str = include_str!("../../../examples/demo/script.json");
 
 /// What the scripted user types: one prompt, then `/undo`.
 pub const USER_INPUT: &str = "Use an f-string in greet, add a test, move notes.txt to docs/notes.md and delete scratch.txt\n/undo\n";
@@ -35,19 +35,19 @@ pub const USER_INPUT: &str = "Use an f-string in greet, add a test, move notes.t
 pub const WORKSPACE: [(&str, &str); 4] = [
     (
         "README.md",
-        include_str!("../../../../examples/demo/workspace/README.md"),
+        include_str!("../../../examples/demo/workspace/README.md"),
     ),
     (
         "notes.txt",
-        include_str!("../../../../examples/demo/workspace/notes.txt"),
+        include_str!("../../../examples/demo/workspace/notes.txt"),
     ),
     (
         "scratch.txt",
-        include_str!("../../../../examples/demo/workspace/scratch.txt"),
+        include_str!("../../../examples/demo/workspace/scratch.txt"),
     ),
     (
         "src/greet.py",
-        include_str!("../../../../examples/demo/workspace/src/greet.py"),
+        include_str!("../../../examples/demo/workspace/src/greet.py"),
     ),
 ];
 

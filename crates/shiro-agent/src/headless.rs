@@ -4,7 +4,6 @@
 //! and picks the exit code (see [`exit_code`]).
 
 use std::fmt::Write as _;
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +23,6 @@ use shiro_undo::{
     UndoOutcome, UndoStore,
 };
 
-use crate::cli::{CommandsCommand, RestoreArgs};
 use crate::config::{BashCapture, Config};
 use crate::environment::Environment;
 use crate::render::{self, Color, Side};
@@ -286,14 +284,51 @@ pub async fn tool(ctx: &Context, name: &str, args: &str) -> Result<Report> {
     run_as_turn(ctx, tool.as_ref(), args, &format!("shiro tool {name}")).await
 }
 
+/// How an undo or a redo goes (`--dry-run`, `--force`, `--abandon`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RestoreArgs {
+    /// Show what would change, as a diff, and change nothing.
+    pub dry_run: bool,
+    /// Overwrite files that changed since the turn.
+    pub force: bool,
+    /// Clear an undo or redo that stopped part-way and can be neither completed nor rolled
+    /// back, keeping every file exactly as it is.
+    pub abandon: bool,
+}
+
+/// What `shiro commands` (and `/commands`) does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandsCommand {
+    /// List every command with its source and what it shadows; as JSON with `json`.
+    List {
+        /// JSON instead of text.
+        json: bool,
+    },
+    /// The prompt a command expands to.
+    Expand {
+        /// Run the command's shell substitutions even though the workspace is not trusted.
+        trust: bool,
+        /// The command's name (with or without the leading /).
+        name: String,
+        /// The command's arguments, each one exactly as given.
+        args: Vec<String>,
+    },
+    /// Report problems in the command files.
+    Check,
+}
+
 /// `shiro apply-patch [FILE]`.
-pub async fn apply_patch(ctx: &Context, file: Option<&Path>) -> Result<Report> {
+pub async fn apply_patch(
+    ctx: &Context,
+    file: Option<&Path>,
+    stdin: &mut dyn std::io::Read,
+) -> Result<Report> {
     let patch = match file {
         Some(file) => std::fs::read_to_string(file)
             .with_context(|| format!("cannot read the patch file {}", file.display()))?,
         None => {
             let mut text = String::new();
-            std::io::stdin()
+            stdin
                 .read_to_string(&mut text)
                 .context("cannot read the patch from standard input")?;
             text

@@ -1,6 +1,7 @@
-//! The agent: its turn loop, its sessions and what it reports; providers are the
-//! [`shiro_providers`] crate's, the MCP client [`shiro_mcp`]'s. The decisions are written up in
-//! `docs/cli.md`, "The agent".
+//! shiro-agent: the agent as a library — its turn loop, its sessions and what it reports,
+//! and the workspace's operations that the binary's headless commands share with it.
+//! Providers are the [`shiro_providers`] crate's, the MCP client [`shiro_mcp`]'s. The
+//! decisions are written up in `docs/cli.md`, "The agent", and `docs/architecture.md`.
 //!
 //! - [`turn`]: the loop (model → tools → model …), approvals and undo recording;
 //! - [`session`]: the JSONL transcript in the state directory; [`conversation`]: the
@@ -13,25 +14,40 @@
 //!   [`events`]: the printer, which shows it as text or JSON lines or hands it to a front end;
 //!   [`approve`]: approvals and diffs;
 //! - [`demo`]: the offline demo, which drives the same REPL with a replay script;
-//! - [`model`]: which provider a model name means, its server and key, and `/model`.
+//! - [`model`]: which provider a model name means, its server and key, and `/model`;
+//! - [`headless`]: the [`Context`] of a command or a session, and the operations `shiro tool`,
+//!   `shiro undo`, `shiro log`, `shiro commands` and the MCP server share with the agent;
+//! - [`config`] (the merged config files), [`permissions`] (the rules), [`trust`] (the trusted
+//!   workspaces), [`workspace`] (where a workspace's root is), [`render`] (diffs),
+//!   [`signals`] (what a signal does to the running work), [`environment`].
 //!
-//! Invariant: nothing here reads the process's environment (it comes in the [`Context`]) or
-//! drives the terminal UI: the printer sends the UI [`protocol::ToFront`] messages through a
-//! sink, and the wiring that picks the front end is `crate::run`'s.
+//! Invariant: nothing here prints, exits, or reads the process's environment (it comes in
+//! the [`Context`]), and nothing drives a terminal: the printer sends the UI [`protocol::ToFront`] messages through a
+//! sink, and the wiring that picks the front end is the binary's (`shiro-cli`, `run.rs`).
+
+#![deny(clippy::print_stdout, clippy::print_stderr, clippy::exit)]
 
 pub mod approve;
 pub mod attach;
 pub mod compact;
+pub mod config;
 pub mod conversation;
 pub mod demo;
+pub mod environment;
 pub mod events;
+pub mod headless;
 pub mod input;
 pub mod instructions;
 pub mod model;
+pub mod permissions;
 pub mod protocol;
+pub mod render;
 pub mod repl;
 pub mod session;
+pub mod signals;
+pub mod trust;
 pub mod turn;
+pub mod workspace;
 
 use std::time::Duration;
 
@@ -45,7 +61,7 @@ pub use self::model::provider;
 use self::protocol::{PickItem, ToFront};
 use self::session::Session;
 use self::turn::{Agent, TurnLimits, TurnReport};
-use crate::headless::{self, Context};
+pub use crate::headless::Context;
 
 /// Starts the MCP servers that wait (the workspace's only when it is trusted), and with
 /// `retry` those that failed or stopped, and returns what the user should be told.

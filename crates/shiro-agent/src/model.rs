@@ -210,7 +210,7 @@ pub async fn api_key(
 }
 
 /// How long `api_key_cmd` may take: a password manager may wait for the user to unlock it.
-pub(crate) const KEY_COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
+pub const KEY_COMMAND_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Runs `command` with `sh -c` in `root` and returns its output, trimmed. The errors name
 /// the command and never quote its output.

@@ -12,9 +12,10 @@ pub enum Color {
 }
 
 impl Color {
-    /// Colour on a terminal unless `NO_COLOR` is set (<https://no-color.org>).
-    pub fn detect(is_terminal: bool) -> Self {
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    /// Colour on a terminal unless `NO_COLOR` is set to anything but the empty text
+    /// (<https://no-color.org>); the caller reads the variable.
+    pub fn detect(is_terminal: bool, no_color: Option<&str>) -> Self {
+        let no_color = no_color.is_some_and(|v| !v.is_empty());
         if is_terminal && !no_color {
             Color::Always
         } else {

@@ -1,0 +1,231 @@
+//! What SIGINT and SIGTERM do to the running work: the [`Handling`] a command or a turn
+//! sets, and what it is told ([`Signals::cancelled`], [`Signals::interrupted`],
+//! [`Signals::stops`]). The decisions are in `docs/cli.md`, "Signals".
+//!
+//! The signals themselves are caught by the binary (`shiro-cli`'s `signals.rs`), which
+//! delivers each one here ([`Signals::deliver`]) and is handed back what the process must do
+//! beyond that — print a notice, or stop at once ([`Verdict`]) — through the hook it gave
+//! [`Signals::with_hook`]. This module never prints or exits.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::watch;
+
+/// The exit code of a command stopped by a signal (128 + SIGINT), whichever signal it was.
+pub const INTERRUPTED: u8 = 130;
+
+/// What the next signal does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handling {
+    /// Any signal stops the process at once: nothing is under way that a stop could cut
+    /// in half (read-only commands), or the undo log covers it like a crash (`shiro -p`).
+    Stop,
+    /// The first signal is handed to the command through [`Signals::cancelled`], which
+    /// drops the work (a `bash` call, whose process group is killed on drop; an agent
+    /// turn); a second one before that is acknowledged stops the process at once.
+    Cancel,
+    /// The first signal is noted ([`Signals::interrupted`]) and the command finishes the
+    /// change it is making; a second one stops the process at once, leaving the undo log's
+    /// journal to finish or roll back what was under way on the next open.
+    Finish,
+    /// Between the agent's turns: SIGINT is ignored (at a terminal the line editor reads
+    /// Ctrl-C as a key), SIGTERM stops the process.
+    Idle,
+}
+
+/// The signal handling of this process. Clones share it.
+#[derive(Debug, Clone)]
+pub struct Signals {
+    shared: Arc<Shared>,
+    /// Bumped each time a signal is handed to the command ([`Handling::Cancel`]).
+    handed: watch::Receiver<u64>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// What the process does beyond telling the work (the binary's printing and exiting).
+    hook: Option<Hook>,
+    hand: watch::Sender<u64>,
+    /// Bumped by every first signal under [`Handling::Cancel`] or [`Handling::Finish`]: a
+    /// running `bash` command stops on it and still commits what it changed.
+    stop: watch::Sender<u64>,
+}
+
+#[derive(Debug)]
+struct State {
+    handling: Handling,
+    /// A signal came that the command has not acknowledged yet.
+    pending: bool,
+    /// SIGTERM came: the session ends once the running turn is finished.
+    terminated: bool,
+}
+
+impl State {
+    fn handed_over(&self) -> bool {
+        self.pending && self.handling == Handling::Cancel
+    }
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("state", &self.state)
+            .field("hook", &self.hook.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The binary's answer to a [`Verdict`].
+pub type Hook = Arc<dyn Fn(Verdict) + Send + Sync>;
+
+/// A signal, as delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGINT (Ctrl-C), or the terminal UI's Esc.
+    Interrupt,
+    /// SIGTERM.
+    Terminate,
+}
+
+/// What the process must do about a signal beyond what the running work is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Nothing more: the signal was ignored, or handed to the work.
+    Nothing,
+    /// Tell the person `message` (on standard error); the work finishes its change.
+    Notice(&'static str),
+    /// Stop the process now, with [`INTERRUPTED`], after putting the terminal back and
+    /// showing `message`.
+    StopNow(&'static str),
+}
+
+/// Signals that never come, for code that runs without a terminal (the demo's agent, tests):
+/// the process keeps its default handlers.
+impl Default for Signals {
+    fn default() -> Self {
+        Self::with(Handling::Stop)
+    }
+}
+
+impl Signals {
+    /// Signal handling that starts as `handling`, with no hook: verdicts are only returned.
+    pub fn with(handling: Handling) -> Self {
+        Self::build(handling, None)
+    }
+
+    /// Signal handling that starts as `handling` and hands every [`Verdict`] but
+    /// [`Verdict::Nothing`] to `hook`, whoever delivered the signal (the binary's signal
+    /// thread, or the terminal UI's Esc).
+    pub fn with_hook(handling: Handling, hook: Hook) -> Self {
+        Self::build(handling, Some(hook))
+    }
+
+    fn build(handling: Handling, hook: Option<Hook>) -> Self {
+        let (hand, handed) = watch::channel(0);
+        let (stop, _) = watch::channel(0);
+        Self {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State {
+                    handling,
+                    pending: false,
+                    terminated: false,
+                }),
+                hook,
+                hand,
+                stop,
+            }),
+            handed,
+        }
+    }
+
+    /// Sets what the next signal does, and forgets any signal not acknowledged yet.
+    pub fn set(&self, handling: Handling) {
+        let mut state = self.shared.lock();
+        state.handling = handling;
+        state.pending = false;
+    }
+
+    /// Changes each time a signal asks the running work to stop (the first signal under
+    /// [`Handling::Cancel`] or [`Handling::Finish`]); the `bash` tool watches it.
+    pub fn stops(&self) -> watch::Receiver<u64> {
+        self.shared.stop.subscribe()
+    }
+
+    /// Acts as if Ctrl-C was pressed: the terminal UI reads Ctrl-C and Esc as keys, and
+    /// stops the running turn through this.
+    pub fn interrupt(&self) {
+        self.deliver(Signal::Interrupt);
+    }
+
+    /// Delivers `signal`: the work is told as the handling says, and what the process must
+    /// do beyond that is returned, and handed to the hook if there is one.
+    pub fn deliver(&self, signal: Signal) -> Verdict {
+        let verdict = self.shared.on_signal(signal);
+        if verdict != Verdict::Nothing
+            && let Some(hook) = &self.shared.hook
+        {
+            hook(verdict);
+        }
+        verdict
+    }
+
+    /// Whether SIGTERM came: the session should end once its running turn is finished.
+    pub fn terminated(&self) -> bool {
+        self.shared.lock().terminated
+    }
+
+    /// Whether a signal came since the handling was last set.
+    pub fn interrupted(&self) -> bool {
+        self.shared.lock().pending
+    }
+
+    /// Resolves when a signal comes under [`Handling::Cancel`] (or has come already since
+    /// the handling was set).
+    pub async fn cancelled(&self) {
+        let mut handed = self.handed.clone();
+        // Marked before the check, so a signal that lands between the two still wakes us.
+        handed.mark_unchanged();
+        if self.shared.lock().handed_over() {
+            return;
+        }
+        if handed.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A poisoned lock only means a panic elsewhere; the state itself is intact.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn on_signal(&self, signal: Signal) -> Verdict {
+        let mut state = self.lock();
+        if let Signal::Terminate = signal {
+            state.terminated = true;
+        }
+        match (state.handling, state.pending, signal) {
+            (Handling::Idle, _, Signal::Interrupt) => Verdict::Nothing,
+            (Handling::Stop | Handling::Idle, _, _) => Verdict::StopNow("shiro: interrupted"),
+            (Handling::Cancel | Handling::Finish, true, _) => Verdict::StopNow(
+                "shiro: stopped at once; the change may be partly made: the next shiro command completes an undo or redo that was under way, and records a turn that was under way so that `shiro undo` reverts it",
+            ),
+            (Handling::Cancel, false, _) => {
+                state.pending = true;
+                self.stop.send_modify(|n| *n += 1);
+                self.hand.send_modify(|n| *n += 1);
+                Verdict::Nothing
+            }
+            (Handling::Finish, false, _) => {
+                state.pending = true;
+                self.stop.send_modify(|n| *n += 1);
+                Verdict::Notice(
+                    "shiro: interrupted; finishing the current change so the workspace and the undo log stay consistent (interrupt again to stop at once)",
+                )
+            }
+        }
+    }
+}
