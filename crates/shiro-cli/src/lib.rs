@@ -3,7 +3,7 @@
 //!
 //! - [`cli`]: the command line (clap); [`run`]: a session's wiring, from the flags, the
 //!   environment and the terminal; [`places`]: the user's directories, from the environment;
-//! - [`tui`]: the terminal UI; [`line_editor`]: the line interface's editor;
+//! - [`line_editor`]: the line interface's editor (the terminal UI is `shiro-tui`'s);
 //! - [`mcp`]: `shiro mcp`, the MCP server; [`signals`]: SIGINT and SIGTERM.
 //!
 //! Invariant: only this crate prints, reads the environment, or exits — and within it only
@@ -15,4 +15,3 @@ pub mod mcp;
 pub mod places;
 pub mod run;
 pub mod signals;
-pub mod tui;

@@ -123,60 +123,18 @@ pub fn complete_command(registry: &Registry, prefix: &str) -> Vec<Pair> {
 
 /// Workspace paths starting with `partial`, as `@path` (directories end with `/`).
 pub fn complete_path(root: &Path, partial: &str) -> Vec<Pair> {
-    let (dir, stem) = match partial.rfind('/') {
-        Some(slash) => (&partial[..=slash], &partial[slash + 1..]),
-        None => ("", partial),
-    };
-    if dir.split('/').any(|part| part == "..") || dir.starts_with('/') {
-        return Vec::new();
-    }
-    let Ok(entries) = std::fs::read_dir(root.join(dir)) else {
-        return Vec::new();
-    };
-    let mut pairs: Vec<Pair> = entries
-        .flatten()
-        .filter_map(|entry| {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !name.starts_with(stem) || (name.starts_with('.') && !stem.starts_with('.')) {
-                return None;
-            }
-            let slash = if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                "/"
-            } else {
-                ""
-            };
-            let path = format!("{dir}{name}{slash}");
-            Some(Pair {
-                display: path.clone(),
-                replacement: format!("@{path}"),
-            })
+    shiro_agent::attach::complete_path(root, partial)
+        .into_iter()
+        .map(|choice| Pair {
+            display: choice.display,
+            replacement: choice.replacement,
         })
-        .collect();
-    pairs.sort_by(|a, b| a.display.cmp(&b.display));
-    pairs
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn completes_paths_inside_the_workspace_only() {
-        let root = tempfile::tempdir().unwrap();
-        std::fs::create_dir(root.path().join("src")).unwrap();
-        std::fs::write(root.path().join("src/main.rs"), "").unwrap();
-        std::fs::write(root.path().join("Cargo.toml"), "").unwrap();
-        let names = |partial: &str| -> Vec<String> {
-            complete_path(root.path(), partial)
-                .into_iter()
-                .map(|p| p.replacement)
-                .collect()
-        };
-        assert_eq!(names("s"), vec!["@src/"]);
-        assert_eq!(names("src/"), vec!["@src/main.rs"]);
-        assert_eq!(names(""), vec!["@Cargo.toml", "@src/"]);
-        assert!(names("../").is_empty());
-    }
 
     #[test]
     fn completes_after_wide_whitespace_without_panicking() {

@@ -14,7 +14,6 @@ use shiro_undo::StateDir;
 
 use crate::cli::SessionArgs;
 use crate::line_editor::Terminal;
-use crate::tui::Ui;
 use shiro_agent::approve::Approvals;
 use shiro_agent::conversation::Conversation;
 use shiro_agent::events::{Mode, Printer};
@@ -29,6 +28,7 @@ use shiro_agent::{
     instructions, mcp_servers, model, model_name, pick_session, piped_block, provider, repl,
     run_user_command, send_prompt, start_mcp,
 };
+use shiro_tui::Ui;
 
 /// How long the model's provider is made (its key read) before the user is told what shiro
 /// waits for: `[model] api_key_cmd` may be a password manager waiting to be unlocked.

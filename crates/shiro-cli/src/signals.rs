@@ -39,7 +39,7 @@ fn act(verdict: Verdict) {
         Verdict::Notice(message) => eprintln!("{message}"),
         Verdict::StopNow(message) => {
             // The terminal's modes first, so the message reads as a line.
-            crate::tui::term::restore();
+            shiro_tui::term::restore();
             eprintln!("{message}");
             std::process::exit(i32::from(INTERRUPTED));
         }

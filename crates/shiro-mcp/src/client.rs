@@ -26,6 +26,9 @@ use tokio::io::AsyncBufReadExt as _;
 
 use shiro_providers::ToolSpec;
 
+/// The file of a repository's shared MCP servers (read by [`crate::mcp_json`]).
+pub const MCP_JSON_FILE: &str = ".mcp.json";
+
 /// How long a server may take to start and list its tools, unless its config says.
 pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one call may take, unless the server's config says.
@@ -300,8 +303,8 @@ impl McpClients {
         let mut waiting: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for server in &self.servers {
             if matches!(server.state, State::Untrusted) {
-                let file = if server.spec.source.ends_with(crate::mcp_json::FILE) {
-                    crate::mcp_json::FILE
+                let file = if server.spec.source.ends_with(MCP_JSON_FILE) {
+                    MCP_JSON_FILE
                 } else {
                     ".shiro/config.toml"
                 };

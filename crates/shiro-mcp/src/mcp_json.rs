@@ -18,8 +18,8 @@ use serde::Deserialize;
 
 use crate::client::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerSpec, Transport};
 
-/// The file's name, in the workspace root.
-pub const FILE: &str = ".mcp.json";
+/// The file.
+pub use crate::client::MCP_JSON_FILE as FILE;
 /// The most of it that is read: a config, not a data file.
 const MAX_BYTES: u64 = 1 << 20;
 

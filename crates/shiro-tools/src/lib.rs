@@ -28,6 +28,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::exit)]
 
 pub mod capture;
+mod change;
 mod mutator;
 pub mod patch;
 mod path;

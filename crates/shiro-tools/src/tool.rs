@@ -1,52 +1,11 @@
 //! What every tool shares: its description for a model, its output, its errors.
 
-use std::fmt;
-
 use async_trait::async_trait;
 use serde::Serialize;
 
+pub use crate::change::Change;
 use crate::mutator::{Mutator, MutatorError};
 use crate::path::{PathError, WorkspacePath};
-
-/// One change a tool made to the workspace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Change {
-    /// A file was created.
-    Added {
-        /// The new file.
-        path: WorkspacePath,
-    },
-    /// A file's bytes (or mode) changed.
-    Modified {
-        /// The changed file.
-        path: WorkspacePath,
-    },
-    /// A file was deleted.
-    Deleted {
-        /// The deleted file.
-        path: WorkspacePath,
-    },
-    /// A file was moved (and possibly changed).
-    Moved {
-        /// Where it was.
-        from: WorkspacePath,
-        /// Where it is now.
-        to: WorkspacePath,
-    },
-}
-
-impl fmt::Display for Change {
-    /// The one-line summary: `A path`, `M path`, `D path`, `R old -> new`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Change::Added { path } => write!(f, "A {path}"),
-            Change::Modified { path } => write!(f, "M {path}"),
-            Change::Deleted { path } => write!(f, "D {path}"),
-            Change::Moved { from, to } => write!(f, "R {from} -> {to}"),
-        }
-    }
-}
 
 impl serde::Serialize for WorkspacePath {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {

@@ -135,11 +135,17 @@ pub enum UndoError {
     },
 }
 
+/// Whether an open failed because the last component of its path is a symbolic link (the
+/// store opens with `O_NOFOLLOW`, which fails with `ELOOP` there).
+fn is_link(err: &io::Error) -> bool {
+    err.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
+}
+
 impl UndoError {
     /// Reading or writing a store file failed. A link where a store file should be (the
     /// store opens its files without following links) is said to be one.
     pub(crate) fn io(op: &'static str, path: &Path, source: io::Error) -> Self {
-        if crate::ground::is_link(&source) {
+        if is_link(&source) {
             return UndoError::UnsafeStore {
                 path: path.to_path_buf(),
                 problem: format!(

@@ -52,11 +52,6 @@ pub(crate) fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
     Ok(Some(bytes))
 }
 
-/// Whether the last component of `path` is a symbolic link.
-pub(crate) fn is_link(err: &io::Error) -> bool {
-    err.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
-}
-
 /// Makes sure `dir` is a real directory of the current user, creating it (`0700`) when it is
 /// missing (its parent must have been checked already). `name` is how the error names it.
 pub(crate) fn ensure_dir(dir: &Path, name: &str) -> Result<(), UndoError> {

@@ -21,9 +21,9 @@ use std::path::{Path, PathBuf};
 use rustix::fs::{FlockOperation, Mode, OFlags};
 
 use super::{CaptureError, CaptureMode, Captured};
+use crate::change::Change;
 use crate::mutator::{Mutator, MutatorError, Stat};
 use crate::path::WorkspacePath;
-use crate::tool::Change;
 
 pub(super) const UPPER_DIR: &str = "up";
 pub(super) const WORK_DIR: &str = "work";

@@ -28,9 +28,9 @@ use async_trait::async_trait;
 use serde::Serialize;
 use tokio::process::Command;
 
+use crate::change::Change;
 use crate::mutator::{Mutator, MutatorError};
 use crate::path::WorkspacePath;
-use crate::tool::Change;
 
 pub use auto::Auto;
 pub use detect::Detect;

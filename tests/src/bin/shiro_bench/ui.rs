@@ -15,10 +15,10 @@ use anyhow::{Context as _, Result};
 use nix::sys::resource::{UsageWho, getrusage};
 use shiro_agent::events::{Mode, Printer};
 use shiro_agent::render::Color;
-use shiro_cli::tui::app::App;
-use shiro_cli::tui::screen::{FixedSize, Screen};
-use shiro_cli::tui::{Phase, ToFront};
 use shiro_providers::StreamEvent;
+use shiro_tui::app::App;
+use shiro_tui::screen::{FixedSize, Screen};
+use shiro_tui::{Phase, ToFront};
 
 use crate::Plan;
 use crate::report::{bytes, ratio};
@@ -126,7 +126,7 @@ fn ui(tokens: &[String]) -> Result<Cost> {
     app.on_agent(ToFront::Phase(Phase::Waiting), Instant::now());
     measure(tokens, &counter, |token| {
         app.on_agent(ToFront::Delta(token.to_owned()), Instant::now());
-        shiro_cli::tui::render(&mut app, &mut screen).context("cannot draw")?;
+        shiro_tui::render(&mut app, &mut screen).context("cannot draw")?;
         Ok(())
     })
 }

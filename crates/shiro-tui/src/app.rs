@@ -13,7 +13,7 @@ use shiro_commands::Registry;
 
 use super::editor::Editor;
 use super::markdown::{self, MarkdownStream, Options};
-use crate::line_editor::complete_path;
+use shiro_agent::attach::complete_path;
 use shiro_agent::conversation::Conversation;
 use shiro_agent::protocol::{Event, Read, Status, brief};
 pub use shiro_agent::protocol::{Phase, PickItem, ReadKind, StatusInfo, ToFront};
@@ -951,7 +951,7 @@ impl App {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tui::snapshots_test::{prompt, text};
+    use crate::snapshots_test::{prompt, text};
 
     fn key(code: KeyCode) -> KeyEvent {
         KeyEvent::new(code, KeyModifiers::NONE)

@@ -1,4 +1,6 @@
-//! The terminal UI (see `docs/cli.md`, "The terminal UI").
+//! shiro-tui: the terminal UI (see `docs/cli.md`, "The terminal UI"), a front end of
+//! `shiro-agent` that consumes the agent's protocol (`shiro_agent::protocol`) and nothing
+//! else of its loop.
 //!
 //! The agent's loop does no terminal I/O with it: the [`Printer`] sends what a turn reports
 //! to the UI's thread as [`ToFront`] messages, and the agent's [`Input`] asks that thread for
@@ -11,6 +13,11 @@
 //! - [`editor`]: the prompt's text; [`markdown`]: the transcript's Markdown, its code
 //!   blocks coloured by [`highlight`];
 //! - [`term`]: the terminal's modes, restored on every way out.
+//!
+//! Invariant: it draws on the terminal it was started on and never prints, exits or reads
+//! the environment; the binary chooses whether it runs.
+
+#![deny(clippy::print_stdout, clippy::print_stderr, clippy::exit)]
 
 pub mod app;
 pub mod editor;
