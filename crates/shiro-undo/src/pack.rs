@@ -122,6 +122,7 @@ impl PackWriter {
 /// A pack opened for reading.
 #[derive(Debug)]
 pub(crate) struct Pack {
+    path: PathBuf,
     file: File,
     index: BTreeMap<ContentHash, (u64, u64)>,
 }
@@ -165,7 +166,36 @@ impl Pack {
             }
             index.insert(ContentHash::from_bytes(hash), (offset, len));
         }
-        Ok(Self { file, index })
+        Ok(Self {
+            path: path.to_owned(),
+            file,
+            index,
+        })
+    }
+
+    /// How many bytes the stored copies take, and how many of them the copies of `live`.
+    pub(crate) fn live_share(&self, live: impl Fn(&ContentHash) -> bool) -> (u64, u64) {
+        let total = self.index.values().map(|(_, len)| len).sum();
+        let kept = (self.index.iter())
+            .filter(|(hash, _)| live(hash))
+            .map(|(_, (_, len))| len)
+            .sum();
+        (total, kept)
+    }
+
+    /// Replaces the pack, under its name, with one that holds only the copies `keep`
+    /// accepts, as they are stored (a reader checks each against its hash): written to a
+    /// temporary file, flushed, renamed over this one, and the directory flushed. At every
+    /// moment the name holds the old pack or the new one, both whole.
+    pub(crate) fn rewrite(&self, keep: impl Fn(&ContentHash) -> bool) -> io::Result<()> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let mut writer = PackWriter::create(dir)?;
+        for hash in self.index.keys().filter(|hash| keep(hash)) {
+            if let Some(stored) = self.stored(hash)? {
+                writer.add_stored(*hash, &stored)?;
+            }
+        }
+        writer.finish(&self.path)
     }
 
     pub(crate) fn contains(&self, hash: &ContentHash) -> bool {

@@ -347,8 +347,12 @@ pub(crate) fn verify<'a>(
         }),
         Err(err) => {
             if err.kind() == std::io::ErrorKind::InvalidData {
-                // Best effort: what matters is that the restore stops.
+                // Best effort: what matters is that the restore stops. A pack is rewritten
+                // without the damaged copy, so that no later turn trusts it.
                 let _ = stored.blobs.discard_damaged([hash]);
+                for pack in stored.packs.iter().filter(|pack| pack.contains(hash)) {
+                    let _ = pack.rewrite(|kept| kept != hash);
+                }
             }
             Err(blob_error(path, hash, &err))
         }

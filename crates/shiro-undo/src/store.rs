@@ -26,7 +26,7 @@ use crate::ground;
 use crate::image::{ContentHash, Image, Spares};
 use crate::lock::{self, LockGuard};
 use crate::log::{self, LogState, Refused};
-use crate::pack::{PackWriter, Packed, pack_path};
+use crate::pack::{Pack, PackWriter, Packed, pack_path};
 use crate::place::{MoveBy, StateDir};
 use crate::recorder::{Ledger, Recording};
 use crate::report::{
@@ -1117,6 +1117,7 @@ impl UndoStore {
         let depth = self.inner.options.depth.max(1);
         let excess = (state.undo.len() + 1).saturating_sub(depth);
         let dropped: Vec<TurnId> = state.undo.iter().take(excess).map(|t| t.meta.id).collect();
+        let earlier = named_packs(state);
         self.append(
             state,
             LogLine::Push {
@@ -1124,7 +1125,7 @@ impl UndoStore {
                 dropped,
             },
         )?;
-        let listing = self.collect(state)?;
+        let listing = self.collect_after(state, &earlier)?;
         self.enforce_cap(state, &listing)
     }
 
@@ -1134,6 +1135,46 @@ impl UndoStore {
             .blobs
             .collect(&state.hashes(), &state.packs())
             .map_err(|err| UndoError::io("collect unused blobs in", self.inner.blobs.dir(), err))
+    }
+
+    /// Collects after turns left the log (`earlier` is what the turns named before), and
+    /// rewrites each pack a turn that left named whose live copies now take less than half
+    /// of it (see [`Pack::rewrite`]: crash-safe, under the same name, so no record changes).
+    /// Returns what remains.
+    fn collect_after(
+        &self,
+        state: &LogState,
+        earlier: &[(TurnId, Vec<String>)],
+    ) -> Result<Listing, UndoError> {
+        let listing = self.collect(state)?;
+        let named = state.packs();
+        let candidates: BTreeSet<&String> = (earlier.iter())
+            .filter(|(id, _)| !state.contains(*id))
+            .flat_map(|(_, packs)| packs)
+            .filter(|name| named.contains(*name))
+            .collect();
+        if candidates.is_empty() {
+            return Ok(listing);
+        }
+        let live = state.hashes();
+        let dir = self.inner.blobs.dir();
+        let mut rewrote = false;
+        for name in candidates {
+            // A pack that cannot be read is left as it is: its turns report it on restore.
+            let Ok(pack) = Pack::open(&pack_path(dir, name)) else {
+                continue;
+            };
+            let (total, kept) = pack.live_share(|hash| live.contains(hash));
+            if kept.saturating_mul(2) < total {
+                pack.rewrite(|hash| live.contains(hash))
+                    .map_err(|err| UndoError::io("rewrite a pack in", dir, err))?;
+                rewrote = true;
+            }
+        }
+        if !rewrote {
+            return Ok(listing);
+        }
+        (self.inner.blobs.list()).map_err(|err| UndoError::io("list", dir, err))
     }
 
     /// Drops the oldest turns while what the kept ones need (`listing`, after collection)
@@ -1146,6 +1187,7 @@ impl UndoStore {
             |state: &LogState| -> u64 { blobs.size_of(&state.hashes(), &state.packs(), listing) };
         let mut total = used(state);
         let mut dropped = Vec::new();
+        let earlier = named_packs(state);
         while total > cap && state.undo.len() > 1 {
             dropped.push(state.undo.remove(0).meta.id);
             total = used(state);
@@ -1157,7 +1199,7 @@ impl UndoStore {
                     ids: dropped.clone(),
                 },
             )?;
-            self.collect(state)?;
+            self.collect_after(state, &earlier)?;
             self.notify(Notice::DroppedForSize {
                 dropped,
                 store_bytes: total,
@@ -1219,6 +1261,22 @@ fn needed_writes(
             let needed = !done.contains(&path) && !leave.contains(&path);
             needed.then(|| (path, restore::sides(record, direction).1.clone()))
         })
+        .collect()
+}
+
+#[cfg(test)]
+impl UndoStore {
+    /// The log, and the blobs, for the crate's own tests to check the store against.
+    pub(crate) fn inside(&self) -> (LogState, &Blobs) {
+        (self.read_state().expect("the log reads"), &self.inner.blobs)
+    }
+}
+
+/// The packs each kept turn of `state` names.
+fn named_packs(state: &LogState) -> Vec<(TurnId, Vec<String>)> {
+    (state.undo.iter())
+        .chain(&state.redo)
+        .map(|turn| (turn.meta.id, turn.packs.clone()))
         .collect()
 }
 

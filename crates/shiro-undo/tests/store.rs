@@ -216,6 +216,39 @@ async fn the_log_keeps_the_newest_turns_up_to_its_depth() {
     assert_eq!(blob_count(f.dir.path()), 3 + 1);
 }
 
+/// A pack whose turn left the log, and whose copies still needed take less than half of it,
+/// is rewritten with those alone, under its name.
+#[tokio::test]
+async fn a_pack_mostly_dead_is_rewritten_with_its_live_copies() {
+    let f = fixture(StoreOptions {
+        depth: 1,
+        ..StoreOptions::default()
+    })
+    .await;
+    for i in 0..10u32 {
+        write(&f.ws, &format!("f{i}"), &noise(2000, i)).await;
+    }
+    let writes: Vec<(String, Vec<u8>)> = (0..10u32)
+        .map(|i| (format!("f{i}"), b"new".to_vec()))
+        .collect();
+    let writes: Vec<(&str, &[u8])> = writes.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
+    turn(&f, "ten files", &writes).await.unwrap();
+    let pack = f.dir.path().join(".shiro/undo/blobs/1-0.pack");
+    let whole = std::fs::metadata(&pack).unwrap().len();
+    // Turn 2's pre-image of `g` is in turn 1's pack; turn 1 leaves the log (depth 1).
+    write(&f.ws, "g", &noise(2000, 3)).await;
+    turn(&f, "g", &[("g", b"g")]).await.unwrap();
+    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack"]);
+    let rewritten = std::fs::metadata(&pack).unwrap().len();
+    assert!(
+        rewritten * 5 < whole,
+        "one copy of ten is left: {rewritten} of {whole} bytes"
+    );
+    let (store, _) = reopen(f.dir.path(), &f.ws).await;
+    store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(read(&mem_tree(&f.ws), "g"), noise(2000, 3));
+}
+
 /// A pre-image another turn's pack holds already is not stored again: the new turn names
 /// that pack, which then stays for as long as the new turn is in the log.
 #[tokio::test]
