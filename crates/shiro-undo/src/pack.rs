@@ -183,6 +183,19 @@ impl Pack {
         (total, kept)
     }
 
+    /// Rewrites the pack without the copies that do not read back as their hash, when it
+    /// has any: so that no later turn trusts them.
+    pub(crate) fn scrub(&self) -> io::Result<()> {
+        let bad: BTreeSet<ContentHash> = (self.index.keys())
+            .filter(|hash| self.get(hash).is_err())
+            .copied()
+            .collect();
+        if bad.is_empty() {
+            return Ok(());
+        }
+        self.rewrite(|hash| !bad.contains(hash))
+    }
+
     /// Replaces the pack, under its name, with one that holds only the copies `keep`
     /// accepts, as they are stored (a reader checks each against its hash): written to a
     /// temporary file, flushed, renamed over this one, and the directory flushed. At every
