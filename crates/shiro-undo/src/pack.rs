@@ -244,12 +244,19 @@ impl Pack {
     }
 }
 
-/// Which file a pack is: a pack is never changed in place, only replaced (by a rewrite with
-/// fewer copies), so a pack with the same identity holds the same copies.
-type FileId = (u64, u64, u64);
+/// Which file a pack is: shiro never changes a pack in place, only replaces it (by a rewrite
+/// with fewer copies), so a pack with the same identity holds the same copies. The time of
+/// its last change counts too, so that damage done in place makes it read again.
+type FileId = (u64, u64, u64, i64, i64);
 
 fn file_id(meta: &std::fs::Metadata) -> FileId {
-    (meta.dev(), meta.ino(), meta.len())
+    (
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+    )
 }
 
 /// The hashes the packs named in the log hold: what deduplication looks up before it stores
