@@ -17,9 +17,8 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use flate2::Compression;
 use flate2::read::ZlibDecoder;
-use flate2::write::ZlibEncoder;
+use flate2::{Compress, Compression, FlushCompress, Status};
 
 use crate::image::ContentHash;
 
@@ -42,6 +41,9 @@ pub(crate) struct PackWriter {
     temp: tempfile::NamedTempFile,
     offset: u64,
     index: BTreeMap<ContentHash, (u64, u64)>,
+    /// One compressor per level, reset for each copy: making one (its state is a few hundred
+    /// KiB to allocate and clear) cost more than compressing a small file.
+    compressors: BTreeMap<u32, Compress>,
 }
 
 impl PackWriter {
@@ -52,6 +54,7 @@ impl PackWriter {
             temp,
             offset: MAGIC.len() as u64,
             index: BTreeMap::new(),
+            compressors: BTreeMap::new(),
         })
     }
 
@@ -80,9 +83,22 @@ impl PackWriter {
         if self.index.contains_key(&hash) {
             return Ok(());
         }
-        let mut encoder = ZlibEncoder::new(Vec::new(), level);
-        encoder.write_all(bytes)?;
-        let stored = encoder.finish()?;
+        let compressor =
+            (self.compressors.entry(level.level())).or_insert_with(|| Compress::new(level, true));
+        compressor.reset();
+        let mut stored = Vec::with_capacity(bytes.len() / 2 + 64);
+        loop {
+            let done = usize::try_from(compressor.total_in()).unwrap_or(bytes.len());
+            let rest = bytes.get(done..).unwrap_or_default();
+            if stored.len() == stored.capacity() {
+                stored.reserve(rest.len() / 2 + 64);
+            }
+            let status = (compressor.compress_vec(rest, &mut stored, FlushCompress::Finish))
+                .map_err(io::Error::other)?;
+            if status == Status::StreamEnd {
+                break;
+            }
+        }
         self.add_stored(hash, &stored)
     }
 
