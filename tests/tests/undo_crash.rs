@@ -4,6 +4,9 @@
 //! open, the workspace is exactly the state before or after, the log is consistent, an
 //! interrupted undo has completed, and an interrupted turn can be undone back to the start.
 //!
+//! A second test kills a turn of many files (most of its time is writing its pack) and a
+//! turn whose commit drops the turn before it and rewrites that turn's pack (collection).
+//!
 //! `SHIRO_CRASH_TRIALS` sets the number of trials (default 20; `cargo xtask soak` sets 200),
 //! `SHIRO_CRASH_SEED` replays a run; the seed is printed with every failure.
 #![allow(clippy::unwrap_used)]
@@ -153,9 +156,15 @@ fn run_helper(root: &Path, mode: &str, kill: Kill) -> bool {
 }
 
 fn open(root: &Path) -> (UndoStore, Vec<Notice>) {
+    open_deep(root, 20)
+}
+
+/// Opens the store with the log `depth` deep.
+fn open_deep(root: &Path, depth: usize) -> (UndoStore, Vec<Notice>) {
     // As the helper's: `big.bin` is stored as deltas.
     let options = StoreOptions {
         big_file_bytes: 64 * 1024,
+        depth,
         ..StoreOptions::default()
     };
     let store = runtime()
@@ -354,5 +363,120 @@ fn a_killed_migration_leaves_the_old_store_or_the_new_one_whole() {
         assert_eq!(tree(root), before, "{context}: undo after the move");
         redo(&store, root);
         assert_eq!(tree(root), after, "{context}: redo after the move");
+    }
+}
+
+/// The files of the helper's `many-turn` and `gc-turn`: `g` holds what `many/f0` held.
+fn setup_many(root: &Path) {
+    std::fs::create_dir(root.join("many")).unwrap();
+    for i in 0..2000 {
+        std::fs::write(root.join(format!("many/f{i}")), format!("many {i}\n")).unwrap();
+    }
+    std::fs::write(root.join("g"), "many 0\n").unwrap();
+}
+
+/// The helper's turn of many files is killed at a random time (mostly while it writes its
+/// pack); or, after it, the turn that drops it from a log one turn deep and rewrites its pack
+/// is. After the next open, every turn the log holds undoes and redoes exactly.
+#[test]
+fn a_killed_pack_write_or_collection_leaves_every_turn_undoable() {
+    let (trials, seed, mut rng) = trials();
+
+    let reference = workspace();
+    setup_many(reference.path());
+    let before = tree(reference.path());
+    let start = Instant::now();
+    assert!(run_helper(reference.path(), "many-turn", Kill::Never));
+    let many_time = start.elapsed();
+    let after_many = tree(reference.path());
+    let start = Instant::now();
+    assert!(run_helper(reference.path(), "gc-turn", Kill::Never));
+    let gc_time = start.elapsed();
+    let after_gc = tree(reference.path());
+    assert_ne!(after_many, after_gc);
+    // The collection did rewrite the dropped turn's pack down to the one copy `g` needs.
+    let (store, _) = open_deep(reference.path(), 1);
+    assert_eq!(store.log().unwrap().len(), 1);
+    let blobs = shiro_tests::state_beside(reference.path())
+        .undo_dir()
+        .join("blobs");
+    let pack = std::fs::metadata(blobs.join("1-0.pack")).unwrap().len();
+    assert!(
+        pack < 200,
+        "the dropped turn's pack was rewritten: {pack} bytes"
+    );
+
+    for trial in 0..trials {
+        let context = format!("trial {trial} of seed {seed} (SHIRO_CRASH_SEED={seed} replays it)");
+        let ws = workspace();
+        let root = ws.path();
+        setup_many(root);
+        let gc_trial = trial % 2 == 1;
+        if gc_trial {
+            assert!(
+                run_helper(root, "many-turn", Kill::Never),
+                "{context}: setup"
+            );
+        }
+        let (mode, time) = if gc_trial {
+            ("gc-turn", gc_time)
+        } else {
+            ("many-turn", many_time)
+        };
+        let window = time.as_micros() as u64 * 3 / 2;
+        let kill = Kill::After(Duration::from_micros(rng.below(window.max(1))));
+        let context = format!("{context}, {mode} killed by {kill:?}");
+        let finished = run_helper(root, mode, kill);
+
+        let (store, notices) = open_deep(root, if gc_trial { 1 } else { 20 });
+        assert!(no_damage(&notices), "{context}: damaged: {notices:?}");
+        let now = tree(root);
+        let log = store.log().unwrap();
+        let (start_tree, end_tree) = if gc_trial {
+            (&after_many, &after_gc)
+        } else {
+            (&before, &after_many)
+        };
+        if finished {
+            assert_eq!(&now, end_tree, "{context}: finished, but the tree differs");
+        }
+        // A turn of many files killed part-way leaves some rewritten: its recovered turn
+        // undoes them all and redoes exactly what it found.
+        if gc_trial {
+            assert!(
+                now == *start_tree || now == *end_tree,
+                "{context}: the tree is neither before nor after"
+            );
+        }
+        // The newest turn is the killed one (finished or recovered) when it changed the tree.
+        let killed_is_in = now != *start_tree;
+        if killed_is_in {
+            assert_eq!(log.len(), 1, "{context}: one turn expected: {notices:?}");
+            undo(&store, root);
+            assert_eq!(
+                &tree(root),
+                start_tree,
+                "{context}: undo of the killed turn"
+            );
+            redo(&store, root);
+            assert_eq!(tree(root), now, "{context}: redo of the killed turn");
+        } else if gc_trial {
+            // The collecting turn never counted: the turn of many files is still there.
+            assert_eq!(
+                log.len(),
+                1,
+                "{context}: the earlier turn was lost: {notices:?}"
+            );
+            undo(&store, root);
+            assert_eq!(tree(root), before, "{context}: undo of the earlier turn");
+            redo(&store, root);
+            assert_eq!(
+                tree(root),
+                after_many,
+                "{context}: redo of the earlier turn"
+            );
+        } else {
+            assert!(log.is_empty(), "{context}: a turn that changed nothing");
+        }
     }
 }

@@ -39,10 +39,13 @@ pub(crate) const MAX_DELTA_DEPTH: usize = 16;
 /// [`Blobs::finish_level`].
 const WELL_COMPRESSED_MAX: usize = 256 * 1024;
 
-/// How a new blob is stored.
+/// How a new blob is stored. (Other pre-images go into their turn's pack, see
+/// [`crate::pack`]; blobs stored zlib-compressed by format 6 and older are still read.)
 #[derive(Debug)]
 pub(crate) enum Form<'a> {
-    /// zlib at a level.
+    /// zlib at a level: how format 6 and older stored every pre-image, which tests use to
+    /// make such a store.
+    #[cfg(test)]
     Zlib(&'a [u8], Compression),
     /// The bytes as they are: the start of a chain of deltas.
     Raw(&'a [u8]),
@@ -126,7 +129,9 @@ impl Blobs {
             for (hash, form) in items.by_ref().take(AT_ONCE) {
                 let target = match &form {
                     Form::Delta { .. } => self.delta_path(&hash),
-                    Form::Zlib(..) | Form::Raw(_) => self.path(&hash),
+                    Form::Raw(_) => self.path(&hash),
+                    #[cfg(test)]
+                    Form::Zlib(..) => self.path(&hash),
                 };
                 written.push((self.write_temp(form)?, target));
             }
@@ -145,6 +150,7 @@ impl Blobs {
             .tempfile_in(&self.dir)?;
         let file = temp.as_file_mut();
         match form {
+            #[cfg(test)]
             Form::Zlib(bytes, level) => compress_into(file, bytes, level)?,
             Form::Raw(bytes) => {
                 file.write_all(&[RAW])?;

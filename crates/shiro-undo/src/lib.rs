@@ -55,6 +55,8 @@ mod delta;
 mod error;
 mod flight;
 mod format;
+#[cfg(test)]
+mod gc_tests;
 mod ground;
 mod image;
 mod lock;

@@ -1,24 +1,24 @@
-//! Packs: the copies one restore keeps, in one file.
+//! Packs: many copies in one file, written and flushed once.
 //!
-//! Before an undo replaces a file's contents, it keeps a copy of them for redo (and a redo,
-//! forced over later changes, of what it replaces). Stored one blob per file, each copy cost
-//! a new file, its flush and a rename: for a turn of many small files, most of the first
-//! undo's time. A restore now writes all its copies into one pack, flushed once, named in the
-//! turn's record (`blobs/<name>.pack`), and kept as long as the turn is in the log.
+//! Stored one blob per file, each copy cost a new file, its flush and a rename: for a turn of
+//! many small files, seconds. So a turn, when it finishes, writes the new pre-images it
+//! stores into one pack (`blobs/<id>-0.pack`), and a restore writes the copies it keeps of
+//! what it replaces (for the opposite operation) into another (`blobs/<id>-<n>.pack`). Every
+//! pack is named in the records of the turns that need it, and kept as long as one of them is
+//! in the log; [`Packed`] knows which hashes the named packs hold, for deduplication.
 //!
 //! A pack is the magic bytes, the copies (each zlib-compressed), an index of
 //! `(hash, offset, length)` entries, and a trailer: the index's offset, the number of entries,
 //! and the magic bytes again. Every copy read back is checked against its hash.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use flate2::Compression;
 use flate2::read::ZlibDecoder;
-use flate2::write::ZlibEncoder;
+use flate2::{Compress, Compression, FlushCompress, Status};
 
 use crate::image::ContentHash;
 
@@ -41,6 +41,9 @@ pub(crate) struct PackWriter {
     temp: tempfile::NamedTempFile,
     offset: u64,
     index: BTreeMap<ContentHash, (u64, u64)>,
+    /// One compressor per level, reset for each copy: making one (its state is a few hundred
+    /// KiB to allocate and clear) cost more than compressing a small file.
+    compressors: BTreeMap<u32, Compress>,
 }
 
 impl PackWriter {
@@ -51,6 +54,7 @@ impl PackWriter {
             temp,
             offset: MAGIC.len() as u64,
             index: BTreeMap::new(),
+            compressors: BTreeMap::new(),
         })
     }
 
@@ -62,15 +66,49 @@ impl PackWriter {
         self.index.contains_key(hash)
     }
 
-    /// Appends the copy of `bytes`, whose hash is `hash` (once per hash).
+    /// Appends the copy of `bytes`, whose hash is `hash` (once per hash), compressed at the
+    /// fastest level.
     pub(crate) fn add(&mut self, hash: ContentHash, bytes: &[u8]) -> io::Result<()> {
+        self.add_at(hash, bytes, Compression::fast())
+    }
+
+    /// Appends the copy of `bytes`, whose hash is `hash` (once per hash), compressed at
+    /// `level`.
+    pub(crate) fn add_at(
+        &mut self,
+        hash: ContentHash,
+        bytes: &[u8],
+        level: Compression,
+    ) -> io::Result<()> {
         if self.index.contains_key(&hash) {
             return Ok(());
         }
-        let mut encoder = ZlibEncoder::new(Vec::new(), Compression::fast());
-        encoder.write_all(bytes)?;
-        let stored = encoder.finish()?;
-        self.temp.write_all(&stored)?;
+        let compressor =
+            (self.compressors.entry(level.level())).or_insert_with(|| Compress::new(level, true));
+        compressor.reset();
+        let mut stored = Vec::with_capacity(bytes.len() / 2 + 64);
+        loop {
+            let done = usize::try_from(compressor.total_in()).unwrap_or(bytes.len());
+            let rest = bytes.get(done..).unwrap_or_default();
+            if stored.len() == stored.capacity() {
+                stored.reserve(rest.len() / 2 + 64);
+            }
+            let status = (compressor.compress_vec(rest, &mut stored, FlushCompress::Finish))
+                .map_err(io::Error::other)?;
+            if status == Status::StreamEnd {
+                break;
+            }
+        }
+        self.add_stored(hash, &stored)
+    }
+
+    /// Appends a copy as another pack stores it (compressed), unchecked: for a pack
+    /// rewritten with fewer copies, whose reader checks each copy against its hash.
+    pub(crate) fn add_stored(&mut self, hash: ContentHash, stored: &[u8]) -> io::Result<()> {
+        if self.index.contains_key(&hash) {
+            return Ok(());
+        }
+        self.temp.write_all(stored)?;
         let len = stored.len() as u64;
         self.index.insert(hash, (self.offset, len));
         self.offset += len;
@@ -100,6 +138,7 @@ impl PackWriter {
 /// A pack opened for reading.
 #[derive(Debug)]
 pub(crate) struct Pack {
+    path: PathBuf,
     file: File,
     index: BTreeMap<ContentHash, (u64, u64)>,
 }
@@ -143,21 +182,73 @@ impl Pack {
             }
             index.insert(ContentHash::from_bytes(hash), (offset, len));
         }
-        Ok(Self { file, index })
+        Ok(Self {
+            path: path.to_owned(),
+            file,
+            index,
+        })
+    }
+
+    /// How many bytes the stored copies take, and how many of them the copies of `live`.
+    pub(crate) fn live_share(&self, live: impl Fn(&ContentHash) -> bool) -> (u64, u64) {
+        let total = self.index.values().map(|(_, len)| len).sum();
+        let kept = (self.index.iter())
+            .filter(|(hash, _)| live(hash))
+            .map(|(_, (_, len))| len)
+            .sum();
+        (total, kept)
+    }
+
+    /// Rewrites the pack without the copies that do not read back as their hash, when it
+    /// has any: so that no later turn trusts them.
+    pub(crate) fn scrub(&self) -> io::Result<()> {
+        let bad: BTreeSet<ContentHash> = (self.index.keys())
+            .filter(|hash| self.get(hash).is_err())
+            .copied()
+            .collect();
+        if bad.is_empty() {
+            return Ok(());
+        }
+        self.rewrite(|hash| !bad.contains(hash))
+    }
+
+    /// Replaces the pack, under its name, with one that holds only the copies `keep`
+    /// accepts, as they are stored (a reader checks each against its hash): written to a
+    /// temporary file, flushed, renamed over this one, and the directory flushed. At every
+    /// moment the name holds the old pack or the new one, both whole.
+    pub(crate) fn rewrite(&self, keep: impl Fn(&ContentHash) -> bool) -> io::Result<()> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        let mut writer = PackWriter::create(dir)?;
+        for hash in self.index.keys().filter(|hash| keep(hash)) {
+            if let Some(stored) = self.stored(hash)? {
+                writer.add_stored(*hash, &stored)?;
+            }
+        }
+        writer.finish(&self.path)
     }
 
     pub(crate) fn contains(&self, hash: &ContentHash) -> bool {
         self.index.contains_key(hash)
     }
 
-    /// The bytes of `hash`, checked; `Ok(None)` when the pack does not hold them.
-    pub(crate) fn get(&self, hash: &ContentHash) -> io::Result<Option<Vec<u8>>> {
+    /// The copy of `hash` as stored (compressed), unchecked; `Ok(None)` when the pack does
+    /// not hold it.
+    pub(crate) fn stored(&self, hash: &ContentHash) -> io::Result<Option<Vec<u8>>> {
         let Some(&(offset, len)) = self.index.get(hash) else {
             return Ok(None);
         };
-        let damaged = |reason: &str| io::Error::new(io::ErrorKind::InvalidData, reason.to_owned());
-        let mut stored = vec![0u8; usize::try_from(len).map_err(|_| damaged("damaged pack"))?];
+        let damaged = || io::Error::new(io::ErrorKind::InvalidData, "damaged pack");
+        let mut stored = vec![0u8; usize::try_from(len).map_err(|_| damaged())?];
         self.file.read_exact_at(&mut stored, offset)?;
+        Ok(Some(stored))
+    }
+
+    /// The bytes of `hash`, checked; `Ok(None)` when the pack does not hold them.
+    pub(crate) fn get(&self, hash: &ContentHash) -> io::Result<Option<Vec<u8>>> {
+        let damaged = |reason: &str| io::Error::new(io::ErrorKind::InvalidData, reason.to_owned());
+        let Some(stored) = self.stored(hash)? else {
+            return Ok(None);
+        };
         let mut bytes = Vec::with_capacity(stored.len().saturating_mul(3));
         ZlibDecoder::new(&stored[..])
             .read_to_end(&mut bytes)
@@ -166,6 +257,68 @@ impl Pack {
             return Err(damaged("copy in pack does not match its hash"));
         }
         Ok(Some(bytes))
+    }
+}
+
+/// Which file a pack is: shiro never changes a pack in place, only replaces it (by a rewrite
+/// with fewer copies), so a pack with the same identity holds the same copies. The time of
+/// its last change counts too, so that damage done in place makes it read again.
+type FileId = (u64, u64, u64, i64, i64);
+
+fn file_id(meta: &std::fs::Metadata) -> FileId {
+    (
+        meta.dev(),
+        meta.ino(),
+        meta.len(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+    )
+}
+
+/// The hashes the packs named in the log hold: what deduplication looks up before it stores
+/// a copy, and where a turn that needs a copy stored already finds the pack to name.
+///
+/// It is kept in memory from one operation to the next and refreshed under the store's lock
+/// from the log's names (see [`Packed::refresh`]); a pack another process rewrote since is
+/// known by its new identity and read again.
+#[derive(Debug, Default)]
+pub(crate) struct Packed {
+    packs: BTreeMap<String, (FileId, BTreeSet<ContentHash>)>,
+}
+
+impl Packed {
+    /// Forgets the packs not in `names`, and reads the index of each of `names` not known
+    /// yet, or replaced since. A pack that cannot be opened holds nothing: what only it held
+    /// is stored afresh by the next turn that needs it.
+    pub(crate) fn refresh(&mut self, dir: &Path, names: &BTreeSet<String>) {
+        self.packs.retain(|name, _| names.contains(name));
+        for name in names {
+            let path = pack_path(dir, name);
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                self.packs.remove(name);
+                continue;
+            };
+            let id = file_id(&meta);
+            if self.packs.get(name).is_some_and(|(known, _)| *known == id) {
+                continue;
+            }
+            match Pack::open(&path) {
+                Ok(pack) => {
+                    let hashes = pack.index.keys().copied().collect();
+                    self.packs.insert(name.clone(), (id, hashes));
+                }
+                Err(_) => {
+                    self.packs.remove(name);
+                }
+            }
+        }
+    }
+
+    /// A named pack that holds `hash`.
+    pub(crate) fn find(&self, hash: &ContentHash) -> Option<&str> {
+        (self.packs.iter())
+            .find(|(_, (_, hashes))| hashes.contains(hash))
+            .map(|(name, _)| name.as_str())
     }
 }
 

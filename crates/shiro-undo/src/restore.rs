@@ -230,12 +230,20 @@ impl<'a> Stored<'a> {
         }
     }
 
-    /// The bytes of `hash`, checked; `Ok(None)` when none holds them.
+    /// The bytes of `hash`, checked; `Ok(None)` when none holds them. Every pack that holds
+    /// them is tried, then the blobs: a damaged copy in one is no loss while another holds it.
     pub(crate) fn get(&self, hash: &ContentHash) -> std::io::Result<Option<Vec<u8>>> {
-        if let Some(pack) = self.packs.iter().find(|pack| pack.contains(hash)) {
-            return pack.get(hash);
+        let mut damage = None;
+        for pack in self.packs.iter().filter(|pack| pack.contains(hash)) {
+            match pack.get(hash) {
+                Ok(found) => return Ok(found),
+                Err(err) => damage = Some(err),
+            }
         }
-        self.blobs.get(hash)
+        match (self.blobs.get(hash), damage) {
+            (Ok(None), Some(err)) => Err(err),
+            (found, _) => found,
+        }
     }
 }
 
@@ -339,6 +347,13 @@ pub(crate) fn verify<'a>(
         return Ok(());
     };
     let (path, hash) = wanted[at];
+    // Best effort: what matters is that the restore stops. Damage seldom stops at one copy,
+    // nor shows the same way in each (a hash in a pack's index changed reads as missing):
+    // every pack of the turn is rewritten without the copies it holds that do not read back,
+    // and a damaged blob is removed, so that no later turn trusts them.
+    for pack in &stored.packs {
+        let _ = pack.scrub();
+    }
     match failure {
         Ok(()) => Err(UndoError::Blob {
             path: path.clone(),
@@ -347,7 +362,6 @@ pub(crate) fn verify<'a>(
         }),
         Err(err) => {
             if err.kind() == std::io::ErrorKind::InvalidData {
-                // Best effort: what matters is that the restore stops.
                 let _ = stored.blobs.discard_damaged([hash]);
             }
             Err(blob_error(path, hash, &err))

@@ -26,7 +26,7 @@ use crate::ground;
 use crate::image::{ContentHash, Image, Spares};
 use crate::lock::{self, LockGuard};
 use crate::log::{self, LogState, Refused};
-use crate::pack::pack_path;
+use crate::pack::{Pack, PackWriter, Packed, pack_path};
 use crate::place::{MoveBy, StateDir};
 use crate::recorder::{Ledger, Recording};
 use crate::report::{
@@ -103,6 +103,8 @@ struct Inner {
     state: StateDir,
     options: StoreOptions,
     blobs: Blobs,
+    /// What the packs the log names hold, as last read under the lock.
+    packed: Mutex<Packed>,
     notices: Mutex<Vec<Notice>>,
 }
 
@@ -170,6 +172,7 @@ impl UndoStore {
         let store = Self {
             inner: Arc::new(Inner {
                 blobs: Blobs::new(dir.join(BLOBS_DIR)),
+                packed: Mutex::default(),
                 dir,
                 state: state.clone(),
                 options,
@@ -392,10 +395,24 @@ impl UndoStore {
 
         // Keep the state being replaced, so the opposite operation can bring it back exactly
         // (after a forced restore, that includes the changes it overwrote).
-        // They go in a new pack of the turn's, named after the turn and how many it has.
-        let pack = format!("{}-{}", turn.meta.id.0, turn.packs.len());
-        let target = pack_path(self.inner.blobs.dir(), &pack);
+        // A copy another turn's pack holds already is not kept again: the turn names that
+        // pack too. The others go in a new pack of the turn's, named after the turn and how
+        // many it names.
         let mut restored = turn.clone();
+        {
+            let packed = self.packed(&state);
+            for hash in plan.iter().filter_map(|item| item.now.hash()) {
+                if let Some(name) = packed.find(&hash)
+                    && !restored.packs.iter().any(|named| named == name)
+                    && !stored.contains(&hash)
+                {
+                    restored.packs.push(name.to_owned());
+                }
+            }
+        }
+        let stored = restore::Stored::open(&self.inner.blobs, &restored);
+        let pack = format!("{}-{}", turn.meta.id.0, restored.packs.len());
+        let target = pack_path(self.inner.blobs.dir(), &pack);
         match restore::keep_copies(workspace, &stored, &plan, &target).await? {
             Ok(true) => restored.packs.push(pack),
             Ok(false) => {}
@@ -599,6 +616,15 @@ impl UndoStore {
 
     fn notify(&self, notice: Notice) {
         self.notices().push(notice);
+    }
+
+    /// What the packs hold, refreshed from the names in `state`; under the lock.
+    fn packed(&self, state: &LogState) -> MutexGuard<'_, Packed> {
+        // A poisoned lock only means a panic elsewhere; refreshing makes it right again.
+        let mut packed =
+            (self.inner.packed.lock()).unwrap_or_else(|poisoned| poisoned.into_inner());
+        packed.refresh(self.inner.blobs.dir(), &state.packs());
+        packed
     }
 
     /// Reads the log without the lock: it is replaced atomically, and an append still being
@@ -972,14 +998,17 @@ impl UndoStore {
         empty_file(&path, !committed).map_err(|err| UndoError::io("empty", &path, err))
     }
 
-    /// Stores the blobs of a finished turn's pre-images (flushed), then pushes the turn (see
-    /// [`UndoStore::commit_turn`]). Until the log holds the turn, its in-flight file still
-    /// holds the bytes of the new ones.
+    /// Stores the new pre-images of a finished turn in one pack, `<id>-0`, written and
+    /// flushed once, then pushes the turn (see [`UndoStore::commit_turn`]). Until the log
+    /// holds the turn, its in-flight file still holds the bytes of the new ones. A pre-image
+    /// stored already, as a blob or in a pack the log names, is not stored again; the turn
+    /// names the pack that holds it.
     ///
     /// A big file's after-image is stored too, as a delta against its pre-image (a new one is
     /// stored raw, the start of a chain): the next turn on the file finds its pre-image
     /// stored already, and stores only its own delta. A chain [`MAX_DELTA_DEPTH`] deep starts
-    /// again with the after-image whole. Other pre-images are compressed.
+    /// again with the after-image whole. These stay blob files of their own: chains are
+    /// followed from file to file.
     fn commit_flight(
         &self,
         state: &mut LogState,
@@ -993,6 +1022,9 @@ impl UndoStore {
             held,
             afters,
         } = finished;
+        let mut record = record;
+        let packed = self.packed(state);
+        let in_store = |hash: &ContentHash| blobs.contains(hash) || packed.find(hash).is_some();
         let mut items = Vec::new();
         let mut raw = BTreeSet::new();
         let mut stored = BTreeSet::new();
@@ -1003,16 +1035,22 @@ impl UndoStore {
             let Some(after_bytes) = afters.get(&after) else {
                 continue;
             };
-            if before == after || !stored.insert(after) || blobs.contains(&after) {
+            if before == after || !stored.insert(after) || in_store(&after) {
                 continue;
             }
             // The pre-image: new (stored raw now, starting a chain), or stored already (the
-            // previous turn's after-image), its bytes held since it was captured.
+            // previous turn's after-image), its bytes held since it was captured. A delta's
+            // base is a blob of its own: one in a pack starts a new chain.
             let (before_bytes, depth) = if let Some(bytes) = pending.get(&before) {
                 raw.insert(before);
                 (bytes, 0)
             } else if let Some(bytes) = held.get(&before) {
-                (bytes, blobs.chain_depth(&before, MAX_DELTA_DEPTH))
+                let depth = if blobs.contains(&before) {
+                    blobs.chain_depth(&before, MAX_DELTA_DEPTH)
+                } else {
+                    MAX_DELTA_DEPTH
+                };
+                (bytes, depth)
             } else {
                 continue;
             };
@@ -1024,19 +1062,44 @@ impl UndoStore {
                 None => (after, Form::Raw(after_bytes)),
             });
         }
-        // Bases first: a delta's base is on disk before the delta is.
+        // The other new pre-images go into the turn's pack, one file flushed once; the bases
+        // of deltas are blobs of their own, on disk before their deltas are.
+        let failed = |err| UndoError::io("store a copy in", blobs.dir(), err);
         let mut batch: Vec<(ContentHash, Form<'_>)> = Vec::new();
+        let mut pack: Option<PackWriter> = None;
         for (hash, bytes) in &pending {
-            batch.push(if raw.contains(hash) {
-                (*hash, Form::Raw(bytes))
-            } else {
-                (*hash, Form::Zlib(bytes, Blobs::finish_level(bytes.len())))
-            });
+            if raw.contains(hash) {
+                batch.push((*hash, Form::Raw(bytes)));
+            } else if !in_store(hash) {
+                let writer = match &mut pack {
+                    Some(writer) => writer,
+                    None => pack.insert(PackWriter::create(blobs.dir()).map_err(failed)?),
+                };
+                (writer.add_at(*hash, bytes, Blobs::finish_level(bytes.len()))).map_err(failed)?;
+            }
         }
         batch.extend(items);
-        blobs
-            .put_all(batch)
-            .map_err(|err| UndoError::io("store a copy in", blobs.dir(), err))?;
+        blobs.put_all(batch).map_err(failed)?;
+        let own = format!("{}-0", record.meta.id.0);
+        let mut named: BTreeSet<String> = BTreeSet::new();
+        if let Some(writer) = pack.filter(|writer| !writer.is_empty()) {
+            writer
+                .finish(&pack_path(blobs.dir(), &own))
+                .map_err(failed)?;
+            named.insert(own.clone());
+            record.packs.push(own);
+        }
+        // A copy stored already in another turn's pack is not stored again: this turn names
+        // that pack too, so that it stays as long as this turn needs it.
+        let hashes: BTreeSet<ContentHash> = record.hashes().collect();
+        for hash in &hashes {
+            if let Some(name) = packed.find(hash)
+                && named.insert(name.to_owned())
+            {
+                record.packs.push(name.to_owned());
+            }
+        }
+        drop(packed);
         let committed = self.commit_turn(state, record);
         spares.give(
             pending
@@ -1054,6 +1117,7 @@ impl UndoStore {
         let depth = self.inner.options.depth.max(1);
         let excess = (state.undo.len() + 1).saturating_sub(depth);
         let dropped: Vec<TurnId> = state.undo.iter().take(excess).map(|t| t.meta.id).collect();
+        let earlier = named_packs(state);
         self.append(
             state,
             LogLine::Push {
@@ -1061,7 +1125,7 @@ impl UndoStore {
                 dropped,
             },
         )?;
-        let listing = self.collect(state)?;
+        let listing = self.collect_after(state, &earlier)?;
         self.enforce_cap(state, &listing)
     }
 
@@ -1071,6 +1135,46 @@ impl UndoStore {
             .blobs
             .collect(&state.hashes(), &state.packs())
             .map_err(|err| UndoError::io("collect unused blobs in", self.inner.blobs.dir(), err))
+    }
+
+    /// Collects after turns left the log (`earlier` is what the turns named before), and
+    /// rewrites each pack a turn that left named whose live copies now take less than half
+    /// of it (see [`Pack::rewrite`]: crash-safe, under the same name, so no record changes).
+    /// Returns what remains.
+    fn collect_after(
+        &self,
+        state: &LogState,
+        earlier: &[(TurnId, Vec<String>)],
+    ) -> Result<Listing, UndoError> {
+        let listing = self.collect(state)?;
+        let named = state.packs();
+        let candidates: BTreeSet<&String> = (earlier.iter())
+            .filter(|(id, _)| !state.contains(*id))
+            .flat_map(|(_, packs)| packs)
+            .filter(|name| named.contains(*name))
+            .collect();
+        if candidates.is_empty() {
+            return Ok(listing);
+        }
+        let live = state.hashes();
+        let dir = self.inner.blobs.dir();
+        let mut rewrote = false;
+        for name in candidates {
+            // A pack that cannot be read is left as it is: its turns report it on restore.
+            let Ok(pack) = Pack::open(&pack_path(dir, name)) else {
+                continue;
+            };
+            let (total, kept) = pack.live_share(|hash| live.contains(hash));
+            if kept.saturating_mul(2) < total {
+                pack.rewrite(|hash| live.contains(hash))
+                    .map_err(|err| UndoError::io("rewrite a pack in", dir, err))?;
+                rewrote = true;
+            }
+        }
+        if !rewrote {
+            return Ok(listing);
+        }
+        (self.inner.blobs.list()).map_err(|err| UndoError::io("list", dir, err))
     }
 
     /// Drops the oldest turns while what the kept ones need (`listing`, after collection)
@@ -1083,6 +1187,7 @@ impl UndoStore {
             |state: &LogState| -> u64 { blobs.size_of(&state.hashes(), &state.packs(), listing) };
         let mut total = used(state);
         let mut dropped = Vec::new();
+        let earlier = named_packs(state);
         while total > cap && state.undo.len() > 1 {
             dropped.push(state.undo.remove(0).meta.id);
             total = used(state);
@@ -1094,7 +1199,7 @@ impl UndoStore {
                     ids: dropped.clone(),
                 },
             )?;
-            self.collect(state)?;
+            self.collect_after(state, &earlier)?;
             self.notify(Notice::DroppedForSize {
                 dropped,
                 store_bytes: total,
@@ -1117,11 +1222,17 @@ impl Ledger for UndoStore {
 
     fn holds(&self, hash: &ContentHash) -> bool {
         self.inner.blobs.contains(hash)
+            || (self.inner.packed.lock())
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .find(hash)
+                .is_some()
     }
 
     async fn begin(&self, workspace: &dyn Mutator) -> Result<(LockGuard, TurnId), UndoError> {
         let lock = self.lock()?;
         let state = self.recover(workspace).await?;
+        // What the packs hold, as of this lock: `holds` looks there during the turn.
+        drop(self.packed(&state));
         Ok((lock, TurnId(state.next_id)))
     }
 
@@ -1150,6 +1261,22 @@ fn needed_writes(
             let needed = !done.contains(&path) && !leave.contains(&path);
             needed.then(|| (path, restore::sides(record, direction).1.clone()))
         })
+        .collect()
+}
+
+#[cfg(test)]
+impl UndoStore {
+    /// The log, and the blobs, for the crate's own tests to check the store against.
+    pub(crate) fn inside(&self) -> (LogState, &Blobs) {
+        (self.read_state().expect("the log reads"), &self.inner.blobs)
+    }
+}
+
+/// The packs each kept turn of `state` names.
+fn named_packs(state: &LogState) -> Vec<(TurnId, Vec<String>)> {
+    (state.undo.iter())
+        .chain(&state.redo)
+        .map(|turn| (turn.meta.id, turn.packs.clone()))
         .collect()
 }
 

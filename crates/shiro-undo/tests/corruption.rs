@@ -5,6 +5,9 @@
 //! deleted, or gains garbage. Then undo, redo, log and a new turn run. Each either succeeds
 //! with exact bytes or fails with an error that names the problem; no path ever holds bytes
 //! it never legitimately held; and a new turn can always be recorded and undone.
+//!
+//! A second property aims at the pack of one turn's pre-images: the turns after it undo and
+//! redo exactly, its own undo is exact or a clear error, and the store goes on working.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -342,5 +345,150 @@ proptest! {
         harm in damage(),
     ) {
         runtime().block_on(run_case(turns, undos, target, harm))?;
+    }
+}
+
+/// The bytes turn `turn` writes to a small path: new each turn, so that every turn's pack
+/// holds its own pre-images and no other turn's.
+fn own_content(path: &str, turn: usize) -> Vec<u8> {
+    format!("{path} as turn {turn} left it\n").into_bytes()
+}
+
+async fn run_pack_case(
+    turns: usize,
+    victim: prop::sample::Index,
+    harm: Damage,
+) -> Result<(), TestCaseError> {
+    const SMALL: [&str; 3] = ["f0", "f1", "dir/f2"];
+    let dir = fast_tempdir();
+    let ws = MemMutator::new();
+    for name in SMALL {
+        shiro_tools::create_parent_dirs(&ws, &p(name))
+            .await
+            .unwrap();
+        ws.write(&p(name), &own_content(name, 0), None)
+            .await
+            .unwrap();
+    }
+    let store = UndoStore::open_with(&common::state(dir.path()), &ws, options())
+        .await
+        .unwrap();
+    let mut before = Vec::new();
+    for turn in 1..=turns {
+        before.push(files(&ws));
+        let rec = store.recorder(ws.clone());
+        rec.begin_turn(TurnStart::default()).await.unwrap();
+        for name in SMALL {
+            rec.write(&p(name), &own_content(name, turn), None)
+                .await
+                .unwrap();
+        }
+        rec.finish_turn().await.unwrap().unwrap();
+    }
+    let top = files(&ws);
+    drop(store);
+    let hit = victim.index(turns) + 1;
+    let pack = dir.path().join(format!(".shiro/undo/blobs/{hit}-0.pack"));
+    prop_assert!(pack.is_file(), "turn {} has its pack", hit);
+    apply_damage(&pack, &harm);
+    let damaged = format!("the pack of turn {hit} of {turns} after {harm:?}");
+
+    let store = UndoStore::open_with(&common::state(dir.path()), &ws, options())
+        .await
+        .map_err(|err| TestCaseError::fail(format!("{damaged}: open failed: {err}")))?;
+    // The turns after the damaged one are untouched by it.
+    for turn in (hit + 1..=turns).rev() {
+        store
+            .undo(&ws, UndoOptions::default())
+            .await
+            .map_err(|err| TestCaseError::fail(format!("{damaged}: undo of {turn}: {err}")))?;
+        prop_assert_eq!(
+            &files(&ws),
+            &before[turn - 1],
+            "{}: undo of {}",
+            damaged,
+            turn
+        );
+    }
+    let found = files(&ws);
+    match store.undo(&ws, UndoOptions::default()).await {
+        Ok(_) => prop_assert_eq!(&files(&ws), &before[hit - 1], "{}", damaged),
+        Err(err) => {
+            let text = err.to_string();
+            prop_assert!(
+                text.contains("damaged") || text.contains("missing"),
+                "{}: {}",
+                damaged,
+                text
+            );
+            prop_assert_eq!(
+                &files(&ws),
+                &found,
+                "{}: failed with changes: {}",
+                damaged,
+                text
+            );
+            // They redo exactly.
+            for _ in hit + 1..=turns {
+                store
+                    .redo(&ws, UndoOptions::default())
+                    .await
+                    .map_err(|err| TestCaseError::fail(format!("{damaged}: redo: {err}")))?;
+            }
+            prop_assert_eq!(&files(&ws), &top, "{}: redone", damaged);
+        }
+    }
+    // The store goes on: the damaged copies' bytes, written again and then replaced, are
+    // stored afresh (never trusted to the damaged pack), and both turns undo exactly.
+    let now = files(&ws);
+    for (n, bytes) in [(1, None), (2, Some(b"fresh".to_vec()))] {
+        let rec = store.recorder(ws.clone());
+        rec.begin_turn(TurnStart::default()).await.unwrap();
+        for name in SMALL {
+            let bytes = bytes.clone().unwrap_or_else(|| own_content(name, hit - 1));
+            rec.write(&p(name), &bytes, None).await.unwrap();
+        }
+        prop_assert!(
+            rec.finish_turn().await.unwrap().is_some() || n == 1,
+            "{}",
+            damaged
+        );
+    }
+    let again: Files = SMALL
+        .iter()
+        .map(|name| ((*name).to_owned(), Some(own_content(name, hit - 1))))
+        .chain(
+            now.iter()
+                .filter(|(path, _)| !SMALL.contains(&path.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone())),
+        )
+        .collect();
+    store
+        .undo(&ws, UndoOptions::default())
+        .await
+        .map_err(|err| TestCaseError::fail(format!("{damaged}: undo of a new turn: {err}")))?;
+    prop_assert_eq!(&files(&ws), &again, "{}", damaged);
+    if again != now {
+        store
+            .undo(&ws, UndoOptions::default())
+            .await
+            .map_err(|err| {
+                TestCaseError::fail(format!("{damaged}: undo of the other new turn: {err}"))
+            })?;
+    }
+    prop_assert_eq!(files(&ws), now, "{}", damaged);
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: base_cases(), ..ProptestConfig::default() })]
+
+    #[test]
+    fn damage_to_a_turns_pack_reaches_that_turn_alone(
+        turns in 1usize..5,
+        victim in any::<prop::sample::Index>(),
+        harm in damage(),
+    ) {
+        runtime().block_on(run_pack_case(turns, victim, harm))?;
     }
 }

@@ -211,8 +211,78 @@ async fn the_log_keeps_the_newest_turns_up_to_its_depth() {
         f.store.undo(&f.ws, UndoOptions::default()).await,
         Err(UndoError::NothingToUndo)
     ));
-    // The blobs of dropped turns are gone: only what the three kept turns refer to remains.
+    // The blobs of dropped turns are gone: only what the three kept turns refer to remains
+    // (their three packs of pre-images, and the copies the first undo kept).
     assert_eq!(blob_count(f.dir.path()), 3 + 1);
+}
+
+/// A pack whose turn left the log, and whose copies still needed take less than half of it,
+/// is rewritten with those alone, under its name.
+#[tokio::test]
+async fn a_pack_mostly_dead_is_rewritten_with_its_live_copies() {
+    let f = fixture(StoreOptions {
+        depth: 1,
+        ..StoreOptions::default()
+    })
+    .await;
+    for i in 0..10u32 {
+        write(&f.ws, &format!("f{i}"), &noise(2000, i)).await;
+    }
+    let writes: Vec<(String, Vec<u8>)> = (0..10u32)
+        .map(|i| (format!("f{i}"), b"new".to_vec()))
+        .collect();
+    let writes: Vec<(&str, &[u8])> = writes.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
+    turn(&f, "ten files", &writes).await.unwrap();
+    let pack = f.dir.path().join(".shiro/undo/blobs/1-0.pack");
+    let whole = std::fs::metadata(&pack).unwrap().len();
+    // Turn 2's pre-image of `g` is in turn 1's pack; turn 1 leaves the log (depth 1).
+    write(&f.ws, "g", &noise(2000, 3)).await;
+    turn(&f, "g", &[("g", b"g")]).await.unwrap();
+    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack"]);
+    let rewritten = std::fs::metadata(&pack).unwrap().len();
+    assert!(
+        rewritten * 5 < whole,
+        "one copy of ten is left: {rewritten} of {whole} bytes"
+    );
+    let (store, _) = reopen(f.dir.path(), &f.ws).await;
+    store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(read(&mem_tree(&f.ws), "g"), noise(2000, 3));
+}
+
+/// A pre-image another turn's pack holds already is not stored again: the new turn names
+/// that pack, which then stays for as long as the new turn is in the log.
+#[tokio::test]
+async fn a_packed_pre_image_is_stored_once_and_kept_for_every_turn_that_needs_it() {
+    let f = fixture(StoreOptions {
+        depth: 2,
+        ..StoreOptions::default()
+    })
+    .await;
+    write(&f.ws, "a", b"the first version").await;
+    write(&f.ws, "b", b"b").await;
+    turn(&f, "one", &[("a", b"x"), ("b", b"b2")]).await.unwrap();
+    turn(&f, "two", &[("a", b"the first version")])
+        .await
+        .unwrap();
+    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack", "2-0.pack"]);
+    // Turn 3's pre-image of `a` is in turn 1's pack: no pack of its own, and turn 1, which
+    // falls off the depth, leaves its pack to turn 3.
+    turn(&f, "three", &[("a", b"y")]).await.unwrap();
+    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack", "2-0.pack"]);
+    let (store, _) = reopen(f.dir.path(), &f.ws).await;
+    store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(read(&mem_tree(&f.ws), "a"), b"the first version");
+    store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(read(&mem_tree(&f.ws), "a"), b"x");
+    // The undo of turn 2 found `x` in its own pack, and of turn 3 `y` nowhere: one copy kept.
+    assert_eq!(
+        blob_files(f.dir.path(), ".pack"),
+        ["1-0.pack", "2-0.pack", "3-1.pack"]
+    );
+    store.redo(&f.ws, UndoOptions::default()).await.unwrap();
+    store.redo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(read(&mem_tree(&f.ws), "a"), b"y");
+    assert_eq!(read(&mem_tree(&f.ws), "b"), b"b2");
 }
 
 /// The names of the files in `blobs/` with this suffix.
@@ -239,13 +309,16 @@ async fn an_undo_keeps_its_copies_in_one_pack_for_as_long_as_its_turn() {
     let writes: Vec<(&str, &[u8])> = writes.iter().map(|(p, b)| (p.as_str(), &b[..])).collect();
     turn(&f, "five files", &writes).await.unwrap();
     let after = mem_tree(&f.ws);
+    // The turn keeps the five pre-images in its pack, not in five blobs.
+    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack"]);
     let loose = blob_files(f.dir.path(), "");
+    assert_eq!(loose.len(), 1, "the pack alone: {loose:?}");
 
-    // The first undo keeps the five files' contents (for redo) in one pack, not five blobs.
+    // The first undo keeps the five files' contents (for redo) in one more pack.
     f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
     assert_eq!(mem_tree(&f.ws), before);
-    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack"]);
-    assert_eq!(blob_files(f.dir.path(), "").len(), loose.len() + 1);
+    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack", "1-1.pack"]);
+    assert_eq!(blob_files(f.dir.path(), "").len(), 2);
     // A dry run of the redo shows the contents from the pack.
     let (store, _) = reopen(f.dir.path(), &f.ws).await;
     let planned = store
@@ -267,7 +340,7 @@ async fn an_undo_keeps_its_copies_in_one_pack_for_as_long_as_its_turn() {
     store.redo(&f.ws, UndoOptions::default()).await.unwrap();
     assert_eq!(mem_tree(&f.ws), after);
     store.undo(&f.ws, UndoOptions::default()).await.unwrap();
-    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack"]);
+    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack", "1-1.pack"]);
 
     // A new turn empties the redo stack: the undone turn and its pack go.
     turn(&f, "another", &[("e", b"e")]).await.unwrap();
@@ -1219,9 +1292,11 @@ async fn recovery_rewrites_a_blob_a_power_cut_left_empty() {
     std::fs::write(&blob, b"").unwrap();
 
     let (store, _) = reopen(f.dir.path(), &f.ws).await;
+    // The damaged blob was not trusted: the bytes are in the recovered turn's pack.
+    assert!(std::fs::symlink_metadata(&blob).is_err());
+    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack"]);
     store.undo(&f.ws, UndoOptions::default()).await.unwrap();
     assert_eq!(mem_tree(&f.ws), before);
-    assert!(std::fs::metadata(&blob).unwrap().len() > 0);
 }
 
 /// A store deleted on purpose, while a process has it open or between two processes: shiro

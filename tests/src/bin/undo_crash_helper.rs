@@ -1,7 +1,12 @@
 //! Crash-test helper for shiro-undo: performs one scripted turn, or one undo, on a workspace,
 //! and can abort itself (no cleanup, like SIGKILL) at the k-th mutating file operation.
 //!
-//! `undo_crash_helper WORKSPACE turn|undo|legacy-turn|migrate [K before|after]`
+//! `undo_crash_helper WORKSPACE turn|undo|legacy-turn|migrate|many-turn|gc-turn [K before|after]`
+//!
+//! `many-turn` rewrites [`MANY`] small files (`many/f<i>`) in one turn, so that a kill at a
+//! random time lands in the writing of its pack most often; `gc-turn`, on a store opened
+//! with depth 1, records a turn whose pre-image (`g`) the previous turn's pack holds: that
+//! turn leaves the log and its pack, mostly dead, is rewritten.
 //!
 //! `legacy-turn` records the turn where an earlier version kept the store (`.shiro/undo` in
 //! the workspace); `migrate` moves such a store out of the tree by copying it (the slow way,
@@ -27,6 +32,9 @@ const STATE_VAR: &str = "UNDO_CRASH_STATE";
 /// Files this big are stored as deltas: `big.bin` (256 KiB) is one. The test opens its store
 /// with the same value.
 const BIG_FILE_BYTES: u64 = 64 * 1024;
+
+/// How many files `many-turn` rewrites (the test's setup makes them).
+const MANY: usize = 2000;
 
 /// A mutator that aborts the process at its `abort_at`-th mutating call, before or after
 /// performing it.
@@ -119,6 +127,7 @@ async fn run(args: &[String]) -> Result<(), String> {
     let aborting = aborting(fs, abort_at, after);
     let options = StoreOptions {
         big_file_bytes: BIG_FILE_BYTES,
+        depth: if mode == "gc-turn" { 1 } else { 20 },
         ..StoreOptions::default()
     };
     let state = match (mode.as_str(), std::env::var_os(STATE_VAR)) {
@@ -166,6 +175,37 @@ async fn run(args: &[String]) -> Result<(), String> {
                 .map_err(|err| err.to_string())?;
             result
         }
+        "many-turn" | "gc-turn" => {
+            let recording = store.recorder(aborting);
+            let start = TurnStart {
+                summary: mode.clone(),
+                history_marker: if mode == "gc-turn" { 9 } else { 8 },
+                session: None,
+            };
+            recording
+                .begin_turn(start)
+                .await
+                .map_err(|err| err.to_string())?;
+            let result = if mode == "gc-turn" {
+                recording
+                    .write(&p("g")?, b"rewritten by the collecting turn\n", None)
+                    .await
+                    .map_err(|err| err.to_string())
+            } else {
+                let paths: Vec<WorkspacePath> = (0..MANY)
+                    .map(|i| p(&format!("many/f{i}")))
+                    .collect::<Result<_, _>>()?;
+                match recording.capture_ahead(&paths).await {
+                    Ok(()) => many(&recording, &paths).await,
+                    Err(err) => Err(err.to_string()),
+                }
+            };
+            recording
+                .finish_turn()
+                .await
+                .map_err(|err| err.to_string())?;
+            result
+        }
         "undo" => store
             .undo(&aborting, UndoOptions::default())
             .await
@@ -173,6 +213,16 @@ async fn run(args: &[String]) -> Result<(), String> {
             .map_err(|err| err.to_string()),
         other => Err(format!("unknown mode {other:?}")),
     }
+}
+
+/// Rewrites each of `paths` (the files of `many-turn`).
+async fn many(m: &dyn Mutator, paths: &[WorkspacePath]) -> Result<(), String> {
+    for (i, path) in paths.iter().enumerate() {
+        m.write(path, format!("many {i}, rewritten\n").as_bytes(), None)
+            .await
+            .map_err(|err| err.to_string())?;
+    }
+    Ok(())
 }
 
 fn fs_of(root: &std::path::Path) -> Result<FsMutator, String> {

@@ -1,0 +1,159 @@
+//! A store written by the format-6 code (before turns were packed) still opens, undoes and
+//! redoes exactly: `tests/fixtures/format6-store/` is the `undo/` directory that code left
+//! after recording the turns of [`turns`] and undoing the last one (see its README).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::Path;
+
+use common::{Tree, fast_tempdir, mem_tree, p};
+use shiro_tools::{MemMutator, Mutator, create_parent_dirs};
+use shiro_undo::{StoreOptions, TurnStart, UndoOptions, UndoStore};
+
+/// One change a turn of the fixture makes.
+enum Op {
+    Write(&'static str, Vec<u8>, u32),
+    Remove(&'static str),
+    Link(&'static str, &'static str),
+}
+
+/// A big file (over [`BIG`]) whose versions differ in one byte: stored raw, then as deltas.
+fn big(version: u8) -> Vec<u8> {
+    let mut bytes: Vec<u8> = (0..4000u32).map(|i| (i % 251) as u8).collect();
+    bytes[usize::from(version) * 100] = version;
+    bytes
+}
+
+/// The big-file threshold the fixture was written with.
+const BIG: u64 = 1024;
+
+/// The turns the fixture holds, in order: small files (compressed blobs), a big file (a raw
+/// blob, then deltas), a removal, a link, a mode; the last one was undone (a pack).
+fn turns() -> Vec<Vec<Op>> {
+    vec![
+        vec![
+            Op::Write("a.txt", b"alpha\n".to_vec(), 0o644),
+            Op::Write("b.txt", b"beta\n".to_vec(), 0o644),
+            Op::Write("dir/c.txt", b"gamma\n".to_vec(), 0o600),
+            Op::Write("big.bin", big(1), 0o644),
+        ],
+        vec![
+            Op::Write("a.txt", b"alpha, edited\n".to_vec(), 0o755),
+            Op::Remove("b.txt"),
+            Op::Write("big.bin", big(2), 0o644),
+        ],
+        vec![
+            Op::Write("big.bin", big(3), 0o644),
+            Op::Link("link", "a.txt"),
+            Op::Write("dir/sub/d.txt", b"delta\n".to_vec(), 0o644),
+        ],
+        vec![
+            Op::Write("dir/c.txt", b"gamma, rewritten\n".to_vec(), 0o600),
+            Op::Remove("a.txt"),
+        ],
+    ]
+}
+
+/// Applies one turn's changes through `ws` (a recorder, or the workspace itself).
+async fn apply(ws: &dyn Mutator, ops: &[Op]) {
+    for op in ops {
+        match op {
+            Op::Write(path, bytes, mode) => {
+                create_parent_dirs(ws, &p(path)).await.unwrap();
+                ws.write(&p(path), bytes, Some(*mode)).await.unwrap();
+            }
+            Op::Remove(path) => ws.remove_file(&p(path)).await.unwrap(),
+            Op::Link(path, target) => ws.symlink(target, &p(path)).await.unwrap(),
+        }
+    }
+}
+
+/// The workspace after each number of turns: `states()[k]` after the first `k`.
+async fn states() -> Vec<Tree> {
+    let ws = MemMutator::new();
+    let mut states = vec![mem_tree(&ws)];
+    for ops in turns() {
+        apply(&ws, &ops).await;
+        states.push(mem_tree(&ws));
+    }
+    states
+}
+
+fn options() -> StoreOptions {
+    StoreOptions {
+        big_file_bytes: BIG,
+        ..StoreOptions::default()
+    }
+}
+
+fn start(n: usize) -> TurnStart {
+    TurnStart {
+        summary: format!("turn {n}"),
+        history_marker: n as u64,
+        session: None,
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+fn fixture() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format6-store")
+}
+
+#[test]
+fn a_format_6_store_undoes_and_redoes_exactly() {
+    common::runtime().block_on(async {
+        let states = states().await;
+        let dir = fast_tempdir();
+        let state = common::state(dir.path());
+        copy_dir(&fixture(), &state.undo_dir());
+        // The workspace as the fixture's code left it: three turns done, the fourth undone.
+        let ws = MemMutator::new();
+        for ops in &turns()[..3] {
+            apply(&ws, ops).await;
+        }
+        assert_eq!(mem_tree(&ws), states[3]);
+        let store = UndoStore::open_with(&state, &ws, options()).await.unwrap();
+        assert_eq!(store.log().unwrap().len(), 3);
+        assert_eq!(store.redo_log().unwrap().len(), 1);
+
+        store.redo(&ws, UndoOptions::default()).await.unwrap();
+        assert_eq!(mem_tree(&ws), states[4], "redo of the undone turn");
+        for k in (0..4).rev() {
+            let outcome = store.undo(&ws, UndoOptions::default()).await.unwrap();
+            assert_eq!(outcome.turn.history_marker, k as u64 + 1);
+            assert_eq!(mem_tree(&ws), states[k], "undo to {k} turns");
+        }
+        for (k, expected) in states.iter().enumerate().skip(1) {
+            store.redo(&ws, UndoOptions::default()).await.unwrap();
+            assert_eq!(mem_tree(&ws), *expected, "redo to {k} turns");
+        }
+
+        // A turn recorded now, on top of the old turns, undoes too, and the old ones still do.
+        let rec = store.recorder(ws.clone());
+        rec.begin_turn(start(5)).await.unwrap();
+        apply(&rec, &[Op::Write("a.txt", b"new\n".to_vec(), 0o644)]).await;
+        rec.finish_turn().await.unwrap();
+        let after = mem_tree(&ws);
+        store.undo(&ws, UndoOptions::default()).await.unwrap();
+        assert_eq!(mem_tree(&ws), states[4]);
+        store.undo(&ws, UndoOptions::default()).await.unwrap();
+        assert_eq!(mem_tree(&ws), states[3]);
+        store.redo(&ws, UndoOptions::default()).await.unwrap();
+        store.redo(&ws, UndoOptions::default()).await.unwrap();
+        assert_eq!(mem_tree(&ws), after);
+        assert!(store.take_notices().is_empty());
+    });
+}
