@@ -189,11 +189,17 @@ fn store_files(ws: &Ws) -> Vec<PathBuf> {
     files
 }
 
-/// Flips one byte in the middle of `path`.
+/// Flips one byte of the stored bytes in `path`: the middle of a blob, or the first byte
+/// after a pack's magic (its first copy; damage to a pack's index is the corruption
+/// property test's, in crates/shiro-undo/tests/corruption.rs).
 fn damage(path: &Path) {
     let mut bytes = std::fs::read(path).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0x55;
+    let at = if path.extension().is_some_and(|ext| ext == "pack") {
+        8
+    } else {
+        bytes.len() / 2
+    };
+    bytes[at] ^= 0x55;
     std::fs::write(path, bytes).unwrap();
 }
 

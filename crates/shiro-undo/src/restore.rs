@@ -191,12 +191,20 @@ impl<'a> Stored<'a> {
     /// Checks the copy of `hash` in full: `Ok(false)` when none holds it. What it read is
     /// remembered for [`Stored::take`] and [`Stored::open_raw`].
     fn check(&self, hash: &ContentHash) -> std::io::Result<bool> {
-        if self.blobs.open_raw(hash)?.is_some() {
-            self.checked().raw.insert(*hash);
-            return Ok(true);
-        }
-        let Some(bytes) = self.get(hash)? else {
-            return Ok(false);
+        let raw_damage = match self.blobs.open_raw(hash) {
+            Ok(Some(_)) => {
+                self.checked().raw.insert(*hash);
+                return Ok(true);
+            }
+            Ok(None) => None,
+            // A raw blob that cannot be read (damaged, or a link planted where it should be)
+            // is no loss while a pack holds the same bytes.
+            Err(err) => Some(err),
+        };
+        let bytes = match (self.get(hash)?, raw_damage) {
+            (Some(bytes), _) => bytes,
+            (None, Some(err)) => return Err(err),
+            (None, None) => return Ok(false),
         };
         let mut checked = self.checked();
         if checked.kept + bytes.len() <= Checked::KEEP_MAX {
@@ -226,7 +234,12 @@ impl<'a> Stored<'a> {
         if self.checked().raw.contains(hash) {
             self.blobs.open_raw_checked_already(hash)
         } else {
-            self.blobs.open_raw(hash)
+            match self.blobs.open_raw(hash) {
+                // A raw blob that cannot be read, where a pack holds the bytes (as
+                // [`Stored::check`] found): they are read from the pack.
+                Err(_) if self.packs.iter().any(|pack| pack.contains(hash)) => Ok(None),
+                opened => opened,
+            }
         }
     }
 
