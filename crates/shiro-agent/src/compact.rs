@@ -10,13 +10,13 @@
 //! replaced messages back.
 
 use anyhow::{Result, anyhow};
+use shiro_providers::{ChatRequest, Message, StreamEvent};
 
 use super::conversation::Conversation;
 use super::protocol::Phase;
 use super::session::Line;
 use super::turn::{Agent, Interrupted};
 use crate::signals::Handling;
-use shiro_providers::{ChatRequest, Message, StreamEvent};
 
 /// The instruction that asks the model for a summary. Fixed text, so requests are stable.
 pub const SUMMARY_PROMPT: &str = "Summarise the conversation above for yourself: the summary \

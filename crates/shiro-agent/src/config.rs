@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde::Deserialize;
+use shiro_mcp::client::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerSpec, Transport};
 
 use crate::permissions::{Kind, Rules, Source};
-use shiro_mcp::client::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerSpec, Transport};
 
 /// Everything a config file may set. Every field is optional so a file can set one thing.
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]

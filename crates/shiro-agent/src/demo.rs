@@ -11,6 +11,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
+use shiro_providers::{Provider, ReplayProvider};
 use shiro_undo::StateDir;
 
 use super::approve::Approvals;
@@ -23,7 +24,6 @@ use crate::environment::Environment;
 use crate::headless::{self, Context};
 use crate::render::Color;
 use crate::signals::Signals;
-use shiro_providers::{Provider, ReplayProvider};
 
 /// The demo's model: a replay script.
 pub const SCRIPT: &str = include_str!("../../../examples/demo/script.json");

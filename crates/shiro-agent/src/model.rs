@@ -8,14 +8,14 @@
 use std::path::Path;
 use std::time::Duration;
 
+use shiro_providers::{
+    AnthropicConfig, AnthropicProvider, Api, OpenAiConfig, OpenAiProvider, Provider, ReplayProvider,
+};
 use tokio::io::AsyncReadExt as _;
 
 use super::turn::Agent;
 use crate::config::ModelConfig;
 use crate::headless::Context;
-use shiro_providers::{
-    AnthropicConfig, AnthropicProvider, Api, OpenAiConfig, OpenAiProvider, Provider, ReplayProvider,
-};
 
 /// Reads an environment variable; a test passes its own.
 pub type Env<'a> = &'a (dyn Fn(&str) -> Result<String, std::env::VarError> + Sync);

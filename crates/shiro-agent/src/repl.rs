@@ -4,6 +4,8 @@ use std::fmt::Write as _;
 
 use anyhow::Result;
 use shiro_commands::{Registry, Resolved};
+use shiro_providers::Usage;
+use shiro_tools::capture::CaptureMode;
 use shiro_undo::{UndoError, UndoOptions};
 
 use super::compact;
@@ -17,8 +19,6 @@ use crate::headless::CommandsCommand;
 use crate::headless::{self, BUILTINS};
 use crate::permissions::Mode;
 use crate::trust;
-use shiro_providers::Usage;
-use shiro_tools::capture::CaptureMode;
 
 /// The prompt shown for the next message.
 pub const PROMPT: &str = "> ";

@@ -16,10 +16,10 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail};
 use serde::{Deserialize, Serialize};
+use shiro_providers::{Message, Role};
 use shiro_undo::StateDir;
 
 use super::conversation::{Clearing, Compaction, Conversation};
-use shiro_providers::{Message, Role};
 
 /// The line editor's history file in the sessions directory.
 pub const HISTORY_FILE: &str = "history.txt";

@@ -5,6 +5,8 @@
 use anyhow::{Context as _, Result, anyhow};
 use serde_json::Value;
 use shiro_commands::{AllowedTools, BashVerdict};
+use shiro_mcp::client::McpClients;
+use shiro_providers::{ChatRequest, Message, Provider, ProviderError, Role, ToolSpec, Usage};
 use shiro_tools::capture::CaptureMode;
 use shiro_tools::{Change, FsMutator, Tool};
 use shiro_undo::{Recording, TurnStart};
@@ -20,8 +22,6 @@ use super::session::{Line, Session};
 use crate::headless::{self, Context};
 use crate::permissions::{self, Kind, Source, Target, Verdict};
 use crate::signals::Handling;
-use shiro_mcp::client::McpClients;
-use shiro_providers::{ChatRequest, Message, Provider, ProviderError, Role, ToolSpec, Usage};
 
 /// A turn stopped by Ctrl-C or SIGTERM.
 #[derive(Debug, thiserror::Error)]

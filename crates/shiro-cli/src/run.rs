@@ -8,12 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use shiro_commands::Resolved;
-use shiro_mcp::client::McpClients;
-use shiro_undo::StateDir;
-
-use crate::cli::SessionArgs;
-use crate::line_editor::Terminal;
 use shiro_agent::approve::Approvals;
 use shiro_agent::conversation::Conversation;
 use shiro_agent::events::{Mode, Printer};
@@ -28,7 +22,13 @@ use shiro_agent::{
     instructions, mcp_servers, model, model_name, pick_session, piped_block, provider, repl,
     run_user_command, send_prompt, start_mcp,
 };
+use shiro_commands::Resolved;
+use shiro_mcp::client::McpClients;
 use shiro_tui::Ui;
+use shiro_undo::StateDir;
+
+use crate::cli::SessionArgs;
+use crate::line_editor::Terminal;
 
 /// How long the model's provider is made (its key read) before the user is told what shiro
 /// waits for: `[model] api_key_cmd` may be a password manager waiting to be unlocked.

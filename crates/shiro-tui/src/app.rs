@@ -9,15 +9,15 @@ use std::time::{Duration, Instant};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use shiro_commands::Registry;
-
-use super::editor::Editor;
-use super::markdown::{self, MarkdownStream, Options};
 use shiro_agent::attach::complete_path;
 use shiro_agent::conversation::Conversation;
 use shiro_agent::protocol::{Event, Read, Status, brief};
 pub use shiro_agent::protocol::{Phase, PickItem, ReadKind, StatusInfo, ToFront};
+use shiro_commands::Registry;
 use shiro_providers::Role;
+
+use super::editor::Editor;
+use super::markdown::{self, MarkdownStream, Options};
 
 /// What the UI asks of the loop that runs it after a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -40,15 +40,15 @@ use std::time::{Duration, Instant};
 use crossterm::event::Event as TermEvent;
 use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
 use ratatui::backend::CrosstermBackend;
+use shiro_agent::events::Printer;
+use shiro_agent::input::Input;
+use shiro_agent::protocol::{FrontSink, Read};
+use shiro_agent::signals::Signals;
 use shiro_commands::Registry;
 
 use self::app::{App, Effect};
 pub use self::app::{Phase, PickItem, ReadKind, StatusInfo, ToFront};
 use self::screen::Screen;
-use shiro_agent::events::Printer;
-use shiro_agent::input::Input;
-use shiro_agent::protocol::{FrontSink, Read};
-use shiro_agent::signals::Signals;
 
 /// A message to the UI thread.
 #[derive(Debug)]

@@ -8,14 +8,14 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::text::Line;
+use shiro_agent::protocol::Read;
+use shiro_agent::protocol::{Event, Status};
 use shiro_commands::{Registry, Sources};
+use shiro_providers::{Message, ToolCall};
 use shiro_tools::{Change, WorkspacePath};
 
 use super::app::{App, Phase, PickItem, ReadKind, StatusInfo, ToFront};
 use super::view;
-use shiro_agent::protocol::Read;
-use shiro_agent::protocol::{Event, Status};
-use shiro_providers::{Message, ToolCall};
 
 /// A UI at `width` columns, with the built-in commands and one user command.
 fn app(width: u16) -> App {

@@ -19,14 +19,14 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use rmcp::ServiceExt as _;
+use shiro_agent::headless::{Context, Report};
+use shiro_agent::render::Color;
+use shiro_agent::signals::INTERRUPTED;
 
 pub use server::ShiroServer;
 pub use turns::{BeginTurnArgs, NoArgs, Outcome, RestoreToolArgs, Turns};
 
 use crate::cli::McpArgs;
-use shiro_agent::headless::{Context, Report};
-use shiro_agent::render::Color;
-use shiro_agent::signals::INTERRUPTED;
 
 /// Serves MCP on standard input and output until the client closes the connection or a
 /// signal comes (with `--http`, on a loopback address to the clients that send

@@ -14,10 +14,10 @@ use rmcp::model::{
     ToolAnnotations,
 };
 use rmcp::service::{MaybeSendFuture, RequestContext, RoleServer};
+use shiro_agent::headless::Way;
 use shiro_tools::schema_of;
 
 use super::turns::{BeginTurnArgs, NoArgs, Outcome, RestoreToolArgs, Turns};
-use shiro_agent::headless::Way;
 
 /// What the server tells a client about itself when a session starts.
 const INSTRUCTIONS: &str = "shiro's file tools: every change they make can be undone exactly, with the undo tool here or `shiro undo` in a terminal. Each call that changes files is its own turn; to make several calls one turn (one undo), call begin_turn first and end_turn after. Paths are relative to the workspace root.";
