@@ -229,3 +229,60 @@ impl Shared {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_handling_tells_the_work_or_the_process_what_a_signal_means() {
+        let stop_now = |verdict| matches!(verdict, Verdict::StopNow(_));
+        // Between turns, Ctrl-C is the line editor's key; SIGTERM ends the session.
+        let idle = Signals::with(Handling::Idle);
+        assert_eq!(idle.deliver(Signal::Interrupt), Verdict::Nothing);
+        assert!(!idle.terminated());
+        assert!(stop_now(idle.deliver(Signal::Terminate)));
+        assert!(idle.terminated());
+
+        // A turn is handed the first signal; a second one before it is acknowledged stops
+        // the process.
+        let cancel = Signals::with(Handling::Cancel);
+        assert_eq!(cancel.deliver(Signal::Interrupt), Verdict::Nothing);
+        assert!(cancel.interrupted());
+        assert!(stop_now(cancel.deliver(Signal::Interrupt)));
+        // Once acknowledged (the handling set again), a signal is handed over anew.
+        cancel.set(Handling::Cancel);
+        assert_eq!(cancel.deliver(Signal::Interrupt), Verdict::Nothing);
+
+        // A change being made is finished after a notice; a second signal stops at once.
+        let finish = Signals::with(Handling::Finish);
+        assert!(matches!(
+            finish.deliver(Signal::Interrupt),
+            Verdict::Notice(_)
+        ));
+        assert!(stop_now(finish.deliver(Signal::Terminate)));
+
+        assert!(stop_now(
+            Signals::with(Handling::Stop).deliver(Signal::Interrupt)
+        ));
+    }
+
+    #[test]
+    fn the_hook_hears_every_verdict_but_nothing() {
+        let heard = Arc::new(Mutex::new(Vec::new()));
+        let kept = Arc::clone(&heard);
+        let signals = Signals::with_hook(
+            Handling::Finish,
+            Arc::new(move |verdict| kept.lock().unwrap().push(verdict)),
+        );
+        signals.set(Handling::Idle);
+        signals.interrupt();
+        signals.set(Handling::Finish);
+        signals.interrupt();
+        signals.interrupt();
+        let heard = heard.lock().unwrap();
+        assert_eq!(heard.len(), 2, "{heard:?}");
+        assert!(matches!(heard[0], Verdict::Notice(_)));
+        assert!(matches!(heard[1], Verdict::StopNow(_)));
+    }
+}
