@@ -22,8 +22,9 @@
 //!   [`signals`] (what a signal does to the running work), [`environment`].
 //!
 //! Invariant: nothing here prints, exits, or reads the process's environment (it comes in
-//! the [`Context`]), and nothing drives a terminal: the printer sends the UI [`protocol::ToFront`] messages through a
-//! sink, and the wiring that picks the front end is the binary's (`shiro-cli`, `run.rs`).
+//! the [`Context`]), and nothing drives a terminal: the printer sends a front end
+//! [`protocol::ToFront`] messages through a sink, and the wiring that picks the front end is
+//! the binary's (`shiro-cli`, `run.rs`).
 
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::exit)]
 
