@@ -519,6 +519,21 @@ fn ctrl_c_clears_a_typed_prompt_and_twice_on_an_empty_one_exits() {
     assert!(status.success(), "{status:?}\n{}", pty.dump());
 }
 
+/// The model of a turn that writes `todo.txt`; `shiro` started with it (unless the pty
+/// cannot start, when the test is skipped), and the turn run up to its end on the screen.
+fn todo_turn(world: &World) -> Option<(String, Pty)> {
+    let model = world.replay(&json!({"responses": [
+        {"text": "Adding it.", "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "todo.txt", "content": "ship it\n"}}]},
+        {"text": "Added todo.txt."}
+    ]}));
+    let mut pty = spawn_shiro(world, &["--model", &model, "--yes"])?;
+    wait_idle(&mut pty);
+    pty.send("add a todo list\r");
+    pty.wait_for("/undo reverts it", WAIT);
+    Some((model, pty))
+}
+
 /// Ctrl-D sent the moment a turn's end is on the screen, while the agent may still be
 /// saving the turn before it asks for the next prompt: the key is not lost, shiro leaves.
 /// (The UI's own test, `keys_pressed_as_a_turn_ends_reach_the_next_question`, holds the gap
@@ -526,17 +541,9 @@ fn ctrl_c_clears_a_typed_prompt_and_twice_on_an_empty_one_exits() {
 #[test]
 fn ctrl_d_sent_as_a_turn_ends_leaves() {
     let world = World::new();
-    let model = world.replay(&json!({"responses": [
-        {"text": "Adding it.", "tool_calls": [
-            {"name": "write_file", "arguments": {"path": "todo.txt", "content": "ship it\n"}}]},
-        {"text": "Added todo.txt."}
-    ]}));
-    let Some(mut pty) = spawn_shiro(&world, &["--model", &model, "--yes"]) else {
+    let Some((_, mut pty)) = todo_turn(&world) else {
         return;
     };
-    wait_idle(&mut pty);
-    pty.send("add a todo list\r");
-    pty.wait_for("/undo reverts it", WAIT);
     pty.send("\x04");
     let status = pty.wait_exit(WAIT);
     assert!(status.success(), "{status:?}\n{}", pty.dump());
@@ -546,18 +553,10 @@ fn ctrl_d_sent_as_a_turn_ends_leaves() {
 fn the_picker_resumes_a_session_whose_turn_undo_then_rewinds() {
     let world = World::new();
     let before = tree(&world.root());
-    let model = world.replay(&json!({"responses": [
-        {"text": "Adding it.", "tool_calls": [
-            {"name": "write_file", "arguments": {"path": "todo.txt", "content": "ship it\n"}}]},
-        {"text": "Added todo.txt."}
-    ]}));
     // A first session: one turn that writes a file, then leave.
-    let Some(mut pty) = spawn_shiro(&world, &["--model", &model, "--yes"]) else {
+    let Some((model, mut pty)) = todo_turn(&world) else {
         return;
     };
-    wait_idle(&mut pty);
-    pty.send("add a todo list\r");
-    pty.wait_for("/undo reverts it", WAIT);
     exit_with_ctrl_d(&mut pty);
     assert!(
         pty.text()
