@@ -1,13 +1,17 @@
 //! Project automation for shiro, run as `cargo xtask <task>`.
 //!
 //! - `test`: the whole test suite; insta in check mode, at least 256 proptest cases.
-//! - `ci`: formatting, clippy with warnings denied, the test suite, and the docs.
+//! - `ci`: formatting, the crates' layout (no import cycles, no long module without a reason),
+//!   clippy with warnings denied, the test suite, and the docs.
+//! - `layout`: only the layout check.
 //! - `soak`: the property and crash tests with many more cases.
 //! - `bench`: the benchmarks (see `docs/performance.md`).
 //!
 //! Invariant: xtask only orchestrates `cargo` and the built binaries; it holds no product logic
 //! and never prints a figure it did not measure.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod layout;
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -35,10 +39,11 @@ fn main() -> ExitCode {
     let result = match task {
         Some("test") => test(rest),
         Some("ci") => ci(),
+        Some("layout") => check_layout(),
         Some("soak") => soak(rest),
         Some("bench") => bench(rest),
         _ => {
-            eprintln!("usage: cargo xtask <test|ci|soak|bench> [args passed to cargo test]");
+            eprintln!("usage: cargo xtask <test|ci|layout|soak|bench> [args passed to cargo test]");
             return ExitCode::from(2);
         }
     };
@@ -87,6 +92,7 @@ fn ci() -> Result<(), String> {
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--check"]);
     run(fmt)?;
+    check_layout()?;
     let mut clippy = cargo();
     clippy.args([
         "clippy",
@@ -102,6 +108,23 @@ fn ci() -> Result<(), String> {
     doc.args(["doc", "--workspace", "--no-deps"])
         .env("RUSTDOCFLAGS", "-D warnings");
     run(doc)
+}
+
+/// The layout rules of `layout`: no import cycles between a crate's modules, no long module
+/// without a reason.
+fn check_layout() -> Result<(), String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .ok_or("xtask has no parent directory")?;
+    eprintln!("xtask: checking the crates' layout (import cycles, module length)");
+    let problems = layout::check(root)?;
+    for problem in &problems {
+        eprintln!("{problem}");
+    }
+    match problems.len() {
+        0 => Ok(()),
+        n => Err(format!("{n} layout problem(s); see docs/architecture.md")),
+    }
 }
 
 /// Builds `shiro` and the benchmark harness in release mode, then runs the harness, which
