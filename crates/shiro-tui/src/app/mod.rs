@@ -8,16 +8,16 @@ use std::time::{Duration, Instant};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::{Line, Span};
-use shiro_agent::attach::complete_path;
-use shiro_agent::conversation::Conversation;
-use shiro_agent::protocol::{Event, Read, Status, brief};
+use ratatui::text::Line;
+use shiro_agent::protocol::Read;
 pub use shiro_agent::protocol::{Phase, PickItem, ReadKind, StatusInfo, ToFront};
 use shiro_commands::Registry;
-use shiro_providers::Role;
 
 use super::editor::Editor;
 use super::markdown::{self, MarkdownStream, Options};
+
+mod menu;
+mod transcript;
 
 /// What the UI asks of the loop that runs it after a key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -338,247 +338,6 @@ impl App {
         self.preview = None;
     }
 
-    fn on_event(&mut self, event: Event, now: Instant) {
-        match event {
-            Event::AssistantText { .. } => self.flush_stream(),
-            // The status line shows usage; deltas and the start come as their own messages.
-            Event::SessionStart { .. } | Event::TextDelta { .. } | Event::Usage { .. } => {}
-            Event::ToolCall {
-                name, arguments, ..
-            } => {
-                self.flush_stream();
-                self.gap();
-                let header = Line::from(vec![
-                    Span::styled("● ", self.style(Color::Green)),
-                    Span::styled(name.clone(), Style::default().add_modifier(Modifier::BOLD)),
-                    Span::raw(" "),
-                    Span::raw(brief(&arguments)),
-                ]);
-                self.push_lines([header]);
-                if name == "bash" {
-                    self.bash = Some(BashLive {
-                        command: brief(&arguments),
-                        ..BashLive::default()
-                    });
-                }
-                self.phase = Some((Phase::Tool(name), now));
-            }
-            Event::ToolResult {
-                name,
-                status,
-                output,
-                ..
-            } => {
-                self.bash = None;
-                let mut card = Vec::new();
-                // A bash call's preview is its command, which the card's header shows.
-                if let Some(preview) = self.preview.take()
-                    && name != "bash"
-                {
-                    card = self.diff_lines(&preview);
-                }
-                let full_card = card.clone();
-                if card.len() > CARD_DIFF_LINES {
-                    let rest = card.len() - CARD_DIFF_LINES;
-                    card.truncate(CARD_DIFF_LINES);
-                    card.push(Line::styled(
-                        format!("  … {rest} more lines (ctrl+o shows them)"),
-                        dim(),
-                    ));
-                }
-                let result = self.result_lines(status, &output, name == "bash");
-                self.last_card = full_card;
-                self.last_card.extend(self.full_result(status, &output));
-                card.extend(result);
-                self.push_lines(card);
-                self.phase = Some((Phase::Waiting, now));
-            }
-            Event::TurnEnd {
-                changed,
-                turn_id,
-                error,
-                ..
-            } => {
-                self.flush_stream();
-                if error.is_some() || !changed.is_empty() {
-                    self.gap();
-                }
-                if let Some(error) = error {
-                    self.push_text(&format!("turn stopped: {error}"), self.style(Color::Red));
-                }
-                if !changed.is_empty() {
-                    let list: Vec<String> = changed.iter().map(ToString::to_string).collect();
-                    let id = turn_id
-                        .map(|id| format!(" · turn #{id}"))
-                        .unwrap_or_default();
-                    self.push_text(
-                        &format!("changed: {}{id} · /undo reverts it", list.join(", ")),
-                        self.style(Color::Cyan),
-                    );
-                    self.hint = turn_id.map(|id| format!("/undo reverts turn #{id}"));
-                }
-                self.end_turn();
-            }
-        }
-    }
-
-    /// A diff's lines, coloured, indented under its card.
-    fn diff_lines(&self, diff: &str) -> Vec<Line<'static>> {
-        diff.trim_end_matches('\n')
-            .split('\n')
-            .map(|line| {
-                let style = if line.starts_with("+++") || line.starts_with("---") {
-                    Style::default().add_modifier(Modifier::BOLD)
-                } else if line.starts_with('+') {
-                    self.style(Color::Green)
-                } else if line.starts_with('-') {
-                    self.style(Color::Red)
-                } else if line.starts_with("@@") {
-                    self.style(Color::Cyan)
-                } else {
-                    Style::default()
-                };
-                Line::from(vec![Span::raw("  "), Span::styled(line.to_owned(), style)])
-            })
-            .collect()
-    }
-
-    /// A tool's result under its card: its first lines, or a command's last ones (where
-    /// its errors and exit code are) when `last`.
-    fn result_lines(&self, status: Status, output: &str, last: bool) -> Vec<Line<'static>> {
-        let lead = match status {
-            Status::Ok => "  ⎿ ",
-            Status::Error => "  ⎿ error: ",
-            Status::Denied => "  ⎿ denied: ",
-        };
-        let style = self.result_style(status);
-        let all: Vec<&str> = output.lines().collect();
-        let hidden = all.len().saturating_sub(CARD_RESULT_LINES);
-        let (shown, note) = match (hidden, last) {
-            (0, _) => (&all[..], None),
-            (_, true) => (
-                &all[hidden..],
-                Some(format!("    … {hidden} lines above (ctrl+o shows them)")),
-            ),
-            (_, false) => (
-                &all[..CARD_RESULT_LINES],
-                Some(format!("    … {hidden} more lines (ctrl+o shows them)")),
-            ),
-        };
-        let mut lines: Vec<Line<'static>> = Vec::new();
-        let mut lead = lead;
-        if last && let Some(note) = &note {
-            lines.push(Line::styled(format!("{lead}{}", note.trim_start()), dim()));
-            lead = "    ";
-        }
-        for line in shown {
-            lines.push(Line::styled(format!("{lead}{line}"), style));
-            lead = "    ";
-        }
-        if !last && let Some(note) = note {
-            lines.push(Line::styled(note, dim()));
-        }
-        if lines.is_empty() {
-            lines.push(Line::styled(format!("{lead}(no output)"), style));
-        }
-        lines
-    }
-
-    /// Every line of a tool's result, for Ctrl-O.
-    fn full_result(&self, status: Status, output: &str) -> Vec<Line<'static>> {
-        let style = self.result_style(status);
-        output
-            .lines()
-            .map(|line| Line::styled(format!("    {line}"), style))
-            .collect()
-    }
-
-    fn result_style(&self, status: Status) -> Style {
-        match status {
-            Status::Ok => dim(),
-            Status::Error | Status::Denied => self.style(Color::Red),
-        }
-    }
-
-    /// Shows a sent prompt in the transcript.
-    fn echo_prompt(&mut self, prompt: &str) {
-        self.gap();
-        let style = Style::default().add_modifier(Modifier::BOLD);
-        for (index, line) in prompt.split('\n').enumerate() {
-            let lead = if index == 0 { "› " } else { "  " };
-            self.push_lines([Line::from(vec![
-                Span::styled(lead, self.style(Color::Magenta)),
-                Span::styled(line.to_owned(), style),
-            ])]);
-        }
-    }
-
-    /// Shows a resumed conversation again.
-    fn replay(&mut self, conversation: &Conversation) {
-        let messages = conversation.transcript();
-        for (index, message) in messages.iter().enumerate() {
-            self.compaction_notes(conversation, index);
-            match message.role {
-                Role::System => {}
-                Role::User => {
-                    // The prompt as typed; its attachments are counted, not shown again.
-                    let (typed, added) = shiro_agent::attach::typed_prompt(&message.content);
-                    self.echo_prompt(typed);
-                    if let Some(note) = added.note() {
-                        self.push_text(&format!("  {note}"), dim());
-                    }
-                }
-                Role::Assistant => {
-                    if !message.content.is_empty() {
-                        self.gap();
-                        let lines = markdown::render(&message.content, self.width, self.options());
-                        self.pending.extend(lines);
-                    }
-                    for call in &message.tool_calls {
-                        let arguments = serde_json::from_str(&call.arguments)
-                            .unwrap_or_else(|_| serde_json::Value::String(call.arguments.clone()));
-                        self.gap();
-                        self.push_lines([Line::from(vec![
-                            Span::styled("● ", self.style(Color::Green)),
-                            Span::styled(
-                                call.name.clone(),
-                                Style::default().add_modifier(Modifier::BOLD),
-                            ),
-                            Span::raw(" "),
-                            Span::raw(brief(&arguments)),
-                        ])]);
-                    }
-                }
-                Role::Tool => {
-                    let first = message.content.lines().next().unwrap_or("(no output)");
-                    self.push_lines([Line::styled(format!("  ⎿ {first}"), dim())]);
-                }
-            }
-        }
-        self.compaction_notes(conversation, messages.len());
-        if messages.iter().any(|m| m.role != Role::System) {
-            self.gap();
-            self.push_text("(resumed: the conversation above continues)", dim());
-        }
-    }
-
-    /// Notes the compactions that ran when the transcript had `len` messages.
-    fn compaction_notes(&mut self, conversation: &Conversation, len: usize) {
-        for compaction in conversation.compactions().iter().filter(|c| c.at == len) {
-            let replaced = conversation.transcript()[..compaction.keep_from]
-                .iter()
-                .filter(|m| m.role != Role::System)
-                .count();
-            self.gap();
-            self.push_text(
-                &format!(
-                    "(compacted here: from this point the model was sent a summary in place of the {replaced} earlier messages above)"
-                ),
-                dim(),
-            );
-        }
-    }
-
     /// Handles pasted text: it goes into the prompt as typed, newlines kept.
     pub fn on_paste(&mut self, text: &str) {
         if self.picker.is_none() {
@@ -793,112 +552,6 @@ impl App {
         }
     }
 
-    fn move_menu(&mut self, by: isize) {
-        if let Some(menu) = &mut self.menu {
-            let len = menu.items.len();
-            if len > 0 {
-                menu.selected = (menu.selected as isize + by).rem_euclid(len as isize) as usize;
-            }
-        }
-    }
-
-    /// Puts the menu's choice in the prompt. Enter on a command sends it; Tab leaves room
-    /// for its arguments.
-    fn accept_menu(&mut self, enter: bool, now: Instant) {
-        let Some(menu) = self.menu.take() else {
-            if !enter {
-                self.refresh_menu_forced();
-            }
-            return;
-        };
-        let Some(item) = menu.items.get(menu.selected).cloned() else {
-            return;
-        };
-        self.editor
-            .replace_before_cursor(menu.start, &item.replacement);
-        if menu.commands {
-            if enter {
-                self.enter(now);
-                return;
-            }
-            self.editor.insert(" ");
-        }
-        self.refresh_menu();
-    }
-
-    /// Opens, filters or closes the menu after an edit.
-    fn refresh_menu(&mut self) {
-        let word = self.editor.word_before_cursor().1.to_owned();
-        if self.menu_dismissed.as_deref() == Some(word.as_str()) {
-            return;
-        }
-        self.menu_dismissed = None;
-        self.menu = self.menu_for(false);
-    }
-
-    fn refresh_menu_forced(&mut self) {
-        self.menu_dismissed = None;
-        self.menu = self.menu_for(true);
-    }
-
-    fn menu_for(&self, forced: bool) -> Option<Menu> {
-        if self.approval() || self.picker.is_some() {
-            return None;
-        }
-        let (start, word) = self.editor.word_before_cursor();
-        let at_end = self.editor.cursor() == self.editor.text().len();
-        if start == 0 && at_end && word.starts_with('/') && !self.editor.text().contains('\n') {
-            let registry = self.registry.as_ref()?;
-            let typed = word[1..].to_lowercase();
-            let entries = registry.list();
-            let mut items: Vec<(bool, MenuItem)> = entries
-                .into_iter()
-                .filter(|entry| entry.name.contains(&typed))
-                .map(|entry| {
-                    let hint = entry
-                        .argument_hint
-                        .as_deref()
-                        .map(|hint| format!(" {hint}"))
-                        .unwrap_or_default();
-                    (
-                        entry.name.starts_with(&typed),
-                        MenuItem {
-                            label: format!("/{}{hint}", entry.name),
-                            detail: entry.summary.unwrap_or_default(),
-                            replacement: format!("/{}", entry.name),
-                        },
-                    )
-                })
-                .collect();
-            // Names that start with what was typed come first.
-            items.sort_by_key(|(prefix, _)| !prefix);
-            let items: Vec<MenuItem> = items.into_iter().map(|(_, item)| item).collect();
-            return (!items.is_empty()).then_some(Menu {
-                start: 0,
-                items,
-                selected: 0,
-                commands: true,
-            });
-        }
-        if let Some(partial) = word.strip_prefix('@') {
-            let items: Vec<MenuItem> = complete_path(&self.root, partial)
-                .into_iter()
-                .map(|pair| MenuItem {
-                    label: pair.display,
-                    detail: String::new(),
-                    replacement: pair.replacement,
-                })
-                .collect();
-            return (!items.is_empty() && (forced || !partial.ends_with(' '))).then_some(Menu {
-                start,
-                items,
-                selected: 0,
-                commands: false,
-            });
-        }
-        None
-    }
-
     fn picker_key(&mut self, code: KeyCode, ctrl: bool) {
         let Some(picker) = &mut self.picker else {
             return;
@@ -950,6 +603,8 @@ impl App {
 
 #[cfg(test)]
 mod tests {
+    use shiro_agent::protocol::{Event, Status};
+
     use super::*;
     use crate::snapshots_test::{prompt, text};
 

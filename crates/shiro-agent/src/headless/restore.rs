@@ -1,0 +1,190 @@
+//! `shiro undo` and `shiro redo`: a restore of the newest turn, its dry run's diff, and
+//! `--abandon`.
+
+use std::sync::atomic::Ordering;
+
+use anyhow::{Context as _, Result, anyhow, bail};
+use shiro_tools::{FsMutator, Mutator};
+use shiro_undo::{Image, UndoError, UndoOptions, UndoOutcome, UndoStore};
+
+use super::{
+    Context, FailedAfterChanges, InterruptedBeforeStart, Report, RestoreArgs, noticed, notices_of,
+    tracked, with_newline,
+};
+use crate::render::{self, Color, Side};
+
+/// Which way a restore goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Way {
+    /// `shiro undo`.
+    Undo,
+    /// `shiro redo`.
+    Redo,
+}
+
+/// `shiro undo` and `shiro redo`.
+pub async fn restore(ctx: &Context, way: Way, args: &RestoreArgs) -> Result<Report> {
+    if !ctx.has_store() {
+        return Err(match (args.abandon, way) {
+            (true, _) => anyhow!(ABANDON_NOTHING),
+            (false, Way::Undo) => UndoError::NothingToUndo.into(),
+            (false, Way::Redo) => UndoError::NothingToRedo.into(),
+        });
+    }
+    if args.abandon {
+        return abandon(ctx).await;
+    }
+    let (store, mut notices) = ctx.open_store().await?;
+    let workspace = ctx.workspace()?;
+    let options = UndoOptions {
+        force: args.force,
+        dry_run: args.dry_run,
+    };
+    let result = restore_in(ctx, &store, workspace, way, args, options).await;
+    notices.extend(notices_of(&store));
+    match result {
+        Ok(mut report) => {
+            report.notices.splice(0..0, notices);
+            Ok(report)
+        }
+        Err(err) => Err(noticed(notices, err)),
+    }
+}
+
+async fn restore_in(
+    ctx: &Context,
+    store: &UndoStore,
+    workspace: FsMutator,
+    way: Way,
+    args: &RestoreArgs,
+    options: UndoOptions,
+) -> Result<Report> {
+    if !args.dry_run && ctx.signals.interrupted() {
+        return Err(InterruptedBeforeStart.into());
+    }
+    let (workspace, changed) = tracked(workspace);
+    let result = match way {
+        Way::Undo => store.undo(&workspace, options).await,
+        Way::Redo => store.redo(&workspace, options).await,
+    };
+    let verb = match way {
+        Way::Undo => "undo",
+        Way::Redo => "redo",
+    };
+    let outcome = match result {
+        Ok(outcome) => outcome,
+        // Rolled back: every file is as it was, which the error says; exit 1 is the truth.
+        Err(err @ UndoError::RolledBack { .. }) => return Err(err.into()),
+        // Neither finished nor rolled back: files were changed, and the error says how to
+        // go on (run again, or `--abandon`).
+        Err(err @ UndoError::RestoreStuck { .. }) => {
+            return Err(anyhow::Error::new(err).context(FailedAfterChanges {
+                message: format!("the {verb} stopped part-way after changing files"),
+                stdout: String::new(),
+            }));
+        }
+        // The log's `begin` record comes before the first change, so a restore that
+        // changed anything and then failed (recording that it is done, say) is completed
+        // by the next open.
+        Err(err) if changed.load(Ordering::SeqCst) => {
+            return Err(anyhow::Error::new(err).context(FailedAfterChanges {
+                message: format!(
+                    "the {verb} stopped after it began changing files; the undo log records it as under way, and the next shiro command completes it"
+                ),
+                stdout: String::new(),
+            }));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    let mut stdout = outcome.to_string();
+    let mut notices = Vec::new();
+    let mut exit = 0;
+    if args.dry_run {
+        stdout.push_str(&dry_run_diff(store, &workspace, &outcome, ctx.color).await?);
+        if !args.force && !outcome.conflicts.is_empty() {
+            // The restore it previews would be refused: scripts read that from the code.
+            let count = outcome.conflicts.len();
+            let since = match way {
+                Way::Undo => "the turn",
+                Way::Redo => "the turn was undone",
+            };
+            notices.push(format!(
+                "{verb} would be refused: {count} {} changed since {since}; exit 3, as `shiro {verb}` would (`--force` overwrites them)",
+                if count == 1 { "path" } else { "paths" }
+            ));
+            exit = 3;
+        }
+    }
+    Ok(Report {
+        stdout,
+        notices,
+        reverted_by: match (args.dry_run, way) {
+            (true, _) => None,
+            (false, Way::Undo) => Some("shiro redo"),
+            (false, Way::Redo) => Some("shiro undo"),
+        },
+        exit,
+        ..Report::default()
+    })
+}
+
+const ABANDON_NOTHING: &str =
+    "nothing to abandon: no undo or redo stopped part-way in this workspace";
+
+/// `shiro undo --abandon`: clears a restore that stopped part-way, changing no file. The
+/// store is opened as it is: opening it normally would first try to complete the restore.
+async fn abandon(ctx: &Context) -> Result<Report> {
+    let store = UndoStore::open_as_is(&ctx.state, ctx.store_options())
+        .await
+        .context("cannot open the undo store")?;
+    let notices = notices_of(&store);
+    let workspace = ctx.workspace()?;
+    match store.abandon(&workspace).await? {
+        // Nothing was changed, so there is nothing to revert.
+        Some(abandoned) => Ok(Report {
+            stdout: with_newline(abandoned.to_string()),
+            notices,
+            ..Report::default()
+        }),
+        None => bail!(ABANDON_NOTHING),
+    }
+}
+
+/// The unified diff of what a dry run would change: each path from now to what it becomes.
+pub async fn dry_run_diff(
+    store: &UndoStore,
+    workspace: &dyn Mutator,
+    outcome: &UndoOutcome,
+    color: Color,
+) -> Result<String> {
+    let mut out = String::new();
+    let copies = store.copies(outcome.turn.id)?;
+    for path in &outcome.paths {
+        let now_bytes = match &path.now {
+            Image::File { .. } => workspace.read(&path.path).await?,
+            _ => Vec::new(),
+        };
+        let becomes_bytes = match path.becomes.hash() {
+            Some(hash) => copies
+                .get(&hash)?
+                .ok_or_else(|| anyhow!("the stored copy of {} is missing", path.path))?,
+            None => Vec::new(),
+        };
+        let now = side_of(&path.now, now_bytes);
+        let becomes = side_of(&path.becomes, becomes_bytes);
+        if now != becomes {
+            out.push_str(&render::diff(path.path.as_str(), &now, &becomes, color));
+        }
+    }
+    Ok(out)
+}
+
+/// What `image` shows in a diff; `bytes` are the file's when it is one.
+fn side_of(image: &Image, bytes: Vec<u8>) -> Side {
+    match image {
+        Image::Absent => Side::Absent,
+        Image::File { mode, .. } => Side::File(bytes, *mode),
+        Image::Dir { .. } => Side::Dir,
+        Image::Symlink { target } => Side::Symlink(target.clone()),
+    }
+}

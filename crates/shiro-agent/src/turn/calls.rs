@@ -1,0 +1,457 @@
+//! The calls of a turn: each one parsed, held to the turn's limits, approved (or asked
+//! about, or denied) and run — shiro's own tools through the undo log, an MCP server's
+//! through its client.
+
+use anyhow::Result;
+use serde_json::Value;
+use shiro_tools::Change;
+use shiro_tools::capture::CaptureMode;
+
+use super::{Agent, Log, TurnReport};
+use crate::approve::{self, Answer, Approvals, Decision, Scope};
+use crate::events::Printer;
+use crate::headless::{self, Context};
+use crate::input::Input;
+use crate::permissions::{self, Kind, Source, Target, Verdict};
+use crate::protocol::{Event, Read, Status, brief};
+
+impl Agent<'_> {
+    /// Runs one tool call (after approval) and returns the text for the model.
+    pub(super) async fn call_tool(
+        &mut self,
+        recording: Log<'_>,
+        call: &shiro_providers::ToolCall,
+        report: &mut TurnReport,
+    ) -> String {
+        let parsed: Result<Value, _> = if call.arguments.trim().is_empty() {
+            Ok(Value::Object(serde_json::Map::new()))
+        } else {
+            serde_json::from_str(&call.arguments)
+        };
+        self.printer.event(&Event::ToolCall {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: parsed
+                .as_ref()
+                .map_or_else(|_| Value::String(call.arguments.clone()), Clone::clone),
+        });
+        let (status, text, changes) = self.run_call(recording, &call.name, parsed, report).await;
+        self.printer.event(&Event::ToolResult {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            status,
+            output: text.clone(),
+            changes: changes.clone(),
+        });
+        report.changed.extend(changes);
+        text
+    }
+
+    async fn run_call(
+        &mut self,
+        recording: Log<'_>,
+        name: &str,
+        parsed: Result<Value, serde_json::Error>,
+        report: &mut TurnReport,
+    ) -> (Status, String, Vec<Change>) {
+        if self.mcp.owns(name) {
+            return self.run_mcp_call(recording, name, parsed, report).await;
+        }
+        let Some(index) = self.tools.iter().position(|tool| tool.name() == name) else {
+            let mut names: Vec<&str> = self.tools.iter().map(|tool| tool.name()).collect();
+            names.extend(self.mcp.tools().map(|tool| tool.name.as_str()));
+            return (
+                Status::Error,
+                format!("unknown tool {name:?}; the tools are: {}", names.join(", ")),
+                Vec::new(),
+            );
+        };
+        let tool = &self.tools[index];
+        let args = match self.admitted(name, parsed) {
+            Ok(args) => args,
+            Err(refusal) => return refusal,
+        };
+        let is_bash = tool.name() == "bash";
+        let changes = tool.is_mutating() || is_bash;
+        let target = match recording {
+            Ok(recording) => permissions::target(tool.as_ref(), &args, recording.inner()).await,
+            Err(_) => match self.ctx.workspace() {
+                Ok(workspace) => permissions::target(tool.as_ref(), &args, &workspace).await,
+                Err(_) => Target::Paths(Vec::new()),
+            },
+        };
+        let verdict = self
+            .approvals
+            .rules
+            .judge(self.approvals.mode, name, changes, &target);
+        if let Verdict::Deny(text) = &verdict {
+            report
+                .denied
+                .push(format!("{name} {} (by the permission rules)", brief(&args)));
+            report.denied_change |= changes;
+            return (Status::Denied, text.clone(), Vec::new());
+        }
+        if let Err(why) = recording
+            && changes
+        {
+            report.unrecordable.push(format!("{name} {}", brief(&args)));
+            return (
+                Status::Error,
+                format!("cannot record this change for undo ({why}); nothing was run"),
+                Vec::new(),
+            );
+        }
+        if let (true, Ok(recording)) = (changes, recording) {
+            let preview = approve::preview(
+                tool.as_ref(),
+                &args,
+                recording.inner(),
+                self.printer.color(),
+            )
+            .await;
+            self.printer.preview(&preview);
+        }
+        match &verdict {
+            Verdict::Run(Some(rule)) => {
+                self.printer.info(&format!("(runs without asking: {rule})"));
+            }
+            Verdict::Ask(None) if is_bash && self.limits.preapproved(&args) => {
+                self.printer.info(&format!(
+                    "(runs without asking: the /{} command's allowed-tools cover it)",
+                    self.limits.command
+                ));
+            }
+            Verdict::Ask(rule) => {
+                if let Some(refusal) = self.ask_about(name, rule.as_deref(), &target, &args, report)
+                {
+                    report.denied_change |= changes;
+                    return refusal;
+                }
+            }
+            Verdict::Run(None) | Verdict::Deny(_) => {}
+        }
+        // Borrowed again: asking needed the whole agent.
+        let tool = &self.tools[index];
+        let Ok(recording) = recording else {
+            // Nothing to record: a read-only tool reads the workspace itself.
+            let result = match self.ctx.workspace() {
+                Ok(workspace) => tool.call(&workspace, args).await.map_err(|e| e.to_string()),
+                Err(err) => Err(headless::error_text(&err)),
+            };
+            return match result {
+                Ok(output) => (Status::Ok, output.text, output.changes),
+                Err(text) => (Status::Error, text, Vec::new()),
+            };
+        };
+        if tool.is_mutating()
+            && let Err(err) = crate::headless::capture_ahead(tool.as_ref(), recording, &args).await
+        {
+            return (
+                Status::Error,
+                format!("{}; nothing was run", crate::headless::error_text(&err)),
+                Vec::new(),
+            );
+        }
+        if is_bash {
+            // Flagged before it runs, so that a turn a crash cuts short still says it ran
+            // bash.
+            let mode = self.ctx.bash.runner().mode();
+            recording.note_bash(headless::undo_capture(mode), &[]).await;
+        }
+        self.bash_running.send_replace(is_bash);
+        let result = tool.call(recording, args).await;
+        if tool.is_mutating() {
+            let changes = result
+                .as_ref()
+                .map(|output| output.changes.as_slice())
+                .unwrap_or_default();
+            recording.note_tool(tool.name(), changes).await;
+        }
+        if is_bash && let Ok(output) = &result {
+            let mode = output.capture.unwrap_or(CaptureMode::Off);
+            recording
+                .note_bash(headless::undo_capture(mode), &output.unrestorable)
+                .await;
+            report.ran_bash = true;
+            report
+                .undo_notes
+                .extend(headless::bash_note(mode, &output.unrestorable, "/undo"));
+        }
+        self.bash_running.send_replace(false);
+        match result {
+            Ok(output) => (Status::Ok, output.text, output.changes),
+            Err(err) => (Status::Error, err.to_string(), Vec::new()),
+        }
+    }
+
+    /// Runs one call of an MCP server's tool, after the same limits, rules and approval as
+    /// shiro's tools. shiro cannot see what it changes: the turn notes it, in its report and
+    /// in the undo log, as it notes bash run without capture.
+    async fn run_mcp_call(
+        &mut self,
+        recording: Log<'_>,
+        name: &str,
+        parsed: Result<Value, serde_json::Error>,
+        report: &mut TurnReport,
+    ) -> (Status, String, Vec<Change>) {
+        let args = match self.admitted(name, parsed) {
+            Ok(args) => args,
+            Err(refusal) => return refusal,
+        };
+        // Nothing to approve when nothing can run.
+        if let Some(why) = self.mcp.unavailable(name) {
+            return (Status::Error, why, Vec::new());
+        }
+        let target = Target::Mcp;
+        let verdict = self
+            .approvals
+            .rules
+            .judge(self.approvals.mode, name, true, &target);
+        match &verdict {
+            Verdict::Deny(text) => {
+                report
+                    .denied
+                    .push(format!("{name} {} (by the permission rules)", brief(&args)));
+                report.denied_change = true;
+                return (Status::Denied, text.clone(), Vec::new());
+            }
+            Verdict::Run(Some(rule)) => {
+                self.printer.info(&format!("(runs without asking: {rule})"));
+            }
+            Verdict::Ask(rule) => {
+                if self.approvals.interactive {
+                    self.printer.info(
+                        "(an MCP tool: shiro cannot see what it changes, and /undo cannot reverse it)",
+                    );
+                }
+                if let Some(refusal) = self.ask_about(name, rule.as_deref(), &target, &args, report)
+                {
+                    report.denied_change = true;
+                    return refusal;
+                }
+            }
+            Verdict::Run(None) => {}
+        }
+        if !report.mcp_tools.iter().any(|tool| tool == name) {
+            report.mcp_tools.push(name.to_owned());
+        }
+        if let Ok(recording) = recording {
+            // Noted before it runs, so that a turn a crash cuts short still names it.
+            recording.note_tool(name, &[]).await;
+        }
+        let printer = &mut self.printer;
+        let called = self
+            .mcp
+            .call(name, args, &mut |notice| {
+                printer.info(&format!("error: {notice}"));
+            })
+            .await;
+        match called {
+            Ok(called) if called.is_error => (Status::Error, called.text, Vec::new()),
+            Ok(called) => (Status::Ok, called.text, Vec::new()),
+            Err(text) => (Status::Error, text, Vec::new()),
+        }
+    }
+
+    /// The arguments of a call of `name`, when they are JSON and the turn's limits let it
+    /// run; else the result for the model.
+    fn admitted(
+        &self,
+        name: &str,
+        parsed: Result<Value, serde_json::Error>,
+    ) -> Result<Value, (Status, String, Vec<Change>)> {
+        let args = parsed.map_err(|err| {
+            (
+                Status::Error,
+                format!("the arguments are not valid JSON ({err}); nothing was run"),
+                Vec::new(),
+            )
+        })?;
+        match self.limits.refusal(name, &args) {
+            Some(refusal) => Err((Status::Denied, refusal, Vec::new())),
+            None => Ok(args),
+        }
+    }
+
+    /// Asks whether a call of `tool` may run (see [`ask`]); `rule` is the ask rule that
+    /// insists, if one does.
+    fn ask_about(
+        &mut self,
+        tool: &str,
+        rule: Option<&str>,
+        target: &Target,
+        args: &Value,
+        report: &mut TurnReport,
+    ) -> Option<(Status, String, Vec<Change>)> {
+        let question = Question { tool, rule, target };
+        ask(
+            &mut self.approvals,
+            self.ctx,
+            &mut *self.input,
+            &mut self.printer,
+            &question,
+            args,
+            report,
+        )
+    }
+}
+
+/// Asks the person whether a call may run, and keeps the rules of an "always" answer where
+/// they say. Without a person to ask (`-p`), the call is denied.
+fn decide(
+    approvals: &mut Approvals,
+    ctx: &Context,
+    input: &mut dyn Input,
+    printer: &mut Printer,
+    question: &Question<'_>,
+) -> Decision {
+    if !approvals.interactive {
+        let why = match question.rule {
+            Some(rule) => format!(
+                "the permission rule {rule} asks before this call, and nobody can answer in a headless run"
+            ),
+            None => "tools that change files or run commands need approval; rerun with --yes to allow them, or allow this call with --allowed-tools or a rule in .shiro/config.toml".to_owned(),
+        };
+        return Decision::Deny(Some(why));
+    }
+    // An ask rule asks every time: an "always" answer would keep a rule it overrides.
+    let always = match question.rule {
+        Some(_) => None,
+        None => permissions::narrowest(question.tool, question.target),
+    };
+    let always_text = always.as_ref().map(|rules| rules.join(", "));
+    let offer = match (&always_text, question.rule) {
+        (Some(text), _) => format!("always: {text}"),
+        (None, Some(rule)) => format!("once (the rule {rule} asks every time)"),
+        (None, None) => "once (no rule can cover this call)".to_owned(),
+    };
+    loop {
+        match input.approve(question.tool, &offer, printer) {
+            Read::Line(line) => match approve::parse_answer(&line) {
+                Some(Answer::Once) => return Decision::Run,
+                Some(Answer::Always) => {
+                    if let (Some(rules), Some(text)) = (&always, &always_text) {
+                        keep(approvals, ctx, input, printer, rules, text);
+                    }
+                    return Decision::Run;
+                }
+                Some(Answer::No(reason)) => return Decision::Deny(reason),
+                None => printer.info("answer y, a or n"),
+            },
+            Read::Interrupted | Read::Eof => return Decision::Deny(None),
+        }
+    }
+}
+
+/// Asks whether a call may run (see [`decide`]); `Some` with the result for the model, the
+/// refusal noted in the report, when it may not.
+fn ask(
+    approvals: &mut Approvals,
+    ctx: &Context,
+    input: &mut dyn Input,
+    printer: &mut Printer,
+    question: &Question<'_>,
+    args: &Value,
+    report: &mut TurnReport,
+) -> Option<(Status, String, Vec<Change>)> {
+    match decide(approvals, ctx, input, printer, question) {
+        Decision::Run => None,
+        Decision::Deny(reason) => Some(refused(
+            question.tool,
+            args,
+            reason.as_deref(),
+            !approvals.interactive,
+            report,
+        )),
+    }
+}
+
+/// The result of a call the person (or, with `-p`, the absence of one) denied, noted in the
+/// report.
+fn refused(
+    name: &str,
+    args: &Value,
+    reason: Option<&str>,
+    unapproved: bool,
+    report: &mut TurnReport,
+) -> (Status, String, Vec<Change>) {
+    report.denied.push(format!("{name} {}", brief(args)));
+    report.unapproved |= unapproved;
+    (Status::Denied, approve::denied_text(reason), Vec::new())
+}
+
+/// What [`decide`] asks about.
+struct Question<'q> {
+    /// The tool.
+    tool: &'q str,
+    /// The ask rule that insists on asking, if one does.
+    rule: Option<&'q str>,
+    /// What the call touches.
+    target: &'q Target,
+}
+
+/// Asks where the rules of an "always" answer are kept, adds them to the session's rules,
+/// and saves them in the config file chosen. A file that cannot be written is reported, and
+/// the rules still hold for the session.
+fn keep(
+    approvals: &mut Approvals,
+    ctx: &Context,
+    input: &mut dyn Input,
+    printer: &mut Printer,
+    rules: &[String],
+    text: &str,
+) {
+    let scope = loop {
+        match input.keep(text, printer) {
+            Read::Line(line) => match approve::parse_scope(&line) {
+                Some(scope) => break scope,
+                None => printer.info("answer s, w or u"),
+            },
+            Read::Interrupted | Read::Eof => break Scope::Session,
+        }
+    };
+    let file = match scope {
+        Scope::Session => None,
+        Scope::Workspace => Some(Source::Workspace(
+            ctx.root.join(".shiro").join("config.toml"),
+        )),
+        Scope::User => match &ctx.config.user_dir {
+            Some(dir) => Some(Source::User(dir.join("config.toml"))),
+            None => {
+                printer.info("there is no user config directory (set SHIRO_CONFIG_DIR or HOME); kept for this session only");
+                None
+            }
+        },
+    };
+    let saved = file.and_then(|source| {
+        let (Source::Workspace(path) | Source::User(path)) = &source else {
+            return None;
+        };
+        match permissions::save_allow(path, rules) {
+            Ok(()) => {
+                printer.info(&format!("saved {text} to the allow list of {source}"));
+                Some(source)
+            }
+            Err(err) => {
+                printer.info(&format!(
+                    "error: {}; kept for this session only",
+                    headless::error_text(&err)
+                ));
+                None
+            }
+        }
+    });
+    let source = saved.unwrap_or(Source::Session);
+    // The rules were made from a call, so they parse; a failure would only lose the "always".
+    let _ = approvals.rules.add(Kind::Allow, &source, rules);
+}
+
+/// What the user is told after a turn that called MCP tools.
+pub(super) fn mcp_note(tools: &[String]) -> String {
+    format!(
+        "note: this turn called MCP {} {}; shiro cannot see what {} changed, and /undo does not reverse it",
+        if tools.len() == 1 { "tool" } else { "tools" },
+        tools.join(", "),
+        if tools.len() == 1 { "it" } else { "they" }
+    )
+}

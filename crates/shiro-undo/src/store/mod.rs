@@ -1,0 +1,706 @@
+//! The store: the log on disk, its lock, recovery, undo and redo. It makes the recorders
+//! ([`UndoStore::recorder`]), which reach it only through the [`Ledger`] it implements.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use shiro_tools::{FsMutator, Mutator, WorkspacePath};
+
+use crate::blob::{Blobs, Listing};
+use crate::codec::{read_optional, write_atomic};
+use crate::error::UndoError;
+use crate::flight::Finished;
+use crate::format::{
+    BLOBS_DIR, DAMAGED_LOG_FILE, FORMAT_VERSION, INFLIGHT_FILE, JOURNAL_FILE, LOCK_FILE, LOG_FILE,
+    LogLine, PROGRESS_FILE, TurnRecord,
+};
+use crate::ground;
+use crate::image::{ContentHash, Image, Spares};
+use crate::lock::{self, LockGuard};
+use crate::log::{self, LogState, Refused};
+use crate::pack::{Pack, Packed, pack_path};
+use crate::place::{MoveBy, StateDir};
+use crate::recorder::{Ledger, Recording};
+use crate::report::{Conflict, Direction, Notice, TurnId, TurnSummary, UndoOutcome};
+use crate::restore;
+
+mod recover;
+mod undo;
+
+/// The store's directory in its [`StateDir`].
+const UNDO_SUBDIR: &str = "undo";
+
+/// The store's own files in its directory: a link planted at one of these names is removed.
+const STORE_FILES: &[&str] = &[
+    LOG_FILE,
+    INFLIGHT_FILE,
+    JOURNAL_FILE,
+    LOCK_FILE,
+    DAMAGED_LOG_FILE,
+    PROGRESS_FILE,
+];
+
+/// How a store behaves; the defaults suit an interactive agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// How many turns can be undone; older turns are dropped when a new one is recorded.
+    /// Default 20.
+    pub depth: usize,
+    /// The most bytes the stored copies (blobs) may take; past it the oldest turns are dropped
+    /// (never the newest) and a [`Notice::DroppedForSize`] says so. Default 1 GiB.
+    pub max_store_bytes: u64,
+    /// How long an operation waits for another process to release the store's lock before it
+    /// fails with [`UndoError::Locked`]. Default 10 seconds.
+    pub lock_timeout: Duration,
+    /// Files of at least this many bytes are big: a turn that changes one stores the new
+    /// version as a delta against the previous one (a chain starts with a version stored
+    /// whole and uncompressed), so a turn costs about what it changed and needs no slow
+    /// compression. Default 1 MiB.
+    pub big_file_bytes: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        Self {
+            depth: 20,
+            max_store_bytes: 1 << 30,
+            lock_timeout: Duration::from_secs(10),
+            big_file_bytes: 1 << 20,
+        }
+    }
+}
+
+/// How an undo or a redo runs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UndoOptions {
+    /// Overwrite paths that changed since the turn instead of refusing.
+    pub force: bool,
+    /// Change nothing: return the plan, with any conflicts.
+    pub dry_run: bool,
+}
+
+/// The undo log of one workspace, kept in its `.shiro/undo/` directory.
+///
+/// Cheap to clone (clones share one store). Every operation takes the store's lock for its
+/// own duration only, so several processes (sessions, `shiro undo` in another terminal) share
+/// one log safely; recording a turn holds the lock from `begin_turn` to `finish_turn`.
+#[derive(Debug, Clone)]
+pub struct UndoStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    state: StateDir,
+    options: StoreOptions,
+    blobs: Blobs,
+    /// What the packs the log names hold, as last read under the lock.
+    packed: Mutex<Packed>,
+    notices: Mutex<Vec<Notice>>,
+}
+
+impl UndoStore {
+    /// Opens (creating when needed) the store of the workspace that `state` belongs to, in
+    /// its `undo/` directory. The state directory must lie outside the workspace
+    /// ([`StateDir::check_apart`]). A store an earlier version kept in the workspace's tree
+    /// (`.shiro/undo/`, with `.shiro/sessions/`) is moved there first, with a [`Notice`].
+    ///
+    /// Opening finishes what a crash interrupted: a restore in progress is completed from its
+    /// record in the log, and a turn whose process stopped mid-turn becomes a finished,
+    /// undoable turn. Both leave a [`Notice`].
+    pub async fn open(state: &StateDir, options: StoreOptions) -> Result<Self, UndoError> {
+        state.check_apart()?;
+        let root = state.workspace();
+        let workspace =
+            FsMutator::new(root).map_err(|err| UndoError::io("open the workspace", root, err))?;
+        Self::open_with(state, &workspace, options).await
+    }
+
+    /// Like [`UndoStore::open`], with the store in `state` on disk but recovery going through
+    /// `workspace` (an in-memory workspace in tests and embeddings).
+    pub async fn open_with(
+        state: &StateDir,
+        workspace: &dyn Mutator,
+        options: StoreOptions,
+    ) -> Result<Self, UndoError> {
+        let moved = crate::place::migrate(state, MoveBy::Rename, options.lock_timeout)?;
+        let store = Self::create(state, options)?;
+        for notice in moved {
+            store.notify(notice);
+        }
+        let _guard = store.lock()?;
+        // Only a crash leaves blobs no turn refers to (and temporary files) behind; every
+        // recorded turn collects them too. Listing `blobs/` on every open would cost each
+        // command time that grows with the store.
+        let mut state = store.load_state()?;
+        // (The in-flight file stays between turns, emptied.)
+        let crashed = state.pending.is_some()
+            || fs::symlink_metadata(store.path(JOURNAL_FILE)).is_ok()
+            || fs::symlink_metadata(store.path(INFLIGHT_FILE)).is_ok_and(|meta| meta.len() > 0);
+        store.recover_loaded(workspace, &mut state).await?;
+        if crashed {
+            store.collect(&state)?;
+        }
+        crate::place::tidy_legacy(&store.inner.state);
+        Ok(store)
+    }
+
+    /// Opens the store as it is, completing nothing a crash left (no restore, no turn): for
+    /// [`UndoStore::abandon`], which must see a stuck restore as it stands.
+    pub async fn open_as_is(state: &StateDir, options: StoreOptions) -> Result<Self, UndoError> {
+        state.check_apart()?;
+        let moved = crate::place::migrate(state, MoveBy::Rename, options.lock_timeout)?;
+        let store = Self::create(state, options)?;
+        for notice in moved {
+            store.notify(notice);
+        }
+        Ok(store)
+    }
+
+    /// Checks the store's ground and makes its directories; recovers nothing.
+    fn create(state: &StateDir, options: StoreOptions) -> Result<Self, UndoError> {
+        let dir = state.undo_dir();
+        let store = Self {
+            inner: Arc::new(Inner {
+                blobs: Blobs::new(dir.join(BLOBS_DIR)),
+                packed: Mutex::default(),
+                dir,
+                state: state.clone(),
+                options,
+                notices: Mutex::new(Vec::new()),
+            }),
+        };
+        store.make_ground()?;
+        Ok(store)
+    }
+
+    /// Makes sure the store's directories are there (each checked before anything is opened
+    /// in it, see `crate::ground`), and says so when a store made here earlier was deleted.
+    fn make_ground(&self) -> Result<(), UndoError> {
+        let state = &self.inner.state;
+        let dir = &self.inner.dir;
+        let gone = state.store_was_made() && fs::symlink_metadata(dir).is_err();
+        let shown = dir.display().to_string();
+        state.ensure_sub(UNDO_SUBDIR)?;
+        state.mark_store_made()?;
+        let blobs_dir = dir.join(BLOBS_DIR);
+        ground::ensure_dir(&blobs_dir, &format!("{shown}/{BLOBS_DIR}"))?;
+        for link in ground::clear_planted_links(dir, STORE_FILES, &shown)? {
+            self.notify(Notice::RemovedLink { link });
+        }
+        if gone {
+            self.notify(Notice::HistoryGone { dir: dir.clone() });
+        }
+        Ok(())
+    }
+
+    /// The store directory (`undo/` of its [`StateDir`]). Removing it, when no shiro is
+    /// running, forgets every turn and nothing else.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The state directory the store is in.
+    pub fn state(&self) -> &StateDir {
+        &self.inner.state
+    }
+
+    /// The options the store was opened with.
+    pub fn options(&self) -> &StoreOptions {
+        &self.inner.options
+    }
+
+    /// Takes the notices gathered since the last call (recoveries, damaged records, turns
+    /// dropped for size), oldest first.
+    pub fn take_notices(&self) -> Vec<Notice> {
+        std::mem::take(&mut *self.notices())
+    }
+
+    /// Wraps `inner` in a recorder: a [`Mutator`] that records the turns of this store.
+    pub fn recorder<M: Mutator>(&self, inner: M) -> Recording<M> {
+        Recording::new(self.clone(), inner)
+    }
+
+    /// The turns that can be undone, newest (the next to undo) first. A turn whose restore is
+    /// under way (stuck, when the store is open) says so in its `damage`.
+    pub fn log(&self) -> Result<Vec<TurnSummary>, UndoError> {
+        let state = self.read_state()?;
+        Ok(state
+            .undo
+            .iter()
+            .rev()
+            .map(|t| summary_of(&state, t))
+            .collect())
+    }
+
+    /// The turns that can be redone, the next to redo first.
+    pub fn redo_log(&self) -> Result<Vec<TurnSummary>, UndoError> {
+        let state = self.read_state()?;
+        Ok(state
+            .redo
+            .iter()
+            .rev()
+            .map(|t| summary_of(&state, t))
+            .collect())
+    }
+
+    /// The bytes of a stored file, checked against `hash`; `None` when the store does not hold
+    /// them. A copy a restore kept (in a pack) is looked for in the turns that refer to `hash`,
+    /// which reads the log: for the paths of one turn, [`UndoStore::copies`] reads it once.
+    pub fn blob(&self, hash: &ContentHash) -> Result<Option<Vec<u8>>, UndoError> {
+        if let Some(bytes) = Copies::of(self, None).get(hash)? {
+            return Ok(Some(bytes));
+        }
+        let state = self.read_state()?;
+        let turns = state.undo.iter().chain(&state.redo);
+        for turn in turns.filter(|turn| turn.hashes().any(|h| h == *hash)) {
+            if let Some(bytes) = Copies::of(self, Some(turn)).get(hash)? {
+                return Ok(Some(bytes));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The stored files a restore of turn `id` reads (its blobs, and its packs): for a dry run
+    /// to show as a diff, with [`PathOutcome::becomes`]. A turn no longer in the log has only
+    /// its blobs.
+    pub fn copies(&self, id: TurnId) -> Result<Copies<'_>, UndoError> {
+        let state = self.read_state()?;
+        let turn = state
+            .undo
+            .iter()
+            .chain(&state.redo)
+            .find(|t| t.meta.id == id);
+        Ok(Copies::of(self, turn))
+    }
+
+    /// The bytes the stored copies take on disk.
+    pub fn store_bytes(&self) -> Result<u64, UndoError> {
+        let listing = self
+            .inner
+            .blobs
+            .list()
+            .map_err(|err| UndoError::io("list", self.inner.blobs.dir(), err))?;
+        Ok(listing.bytes())
+    }
+
+    /// The conflicts that would stop undoing the newest turn right now; empty when it can be
+    /// undone cleanly.
+    pub async fn check(&self, workspace: &dyn Mutator) -> Result<Vec<Conflict>, UndoError> {
+        let state = self.read_state()?;
+        let turn = state.undo.last().ok_or(UndoError::NothingToUndo)?;
+        let plan = restore::plan(workspace, turn, Direction::Undo).await?;
+        restore::conflicts(workspace, &plan).await
+    }
+
+    /// Undoes the newest turn through `workspace`: every path it touched is put back as it
+    /// was before the turn, and the turn moves to the redo stack. Refuses with
+    /// [`UndoError::Conflict`] (changing nothing) when a path changed since the turn, unless
+    /// forced. The outcome carries the turn's history marker for the caller to rewind to.
+    pub async fn undo(
+        &self,
+        workspace: &dyn Mutator,
+        options: UndoOptions,
+    ) -> Result<UndoOutcome, UndoError> {
+        self.restore(workspace, options, Direction::Undo).await
+    }
+
+    /// Redoes the most recently undone turn, under the same conflict rule as undo.
+    pub async fn redo(
+        &self,
+        workspace: &dyn Mutator,
+        options: UndoOptions,
+    ) -> Result<UndoOutcome, UndoError> {
+        self.restore(workspace, options, Direction::Redo).await
+    }
+
+    /// Notices a store deleted while this process had it open: says so, once, and begins a
+    /// new history.
+    fn regrow_if_gone(&self) -> Result<(), UndoError> {
+        if fs::symlink_metadata(&self.inner.dir).is_ok() {
+            return Ok(());
+        }
+        self.make_ground()?;
+        let dir = self.inner.dir.clone();
+        let mut notices = self.notices();
+        if !notices
+            .iter()
+            .any(|n| matches!(n, Notice::HistoryGone { .. }))
+        {
+            notices.push(Notice::HistoryGone { dir });
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> Result<LockGuard, UndoError> {
+        self.regrow_if_gone()?;
+        lock::acquire(&self.path(LOCK_FILE), self.inner.options.lock_timeout)
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.inner.dir.join(name)
+    }
+
+    fn notices(&self) -> MutexGuard<'_, Vec<Notice>> {
+        // A poisoned lock only means a panic elsewhere; the list itself is intact.
+        self.inner
+            .notices
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn notify(&self, notice: Notice) {
+        self.notices().push(notice);
+    }
+
+    /// What the packs hold, refreshed from the names in `state`; under the lock.
+    fn packed(&self, state: &LogState) -> MutexGuard<'_, Packed> {
+        // A poisoned lock only means a panic elsewhere; refreshing makes it right again.
+        let mut packed =
+            (self.inner.packed.lock()).unwrap_or_else(|poisoned| poisoned.into_inner());
+        packed.refresh(self.inner.blobs.dir(), &state.packs());
+        packed
+    }
+
+    /// Reads the log without the lock: it is replaced atomically, and an append still being
+    /// written reads as torn, hence as not yet there. Damaged records are skipped and reported.
+    fn read_state(&self) -> Result<LogState, UndoError> {
+        self.regrow_if_gone()?;
+        let (state, bad) = self.parse_log()?;
+        for notice in bad {
+            self.notify(notice);
+        }
+        Ok(state)
+    }
+
+    fn parse_log(&self) -> Result<(LogState, Vec<Notice>), UndoError> {
+        let path = self.path(LOG_FILE);
+        let Some(bytes) = read_optional(&path).map_err(|err| UndoError::io("read", &path, err))?
+        else {
+            return Ok((LogState::empty(), Vec::new()));
+        };
+        let parsed = log::parse(&bytes).map_err(|Refused::Version(found)| {
+            UndoError::UnsupportedVersion {
+                path: path.clone(),
+                found,
+                supported: FORMAT_VERSION,
+            }
+        })?;
+        let notices = parsed
+            .bad
+            .into_iter()
+            .map(|b| Notice::CorruptRecord {
+                file: LOG_FILE.to_owned(),
+                line: b.line,
+                reason: b.reason,
+            })
+            .collect();
+        Ok((parsed.state, notices))
+    }
+
+    /// Reads the log under the lock; a damaged log is copied aside, reported, and rewritten
+    /// with its good records so the damage is reported once.
+    fn load_state(&self) -> Result<LogState, UndoError> {
+        let (mut state, bad) = self.parse_log()?;
+        if !bad.is_empty() {
+            let path = self.path(LOG_FILE);
+            let damaged = self.path(DAMAGED_LOG_FILE);
+            // Read and written anew rather than copied: `fs::copy` would follow a link
+            // planted at the copy's name.
+            let bytes = read_optional(&path)
+                .map_err(|err| UndoError::io("read", &path, err))?
+                .unwrap_or_default();
+            write_atomic(&damaged, &bytes)
+                .map_err(|err| UndoError::io("keep a copy of the damaged log at", &damaged, err))?;
+            log::rewrite(&path, &mut state).map_err(|err| UndoError::io("write", &path, err))?;
+            for notice in bad {
+                self.notify(notice);
+            }
+        }
+        Ok(state)
+    }
+
+    /// Applies `record` to `state` and makes it durable in the log (see [`log::append`]).
+    fn append(&self, state: &mut LogState, record: LogLine) -> Result<(), UndoError> {
+        let path = self.path(LOG_FILE);
+        log::append(&path, state, record).map_err(|err| UndoError::io("write", &path, err))
+    }
+
+    /// Pushes a finished turn: clears the redo stack, keeps `depth` turns, saves the log,
+    /// collects unreferenced blobs and applies the size cap.
+    fn commit_turn(&self, state: &mut LogState, record: TurnRecord) -> Result<(), UndoError> {
+        // Past the depth, the oldest turns go.
+        let depth = self.inner.options.depth.max(1);
+        let excess = (state.undo.len() + 1).saturating_sub(depth);
+        let dropped: Vec<TurnId> = state.undo.iter().take(excess).map(|t| t.meta.id).collect();
+        let earlier = named_packs(state);
+        self.append(
+            state,
+            LogLine::Push {
+                turn: record,
+                dropped,
+            },
+        )?;
+        let listing = self.collect_after(state, &earlier)?;
+        self.enforce_cap(state, &listing)
+    }
+
+    /// Removes the blobs `state` does not need; returns what remains.
+    fn collect(&self, state: &LogState) -> Result<Listing, UndoError> {
+        self.inner
+            .blobs
+            .collect(&state.hashes(), &state.packs())
+            .map_err(|err| UndoError::io("collect unused blobs in", self.inner.blobs.dir(), err))
+    }
+
+    /// Collects after turns left the log (`earlier` is what the turns named before), and
+    /// rewrites each pack a turn that left named whose live copies now take less than half
+    /// of it (see [`Pack::rewrite`]: crash-safe, under the same name, so no record changes).
+    /// Returns what remains.
+    fn collect_after(
+        &self,
+        state: &LogState,
+        earlier: &[(TurnId, Vec<String>)],
+    ) -> Result<Listing, UndoError> {
+        let listing = self.collect(state)?;
+        let named = state.packs();
+        let candidates: BTreeSet<&String> = (earlier.iter())
+            .filter(|(id, _)| !state.contains(*id))
+            .flat_map(|(_, packs)| packs)
+            .filter(|name| named.contains(*name))
+            .collect();
+        if candidates.is_empty() {
+            return Ok(listing);
+        }
+        let live = state.hashes();
+        let dir = self.inner.blobs.dir();
+        let mut rewrote = false;
+        for name in candidates {
+            // A pack that cannot be read is left as it is: its turns report it on restore.
+            let Ok(pack) = Pack::open(&pack_path(dir, name)) else {
+                continue;
+            };
+            let (total, kept) = pack.live_share(|hash| live.contains(hash));
+            if kept.saturating_mul(2) < total {
+                pack.rewrite(|hash| live.contains(hash))
+                    .map_err(|err| UndoError::io("rewrite a pack in", dir, err))?;
+                rewrote = true;
+            }
+        }
+        if !rewrote {
+            return Ok(listing);
+        }
+        (self.inner.blobs.list()).map_err(|err| UndoError::io("list", dir, err))
+    }
+
+    /// Drops the oldest turns while what the kept ones need (`listing`, after collection)
+    /// is over the size cap.
+    fn enforce_cap(&self, state: &mut LogState, listing: &Listing) -> Result<(), UndoError> {
+        let cap = self.inner.options.max_store_bytes;
+        let blobs = &self.inner.blobs;
+        // What the kept turns need, with the bases of their deltas.
+        let used =
+            |state: &LogState| -> u64 { blobs.size_of(&state.hashes(), &state.packs(), listing) };
+        let mut total = used(state);
+        let mut dropped = Vec::new();
+        let earlier = named_packs(state);
+        while total > cap && state.undo.len() > 1 {
+            dropped.push(state.undo.remove(0).meta.id);
+            total = used(state);
+        }
+        if !dropped.is_empty() {
+            self.append(
+                state,
+                LogLine::Drop {
+                    ids: dropped.clone(),
+                },
+            )?;
+            self.collect_after(state, &earlier)?;
+            self.notify(Notice::DroppedForSize {
+                dropped,
+                store_bytes: total,
+                cap,
+            });
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Ledger for UndoStore {
+    fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    fn big_file_bytes(&self) -> u64 {
+        self.inner.options.big_file_bytes
+    }
+
+    fn holds(&self, hash: &ContentHash) -> bool {
+        self.inner.blobs.contains(hash)
+            || (self.inner.packed.lock())
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .find(hash)
+                .is_some()
+    }
+
+    async fn begin(&self, workspace: &dyn Mutator) -> Result<(LockGuard, TurnId), UndoError> {
+        let lock = self.lock()?;
+        let state = self.recover(workspace).await?;
+        // What the packs hold, as of this lock: `holds` looks there during the turn.
+        drop(self.packed(&state));
+        Ok((lock, TurnId(state.next_id)))
+    }
+
+    fn commit(&self, finished: Finished, spares: &Spares) -> Result<(), UndoError> {
+        // Not `recover`: the in-flight file is the recorder's own turn, and it is finishing.
+        let mut state = self.load_state()?;
+        self.commit_flight(&mut state, finished, spares)
+    }
+}
+
+/// The paths of `turn` a restore in `direction` still has to write, with their targets: those
+/// not done already by `standings`, and not to be left.
+fn needed_writes(
+    turn: &TurnRecord,
+    direction: Direction,
+    standings: &[(WorkspacePath, restore::Standing)],
+    leave: &BTreeSet<WorkspacePath>,
+) -> Vec<(WorkspacePath, Image)> {
+    let done: BTreeSet<&WorkspacePath> = (standings.iter())
+        .filter(|(_, standing)| *standing == restore::Standing::Done)
+        .map(|(path, _)| path)
+        .collect();
+    (turn.paths.iter())
+        .filter_map(|record| {
+            let path = WorkspacePath::from_relative(&record.path).ok()?;
+            let needed = !done.contains(&path) && !leave.contains(&path);
+            needed.then(|| (path, restore::sides(record, direction).1.clone()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+impl UndoStore {
+    /// The log, and the blobs, for the crate's own tests to check the store against.
+    pub(crate) fn inside(&self) -> (LogState, &Blobs) {
+        (self.read_state().expect("the log reads"), &self.inner.blobs)
+    }
+}
+
+/// The packs each kept turn of `state` names.
+fn named_packs(state: &LogState) -> Vec<(TurnId, Vec<String>)> {
+    (state.undo.iter())
+        .chain(&state.redo)
+        .map(|turn| (turn.meta.id, turn.packs.clone()))
+        .collect()
+}
+
+/// The summary of `turn`, saying so when its restore is under way in `state`.
+fn summary_of(state: &LogState, turn: &TurnRecord) -> TurnSummary {
+    let mut summary = turn.summary();
+    if let Some(pending) = state
+        .pending
+        .as_ref()
+        .filter(|p| p.turn.meta.id == turn.meta.id)
+    {
+        let verb = direction_verb(pending.direction);
+        summary.damage = Some(match &pending.rollback {
+            Some(reason) => format!(
+                "its {verb} is stuck part-way: {reason}; the rollback will be retried; `shiro undo --abandon` keeps every file as it is"
+            ),
+            None => format!(
+                "its {verb} was interrupted; it is completed the next time the store is opened"
+            ),
+        });
+    }
+    summary
+}
+
+fn direction_verb(direction: Direction) -> &'static str {
+    match direction {
+        Direction::Undo => "undo",
+        Direction::Redo => "redo",
+    }
+}
+
+/// A restore cleared by [`UndoStore::abandon`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Abandoned {
+    /// Its turn.
+    pub turn: TurnSummary,
+    /// Which way it went.
+    pub direction: Direction,
+    /// Where each path of the turn stands, sorted by path.
+    pub paths: Vec<(WorkspacePath, PathStanding)>,
+}
+
+/// Where a path of an abandoned restore was left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathStanding {
+    /// As the restore would have made it.
+    Restored,
+    /// As it was before the restore.
+    AsBefore,
+    /// Neither: changed since, or half-written when the restore stopped.
+    Neither,
+}
+
+impl std::fmt::Display for Abandoned {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let verb = direction_verb(self.direction);
+        writeln!(
+            f,
+            "abandoned the {verb} of turn {} {:?}, which had stopped part-way; every file was left as it is:",
+            self.turn.id, self.turn.summary
+        )?;
+        let text = |standing: &PathStanding| match standing {
+            PathStanding::Restored => format!("{verb}ne"),
+            PathStanding::AsBefore => format!("as before the {verb}"),
+            PathStanding::Neither => "neither (changed since, or half-written)".to_owned(),
+        };
+        let width = (self.paths.iter())
+            .map(|(_, standing)| text(standing).len())
+            .max()
+            .unwrap_or(0);
+        for (path, standing) in &self.paths {
+            writeln!(f, "  {:<width$}  {path}", text(standing))?;
+        }
+        write!(
+            f,
+            "turn {} stays in the log, marked; `shiro {verb} --force` finishes the job",
+            self.turn.id
+        )
+    }
+}
+
+/// The stored files of one turn; see [`UndoStore::copies`].
+#[derive(Debug)]
+pub struct Copies<'a> {
+    stored: restore::Stored<'a>,
+}
+
+impl<'a> Copies<'a> {
+    fn of(store: &'a UndoStore, turn: Option<&TurnRecord>) -> Self {
+        let blobs = &store.inner.blobs;
+        let stored = match turn {
+            Some(turn) => restore::Stored::open(blobs, turn),
+            None => restore::Stored::blobs_only(blobs),
+        };
+        Self { stored }
+    }
+
+    /// The bytes of `hash`, checked against it; `None` when neither the blobs nor the turn's
+    /// packs hold them.
+    pub fn get(&self, hash: &ContentHash) -> Result<Option<Vec<u8>>, UndoError> {
+        self.stored
+            .get(hash)
+            .map_err(|err| UndoError::io("read the stored copy in", self.stored.dir(), err))
+    }
+}

@@ -1,0 +1,445 @@
+//! Recovery, under the lock, each time the store is opened: a restore that stopped part-way
+//! is completed, a turn a crash cut short becomes an undoable turn from its in-flight record
+//! and bash layers, and the log is read back.
+
+use std::collections::BTreeSet;
+
+use shiro_tools::capture::LayerRecovery;
+use shiro_tools::{Mutator, WorkspacePath};
+
+use crate::blob::{Blobs, Form, MAX_DELTA_DEPTH};
+use crate::codec::{decode_all, decode_framed, empty_file, read_optional, remove_durably};
+use crate::delta;
+use crate::error::UndoError;
+use crate::flight::{Finished, Flight};
+use crate::format::{
+    FORMAT_VERSION, INFLIGHT_FILE, InflightLine, JOURNAL_FILE, Journal, LogLine, PROGRESS_FILE,
+};
+use crate::image::{ContentHash, Image, Spares};
+use crate::log::LogState;
+use crate::pack::{PackWriter, pack_path};
+use crate::report::Notice;
+use crate::restore;
+
+use super::{UndoStore, direction_verb, needed_writes};
+
+impl UndoStore {
+    /// Under the lock: completes an interrupted restore, recovers an interrupted turn, and
+    /// returns the log.
+    pub(super) async fn recover(&self, workspace: &dyn Mutator) -> Result<LogState, UndoError> {
+        let mut state = self.load_state()?;
+        self.recover_strictly(workspace, &mut state).await?;
+        Ok(state)
+    }
+
+    pub(super) async fn recover_loaded(
+        &self,
+        workspace: &dyn Mutator,
+        state: &mut LogState,
+    ) -> Result<(), UndoError> {
+        self.adopt_journal(state)?;
+        match self.recover_restore(workspace, state).await {
+            Ok(()) => {}
+            // Opening still works, so that `shiro log` shows it and `--abandon` can clear it;
+            // whatever needs the log to move on (a restore, a new turn) is refused.
+            Err(UndoError::RestoreStuck {
+                turn,
+                direction,
+                reason,
+            }) => {
+                self.notify(Notice::StuckRestore {
+                    id: turn,
+                    direction,
+                    reason,
+                });
+                return Ok(());
+            }
+            Err(err) => return Err(err),
+        }
+        self.recover_inflight(workspace, state).await
+    }
+
+    /// Like [`Self::recover_loaded`], failing when a restore is stuck.
+    pub(super) async fn recover_strictly(
+        &self,
+        workspace: &dyn Mutator,
+        state: &mut LogState,
+    ) -> Result<(), UndoError> {
+        self.adopt_journal(state)?;
+        self.recover_restore(workspace, state).await?;
+        self.recover_inflight(workspace, state).await
+    }
+
+    /// Completes a restore that a crash interrupted (its `begin` is the log's last record),
+    /// or rolls it back when it cannot be completed. Every path not done yet is checked
+    /// first: one that is neither as the restore found it nor as it makes it (and not the one
+    /// it was writing) was changed by someone meanwhile, and is never overwritten; the restore
+    /// is then rolled back around it. A restore that can be neither completed nor rolled back
+    /// stays in the log, and [`UndoError::RestoreStuck`] says so (see [`UndoStore::abandon`]).
+    pub(super) async fn recover_restore(
+        &self,
+        workspace: &dyn Mutator,
+        state: &mut LogState,
+    ) -> Result<(), UndoError> {
+        let Some(pending) = state.pending.clone() else {
+            return Ok(());
+        };
+        let id = pending.turn.meta.id;
+        let direction = pending.direction;
+        let stuck = |err: &UndoError| UndoError::RestoreStuck {
+            turn: id,
+            direction,
+            reason: err.to_string(),
+        };
+        let paths = pending.turn.workspace_paths();
+        restore::sweep_partial_writes(workspace, paths.iter().map(|(path, _)| path)).await;
+        let progress_path = self.path(PROGRESS_FILE);
+        let started = restore::Progress::read(&progress_path, pending.run);
+        let run = pending.run.unwrap_or_else(restore::new_run);
+        let standings = restore::standings(workspace, &pending.turn, direction, started)
+            .await
+            .map_err(|err| stuck(&err))?;
+        let changed: BTreeSet<WorkspacePath> = (standings.iter())
+            .filter(|(_, standing)| matches!(standing, restore::Standing::Changed(_)))
+            .map(|(path, _)| path.clone())
+            .collect();
+        let verb = direction_verb(direction);
+        let reason = if let Some(reason) = &pending.rollback {
+            // A rollback was under way: it continues, around what changed since.
+            reason.clone()
+        } else if !changed.is_empty() {
+            let paths: Vec<&str> = changed.iter().map(WorkspacePath::as_str).collect();
+            format!(
+                "its {verb} was interrupted, and {} changed before it could be completed",
+                paths.join(", ")
+            )
+        } else {
+            let stored = restore::Stored::open(&self.inner.blobs, &pending.turn);
+            let writes = needed_writes(&pending.turn, direction, &standings, &BTreeSet::new());
+            let progress = restore::Progress::resume(&progress_path, run, started);
+            let completed = match restore::verify(&stored, writes.iter().map(|(p, i)| (p, i))) {
+                Ok(()) => {
+                    restore::apply_marked_first(
+                        workspace,
+                        &stored,
+                        &pending.turn,
+                        direction,
+                        &BTreeSet::new(),
+                        &progress,
+                    )
+                    .await
+                }
+                Err(err) => Err(err),
+            };
+            match completed {
+                Ok(_) => {
+                    self.append(state, LogLine::Done { id })?;
+                    self.notify(Notice::CompletedRestore { id, direction });
+                    return Ok(());
+                }
+                Err(err) => format!("its interrupted {verb} could not be completed: {err}"),
+            }
+        };
+        let progress = restore::Progress::resume(&progress_path, run, started);
+        self.roll_back(workspace, state, changed.clone(), reason.clone(), &progress)
+            .await?;
+        self.notify(Notice::RolledBackRestore {
+            id,
+            direction,
+            reason,
+            left: changed.into_iter().collect(),
+        });
+        Ok(())
+    }
+
+    /// Moves the journal of a restore that a store of format 3 or older began into the log,
+    /// as its `begin` record, for [`Self::recover_restore`] to complete.
+    pub(super) fn adopt_journal(&self, state: &mut LogState) -> Result<(), UndoError> {
+        let path = self.path(JOURNAL_FILE);
+        let Some(bytes) = read_optional(&path).map_err(|err| UndoError::io("read", &path, err))?
+        else {
+            return Ok(());
+        };
+        let (mut good, bad) = decode_all::<Journal>(&bytes);
+        match good.pop() {
+            Some((_, journal))
+                if bad.is_empty() && journal.turn.validate().is_ok() && state.pending.is_none() =>
+            {
+                if journal.version > FORMAT_VERSION {
+                    return Err(UndoError::UnsupportedVersion {
+                        path,
+                        found: journal.version,
+                        supported: FORMAT_VERSION,
+                    });
+                }
+                let mut turn = journal.turn;
+                turn.upgrade(journal.version);
+                self.append(
+                    state,
+                    LogLine::Begin {
+                        direction: journal.direction,
+                        turn,
+                        run: None,
+                    },
+                )?;
+            }
+            _ => {
+                // The journal was made durable before its restore changed anything, so a
+                // damaged journal means the restore never began: dropping it loses nothing.
+                for b in bad {
+                    self.notify(Notice::CorruptRecord {
+                        file: JOURNAL_FILE.to_owned(),
+                        line: b.line,
+                        reason: b.reason,
+                    });
+                }
+            }
+        }
+        remove_durably(&path).map_err(|err| UndoError::io("remove", &path, err))
+    }
+
+    pub(super) async fn recover_inflight(
+        &self,
+        workspace: &dyn Mutator,
+        state: &mut LogState,
+    ) -> Result<(), UndoError> {
+        // First a bash command's overlay layer that a crash left: a commit cut short is
+        // finished (the in-flight record below holds the pre-images of all it changes), a
+        // command cut short is discarded.
+        let state_dir = &self.inner.state;
+        let mut recovered_layers = Vec::new();
+        for layers in [state_dir.layers_dir(), state_dir.legacy_layers_dir()] {
+            recovered_layers.extend(
+                shiro_tools::capture::recover_layers(workspace, &layers)
+                    .await
+                    .map_err(UndoError::Mutator)?,
+            );
+        }
+        for recovered in recovered_layers {
+            self.notify(match recovered {
+                LayerRecovery::Finished { steps } => Notice::FinishedBashCommit { steps },
+                LayerRecovery::Discarded => Notice::DiscardedBashLayer,
+                LayerRecovery::DiscardedAfterRestart => Notice::DiscardedBashCommit,
+            });
+        }
+        let path = self.path(INFLIGHT_FILE);
+        let Some(bytes) = read_optional(&path).map_err(|err| UndoError::io("read", &path, err))?
+        else {
+            return Ok(());
+        };
+        if bytes.is_empty() {
+            // Between turns.
+            return Ok(());
+        }
+        let (records, bad) = decode_framed::<InflightLine>(&bytes, |line| match line {
+            InflightLine::Path { bytes, .. } => *bytes,
+            _ => None,
+        });
+        // A torn last record is the write a crash interrupted. Each record (with the bytes it
+        // carries) is flushed before the mutation it protects runs, so that mutation never
+        // ran: ignoring the record loses nothing, and it is not worth a notice. Anything else
+        // is damage, and the records after it cannot be framed, so they are not read.
+        if let Some((b, torn)) = bad
+            && !torn
+        {
+            self.notify(Notice::CorruptRecord {
+                file: INFLIGHT_FILE.to_owned(),
+                line: b.line,
+                reason: format!("{}; the records after it were not read", b.reason),
+            });
+        }
+        let mut records = records.into_iter();
+        let meta = match records.next() {
+            Some((1, InflightLine::Start { version, turn }, _)) if version <= FORMAT_VERSION => {
+                Some(turn)
+            }
+            _ => None,
+        };
+        // Whether the log now holds this file's turn, so that emptying the file need not be
+        // flushed: should the emptying be lost, the turn's id is below the log's next id.
+        let mut committed = false;
+        if let Some(meta) = meta {
+            // The log's next id passes a turn's id only when that turn is committed (ids are
+            // handed out from it under the lock): such a file is a leftover whose emptying a
+            // crash undid, even if its turn has since left the log.
+            let stale = meta.id.0 < state.next_id || state.contains(meta.id);
+            state.next_id = state.next_id.max(meta.id.0 + 1);
+            if !stale {
+                let id = meta.id;
+                let mut flight = Flight::new(meta);
+                // A record of another turn was left by an earlier turn (the emptying of the
+                // file, not flushed, was lost): this turn's records end there.
+                let own = records.take_while(|(_, line, _)| line.turn().is_none_or(|t| t == id));
+                for (number, line, payload) in own {
+                    let payload = match (&line, payload) {
+                        (
+                            InflightLine::Path {
+                                before: Image::File { hash, .. },
+                                ..
+                            },
+                            Some(bytes),
+                        ) => {
+                            if ContentHash::of(bytes) == *hash {
+                                Some(bytes.to_vec())
+                            } else {
+                                self.notify(Notice::CorruptRecord {
+                                    file: INFLIGHT_FILE.to_owned(),
+                                    line: number,
+                                    reason: "stored bytes do not match their hash".to_owned(),
+                                });
+                                None
+                            }
+                        }
+                        _ => None,
+                    };
+                    flight.apply(line, payload);
+                }
+                let id = flight.meta.id;
+                let summary = flight.meta.summary.clone();
+                // A write killed before its rename left its temporary file beside the path;
+                // every such path was captured first, so it is among these.
+                restore::sweep_partial_writes(workspace, flight.before.keys()).await;
+                let spares = Spares::none();
+                match flight
+                    .finish(workspace, true, self.inner.options.big_file_bytes, &spares)
+                    .await?
+                {
+                    Some(finished) => {
+                        let paths = finished.record.paths.len();
+                        let unrestorable = finished.record.summary().bash_unrestorable;
+                        // A blob an earlier attempt to finish this turn left damaged (a disk
+                        // error) must not count as stored.
+                        let blobs = &self.inner.blobs;
+                        blobs
+                            .discard_damaged(finished.pending.keys().chain(finished.afters.keys()))
+                            .map_err(|err| UndoError::io("check blobs in", blobs.dir(), err))?;
+                        self.commit_flight(state, finished, &spares)?;
+                        committed = true;
+                        self.notify(Notice::RecoveredTurn {
+                            id,
+                            summary,
+                            paths,
+                            unrestorable,
+                        });
+                    }
+                    None => self.notify(Notice::DiscardedEmptyTurn { id }),
+                }
+            } else {
+                committed = true;
+            }
+        }
+        empty_file(&path, !committed).map_err(|err| UndoError::io("empty", &path, err))
+    }
+
+    /// Stores the new pre-images of a finished turn in one pack, `<id>-0`, written and
+    /// flushed once, then pushes the turn (see [`UndoStore::commit_turn`]). Until the log
+    /// holds the turn, its in-flight file still holds the bytes of the new ones. A pre-image
+    /// stored already, as a blob or in a pack the log names, is not stored again; the turn
+    /// names the pack that holds it.
+    ///
+    /// A big file's after-image is stored too, as a delta against its pre-image (a new one is
+    /// stored raw, the start of a chain): the next turn on the file finds its pre-image
+    /// stored already, and stores only its own delta. A chain [`MAX_DELTA_DEPTH`] deep starts
+    /// again with the after-image whole. These stay blob files of their own: chains are
+    /// followed from file to file.
+    pub(super) fn commit_flight(
+        &self,
+        state: &mut LogState,
+        finished: Finished,
+        spares: &Spares,
+    ) -> Result<(), UndoError> {
+        let blobs = &self.inner.blobs;
+        let Finished {
+            record,
+            pending,
+            held,
+            afters,
+        } = finished;
+        let mut record = record;
+        let packed = self.packed(state);
+        let in_store = |hash: &ContentHash| blobs.contains(hash) || packed.find(hash).is_some();
+        let mut items = Vec::new();
+        let mut raw = BTreeSet::new();
+        let mut stored = BTreeSet::new();
+        for path in &record.paths {
+            let (Some(before), Some(after)) = (path.before.hash(), path.after.hash()) else {
+                continue;
+            };
+            let Some(after_bytes) = afters.get(&after) else {
+                continue;
+            };
+            if before == after || !stored.insert(after) || in_store(&after) {
+                continue;
+            }
+            // The pre-image: new (stored raw now, starting a chain), or stored already (the
+            // previous turn's after-image), its bytes held since it was captured. A delta's
+            // base is a blob of its own: one in a pack starts a new chain.
+            let (before_bytes, depth) = if let Some(bytes) = pending.get(&before) {
+                raw.insert(before);
+                (bytes, 0)
+            } else if let Some(bytes) = held.get(&before) {
+                let depth = if blobs.contains(&before) {
+                    blobs.chain_depth(&before, MAX_DELTA_DEPTH)
+                } else {
+                    MAX_DELTA_DEPTH
+                };
+                (bytes, depth)
+            } else {
+                continue;
+            };
+            let delta = (depth < MAX_DELTA_DEPTH)
+                .then(|| delta::encode(after_bytes, before_bytes))
+                .flatten();
+            items.push(match delta {
+                Some(ops) => (after, Form::Delta { base: before, ops }),
+                None => (after, Form::Raw(after_bytes)),
+            });
+        }
+        // The other new pre-images go into the turn's pack, one file flushed once; the bases
+        // of deltas are blobs of their own, on disk before their deltas are.
+        let failed = |err| UndoError::io("store a copy in", blobs.dir(), err);
+        let mut batch: Vec<(ContentHash, Form<'_>)> = Vec::new();
+        let mut pack: Option<PackWriter> = None;
+        for (hash, bytes) in &pending {
+            if raw.contains(hash) {
+                batch.push((*hash, Form::Raw(bytes)));
+            } else if !in_store(hash) {
+                let writer = match &mut pack {
+                    Some(writer) => writer,
+                    None => pack.insert(PackWriter::create(blobs.dir()).map_err(failed)?),
+                };
+                (writer.add_at(*hash, bytes, Blobs::finish_level(bytes.len()))).map_err(failed)?;
+            }
+        }
+        batch.extend(items);
+        blobs.put_all(batch).map_err(failed)?;
+        let own = format!("{}-0", record.meta.id.0);
+        let mut named: BTreeSet<String> = BTreeSet::new();
+        if let Some(writer) = pack.filter(|writer| !writer.is_empty()) {
+            writer
+                .finish(&pack_path(blobs.dir(), &own))
+                .map_err(failed)?;
+            named.insert(own.clone());
+            record.packs.push(own);
+        }
+        // A copy stored already in another turn's pack is not stored again: this turn names
+        // that pack too, so that it stays as long as this turn needs it.
+        let hashes: BTreeSet<ContentHash> = record.hashes().collect();
+        for hash in &hashes {
+            if let Some(name) = packed.find(hash)
+                && named.insert(name.to_owned())
+            {
+                record.packs.push(name.to_owned());
+            }
+        }
+        drop(packed);
+        let committed = self.commit_turn(state, record);
+        spares.give(
+            pending
+                .into_values()
+                .chain(held.into_values())
+                .chain(afters.into_values()),
+        );
+        committed
+    }
+}
