@@ -226,7 +226,7 @@ async fn dispatch(ctx: &Context, command: &Command) -> anyhow::Result<Report> {
         Command::Log { json } => headless::log(ctx, *json).await,
         Command::Commands(sub) => headless::commands(ctx, &sub.into()).await,
         Command::Mcp(args) => {
-            let token = std::env::var(shiro_cli::mcp::listen::TOKEN_VAR).ok();
+            let token = std::env::var(shiro_mcp::server::listen::TOKEN_VAR).ok();
             shiro_cli::mcp::serve(ctx, args, token.as_deref(), &|line| {
                 eprintln!("shiro: {line}");
             })

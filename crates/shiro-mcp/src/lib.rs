@@ -1,20 +1,24 @@
-//! shiro as an MCP client, on the official SDK (`rmcp`): the servers a config or a
-//! workspace's `.mcp.json` names, started or reached by URL, whose tools the agent offers its
-//! model beside shiro's own, as `server__tool`. The decisions are in `docs/mcp.md`.
+//! MCP both ways, on the official SDK (`rmcp`). The decisions are in `docs/mcp.md`.
 //!
+//! The client: the servers a config or a workspace's `.mcp.json` names, started or reached
+//! by URL, whose tools the agent offers its model beside shiro's own, as `server__tool`.
 //! - [`client`]: the servers of a session, their tools, and calls to them;
 //! - [`http`]: the way to a server reached by URL (Streamable HTTP);
 //! - [`mcp_json`]: the servers of a workspace's `.mcp.json`.
 //!
+//! The server (the `server` feature, which the binary turns on and the agent does not):
+//! [`server`] serves shiro's undoable tools to other clients, over a
+//! [`server::Workspace`] the binary implements.
+//!
 //! Invariant: nothing here prints, reads the environment or exits. A server's variables are
 //! looked up through the function the caller passes; what went wrong comes back as notices.
-//! (`shiro mcp`, the server side, still lives in the binary: it serves the headless
-//! commands, which have not left it yet.)
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::exit)]
 
 pub mod client;
 pub mod http;
 pub mod mcp_json;
+#[cfg(feature = "server")]
+pub mod server;
 
 /// Why `name` cannot name an MCP server: its tools are called `name__tool`, and the model
 /// APIs take only letters, digits, `_` and `-` in a tool's name.

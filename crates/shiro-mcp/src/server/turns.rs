@@ -15,13 +15,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use anyhow::Result;
 use serde::Deserialize;
 use shiro_tools::{Change, FsMutator, Tool, parse_args};
 use shiro_undo::{Recording, TurnId, TurnStart, UndoStore};
 use tokio::sync::Mutex;
 
-use shiro_agent::headless::{self, Context, Report, RestoreArgs, Way};
+use super::{Outcome, Way, Workspace};
 
 /// Arguments of `undo` and `redo`.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
@@ -49,21 +48,9 @@ pub struct BeginTurnArgs {
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
 
-/// The outcome of one call, before it becomes the protocol's result.
-#[derive(Debug, Default)]
-pub struct Outcome {
-    /// The text, as the CLI prints it (notices on lines of their own after it).
-    pub text: String,
-    /// The structured content.
-    pub structured: serde_json::Value,
-    /// Whether the call failed.
-    pub is_error: bool,
-}
-
 /// The turns of one server.
-#[derive(Debug)]
-pub struct Turns {
-    ctx: Context,
+pub struct Turns<W> {
+    workspace: W,
     idle_gap: Duration,
     state: Mutex<State>,
     /// Bumped as each call starts and ends: the idle watch of a group closes it only after
@@ -108,12 +95,20 @@ struct Closed {
     lines: Vec<String>,
 }
 
-impl Turns {
-    /// The turns of a server working in `ctx`'s workspace, whose groups close after
-    /// `idle_gap` without a call.
-    pub fn new(ctx: Context, idle_gap: Duration) -> Self {
+impl<W> std::fmt::Debug for Turns<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Turns")
+            .field("idle_gap", &self.idle_gap)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W: Workspace> Turns<W> {
+    /// The turns of a server working in `workspace`, whose groups close after `idle_gap`
+    /// without a call.
+    pub fn new(workspace: W, idle_gap: Duration) -> Self {
         Self {
-            ctx,
+            workspace,
             idle_gap,
             state: Mutex::new(State::default()),
             activity: AtomicU64::new(0),
@@ -122,26 +117,18 @@ impl Turns {
 
     /// shiro's tools, `bash` as configured, in the order a model is shown them.
     pub fn tools(&self) -> Vec<Box<dyn Tool>> {
-        self.ctx.tools()
-    }
-
-    /// The tool called `name`, if shiro has one.
-    pub fn tool(&self, name: &str) -> Option<Box<dyn Tool>> {
-        self.ctx.tool(name)
+        self.workspace.tools()
     }
 
     /// The tool called `name` for one call that `stop` stops (the client cancelled it, or a
     /// signal came): for `bash`, a running command is then killed, and what it changed is
-    /// still recorded; the other tools finish quickly and run as [`Turns::tool`] gives them.
+    /// still recorded; the other tools finish quickly.
     pub fn tool_stopped_by(
         &self,
         name: &str,
         stop: tokio::sync::watch::Receiver<u64>,
     ) -> Option<Box<dyn Tool>> {
-        if name == shiro_commands::tool::BASH {
-            return Some(Box::new(self.ctx.bash.clone().with_stop(stop)));
-        }
-        self.tool(name)
+        self.workspace.tool(name, Some(stop))
     }
 
     /// A stop for one call: it changes when `cancelled` resolves (the client's cancellation)
@@ -154,7 +141,7 @@ impl Turns {
         tokio::task::JoinHandle<()>,
     ) {
         let (stop, receiver) = tokio::sync::watch::channel(0u64);
-        let mut signals = self.ctx.signals.stops();
+        let mut signals = self.workspace.stops();
         let forward = tokio::spawn(async move {
             tokio::pin!(cancelled);
             loop {
@@ -194,8 +181,8 @@ impl Turns {
             self.detached(async move { this.call_mutating(tool, args, summary).await })
                 .await
         } else {
-            match self.ctx.workspace() {
-                Ok(workspace) => match tool.call(&workspace, args).await {
+            match self.workspace.jail() {
+                Ok(jail) => match tool.call(&jail, args).await {
                     Ok(output) => Outcome {
                         text: output.text,
                         structured: serde_json::json!({ "turn": null, "changes": [] }),
@@ -203,7 +190,7 @@ impl Turns {
                     },
                     Err(err) => failure(err.to_string()),
                 },
-                Err(err) => failure(headless::error_text(&err)),
+                Err(err) => failure(err),
             }
         };
         self.touch();
@@ -234,23 +221,27 @@ impl Turns {
         }
         // The lock is held through the call, so that shutting down waits for it.
         let Some(group) = state.group.as_mut() else {
-            let report = headless::run_as_turn(&self.ctx, tool.as_ref(), args, &summary).await;
-            return from_report(report);
+            return self
+                .workspace
+                .run_as_turn(tool.as_ref(), args, &summary)
+                .await;
         };
         if group.open.is_none() {
             match self.open_turn(&group.summary).await {
                 Ok(open) => group.open = Some(open),
-                Err(err) => return failure(headless::error_text(&err)),
+                Err(err) => return failure(err),
             }
         }
         let Some(open) = group.open.as_mut() else {
             return failure("the group's turn is not open".to_owned());
         };
-        let called =
-            headless::call_in_turn(&self.ctx, tool.as_ref(), &open.recording, args, "`undo`").await;
+        let called = self
+            .workspace
+            .call_in_turn(tool.as_ref(), &open.recording, args)
+            .await;
         let (result, notices) = match called {
             Ok(called) => called,
-            Err(err) => return failure(format!("{}; nothing was run", headless::error_text(&err))),
+            Err(err) => return failure(format!("{err}; nothing was run")),
         };
         let mut lines = notices;
         lines.extend(store_notices(&open.store));
@@ -278,19 +269,20 @@ impl Turns {
     }
 
     /// Begins the turn of a group: opens the store and takes its lock.
-    async fn open_turn(&self, summary: &str) -> Result<Open> {
-        let (store, _) = self.ctx.open_store().await?;
-        if self.ctx.signals.interrupted() {
-            return Err(headless::InterruptedBeforeStart.into());
+    async fn open_turn(&self, summary: &str) -> Result<Open, String> {
+        let store = self.workspace.open_store().await?;
+        if self.workspace.interrupted() {
+            return Err(INTERRUPTED_BEFORE_START.to_owned());
         }
-        let recording = store.recorder(self.ctx.workspace()?);
+        let recording = store.recorder(self.workspace.jail()?);
         let turn = recording
             .begin_turn(TurnStart {
                 summary: summary.to_owned(),
                 history_marker: 0,
                 session: None,
             })
-            .await?;
+            .await
+            .map_err(|err| format!("{:#}", anyhow::Error::from(err)))?;
         Ok(Open {
             store,
             recording,
@@ -382,25 +374,7 @@ impl Turns {
                 return failure(SHUTTING_DOWN.to_owned());
             }
             let closed = this.close(&mut state).await;
-            let restore = RestoreArgs {
-                dry_run: args.dry_run,
-                force: args.force,
-                abandon: false,
-            };
-            let mut outcome = match headless::restore(&this.ctx, way, &restore).await {
-                Ok(report) => {
-                    let refused = report.exit != 0;
-                    let mut outcome = from_report(Ok(report));
-                    outcome.structured = serde_json::json!({
-                        "direction": name,
-                        "dry_run": args.dry_run,
-                        "would_be_refused": refused,
-                        "notices": outcome.structured["notices"].clone(),
-                    });
-                    outcome
-                }
-                Err(err) => restore_failure(&err, name),
-            };
+            let mut outcome = this.workspace.restore(way, args.dry_run, args.force).await;
             if !closed.lines.is_empty() {
                 outcome.text = format!("{}\n{}", closed.lines.join("\n"), outcome.text);
             }
@@ -419,21 +393,11 @@ impl Turns {
         self.detached(async move {
             let mut state = this.state.lock().await;
             let closed = this.close(&mut state).await;
-            let text = match headless::log(&this.ctx, false).await {
-                Ok(report) => report.stdout,
-                Err(err) => return failure(headless::error_text(&err)),
-            };
-            let json = match headless::log(&this.ctx, true).await {
-                Ok(report) => serde_json::from_str(&report.stdout).unwrap_or_default(),
-                Err(err) => return failure(headless::error_text(&err)),
-            };
-            let mut lines = closed.lines;
-            lines.push(text);
-            Outcome {
-                text: lines.join("\n"),
-                structured: json,
-                is_error: false,
+            let mut outcome = this.workspace.log().await;
+            if !closed.lines.is_empty() {
+                outcome.text = format!("{}\n{}", closed.lines.join("\n"), outcome.text);
             }
+            outcome
         })
         .await
     }
@@ -520,71 +484,16 @@ impl Turns {
 
 const SHUTTING_DOWN: &str = "the server is shutting down; nothing was changed";
 
+/// What a call the server takes after a signal came says.
+const INTERRUPTED_BEFORE_START: &str = "interrupted before the change began; nothing was changed";
+
 /// A failed call's outcome.
 fn failure(text: String) -> Outcome {
-    Outcome {
-        structured: serde_json::json!({ "error": text }),
-        text,
-        is_error: true,
-    }
-}
-
-/// The outcome of a command of the CLI: its output and notices, or its error.
-fn from_report(report: Result<Report>) -> Outcome {
-    match report {
-        Ok(report) => Outcome {
-            text: with_lines(report.stdout.trim_end().to_owned(), &report.notices),
-            structured: serde_json::json!({
-                "turn": report.turn,
-                "changes": report.changes,
-                "notices": report.notices,
-            }),
-            is_error: false,
-        },
-        Err(err) => {
-            let (notices, err) = match err.downcast::<headless::Noticed>() {
-                Ok(noticed) => (noticed.notices, noticed.error),
-                Err(err) => (Vec::new(), err),
-            };
-            let mut text = String::new();
-            if let Some(failed) = err.downcast_ref::<headless::FailedAfterChanges>() {
-                text.push_str(&failed.stdout);
-            }
-            text.push_str(&headless::error_text(&err));
-            let mut outcome = failure(with_lines(text, &notices));
-            outcome.structured["notices"] = serde_json::json!(notices);
-            outcome
-        }
-    }
-}
-
-/// A failed undo or redo; a refusal for conflicts carries the conflict report.
-fn restore_failure(err: &anyhow::Error, name: &str) -> Outcome {
-    let noticed = err.downcast_ref::<headless::Noticed>();
-    let inner = noticed.map_or(err, |noticed| &noticed.error);
-    let notices = noticed
-        .map(|noticed| noticed.notices.clone())
-        .unwrap_or_default();
-    let mut outcome = failure(with_lines(headless::error_text(inner), &notices));
-    if let Some(shiro_undo::UndoError::Conflict(report)) =
-        inner.downcast_ref::<shiro_undo::UndoError>()
-    {
-        // The report names the CLI's flags; here they are arguments.
-        outcome.text = outcome.text.replace(
-            &format!("{name} with --force; to see what it would do, use --dry-run"),
-            &format!(
-                "call {name} with \"force\": true; to see what it would do, with \"dry_run\": true"
-            ),
-        );
-        outcome.structured = serde_json::to_value(report)
-            .unwrap_or_else(|err| serde_json::json!({ "error": err.to_string() }));
-        outcome.structured["refused"] = serde_json::json!(true);
-    }
-    outcome
+    Outcome::failure(text)
 }
 
 /// `text` with each of `lines` after it on a line of its own.
-fn with_lines(mut text: String, lines: &[String]) -> String {
+pub fn with_lines(mut text: String, lines: &[String]) -> String {
     for line in lines {
         if !text.is_empty() && !text.ends_with('\n') {
             text.push('\n');

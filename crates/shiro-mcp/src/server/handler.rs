@@ -14,10 +14,10 @@ use rmcp::model::{
     ToolAnnotations,
 };
 use rmcp::service::{MaybeSendFuture, RequestContext, RoleServer};
-use shiro_agent::headless::Way;
 use shiro_tools::schema_of;
 
-use super::turns::{BeginTurnArgs, NoArgs, Outcome, RestoreToolArgs, Turns};
+use super::turns::{BeginTurnArgs, NoArgs, RestoreToolArgs, Turns};
+use super::{Outcome, Way, Workspace};
 
 /// What the server tells a client about itself when a session starts.
 const INSTRUCTIONS: &str = "shiro's file tools: every change they make can be undone exactly, with the undo tool here or `shiro undo` in a terminal. Each call that changes files is its own turn; to make several calls one turn (one undo), call begin_turn first and end_turn after. Paths are relative to the workspace root.";
@@ -29,15 +29,24 @@ const REDO: &str = "Redo the turn undone last (possible until a new turn is reco
 const LOG: &str = "List the turns that can be undone, newest first, with what each changed and whether the next undo would be refused; and the turns that can be redone.";
 
 /// The server of one `shiro mcp` process.
-#[derive(Debug, Clone)]
-pub struct ShiroServer {
-    turns: Arc<Turns>,
+#[derive(Debug)]
+pub struct ShiroServer<W> {
+    turns: Arc<Turns<W>>,
     tools: Arc<Vec<Tool>>,
 }
 
-impl ShiroServer {
+impl<W> Clone for ShiroServer<W> {
+    fn clone(&self) -> Self {
+        Self {
+            turns: Arc::clone(&self.turns),
+            tools: Arc::clone(&self.tools),
+        }
+    }
+}
+
+impl<W: Workspace> ShiroServer<W> {
     /// A server over `turns`, offering shiro's tools (as the agent has them) and its own.
-    pub fn new(turns: Arc<Turns>) -> Self {
+    pub fn new(turns: Arc<Turns<W>>) -> Self {
         let mut listed: Vec<Tool> = turns
             .tools()
             .iter()
@@ -111,11 +120,7 @@ impl ShiroServer {
                         "unknown tool {name:?}; the tools are: {}; nothing was changed",
                         names.join(", ")
                     );
-                    Outcome {
-                        structured: serde_json::json!({ "error": text }),
-                        text,
-                        is_error: true,
-                    }
+                    Outcome::failure(text)
                 }
             },
         }
@@ -146,7 +151,7 @@ fn result(outcome: Outcome) -> CallToolResult {
     result
 }
 
-impl ServerHandler for ShiroServer {
+impl<W: Workspace> ServerHandler for ShiroServer<W> {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("shiro", env!("CARGO_PKG_VERSION")))

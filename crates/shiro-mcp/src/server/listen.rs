@@ -25,7 +25,7 @@ use hyper_util::service::TowerToHyperService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
-use super::ShiroServer;
+use super::{ShiroServer, Workspace};
 
 /// The variable `shiro` reads the token from.
 pub const TOKEN_VAR: &str = "SHIRO_MCP_TOKEN";
@@ -88,7 +88,12 @@ impl Listener {
     /// Serves `server` to every client that sends `token`, until `stop` completes; then
     /// it takes no new request and ends the sessions (a call under way is finished by
     /// [`super::Turns::shutdown`]).
-    pub async fn serve(self, server: ShiroServer, token: &str, stop: impl Future<Output = ()>) {
+    pub async fn serve<W: Workspace>(
+        self,
+        server: ShiroServer<W>,
+        token: &str,
+        stop: impl Future<Output = ()>,
+    ) {
         let config = StreamableHttpServerConfig::default().enforce_origin_validation();
         let stopping = config.cancellation_token.clone();
         let mcp = TowerToHyperService::new(StreamableHttpService::new(
