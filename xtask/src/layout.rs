@@ -260,7 +260,10 @@ fn without_tests(code: &str) -> String {
             .iter()
             .map(|line| line.trim())
             .find(|line| !line.is_empty() && !line.starts_with("#["))
-            .is_some_and(|line| line.starts_with("mod ") && line.ends_with('{'));
+            .is_some_and(|line| {
+                let line = line.strip_prefix("pub(crate) ").unwrap_or(line);
+                line.starts_with("mod ") && line.ends_with('{')
+            });
         if opens_module {
             return lines[..index].join("\n");
         }
@@ -674,7 +677,7 @@ mod tests {
             ),
             (
                 "b.rs",
-                "pub struct B;\n#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}\n",
+                "pub struct B;\n#[cfg(test)]\npub(crate) mod tests {\n    use crate::a::A;\n}\n",
             ),
             ("b_tests.rs", "use crate::a::A;\nuse crate::b::B;\n"),
         ]);
