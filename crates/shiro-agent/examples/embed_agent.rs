@@ -1,7 +1,9 @@
 //! shiro's agent in another program: the replay provider as the model, the real tools over
-//! the disk, the undo store, and a sink of the program's own for what the turn reports. One
-//! turn edits a file; the undo puts it back byte for byte. (`cargo run -p shiro-agent
-//! --example embed_agent`; the test suite runs it too, in `tests/embed_example.rs`.)
+//! the disk, the undo store, and a sink of the program's own for what the turn reports. The
+//! program sends the loop its ops: a message, whose turn edits a file, then an undo, which
+//! puts the file back byte for byte and rewinds the conversation. (`cargo run -p
+//! shiro-agent --example embed_agent`; the test suite runs it too, in
+//! `tests/embed_example.rs`.)
 #![allow(clippy::print_stdout)]
 
 use std::sync::{Arc, Mutex};
@@ -10,9 +12,9 @@ use shiro_agent::approve::Approvals;
 use shiro_agent::config::Config;
 use shiro_agent::environment::Environment;
 use shiro_agent::events::Printer;
-use shiro_agent::headless::{self, Context, RestoreArgs, Way};
-use shiro_agent::input::Lines;
-use shiro_agent::protocol::{Event, ToFront};
+use shiro_agent::headless::{self, Context};
+use shiro_agent::input::Ops;
+use shiro_agent::protocol::{Event, Op, ToFront};
 use shiro_agent::render::Color;
 use shiro_agent::session::Session;
 use shiro_agent::signals::Signals;
@@ -28,7 +30,7 @@ const SCRIPT: &str = r#"{"responses": [
     {"text": "Done."}
 ]}"#;
 
-/// Runs one turn and undoes it; an error says which step did not do what it should.
+/// Runs one turn and undoes it, as ops; an error says which step did not do what it should.
 #[tokio::main(flavor = "current_thread")]
 pub async fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
@@ -52,6 +54,7 @@ pub async fn main() -> anyhow::Result<()> {
             kept.lock().unwrap_or_else(|p| p.into_inner()).push(event);
         }
     });
+    let (ops, queue) = std::sync::mpsc::channel();
     let tools = shiro_tools::tools::all();
     let mut agent = Agent {
         ctx: &ctx,
@@ -61,8 +64,8 @@ pub async fn main() -> anyhow::Result<()> {
         history: Conversation::default(),
         session: Session::create(&ctx.state)?,
         printer: Printer::to_front(sink),
-        // Nobody types: with `Yes`, no call waits for an answer.
-        input: Box::new(Lines::new(Box::new(std::io::empty()))),
+        // The program's ops, taken in order; with `Yes`, no call waits for an answer.
+        input: Box::new(Ops::new(queue)),
         approvals: Approvals::new(permissions::Mode::Yes, false),
         max_steps: 10,
         catch_interrupts: false,
@@ -73,22 +76,26 @@ pub async fn main() -> anyhow::Result<()> {
         mcp: Default::default(),
     };
     agent.start_conversation()?;
-    let report = agent.turn("greet the world").await?;
+    ops.send(Op::Submit("greet the world".to_owned()))?;
+    ops.send(Op::Undo)?;
+    // With every sender gone, the loop is told to quit once the queue is empty.
+    drop(ops);
+    shiro_agent::repl::run(&mut agent, &headless::registry(&ctx)).await?;
+    let rewound = agent.history.transcript().len();
     drop(agent);
-    anyhow::ensure!(std::fs::read_to_string(root.join("hello.txt"))? == "hello, world\n");
+
     let events = events.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let edited = events.iter().any(|event| {
+        matches!(event, Event::TurnEnd { changed, .. }
+            if changed.iter().any(|change| change.to_string() == "M hello.txt"))
+    });
+    anyhow::ensure!(edited, "the turn did not report its edit of hello.txt");
     let turn_end = events
         .iter()
         .find(|event| matches!(event, Event::TurnEnd { .. }));
-    println!(
-        "turn #{:?}: {}",
-        report.turn_id,
-        serde_json::to_string(&turn_end)?
-    );
-
-    // The same undo `shiro undo` runs.
-    let undone = headless::restore(&ctx, Way::Undo, &RestoreArgs::default()).await?;
-    print!("{}", undone.stdout);
+    println!("{}", serde_json::to_string(&turn_end)?);
+    // Undone: the file as it was, and the conversation back to its system message.
     anyhow::ensure!(std::fs::read_to_string(root.join("hello.txt"))? == "hello\n");
+    anyhow::ensure!(rewound == 1, "the undo left {rewound} messages");
     Ok(())
 }

@@ -4,6 +4,7 @@ use serde_json::Value;
 use shiro_tools::{MemMutator, Mutator, Stat, Tool, WorkspacePath};
 
 use crate::permissions::{Mode, Rules};
+pub use crate::protocol::{Answer, Scope};
 use crate::render::{self, Color, Side};
 
 /// What was decided for one call.
@@ -38,17 +39,6 @@ impl Approvals {
     }
 }
 
-/// Where an "always" answer's rules are kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scope {
-    /// For this session only.
-    Session,
-    /// In the workspace's `.shiro/config.toml`.
-    Workspace,
-    /// In the user's `config.toml`.
-    User,
-}
-
 /// Parses the answer to "keep this rule where?": `s`/Enter, `w` or `u` (or the words).
 pub fn parse_scope(line: &str) -> Option<Scope> {
     match line.trim().to_lowercase().as_str() {
@@ -57,17 +47,6 @@ pub fn parse_scope(line: &str) -> Option<Scope> {
         "u" | "user" => Some(Scope::User),
         _ => None,
     }
-}
-
-/// What a person typed at the approval prompt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
-    /// `y`: run this call.
-    Once,
-    /// `a`: run this, and keep a rule that runs calls like it without asking.
-    Always,
-    /// `n [reason]`: do not run it.
-    No(Option<String>),
 }
 
 /// Parses an answer: `y`/`yes`, `a`/`always`, `n`/`no` optionally followed by a reason

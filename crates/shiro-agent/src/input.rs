@@ -1,20 +1,23 @@
-//! Where typed lines come from: the [`Input`] a front end gives the agent (the binary's line
-//! editor or terminal UI), or plain [`Lines`] from a pipe or a script. Prompts for the next message and approval answers both come through
-//! here, so a piped session can answer approvals on the lines that follow.
+//! Where the agent's ops come from: the [`Input`] a front end gives the agent (the binary's
+//! line editor or terminal UI), plain [`Lines`] from a pipe or a script, or a queue of
+//! [`Ops`] that another program fills. Prompts for the next message and approval answers
+//! both come through here, so a piped session can answer approvals on the lines that follow.
 
 use std::io::BufRead;
+use std::sync::mpsc::Receiver;
 
 use super::events::Printer;
-use super::protocol::Read;
+use super::protocol::Op;
 
-/// A source of typed lines.
+/// A source of ops. The agent asks for the next one when it waits: at the prompt, at an
+/// approval, at the question of where to keep a rule.
 pub trait Input {
-    /// Shows `prompt` and reads one line.
-    fn read(&mut self, prompt: &str, printer: &mut Printer) -> Read;
+    /// Shows `prompt` and takes the next op (a typed line is [`Op::Submit`]).
+    fn read(&mut self, prompt: &str, printer: &mut Printer) -> Op;
 
     /// Asks whether `tool` may run: `y`, `a`, or `n` with an optional reason. `always` says
     /// what `a` does (`always: bash(git status:*)`, or `once (…)` when no rule can be kept).
-    fn approve(&mut self, tool: &str, always: &str, printer: &mut Printer) -> Read {
+    fn approve(&mut self, tool: &str, always: &str, printer: &mut Printer) -> Op {
         let prompt =
             format!("allow {tool}? [y]es, [a] {always}, [n]o (n REASON tells the model why) ");
         self.read(&prompt, printer)
@@ -22,7 +25,7 @@ pub trait Input {
 
     /// After an `a`, asks where the rules `rules` are kept: `s` this session (also Enter),
     /// `w` the workspace's config, `u` the user's.
-    fn keep(&mut self, rules: &str, printer: &mut Printer) -> Read {
+    fn keep(&mut self, rules: &str, printer: &mut Printer) -> Op {
         let prompt = format!(
             "keep {rules} for: [s]ession only, [w]orkspace (.shiro/config.toml), [u]ser config (all your workspaces)? "
         );
@@ -53,15 +56,36 @@ impl Lines {
 }
 
 impl Input for Lines {
-    fn read(&mut self, prompt: &str, printer: &mut Printer) -> Read {
+    fn read(&mut self, prompt: &str, printer: &mut Printer) -> Op {
         let mut line = String::new();
         match self.reader.read_line(&mut line) {
-            Ok(0) | Err(_) => Read::Eof,
+            Ok(0) | Err(_) => Op::Quit,
             Ok(_) => {
                 let line = line.trim_end_matches(['\n', '\r']).to_owned();
                 printer.info(&format!("{prompt}{line}"));
-                Read::Line(line)
+                Op::Submit(line)
             }
         }
+    }
+}
+
+/// A submission queue: ops another program (a server, a test, an embedding) sends at any
+/// time, taken in order as the agent waits. Once every sender is gone, the agent is told
+/// [`Op::Quit`].
+#[derive(Debug)]
+pub struct Ops {
+    queue: Receiver<Op>,
+}
+
+impl Ops {
+    /// The ops sent into `queue`.
+    pub fn new(queue: Receiver<Op>) -> Self {
+        Ops { queue }
+    }
+}
+
+impl Input for Ops {
+    fn read(&mut self, _prompt: &str, _printer: &mut Printer) -> Op {
+        self.queue.recv().unwrap_or(Op::Quit)
     }
 }

@@ -1,5 +1,6 @@
 //! The agent's protocol with its front ends: what a session reports ([`ToFront`], whose
-//! turn events are [`Event`]) and what a front end answers ([`Read`]).
+//! turn events are [`Event`]) and the ops a front end sends in ([`Op`]): a message, a `/`
+//! command, undo and redo, an approval's answer, an interrupt, the end.
 //!
 //! The terminal UI, the line interface, `-p` and `-p --json` are four consumers of the same
 //! messages: the UI draws them, the printers write them as text or JSON lines. `--json`
@@ -146,12 +147,12 @@ pub enum ToFront {
     Phase(Phase),
     /// Output of the running `bash` command, as it comes.
     BashOutput(String),
-    /// The agent waits for a line: a prompt or an answer to an approval.
+    /// The agent waits for the next op: at the prompt, or for an approval's answer.
     Read {
         /// Which.
         kind: ReadKind,
-        /// Where the line goes.
-        reply: Sender<Read>,
+        /// Where the op goes.
+        reply: Sender<Op>,
     },
     /// New facts for the status line.
     Status(StatusInfo),
@@ -228,15 +229,48 @@ pub struct PickItem {
     pub turns: usize,
 }
 
-/// What reading a line gave.
+/// What a front end sends the agent, when the agent waits for it ([`ToFront::Read`], or a
+/// call of [`crate::input::Input`]). Text front ends send what was typed as
+/// [`Op::Submit`], which the agent reads for what it waits for (a message or a `/` command
+/// at the prompt, `y`/`a`/`n` at an approval); others may send the typed ops.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Read {
-    /// A line, without its newline.
-    Line(String),
-    /// Ctrl-C at the prompt.
-    Interrupted,
-    /// Ctrl-D or the end of the input.
-    Eof,
+pub enum Op {
+    /// A line as typed, without its newline.
+    Submit(String),
+    /// Undo the last turn: its files and the conversation (what `/undo` does).
+    Undo,
+    /// Redo the turn undone last (what `/redo` does).
+    Redo,
+    /// The answer to an approval.
+    Approve(Answer),
+    /// Where the rules of an "always" answer are kept.
+    Keep(Scope),
+    /// Ctrl-C at the prompt: nothing to do; at an approval: no.
+    Interrupt,
+    /// Ctrl-D or the end of the input: leave (at an approval: no).
+    Quit,
+}
+
+/// The answer to an approval.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// `y`: run this call.
+    Once,
+    /// `a`: run this, and keep a rule that runs calls like it without asking.
+    Always,
+    /// `n [reason]`: do not run it.
+    No(Option<String>),
+}
+
+/// Where an "always" answer's rules are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// For this session only.
+    Session,
+    /// In the workspace's `.shiro/config.toml`.
+    Workspace,
+    /// In the user's `config.toml`.
+    User,
 }
 
 /// A one-line view of a tool call's arguments: the path or command when there is one,

@@ -10,7 +10,7 @@ use shiro_undo::{UndoError, UndoOptions};
 
 use super::compact;
 use super::conversation::Conversation;
-use super::protocol::Read;
+use super::protocol::Op;
 use super::protocol::{StatusInfo, ToFront};
 use super::session::{self, Session, SessionSummary};
 use super::turn::Agent;
@@ -35,10 +35,22 @@ pub async fn run(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
             agent.printer.ui(ToFront::Status(status));
         }
         let line = match agent.input.read(PROMPT, &mut agent.printer) {
-            Read::Line(line) => line,
+            Op::Submit(line) => line,
+            Op::Undo => {
+                builtin(agent, registry, "undo", "").await?;
+                continue;
+            }
+            Op::Redo => {
+                builtin(agent, registry, "redo", "").await?;
+                continue;
+            }
             // Ctrl-C at the prompt clears the line, as in a shell.
-            Read::Interrupted => continue,
-            Read::Eof => return Ok(()),
+            Op::Interrupt => continue,
+            Op::Quit => return Ok(()),
+            Op::Approve(_) | Op::Keep(_) => {
+                agent.printer.info("nothing waits for an answer");
+                continue;
+            }
         };
         let line = line.trim();
         if line.is_empty() {

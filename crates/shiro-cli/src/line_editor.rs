@@ -13,7 +13,7 @@ use rustyline::validate::Validator;
 use rustyline::{CompletionType, Config, Editor, Helper};
 use shiro_agent::events::Printer;
 use shiro_agent::input::Input;
-use shiro_agent::protocol::Read;
+use shiro_agent::protocol::Op;
 use shiro_commands::Registry;
 
 /// The terminal line editor: history (saved beside the sessions, `history.txt`) and Tab
@@ -53,11 +53,11 @@ impl Terminal {
 }
 
 impl Input for Terminal {
-    fn read(&mut self, prompt: &str, _printer: &mut Printer) -> Read {
+    fn read(&mut self, prompt: &str, _printer: &mut Printer) -> Op {
         match self.editor.readline(prompt) {
-            Ok(line) => Read::Line(line),
-            Err(ReadlineError::Interrupted) => Read::Interrupted,
-            Err(_) => Read::Eof,
+            Ok(line) => Op::Submit(line),
+            Err(ReadlineError::Interrupted) => Op::Interrupt,
+            Err(_) => Op::Quit,
         }
     }
 

@@ -42,7 +42,7 @@ use crossterm::terminal::{BeginSynchronizedUpdate, EndSynchronizedUpdate};
 use ratatui::backend::CrosstermBackend;
 use shiro_agent::events::Printer;
 use shiro_agent::input::Input;
-use shiro_agent::protocol::{FrontSink, Read};
+use shiro_agent::protocol::{FrontSink, Op};
 use shiro_agent::signals::Signals;
 use shiro_commands::Registry;
 
@@ -265,32 +265,32 @@ impl UiInput {
         }
     }
 
-    fn ask(&self, kind: ReadKind) -> Read {
+    fn ask(&self, kind: ReadKind) -> Op {
         let (reply, answer) = mpsc::channel();
         if self
             .tx
             .send(Msg::Agent(ToFront::Read { kind, reply }))
             .is_err()
         {
-            return Read::Eof;
+            return Op::Quit;
         }
-        answer.recv().unwrap_or(Read::Eof)
+        answer.recv().unwrap_or(Op::Quit)
     }
 }
 
 impl Input for UiInput {
-    fn read(&mut self, _prompt: &str, _printer: &mut Printer) -> Read {
+    fn read(&mut self, _prompt: &str, _printer: &mut Printer) -> Op {
         self.ask(ReadKind::Prompt)
     }
 
-    fn approve(&mut self, tool: &str, always: &str, _printer: &mut Printer) -> Read {
+    fn approve(&mut self, tool: &str, always: &str, _printer: &mut Printer) -> Op {
         self.ask(ReadKind::Approval {
             tool: tool.to_owned(),
             always: always.to_owned(),
         })
     }
 
-    fn keep(&mut self, rules: &str, _printer: &mut Printer) -> Read {
+    fn keep(&mut self, rules: &str, _printer: &mut Printer) -> Op {
         self.ask(ReadKind::Keep {
             rules: rules.to_owned(),
         })

@@ -8,7 +8,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::text::Line;
-use shiro_agent::protocol::Read;
+use shiro_agent::protocol::Op;
 use shiro_agent::protocol::{Event, Status};
 use shiro_commands::{Registry, Sources};
 use shiro_providers::{Message, ToolCall};
@@ -74,7 +74,7 @@ fn shot(app: &mut App, now: Instant) -> String {
 }
 
 /// The agent asks for the next prompt; the receiver gets what is sent.
-pub(crate) fn prompt(app: &mut App, now: Instant) -> Receiver<Read> {
+pub(crate) fn prompt(app: &mut App, now: Instant) -> Receiver<Op> {
     let (reply, replies) = channel();
     app.on_agent(
         ToFront::Read {
@@ -456,7 +456,9 @@ fn where_to_keep_an_always_rule() {
     app.on_key(KeyEvent::new(KeyCode::Char('w'), KeyModifiers::NONE), now);
     assert_eq!(
         answers.try_recv(),
-        Ok(shiro_agent::protocol::Read::Line("w".into()))
+        Ok(shiro_agent::protocol::Op::Keep(
+            shiro_agent::protocol::Scope::Workspace
+        ))
     );
     insta::assert_snapshot!(asked);
 }

@@ -13,7 +13,7 @@ use crate::events::Printer;
 use crate::headless::{self, Context};
 use crate::input::Input;
 use crate::permissions::{self, Kind, Source, Target, Verdict};
-use crate::protocol::{Event, Read, Status, brief};
+use crate::protocol::{Event, Op, Status, brief};
 
 impl Agent<'_> {
     /// Runs one tool call (after approval) and returns the text for the model.
@@ -326,19 +326,22 @@ fn decide(
         (None, None) => "once (no rule can cover this call)".to_owned(),
     };
     loop {
-        match input.approve(question.tool, &offer, printer) {
-            Read::Line(line) => match approve::parse_answer(&line) {
-                Some(Answer::Once) => return Decision::Run,
-                Some(Answer::Always) => {
-                    if let (Some(rules), Some(text)) = (&always, &always_text) {
-                        keep(approvals, ctx, input, printer, rules, text);
-                    }
-                    return Decision::Run;
+        let answer = match input.approve(question.tool, &offer, printer) {
+            Op::Submit(line) => approve::parse_answer(&line),
+            Op::Approve(answer) => Some(answer),
+            Op::Interrupt | Op::Quit => return Decision::Deny(None),
+            Op::Undo | Op::Redo | Op::Keep(_) => None,
+        };
+        match answer {
+            Some(Answer::Once) => return Decision::Run,
+            Some(Answer::Always) => {
+                if let (Some(rules), Some(text)) = (&always, &always_text) {
+                    keep(approvals, ctx, input, printer, rules, text);
                 }
-                Some(Answer::No(reason)) => return Decision::Deny(reason),
-                None => printer.info("answer y, a or n"),
-            },
-            Read::Interrupted | Read::Eof => return Decision::Deny(None),
+                return Decision::Run;
+            }
+            Some(Answer::No(reason)) => return Decision::Deny(reason),
+            None => printer.info("answer y, a or n"),
         }
     }
 }
@@ -402,12 +405,15 @@ fn keep(
     text: &str,
 ) {
     let scope = loop {
-        match input.keep(text, printer) {
-            Read::Line(line) => match approve::parse_scope(&line) {
-                Some(scope) => break scope,
-                None => printer.info("answer s, w or u"),
-            },
-            Read::Interrupted | Read::Eof => break Scope::Session,
+        let scope = match input.keep(text, printer) {
+            Op::Submit(line) => approve::parse_scope(&line),
+            Op::Keep(scope) => Some(scope),
+            Op::Interrupt | Op::Quit => break Scope::Session,
+            Op::Undo | Op::Redo | Op::Approve(_) => None,
+        };
+        match scope {
+            Some(scope) => break scope,
+            None => printer.info("answer s, w or u"),
         }
     };
     let file = match scope {

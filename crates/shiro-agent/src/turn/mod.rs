@@ -684,4 +684,63 @@ pub(crate) mod tests {
         assert!(!ctx.root.join("b.txt").exists());
         assert!(!ctx.root.join("c.txt").exists());
     }
+
+    /// A front end that sends typed ops drives the same loop as one that types: a message,
+    /// approvals answered as values (one that answers nothing is asked again), then undo and
+    /// redo; an answer with nothing to answer changes nothing, and the end of the queue ends
+    /// the session.
+    #[tokio::test]
+    async fn typed_ops_drive_the_loop() {
+        use crate::input::Ops;
+        use crate::protocol::{Answer, Op};
+
+        let (_dir, root) = workspace();
+        let ctx = context(root.clone(), Config::load(&root, None).unwrap());
+        let script = serde_json::json!({"responses": [
+            {"text": "", "tool_calls": [
+                {"name": "write_file", "arguments": {"path": "a.txt", "content": "a\n"}},
+                {"name": "write_file", "arguments": {"path": "b.txt", "content": "b\n"}}]},
+            {"text": "done"}
+        ]})
+        .to_string();
+        let session = Session::create(&ctx.state).unwrap();
+        let mut agent = agent(&ctx, &script, session, Permission::Ask, 5);
+        agent.start_conversation().unwrap();
+        let registry = crate::headless::registry(&ctx);
+        let queued = |ops: Vec<Op>| {
+            let (sender, queue) = std::sync::mpsc::channel();
+            for op in ops {
+                sender.send(op).unwrap();
+            }
+            Box::new(Ops::new(queue))
+        };
+        agent.input = queued(vec![
+            Op::Submit("write two files".into()),
+            Op::Approve(Answer::Once),
+            // Not an answer to an approval: asked again.
+            Op::Redo,
+            Op::Approve(Answer::No(Some("not b".into()))),
+            // Nothing waits for an answer at the prompt.
+            Op::Approve(Answer::Once),
+        ]);
+        crate::repl::run(&mut agent, &registry).await.unwrap();
+        assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
+        assert!(!root.join("b.txt").exists(), "b.txt was denied");
+        let denied = agent
+            .history
+            .transcript()
+            .iter()
+            .any(|m| m.role == Role::Tool && m.content.contains("Their reason: not b"));
+        assert!(denied, "the reason reaches the model");
+
+        agent.input = queued(vec![Op::Undo]);
+        crate::repl::run(&mut agent, &registry).await.unwrap();
+        assert!(!root.join("a.txt").exists(), "undone");
+        let roles: Vec<Role> = agent.history.transcript().iter().map(|m| m.role).collect();
+        assert_eq!(roles, [Role::System], "the conversation rewound");
+
+        agent.input = queued(vec![Op::Redo]);
+        crate::repl::run(&mut agent, &registry).await.unwrap();
+        assert_eq!(std::fs::read_to_string(root.join("a.txt")).unwrap(), "a\n");
+    }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
-use shiro_agent::protocol::Read;
+use shiro_agent::protocol::{Answer, Op, Scope};
 pub use shiro_agent::protocol::{Phase, PickItem, ReadKind, StatusInfo, ToFront};
 use shiro_commands::Registry;
 
@@ -96,7 +96,7 @@ pub struct App {
     /// The prompt being typed.
     pub editor: Editor,
     /// What the agent waits for, and where the answer goes.
-    reading: Option<(ReadKind, Sender<Read>)>,
+    reading: Option<(ReadKind, Sender<Op>)>,
     /// A prompt sent while a turn ran: it goes as soon as the agent asks for one.
     pub queued: Option<String>,
     /// The model's text of this step, as it streams.
@@ -287,14 +287,14 @@ impl App {
                     // The person left before the agent asked (Ctrl-D as a turn ended, while
                     // the agent still saved it): the question is answered as it would have
                     // been, or the agent would wait for a key that was already pressed.
-                    let _ = reply.send(Read::Eof);
+                    let _ = reply.send(Op::Quit);
                     return;
                 }
                 if kind == ReadKind::Prompt {
                     self.end_turn();
                     if let Some(queued) = self.queued.take() {
                         self.echo_prompt(&queued);
-                        let _ = reply.send(Read::Line(queued));
+                        let _ = reply.send(Op::Submit(queued));
                         self.turn_started = Some(now);
                         self.phase = Some((Phase::Waiting, now));
                         return;
@@ -436,17 +436,22 @@ impl App {
             KeyCode::Char(c) if !ctrl => {
                 if self.approval() && self.editor.is_empty() {
                     let keep = matches!(self.reading, Some((ReadKind::Keep { .. }, _)));
-                    match (keep, c.to_ascii_lowercase()) {
-                        (false, c @ ('y' | 'a')) | (true, c @ ('s' | 'w' | 'u')) => {
-                            self.answer(c.to_string());
-                            return Effect::None;
-                        }
-                        (false, 'n') => {
-                            // Room for a reason; Enter sends it.
-                            self.editor.insert("n ");
-                            return Effect::None;
-                        }
-                        _ => {}
+                    let op = match (keep, c.to_ascii_lowercase()) {
+                        (false, 'y') => Some(Op::Approve(Answer::Once)),
+                        (false, 'a') => Some(Op::Approve(Answer::Always)),
+                        (true, 's') => Some(Op::Keep(Scope::Session)),
+                        (true, 'w') => Some(Op::Keep(Scope::Workspace)),
+                        (true, 'u') => Some(Op::Keep(Scope::User)),
+                        _ => None,
+                    };
+                    if let Some(op) = op {
+                        self.answer_with(op);
+                        return Effect::None;
+                    }
+                    if !keep && c.eq_ignore_ascii_case(&'n') {
+                        // Room for a reason; Enter sends it.
+                        self.editor.insert("n ");
+                        return Effect::None;
                     }
                 }
                 self.editor.insert(&c.to_string());
@@ -478,7 +483,7 @@ impl App {
         self.menu = None;
         if self.approval() {
             // The call is refused and the turn is stopped with it.
-            self.answer_with(Read::Interrupted);
+            self.answer_with(Op::Interrupt);
         }
         if self.stopping {
             return Effect::None;
@@ -490,17 +495,17 @@ impl App {
     fn leave(&mut self) {
         self.quit = true;
         if let Some((_, reply)) = self.reading.take() {
-            let _ = reply.send(Read::Eof);
+            let _ = reply.send(Op::Quit);
         }
     }
 
     fn answer(&mut self, line: String) {
-        self.answer_with(Read::Line(line));
+        self.answer_with(Op::Submit(line));
     }
 
-    fn answer_with(&mut self, read: Read) {
+    fn answer_with(&mut self, op: Op) {
         if let Some((_, reply)) = self.reading.take() {
-            let _ = reply.send(read);
+            let _ = reply.send(op);
         }
         self.editor.take();
     }
@@ -540,7 +545,7 @@ impl App {
                     )),
                     None => Phase::Waiting,
                 };
-                let _ = reply.send(Read::Line(text));
+                let _ = reply.send(Op::Submit(text));
                 self.turn_started = Some(now);
                 self.phase = Some((phase, now));
             }
@@ -628,7 +633,7 @@ mod tests {
             app.on_key(key(KeyCode::Char(c)), now);
         }
         app.on_key(key(KeyCode::Enter), now);
-        assert_eq!(replies.try_recv(), Ok(Read::Line("hi".into())));
+        assert_eq!(replies.try_recv(), Ok(Op::Submit("hi".into())));
         assert!(app.turn_started.is_some());
         for c in "next".chars() {
             app.on_key(key(KeyCode::Char(c)), now);
@@ -643,7 +648,7 @@ mod tests {
             },
             now,
         );
-        assert_eq!(replies.try_recv(), Ok(Read::Line("next".into())));
+        assert_eq!(replies.try_recv(), Ok(Op::Submit("next".into())));
         assert!(text(&app.take_pending()).contains("› next"));
     }
 
@@ -681,7 +686,7 @@ mod tests {
         );
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         assert_eq!(app.on_key(ctrl_c, now), Effect::Cancel);
-        assert_eq!(replies.try_recv(), Ok(Read::Interrupted));
+        assert_eq!(replies.try_recv(), Ok(Op::Interrupt));
     }
 
     #[test]
@@ -757,7 +762,7 @@ mod tests {
                 app.on_key(key(KeyCode::Char(c)), now);
             }
             app.on_key(key(KeyCode::Enter), now);
-            assert_eq!(replies.try_recv(), Ok(Read::Line("go".into())));
+            assert_eq!(replies.try_recv(), Ok(Op::Submit("go".into())));
             app.on_agent(turn_end(), now);
             assert!(app.turn_started.is_none() && app.reading.is_none());
         };
@@ -769,13 +774,13 @@ mod tests {
             now,
         );
         assert!(app.quit);
-        assert_eq!(ask(&mut app, ReadKind::Prompt).try_recv(), Ok(Read::Eof));
+        assert_eq!(ask(&mut app, ReadKind::Prompt).try_recv(), Ok(Op::Quit));
         // So is any later question, and a picker chooses nothing.
         let approval = ReadKind::Approval {
             tool: "bash".into(),
             always: "once".into(),
         };
-        assert_eq!(ask(&mut app, approval).try_recv(), Ok(Read::Eof));
+        assert_eq!(ask(&mut app, approval).try_recv(), Ok(Op::Quit));
         let (reply, chosen) = std::sync::mpsc::channel();
         let sessions = vec![PickItem {
             id: "a".into(),
@@ -795,7 +800,7 @@ mod tests {
         app.on_key(key(KeyCode::Enter), now);
         assert_eq!(
             ask(&mut app, ReadKind::Prompt).try_recv(),
-            Ok(Read::Line("next".into()))
+            Ok(Op::Submit("next".into()))
         );
     }
 
@@ -815,7 +820,7 @@ mod tests {
         assert!(!app.quit);
         app.on_key(ctrl_c, now + QUIT_WINDOW * 2 + Duration::from_millis(100));
         assert!(app.quit);
-        assert_eq!(replies.try_recv(), Ok(Read::Eof));
+        assert_eq!(replies.try_recv(), Ok(Op::Quit));
     }
 
     #[test]
@@ -823,7 +828,7 @@ mod tests {
         let now = Instant::now();
         let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
         let (reply, replies) = std::sync::mpsc::channel();
-        let ask = |reply: Sender<Read>| ToFront::Read {
+        let ask = |reply: Sender<Op>| ToFront::Read {
             kind: ReadKind::Approval {
                 tool: "bash".into(),
                 always: "always: bash(git status:*)".into(),
@@ -832,13 +837,16 @@ mod tests {
         };
         app.on_agent(ask(reply.clone()), now);
         app.on_key(key(KeyCode::Char('y')), now);
-        assert_eq!(replies.try_recv(), Ok(Read::Line("y".into())));
+        assert_eq!(replies.try_recv(), Ok(Op::Approve(Answer::Once)));
+        app.on_agent(ask(reply.clone()), now);
+        app.on_key(key(KeyCode::Char('A')), now);
+        assert_eq!(replies.try_recv(), Ok(Op::Approve(Answer::Always)));
         app.on_agent(ask(reply), now);
         for c in "nuse git".chars() {
             app.on_key(key(KeyCode::Char(c)), now);
         }
         app.on_key(key(KeyCode::Enter), now);
-        assert_eq!(replies.try_recv(), Ok(Read::Line("n use git".into())));
+        assert_eq!(replies.try_recv(), Ok(Op::Submit("n use git".into())));
     }
 
     #[test]
