@@ -16,7 +16,7 @@ use crate::blob::Blobs;
 use crate::error::UndoError;
 use crate::format::TurnRecord;
 use crate::image::{ContentHash, Image, Spares, hash_file, hashed_image, real_image};
-use crate::pack::{Pack, PackWriter, pack_path};
+use crate::pack::{PACK_SUFFIX, Pack, PackWriter, pack_path};
 use crate::report::{Action, Conflict, ConflictKind, Direction};
 
 /// At most this many foreign entries are named in a "directory not empty" conflict.
@@ -131,6 +131,9 @@ async fn foreign_entries(
 pub(crate) struct Stored<'a> {
     blobs: &'a Blobs,
     packs: Vec<Pack>,
+    /// The packs of the turn that could not be opened, with why: a copy only they held
+    /// is not just missing but damaged, and the error names them.
+    unreadable: Vec<(String, String)>,
     /// What [`verify`] read, for the restore to write without reading it again.
     checked: std::sync::Mutex<Checked>,
 }
@@ -150,16 +153,33 @@ impl Checked {
 }
 
 impl<'a> Stored<'a> {
-    /// The blobs, and the packs `turn` names. A pack that cannot be opened is left out: what
-    /// only it held reads as missing, which the restore reports before it changes anything.
+    /// The blobs, and the packs `turn` names. A pack that cannot be opened is left out (and
+    /// remembered): what only it held is reported, before the restore changes anything, as
+    /// damaged by that pack.
     pub(crate) fn open(blobs: &'a Blobs, turn: &TurnRecord) -> Self {
-        let packs = (turn.packs.iter())
-            .filter_map(|name| Pack::open(&pack_path(blobs.dir(), name)).ok())
-            .collect();
+        let mut packs = Vec::new();
+        let mut unreadable = Vec::new();
+        for name in &turn.packs {
+            match Pack::open(&pack_path(blobs.dir(), name)) {
+                Ok(pack) => packs.push(pack),
+                Err(err) => unreadable.push((name.clone(), err.to_string())),
+            }
+        }
         Self {
             blobs,
             packs,
+            unreadable,
             checked: std::sync::Mutex::default(),
+        }
+    }
+
+    /// Why a copy that none of the blobs and packs holds is not there.
+    fn missing_reason(&self) -> String {
+        match self.unreadable.as_slice() {
+            [] => "missing".to_owned(),
+            [(name, why), ..] => {
+                format!("damaged: the turn's pack blobs/{name}{PACK_SUFFIX} cannot be read ({why})")
+            }
         }
     }
 
@@ -168,6 +188,7 @@ impl<'a> Stored<'a> {
         Self {
             blobs,
             packs: Vec::new(),
+            unreadable: Vec::new(),
             checked: std::sync::Mutex::default(),
         }
     }
@@ -371,7 +392,7 @@ pub(crate) fn verify<'a>(
         Ok(()) => Err(UndoError::Blob {
             path: path.clone(),
             hash: hash.to_hex(),
-            reason: "missing".to_owned(),
+            reason: stored.missing_reason(),
         }),
         Err(err) => {
             if err.kind() == std::io::ErrorKind::InvalidData {

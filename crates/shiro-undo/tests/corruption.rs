@@ -480,6 +480,38 @@ async fn run_pack_case(
     Ok(())
 }
 
+/// A pack whose index cannot be read is named, as damaged, by the undo it stops; nothing
+/// changes, and the store goes on.
+#[test]
+fn an_unreadable_pack_is_named_as_damaged() {
+    runtime().block_on(async {
+        let dir = fast_tempdir();
+        let ws = MemMutator::new();
+        ws.write(&p("f"), b"before\n", None).await.unwrap();
+        let store = UndoStore::open_with(&common::state(dir.path()), &ws, options())
+            .await
+            .unwrap();
+        let rec = store.recorder(ws.clone());
+        rec.begin_turn(TurnStart::default()).await.unwrap();
+        rec.write(&p("f"), b"after\n", None).await.unwrap();
+        rec.finish_turn().await.unwrap().unwrap();
+        let pack = dir.path().join(".shiro/undo/blobs/1-0.pack");
+        let whole = std::fs::read(&pack).unwrap();
+        std::fs::write(&pack, &whole[..whole.len() / 2]).unwrap();
+        let err = store
+            .undo(&ws, UndoOptions::default())
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cannot restore f: its stored copy (blob ")
+                && err.contains(") is damaged: the turn's pack blobs/1-0.pack cannot be read ("),
+            "{err}"
+        );
+        assert_eq!(ws.read(&p("f")).await.unwrap(), b"after\n");
+    });
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: base_cases(), ..ProptestConfig::default() })]
 
