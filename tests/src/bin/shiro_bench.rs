@@ -428,7 +428,8 @@ fn header(doc: &mut String, plan: &Plan, shiro: &Path, fsync: &Cell) -> Result<(
          whole-process cases time spawning the release `shiro` binary, `git`, or `cp` until it \
          exits. The machine is shared with other work (compilers), so the spread (min–max) \
          matters as much as the median. Benchmarks are not assertions: the test suite never \
-         times anything.\n",
+         times anything. Build times are not here: each takes a fresh clone and a quiet \
+         machine, so they are measured apart (`build-times.md`).\n",
         quick = if plan.name == "quick" { " --quick" } else { "" },
         mode = plan.name,
         mem = bytes(mem_kib * 1024),
