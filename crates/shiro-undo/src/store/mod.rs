@@ -267,8 +267,8 @@ impl UndoStore {
     }
 
     /// The stored files a restore of turn `id` reads (its blobs, and its packs): for a dry run
-    /// to show as a diff, with [`PathOutcome::becomes`](crate::PathOutcome::becomes). A turn no longer in the log has only
-    /// its blobs.
+    /// to show as a diff, with [`PathOutcome::becomes`](crate::PathOutcome::becomes). A turn
+    /// no longer in the log has only its blobs.
     pub fn copies(&self, id: TurnId) -> Result<Copies<'_>, UndoError> {
         let state = self.read_state()?;
         let turn = state
