@@ -28,9 +28,9 @@ const SOAK_CRASH_TRIALS: &str = "200";
 const SOAK_RACE_ROUNDS: &str = "200000";
 /// SIGKILLs at random points of a bash turn under soak (20 in the normal suite).
 const SOAK_BASH_CRASH_ROUNDS: &str = "200";
-/// Trees the soak has `grep` and `glob` search against their one-thread model (each one is
-/// written to disk, so they are counted apart from the other property tests' cases).
-const SOAK_SEARCH_CASES: &str = "2000";
+/// Cases of the property tests whose every case writes to disk (`grep` and `glob` against
+/// their one-thread model, undo across compactions), counted apart from the others' cases.
+const SOAK_DISK_CASES: &str = "2000";
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
@@ -78,7 +78,7 @@ fn run_tests(cases: &str, crash_trials: Option<&str>, extra: &[String]) -> Resul
         cmd.env("SHIRO_CRASH_TRIALS", trials);
         cmd.env("SHIRO_RACE_ROUNDS", SOAK_RACE_ROUNDS);
         cmd.env("SHIRO_BASH_CRASH_ROUNDS", SOAK_BASH_CRASH_ROUNDS);
-        cmd.env("SHIRO_SEARCH_CASES", SOAK_SEARCH_CASES);
+        cmd.env("SHIRO_DISK_CASES", SOAK_DISK_CASES);
     }
     run(cmd)?;
     // Doc tests are not part of `--all-targets`; the crate examples must run too.

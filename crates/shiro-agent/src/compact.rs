@@ -580,20 +580,34 @@ mod tests {
         ]
     }
 
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
-
-        /// Any sequence of turns (some that fill a small window by themselves, which clears
-        /// their older tool outputs), compactions (asked for, or by a small window) and undos:
-        /// every undo restores the files and the model's context of before its turn, and
-        /// the session file always replays to the conversation in memory.
-        #[test]
-        fn undo_is_exact_across_compactions(
-            ops in prop::collection::vec(op(), 1..16),
-            window in prop_oneof![Just(None), Just(Some(600))],
-        ) {
-            run(&ops, window);
-        }
+    /// Any sequence of turns (some that fill a small window by themselves, which clears
+    /// their older tool outputs), compactions (asked for, or by a small window) and undos:
+    /// every undo restores the files and the model's context of before its turn, and
+    /// the session file always replays to the conversation in memory.
+    #[test]
+    fn undo_is_exact_across_compactions() {
+        // Its own runner: every step writes the workspace, the undo store and the session
+        // file, so the count stays as set here whatever `PROPTEST_CASES` says.
+        #[allow(clippy::disallowed_methods)] // The test's own setting, which xtask soak raises.
+        let cases = std::env::var("SHIRO_DISK_CASES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(24);
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            cases,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        });
+        let strategy = (
+            prop::collection::vec(op(), 1..16),
+            prop_oneof![Just(None), Just(Some(600))],
+        );
+        runner
+            .run(&strategy, |(ops, window)| {
+                run(&ops, window);
+                Ok(())
+            })
+            .unwrap();
     }
 
     /// A model that fails leaves everything as it was, and says so.

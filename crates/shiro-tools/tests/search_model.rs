@@ -179,7 +179,7 @@ fn grep_and_glob_agree_with_a_sequential_model() {
     // Its own runner: the count stays as set here whatever `PROPTEST_CASES` says, since each
     // case writes a tree to disk.
     #[allow(clippy::disallowed_methods)] // The test's own setting, which xtask soak raises.
-    let cases = std::env::var("SHIRO_SEARCH_CASES")
+    let cases = std::env::var("SHIRO_DISK_CASES")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(48);
