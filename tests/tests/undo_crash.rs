@@ -480,3 +480,120 @@ fn a_killed_pack_write_or_collection_leaves_every_turn_undoable() {
         }
     }
 }
+
+/// Mutating calls of the helper's rewind of ten turns, with a margin past the end.
+const REWIND_CALLS: u64 = 40;
+
+/// A rewind of ten turns of one session, with two turns of another between them, killed at
+/// random points: afterwards the workspace is as before the rewind or as after it (never a
+/// mix), the other session's files are untouched, and the log agrees: a completed rewind
+/// redoes all ten turns at once, an unstarted one rewinds again.
+#[test]
+fn a_killed_rewind_leaves_the_tree_before_or_after_it() {
+    let (trials, seed, mut rng) = trials();
+    let reference = workspace();
+    setup(reference.path());
+    let start = tree(reference.path());
+    assert!(run_helper(reference.path(), "ten-turns", Kill::Never));
+    let before = tree(reference.path());
+    let started = Instant::now();
+    assert!(run_helper(reference.path(), "rewind", Kill::Never));
+    let rewind_time = started.elapsed();
+    let after = tree(reference.path());
+    let others = |tree: &Tree| -> Tree {
+        (tree.iter())
+            .filter(|(path, _)| path.starts_with("s2"))
+            .map(|(path, entry)| (path.clone(), entry.clone()))
+            .collect()
+    };
+    assert_ne!(before, after);
+    assert_eq!(
+        others(&after),
+        others(&before),
+        "the other session's files stay"
+    );
+    assert_eq!(
+        after
+            .iter()
+            .filter(|(path, _)| !path.starts_with("s2"))
+            .collect::<Vec<_>>(),
+        start.iter().collect::<Vec<_>>(),
+        "the rewound files are as before the session's first turn"
+    );
+
+    for trial in 0..trials {
+        let context = format!("trial {trial} of seed {seed} (SHIRO_CRASH_SEED={seed} replays it)");
+        let ws = workspace();
+        let root = ws.path();
+        setup(root);
+        assert!(
+            run_helper(root, "ten-turns", Kill::Never),
+            "{context}: setup"
+        );
+        let kill = if rng.below(2) == 0 {
+            let window = rewind_time.as_micros() as u64 * 3 / 2;
+            Kill::After(Duration::from_micros(rng.below(window)))
+        } else {
+            Kill::AbortAt(1 + rng.below(REWIND_CALLS), rng.below(2) == 0)
+        };
+        let context = format!("{context}, rewind killed by {kill:?}");
+        let finished = run_helper(root, "rewind", kill);
+        let (store, notices) = open(root);
+        assert!(
+            no_damage(&notices),
+            "{context}: the log was damaged: {notices:?}"
+        );
+        let now = tree(root);
+        let fs = FsMutator::new(root).unwrap();
+        let (undone, redoable) = (store.log().unwrap().len(), store.redo_log().unwrap().len());
+        if now == after {
+            assert_eq!(
+                (undone, redoable),
+                (2, 10),
+                "{context}: rewound, but the log says otherwise"
+            );
+            let redone = runtime()
+                .block_on(store.redo(&fs, UndoOptions::default()))
+                .unwrap();
+            assert_eq!(
+                redone.also.len(),
+                9,
+                "{context}: one redo brings back all ten"
+            );
+            assert_eq!(
+                tree(root),
+                before,
+                "{context}: redo after a completed rewind"
+            );
+        } else {
+            assert_eq!(
+                now, before,
+                "{context}: neither before nor after the rewind"
+            );
+            assert!(
+                !finished,
+                "{context}: the rewind finished but changed nothing"
+            );
+            assert_eq!(
+                (undone, redoable),
+                (12, 0),
+                "{context}: not rewound, but the log says otherwise"
+            );
+            let first = store
+                .log()
+                .unwrap()
+                .into_iter()
+                .rev()
+                .find(|t| t.session.as_deref() == Some("s1"))
+                .unwrap();
+            runtime()
+                .block_on(store.rewind(&fs, first.id, UndoOptions::default()))
+                .unwrap();
+            assert_eq!(
+                tree(root),
+                after,
+                "{context}: rewind after an unstarted one"
+            );
+        }
+    }
+}

@@ -24,6 +24,14 @@ pub enum UndoError {
     /// No undone turn is waiting to be redone.
     #[error("nothing to redo: no turn has been undone since the last turn was recorded")]
     NothingToRedo,
+    /// A rewind to a turn that is not among the turns that can be undone.
+    #[error(
+        "no turn {id} to rewind to: it is not among the turns that can be undone (`shiro log` lists them)"
+    )]
+    NoSuchTurn {
+        /// The turn asked for.
+        id: TurnId,
+    },
     /// Paths the turn touched changed since; nothing was changed (the CLI exits 3).
     #[error("{0}")]
     Conflict(ConflictReport),

@@ -153,6 +153,7 @@ impl Flight {
             paths,
             packs: Vec::new(),
             damage: None,
+            group: None,
         };
         Ok(Some(Finished {
             record,

@@ -1,4 +1,4 @@
-//! The records of the on-disk format (version 6), as described in `docs/formats.md`.
+//! The records of the on-disk format (version 7), as described in `docs/formats.md`.
 
 use std::collections::BTreeSet;
 
@@ -9,7 +9,7 @@ use crate::image::{ContentHash, Image};
 use crate::report::{Direction, TurnId, TurnSummary};
 
 /// The format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 /// The `format` field of the log's header line.
 pub(crate) const LOG_FORMAT: &str = "shiro-undo-log";
 
@@ -114,6 +114,11 @@ pub(crate) struct TurnRecord {
     /// abandoned); cleared when a restore of it completes. Format 5.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub damage: Option<String>,
+    /// On the redo stack: the first turn of the rewind that undid it with others (see
+    /// [`LogLine::Begin`]'s `members`), so that a redo brings them all back together.
+    /// Format 7.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<TurnId>,
 }
 
 impl TurnRecord {
@@ -137,6 +142,7 @@ impl TurnRecord {
             paths: Vec::new(),
             packs: Vec::new(),
             damage: None,
+            group: None,
         }
     }
 
@@ -288,6 +294,13 @@ pub(crate) enum LogLine {
         /// Absent in format 4.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         run: Option<u64>,
+        /// For a restore of several turns at once (a rewind, or the redo of one): the turns
+        /// it moves, oldest first, with the images they keep once it is done. `turn` is then
+        /// their images joined (each path from before the first turn that touched it to
+        /// after the last), under the first turn's id. Empty for a restore of one turn.
+        /// Format 7.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        members: Vec<TurnRecord>,
     },
     /// The restore begun last could not complete (`reason`) and is being rolled back: every
     /// path it changed is put back as the restore found it. Format 5.

@@ -44,6 +44,9 @@ pub(crate) struct Pending {
     pub run: Option<u64>,
     /// Why it is being rolled back, once it is.
     pub rollback: Option<String>,
+    /// The turns a restore of several moves, oldest first (see [`LogLine::Begin`]); empty
+    /// for a restore of `turn` alone.
+    pub members: Vec<TurnRecord>,
 }
 
 /// Where things are in the file, for the next append.
@@ -75,9 +78,11 @@ impl LogState {
 
     /// The kept turns: both stacks, and a restore's under way (its images may differ).
     fn kept(&self) -> impl Iterator<Item = &TurnRecord> {
-        (self.undo.iter())
-            .chain(&self.redo)
-            .chain(self.pending.iter().map(|p| &p.turn))
+        (self.undo.iter()).chain(&self.redo).chain(
+            self.pending
+                .iter()
+                .flat_map(|p| std::iter::once(&p.turn).chain(&p.members)),
+        )
     }
 
     /// Every blob the kept turns refer to.
@@ -123,27 +128,47 @@ impl LogState {
                 direction,
                 turn,
                 run,
+                members,
             } => {
                 turn.validate()?;
+                check_members(&turn, &members)?;
                 self.pending = Some(Pending {
                     direction,
                     turn,
                     run,
                     rollback: None,
+                    members,
                 });
             }
             LogLine::Done { id } => {
                 let Pending {
                     direction,
-                    mut turn,
+                    turn,
+                    members,
                     ..
                 } = self.take_pending(id)?;
-                self.undo.retain(|t| t.meta.id != id);
-                self.redo.retain(|t| t.meta.id != id);
-                turn.damage = None;
+                let group = !members.is_empty();
+                let moved = if group { members } else { vec![turn] };
+                let ids: Vec<TurnId> = moved.iter().map(|t| t.meta.id).collect();
+                self.forget(&ids);
                 match direction {
-                    Direction::Undo => self.redo.push(turn),
-                    Direction::Redo => self.undo.push(turn),
+                    // The next to redo is last: the first of a rewind's turns.
+                    Direction::Undo => {
+                        for mut turn in moved.into_iter().rev() {
+                            turn.damage = None;
+                            turn.group = group.then_some(id);
+                            self.redo.push(turn);
+                        }
+                    }
+                    // Back among the turns of other sessions that stayed, in the order made.
+                    Direction::Redo => {
+                        for mut turn in moved {
+                            turn.damage = None;
+                            turn.group = None;
+                            let at = self.undo.partition_point(|t| t.meta.id < turn.meta.id);
+                            self.undo.insert(at, turn);
+                        }
+                    }
                 }
             }
             LogLine::Rollback { id, reason } => match &mut self.pending {
@@ -223,6 +248,7 @@ impl LogState {
                 direction: pending.direction,
                 turn: pending.turn.clone(),
                 run: pending.run,
+                members: pending.members.clone(),
             })?);
             if let Some(reason) = &pending.rollback {
                 text.push_str(&encode(&LogLine::Rollback {
@@ -233,6 +259,30 @@ impl LogState {
         }
         Ok(text)
     }
+}
+
+/// Checks the turns a restore of several moves: each valid, the first under the restore's
+/// id, in the order they were made.
+fn check_members(turn: &TurnRecord, members: &[TurnRecord]) -> Result<(), String> {
+    let Some(first) = members.first() else {
+        return Ok(());
+    };
+    if first.meta.id != turn.meta.id {
+        return Err(format!(
+            "the restore of turn {} lists turn {} first",
+            turn.meta.id, first.meta.id
+        ));
+    }
+    for (i, member) in members.iter().enumerate() {
+        member.validate()?;
+        if i > 0 && members[i - 1].meta.id >= member.meta.id {
+            return Err(format!(
+                "the turns the restore of turn {} moves are out of order",
+                turn.meta.id
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whether `line` may follow a `begin` whose restore has not ended: only the records that
@@ -516,6 +566,7 @@ mod tests {
                             direction: *direction,
                             turn: t.clone(),
                             run: Some(7),
+                            members: Vec::new(),
                         },
                         LogLine::Rollback {
                             id: t.meta.id,
@@ -534,6 +585,7 @@ mod tests {
                         direction: *direction,
                         turn: t.clone(),
                         run: Some(7),
+                        members: Vec::new(),
                     }];
                     if matches!(op, Op::Restore(_)) {
                         records.push(LogLine::Done { id: t.meta.id });
@@ -637,6 +689,7 @@ mod tests {
             direction: Direction::Undo,
             turn: turn(1),
             run: None,
+            members: Vec::new(),
         });
         // A `done` without its `begin`, a turn logged twice, and a `begin` whose `done` is
         // missing before the next record.
@@ -754,6 +807,7 @@ mod tests {
                     direction: Direction::Undo,
                     turn: ran_bash(1),
                     run: None,
+                    members: Vec::new(),
                 })
                 .unwrap(),
             ]

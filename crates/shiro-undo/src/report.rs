@@ -218,8 +218,12 @@ pub struct PathOutcome {
 /// The result of an undo or a redo, or the plan of a dry run.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct UndoOutcome {
-    /// The turn concerned.
+    /// The turn concerned: for a rewind, the turn rewound to (the first it undoes).
     pub turn: TurnSummary,
+    /// For a rewind (or the redo of one), the later turns it restored with `turn`, oldest
+    /// first; empty otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<TurnSummary>,
     /// Undo or redo.
     pub direction: Direction,
     /// Whether this is only a plan: nothing was changed.
@@ -242,6 +246,10 @@ impl fmt::Display for UndoOutcome {
         write!(f, "{verb} turn {} {:?}", self.turn.id, self.turn.summary)?;
         if let Some(session) = &self.turn.session {
             write!(f, " of session {session}")?;
+        }
+        if !self.also.is_empty() {
+            let ids: Vec<TurnId> = self.also.iter().map(|turn| turn.id).collect();
+            write!(f, " {}", later_turns(&ids))?;
         }
         writeln!(f)?;
         let width = self
@@ -269,21 +277,34 @@ impl fmt::Display for UndoOutcome {
                 writeln!(f, "  {conflict}")?;
             }
         }
-        if self.turn.bash_uncaptured {
+        let turns = || std::iter::once(&self.turn).chain(&self.also);
+        let this = if self.also.is_empty() {
+            "this turn"
+        } else {
+            "a turn of these"
+        };
+        if turns().any(|turn| turn.bash_uncaptured) {
             writeln!(
                 f,
-                "note: this turn ran bash without capture; effects of its commands are not undone or redone"
+                "note: {this} ran bash without capture; effects of its commands are not undone or redone"
             )?;
         }
-        let outside = self.turn.outside_tools();
+        let mut outside: Vec<&str> = turns().flat_map(TurnSummary::outside_tools).collect();
+        outside.sort_unstable();
+        outside.dedup();
         if !outside.is_empty() {
             writeln!(
                 f,
-                "note: this turn called MCP tools ({}); what they changed is not undone or redone",
+                "note: {this} called MCP tools ({}); what they changed is not undone or redone",
                 outside.join(", ")
             )?;
         }
-        let unrestorable = &self.turn.bash_unrestorable;
+        let mut unrestorable: Vec<WorkspacePath> = turns()
+            .flat_map(|turn| turn.bash_unrestorable.iter().cloned())
+            .collect();
+        unrestorable.sort();
+        unrestorable.dedup();
+        let unrestorable = &unrestorable;
         if !unrestorable.is_empty() {
             let count = files(unrestorable.len());
             write!(f, "note: bash changed {count} that cannot be restored:")?;
@@ -325,6 +346,30 @@ pub enum ConflictKind {
         /// Some of those entries.
         entries: Vec<WorkspacePath>,
     },
+    /// Between two of the turns a rewind undoes, someone else changed the path: the later
+    /// turn found it other than the earlier one left it.
+    ChangedBetween {
+        /// The turn that left it.
+        left_by: TurnId,
+        /// The next turn of the rewind to touch it, which found it changed.
+        found_by: TurnId,
+    },
+    /// A later turn that the rewind does not undo (another session's, or a headless
+    /// command's) touched the path. Refused even when forced: undoing the path would undo
+    /// that turn's change too.
+    LaterTurn {
+        /// That turn.
+        id: TurnId,
+        /// Its session; `None` for a headless command.
+        session: Option<String>,
+    },
+}
+
+impl ConflictKind {
+    /// Whether `--force` may overwrite it.
+    pub fn forceable(&self) -> bool {
+        !matches!(self, ConflictKind::LaterTurn { .. })
+    }
 }
 
 impl fmt::Display for Conflict {
@@ -342,6 +387,19 @@ impl fmt::Display for Conflict {
                     entries.join(", ")
                 )
             }
+            ConflictKind::ChangedBetween { left_by, found_by } => write!(
+                f,
+                "{}: changed by someone else between turns {left_by} and {found_by}",
+                self.path
+            ),
+            ConflictKind::LaterTurn { id, session } => {
+                write!(f, "{}: changed later by turn {id} of ", self.path)?;
+                match session {
+                    Some(session) => write!(f, "session {session}"),
+                    None => f.write_str("a headless command"),
+                }?;
+                f.write_str(", which this rewind does not undo")
+            }
         }
     }
 }
@@ -353,10 +411,27 @@ pub struct ConflictReport {
     pub turn: TurnId,
     /// Its summary.
     pub summary: String,
+    /// For a rewind (or the redo of one), the later turns it was to restore with `turn`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub also: Vec<TurnId>,
     /// Undo or redo.
     pub direction: Direction,
     /// The paths, sorted.
     pub conflicts: Vec<Conflict>,
+}
+
+impl ConflictReport {
+    /// Whether `--force` would go over every conflict.
+    pub fn forceable(&self) -> bool {
+        self.conflicts.iter().all(|c| c.kind.forceable())
+    }
+}
+
+/// ` and 2 later turns (#4, #6)`, without the leading space.
+fn later_turns(ids: &[TurnId]) -> String {
+    let named: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    let turns = if ids.len() == 1 { "turn" } else { "turns" };
+    format!("and {} later {turns} ({})", ids.len(), named.join(", "))
 }
 
 impl fmt::Display for ConflictReport {
@@ -367,21 +442,34 @@ impl fmt::Display for ConflictReport {
             Direction::Undo => "since the turn",
             Direction::Redo => "since the turn was undone",
         };
-        writeln!(
+        write!(
             f,
-            "{} of turn {} {:?} refused: {count} {paths} changed {since}; nothing was changed",
+            "{} of turn {} {:?}",
             self.direction.verb(),
             self.turn,
             self.summary
         )?;
+        if !self.also.is_empty() {
+            write!(f, " {}", later_turns(&self.also))?;
+        }
+        writeln!(
+            f,
+            " refused: {count} {paths} changed {since}; nothing was changed"
+        )?;
         for conflict in &self.conflicts {
             writeln!(f, "  {conflict}")?;
         }
-        write!(
-            f,
-            "to overwrite these changes, {} with --force; to see what it would do, use --dry-run",
-            self.direction.verb()
-        )
+        if self.forceable() {
+            write!(
+                f,
+                "to overwrite these changes, {} with --force; to see what it would do, use --dry-run",
+                self.direction.verb()
+            )
+        } else {
+            f.write_str(
+                "a rewind never undoes the turns of another session or of a headless command: undo those first, or rewind to a later turn",
+            )
+        }
     }
 }
 

@@ -1,7 +1,11 @@
 //! Crash-test helper for shiro-undo: performs one scripted turn, or one undo, on a workspace,
 //! and can abort itself (no cleanup, like SIGKILL) at the k-th mutating file operation.
 //!
-//! `undo_crash_helper WORKSPACE turn|undo|legacy-turn|migrate|many-turn|gc-turn [K before|after]`
+//! `undo_crash_helper WORKSPACE turn|undo|legacy-turn|migrate|many-turn|gc-turn|ten-turns|rewind [K before|after]`
+//!
+//! `ten-turns` records [`SESSION_TURNS`] turns of session `s1` on the files of `setup`, with
+//! two turns of session `s2` between them on files of their own; `rewind` rewinds to before
+//! the first turn of `s1`, undoing its turns in one restore and leaving those of `s2`.
 //!
 //! `many-turn` rewrites [`MANY`] small files (`many/f<i>`) in one turn, so that a kill at a
 //! random time lands in the writing of its pack most often; `gc-turn`, on a store opened
@@ -35,6 +39,9 @@ const BIG_FILE_BYTES: u64 = 64 * 1024;
 
 /// How many files `many-turn` rewrites (the test's setup makes them).
 const MANY: usize = 2000;
+
+/// How many turns of session `s1` `ten-turns` records.
+const SESSION_TURNS: usize = 10;
 
 /// A mutator that aborts the process at its `abort_at`-th mutating call, before or after
 /// performing it.
@@ -211,8 +218,87 @@ async fn run(args: &[String]) -> Result<(), String> {
             .await
             .map(drop)
             .map_err(|err| err.to_string()),
+        "ten-turns" => ten_turns(&store, aborting).await,
+        "rewind" => {
+            let log = store.log().map_err(|err| err.to_string())?;
+            let first = (log.iter().rev())
+                .find(|turn| turn.session.as_deref() == Some("s1"))
+                .ok_or("no turn of session s1 to rewind to")?;
+            store
+                .rewind(&aborting, first.id, UndoOptions::default())
+                .await
+                .map(drop)
+                .map_err(|err| err.to_string())
+        }
         other => Err(format!("unknown mode {other:?}")),
     }
+}
+
+/// The turns of `ten-turns`: session `s1` edits, deletes, creates and moves the files of the
+/// scripted turn's setup, and edits `f0` in every turn; session `s2` writes `s2/` twice.
+async fn ten_turns(store: &UndoStore, m: Hooked<FsMutator>) -> Result<(), String> {
+    let e = |err: MutatorError| err.to_string();
+    let recording = store.recorder(m);
+    for i in 0..SESSION_TURNS {
+        for (session, other) in [("s1", false), ("s2", true)] {
+            if other && i != 2 && i != 6 {
+                continue;
+            }
+            let start = TurnStart {
+                summary: format!("{session} turn {i}"),
+                history_marker: i as u64,
+                session: Some(session.to_owned()),
+            };
+            recording
+                .begin_turn(start)
+                .await
+                .map_err(|err| err.to_string())?;
+            let result = async {
+                if other {
+                    create_parent_dirs(&recording, &p(&format!("s2/t{i}"))?)
+                        .await
+                        .map_err(e)?;
+                    return (recording
+                        .write(&p(&format!("s2/t{i}"))?, b"s2\n", None)
+                        .await)
+                        .map_err(e);
+                }
+                let f0 = format!("f0 after turn {i}\n");
+                recording
+                    .write(&p("f0")?, f0.as_bytes(), None)
+                    .await
+                    .map_err(e)?;
+                match i {
+                    3 => recording.remove_file(&p("f3")?).await.map_err(e),
+                    4 => recording.rename(&p("f4")?, &p("f3")?).await.map_err(e),
+                    7 => {
+                        create_parent_dirs(&recording, &p("made/x")?)
+                            .await
+                            .map_err(e)?;
+                        recording
+                            .write(&p("made/x")?, b"made\n", None)
+                            .await
+                            .map_err(e)
+                    }
+                    _ => {
+                        let name = p(&format!("f{i}"))?;
+                        let text = format!("edited in turn {i}\n");
+                        recording
+                            .write(&name, text.as_bytes(), None)
+                            .await
+                            .map_err(e)
+                    }
+                }
+            }
+            .await;
+            recording
+                .finish_turn()
+                .await
+                .map_err(|err| err.to_string())?;
+            result?;
+        }
+    }
+    Ok(())
 }
 
 /// Rewrites each of `paths` (the files of `many-turn`).

@@ -29,6 +29,7 @@ use crate::report::{Conflict, Direction, Notice, TurnId, TurnSummary, UndoOutcom
 use crate::restore;
 
 mod recover;
+mod select;
 mod undo;
 
 /// The store's directory in its [`StateDir`].
@@ -310,7 +311,24 @@ impl UndoStore {
         self.restore(workspace, options, Direction::Undo).await
     }
 
-    /// Redoes the most recently undone turn, under the same conflict rule as undo.
+    /// Rewinds to before turn `id`: undoes it and every later turn of its session (for a
+    /// headless command's turn, every later headless command's) as one restore, with one
+    /// conflict check over all their paths, all or nothing, crash-safe like an undo. The turns
+    /// of other sessions stay; when one of them touched the same paths, the rewind is refused
+    /// ([`ConflictKind::LaterTurn`](crate::ConflictKind::LaterTurn), even when forced). The
+    /// next [`UndoStore::redo`] brings them all back. The outcome's turn is `id`'s (its history
+    /// marker is where the conversation goes back to); [`UndoOutcome::also`] lists the rest.
+    pub async fn rewind(
+        &self,
+        workspace: &dyn Mutator,
+        id: TurnId,
+        options: UndoOptions,
+    ) -> Result<UndoOutcome, UndoError> {
+        self.rewind_to(workspace, id, options).await
+    }
+
+    /// Redoes the most recently undone turn, under the same conflict rule as undo; after a
+    /// rewind, every turn it undid, as one restore.
     pub async fn redo(
         &self,
         workspace: &dyn Mutator,

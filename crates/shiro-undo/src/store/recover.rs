@@ -180,6 +180,7 @@ impl UndoStore {
                         direction: journal.direction,
                         turn,
                         run: None,
+                        members: Vec::new(),
                     },
                 )?;
             }

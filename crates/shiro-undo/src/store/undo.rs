@@ -6,12 +6,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use shiro_tools::{Mutator, WorkspacePath};
 
 use crate::error::UndoError;
+use crate::format::TurnRecord;
 use crate::format::{LogLine, PROGRESS_FILE};
 use crate::log::LogState;
 use crate::pack::pack_path;
-use crate::report::{Action, ConflictReport, Direction, PathOutcome, UndoOutcome};
+use crate::report::{Action, Direction, PathOutcome, TurnId, UndoOutcome};
 use crate::restore;
 
+use super::select::{self, Selection};
 use super::{Abandoned, PathStanding, UndoOptions, UndoStore, direction_verb, needed_writes};
 
 impl UndoStore {
@@ -23,25 +25,44 @@ impl UndoStore {
     ) -> Result<UndoOutcome, UndoError> {
         let _guard = self.lock()?;
         let mut state = self.recover(workspace).await?;
-        let stack = match direction {
-            Direction::Undo => &state.undo,
-            Direction::Redo => &state.redo,
+        let selection = match direction {
+            Direction::Undo => select::newest(&state)?,
+            Direction::Redo => select::next_redo(&state)?,
         };
-        let Some(turn) = stack.last().cloned() else {
-            return Err(match direction {
-                Direction::Undo => UndoError::NothingToUndo,
-                Direction::Redo => UndoError::NothingToRedo,
-            });
-        };
+        self.restore_selected(workspace, &mut state, selection, options)
+            .await
+    }
+
+    /// Undoes turn `id` and every later turn of its session as one restore.
+    pub(super) async fn rewind_to(
+        &self,
+        workspace: &dyn Mutator,
+        id: TurnId,
+        options: UndoOptions,
+    ) -> Result<UndoOutcome, UndoError> {
+        let _guard = self.lock()?;
+        let mut state = self.recover(workspace).await?;
+        let selection = select::rewind(&state, id)?;
+        self.restore_selected(workspace, &mut state, selection, options)
+            .await
+    }
+
+    /// Restores what `selection` names, under the lock, `state` being the log as recovered.
+    async fn restore_selected(
+        &self,
+        workspace: &dyn Mutator,
+        state: &mut LogState,
+        mut selection: Selection,
+        options: UndoOptions,
+    ) -> Result<UndoOutcome, UndoError> {
+        let direction = selection.direction;
+        let turn = selection.turn.clone();
         let plan = restore::plan(workspace, &turn, direction).await?;
-        let conflicts = restore::conflicts(workspace, &plan).await?;
+        let mut conflicts = restore::conflicts(workspace, &plan).await?;
+        conflicts.extend(selection.between.iter().cloned());
+        conflicts.sort_by(|a, b| a.path.cmp(&b.path));
         if !conflicts.is_empty() && !options.force && !options.dry_run {
-            return Err(UndoError::Conflict(ConflictReport {
-                turn: turn.meta.id,
-                summary: turn.meta.summary.clone(),
-                direction,
-                conflicts,
-            }));
+            return Err(selection.refusal(conflicts));
         }
         let stored = restore::Stored::open(&self.inner.blobs, &turn);
         // Every copy the restore writes is read back whole before anything changes.
@@ -51,7 +72,7 @@ impl UndoStore {
         if let Err(err) = restore::verify(&stored, writes) {
             let id = turn.meta.id;
             self.append(
-                &mut state,
+                state,
                 LogLine::Damaged {
                     id,
                     reason: format!("its {} cannot be made: {err}", direction_verb(direction)),
@@ -63,8 +84,13 @@ impl UndoStore {
                 source: Box::new(err),
             });
         }
+        let (first, also) = match selection.members.split_first() {
+            Some((first, later)) => (first.summary(), later.iter().map(|t| t.summary()).collect()),
+            None => (turn.summary(), Vec::new()),
+        };
         let outcome = |notes: &BTreeMap<WorkspacePath, Action>, dry_run: bool| UndoOutcome {
-            turn: turn.summary(),
+            turn: first.clone(),
+            also: also.clone(),
             direction,
             dry_run,
             conflicts: conflicts.clone(),
@@ -92,7 +118,7 @@ impl UndoStore {
         // many it names.
         let mut restored = turn.clone();
         {
-            let packed = self.packed(&state);
+            let packed = self.packed(state);
             for hash in plan.iter().filter_map(|item| item.now.hash()) {
                 if let Some(name) = packed.find(&hash)
                     && !restored.packs.iter().any(|named| named == name)
@@ -103,7 +129,7 @@ impl UndoStore {
             }
         }
         let stored = restore::Stored::open(&self.inner.blobs, &restored);
-        let pack = format!("{}-{}", turn.meta.id.0, restored.packs.len());
+        let pack = fresh_pack_name(state, &restored);
         let target = pack_path(self.inner.blobs.dir(), &pack);
         match restore::keep_copies(workspace, &stored, &plan, &target).await? {
             Ok(true) => restored.packs.push(pack),
@@ -111,12 +137,7 @@ impl UndoStore {
             Err(changed) => {
                 // Changed while this restore ran: refused even when forced, since the copy
                 // that the opposite operation would need is not the state the plan saw.
-                return Err(UndoError::Conflict(ConflictReport {
-                    turn: turn.meta.id,
-                    summary: turn.meta.summary.clone(),
-                    direction,
-                    conflicts: changed,
-                }));
+                return Err(selection.refusal(changed));
             }
         }
         for (record, item) in restored.paths.iter_mut().zip(&plan) {
@@ -125,15 +146,17 @@ impl UndoStore {
                 Direction::Redo => record.before = item.now.clone(),
             }
         }
+        selection.settle(&plan, &restored.packs[turn.packs.len()..]);
         // Durable before anything changes: a crash from here on is completed on the next open.
         let id = turn.meta.id;
         let run = restore::new_run();
         self.append(
-            &mut state,
+            state,
             LogLine::Begin {
                 direction,
                 turn: restored.clone(),
                 run: Some(run),
+                members: selection.members,
             },
         )?;
         let progress = restore::Progress::open(&self.path(PROGRESS_FILE), run);
@@ -155,13 +178,13 @@ impl UndoStore {
         .await;
         match applied {
             Ok(notes) => {
-                self.append(&mut state, LogLine::Done { id })?;
+                self.append(state, LogLine::Done { id })?;
                 Ok(outcome(&notes, false))
             }
             Err(err) => {
                 // It cannot complete (a full disk, a write refused): put back what it changed.
                 let reason = format!("its {} failed part-way: {err}", direction_verb(direction));
-                self.roll_back(workspace, &mut state, BTreeSet::new(), reason, &progress)
+                self.roll_back(workspace, state, BTreeSet::new(), reason, &progress)
                     .await?;
                 Err(UndoError::RolledBack {
                     turn: id,
@@ -270,4 +293,16 @@ impl UndoStore {
         }
         self.append(state, LogLine::Stopped { id, reason: note })
     }
+}
+
+/// A name for a new pack of the turn `restored` is a restore of: `<id>-<n>`, with `n` the
+/// first from the number of packs it names that no kept turn's pack has (a rewind names
+/// the packs of several turns, so that count alone can meet a name in use).
+fn fresh_pack_name(state: &LogState, restored: &TurnRecord) -> String {
+    let named = state.packs();
+    let id = restored.meta.id.0;
+    (restored.packs.len()..)
+        .map(|n| format!("{id}-{n}"))
+        .find(|name| !named.contains(name) && !restored.packs.contains(name))
+        .unwrap_or_else(|| format!("{id}-x"))
 }

@@ -1,0 +1,227 @@
+//! Which turns a restore moves: the newest turn (undo), the next undone one (redo), or a
+//! session's turns from one of them on (a rewind), joined into one record so that they are
+//! checked, applied and recovered as one restore.
+
+use std::collections::BTreeMap;
+
+use shiro_tools::WorkspacePath;
+
+use crate::error::UndoError;
+use crate::format::{PathRecord, TurnRecord};
+use crate::log::LogState;
+use crate::report::{Conflict, ConflictKind, ConflictReport, Direction, TurnId};
+use crate::restore::Planned;
+
+/// What one restore moves.
+#[derive(Debug, Clone)]
+pub(super) struct Selection {
+    pub direction: Direction,
+    /// The record the restore goes through: the turn, or the turns' images joined (each
+    /// path from before the first of them that touched it to after the last), under the
+    /// first turn's id.
+    pub turn: TurnRecord,
+    /// The turns it moves, oldest first, when there are several; empty for one.
+    pub members: Vec<TurnRecord>,
+    /// Paths someone else changed between two of the turns (see
+    /// [`ConflictKind::ChangedBetween`]).
+    pub between: Vec<Conflict>,
+}
+
+impl Selection {
+    fn single(direction: Direction, turn: TurnRecord) -> Self {
+        Self {
+            direction,
+            turn,
+            members: Vec::new(),
+            between: Vec::new(),
+        }
+    }
+
+    /// The turns `first` and `later` (oldest first) as one restore.
+    fn joined(direction: Direction, first: TurnRecord, later: Vec<TurnRecord>) -> Self {
+        if later.is_empty() {
+            return Self::single(direction, first);
+        }
+        let (meta, group) = (first.meta.clone(), first.group);
+        let mut members = later;
+        members.insert(0, first);
+        let mut paths: BTreeMap<&str, (PathRecord, TurnId)> = BTreeMap::new();
+        let mut between = Vec::new();
+        for member in &members {
+            for record in &member.paths {
+                match paths.get_mut(record.path.as_str()) {
+                    None => {
+                        paths.insert(&record.path, (record.clone(), member.meta.id));
+                    }
+                    Some((joined, last)) => {
+                        if joined.after != record.before
+                            && let Ok(path) = WorkspacePath::from_relative(&record.path)
+                        {
+                            between.push(Conflict {
+                                path,
+                                kind: ConflictKind::ChangedBetween {
+                                    left_by: *last,
+                                    found_by: member.meta.id,
+                                },
+                            });
+                        }
+                        joined.after = record.after.clone();
+                        *last = member.meta.id;
+                    }
+                }
+            }
+        }
+        let mut turn = TurnRecord {
+            meta,
+            tools: Vec::new(),
+            changes: Vec::new(),
+            ran_bash: members.iter().any(|m| m.ran_bash),
+            bash_uncaptured: members.iter().any(|m| m.bash_uncaptured),
+            bash_unrestorable: Vec::new(),
+            recovered: members.iter().any(|m| m.recovered),
+            paths: paths.into_values().map(|(record, _)| record).collect(),
+            packs: Vec::new(),
+            damage: None,
+            group,
+        };
+        for member in &members {
+            for tool in &member.tools {
+                if !turn.tools.contains(tool) {
+                    turn.tools.push(tool.clone());
+                }
+            }
+            turn.changes.extend(member.changes.iter().cloned());
+            turn.bash_unrestorable
+                .extend(member.bash_unrestorable.iter().cloned());
+            for pack in &member.packs {
+                if !turn.packs.contains(pack) {
+                    turn.packs.push(pack.clone());
+                }
+            }
+        }
+        turn.bash_unrestorable.sort();
+        turn.bash_unrestorable.dedup();
+        between.sort_by(|a, b| a.path.cmp(&b.path));
+        Self {
+            direction,
+            turn,
+            members,
+            between,
+        }
+    }
+
+    /// The ids of the turns after the first.
+    pub fn later_ids(&self) -> Vec<TurnId> {
+        self.members.iter().skip(1).map(|m| m.meta.id).collect()
+    }
+
+    /// A refusal of this restore over `conflicts`.
+    pub fn refusal(&self, conflicts: Vec<Conflict>) -> UndoError {
+        UndoError::Conflict(ConflictReport {
+            turn: self.turn.meta.id,
+            summary: self.turn.meta.summary.clone(),
+            also: self.later_ids(),
+            direction: self.direction,
+            conflicts,
+        })
+    }
+
+    /// Records in the turns it moves what the restore found (its `plan`) on the side it
+    /// leaves, as a restore of one turn does in its record, so that the opposite restore
+    /// brings that back exactly; and names the `packs` the restore kept those copies in.
+    /// For an undo that is the last turn to touch each path, for a redo the first.
+    pub fn settle(&mut self, plan: &[Planned], packs: &[String]) {
+        let direction = self.direction;
+        for item in plan {
+            let path = item.path.as_str();
+            let holder = match direction {
+                Direction::Undo => self
+                    .members
+                    .iter_mut()
+                    .rev()
+                    .find_map(|m| m.paths.iter_mut().find(|record| record.path == path)),
+                Direction::Redo => self
+                    .members
+                    .iter_mut()
+                    .find_map(|m| m.paths.iter_mut().find(|record| record.path == path)),
+            };
+            if let Some(record) = holder {
+                match direction {
+                    Direction::Undo => record.after = item.now.clone(),
+                    Direction::Redo => record.before = item.now.clone(),
+                }
+            }
+        }
+        for member in &mut self.members {
+            for pack in packs {
+                if !member.packs.contains(pack) {
+                    member.packs.push(pack.clone());
+                }
+            }
+        }
+    }
+}
+
+/// The newest turn, for an undo.
+pub(super) fn newest(state: &LogState) -> Result<Selection, UndoError> {
+    let turn = state.undo.last().cloned().ok_or(UndoError::NothingToUndo)?;
+    Ok(Selection::single(Direction::Undo, turn))
+}
+
+/// The next turn to redo; with the turns a rewind undid with it, when it was one of those.
+pub(super) fn next_redo(state: &LogState) -> Result<Selection, UndoError> {
+    let top = state.redo.last().ok_or(UndoError::NothingToRedo)?;
+    let Some(group) = top.group else {
+        return Ok(Selection::single(Direction::Redo, top.clone()));
+    };
+    let mut later: Vec<TurnRecord> = (state.redo.iter().rev())
+        .skip(1)
+        .take_while(|turn| turn.group == Some(group))
+        .cloned()
+        .collect();
+    later.sort_by_key(|turn| turn.meta.id);
+    Ok(Selection::joined(Direction::Redo, top.clone(), later))
+}
+
+/// Turn `id` and every later turn of its session (for a headless command's turn, every
+/// later headless turn), for a rewind to before `id`. Refused, naming them, when a later
+/// turn that is not among them touched one of their paths.
+pub(super) fn rewind(state: &LogState, id: TurnId) -> Result<Selection, UndoError> {
+    let start = (state.undo.iter())
+        .position(|turn| turn.meta.id == id)
+        .ok_or(UndoError::NoSuchTurn { id })?;
+    let (first, after) = state.undo.split_at(start + 1);
+    let Some(first) = first.last() else {
+        return Err(UndoError::NoSuchTurn { id });
+    };
+    let (later, others): (Vec<&TurnRecord>, Vec<&TurnRecord>) = after
+        .iter()
+        .partition(|turn| turn.meta.session == first.meta.session);
+    let selection = Selection::joined(
+        Direction::Undo,
+        first.clone(),
+        later.into_iter().cloned().collect(),
+    );
+    let mut crossed = Vec::new();
+    for record in &selection.turn.paths {
+        let touched_by = others
+            .iter()
+            .find(|other| other.paths.iter().any(|p| p.path == record.path));
+        if let Some(other) = touched_by
+            && let Ok(path) = WorkspacePath::from_relative(&record.path)
+        {
+            crossed.push(Conflict {
+                path,
+                kind: ConflictKind::LaterTurn {
+                    id: other.meta.id,
+                    session: other.meta.session.clone(),
+                },
+            });
+        }
+    }
+    if crossed.is_empty() {
+        Ok(selection)
+    } else {
+        Err(selection.refusal(crossed))
+    }
+}

@@ -1,0 +1,459 @@
+//! Rewinds against a model: random turns of two interleaved sessions and of headless
+//! commands, with the user's own edits between them, and the operations undo, redo and
+//! rewind to before any turn. After every step the tree is the model's, and every refusal
+//! leaves it byte-identical.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::p;
+use proptest::prelude::*;
+use proptest::sample::Index;
+use shiro_tools::{MemMutator, Mutator};
+use shiro_undo::{
+    ConflictKind, StoreOptions, TurnId, TurnStart, UndoError, UndoOptions, UndoStore,
+};
+
+const FILES: [&str; 4] = ["a", "b", "c", "d"];
+/// Sessions of the generated turns; the last stands for headless commands (no session).
+const SESSIONS: [Option<&str>; 3] = [Some("s1"), Some("s2"), None];
+
+/// The files, as the model sees them.
+type Files = BTreeMap<&'static str, Vec<u8>>;
+
+/// A file's content, or `None` when it is absent.
+type Content = Option<Vec<u8>>;
+
+/// Each path a turn (or turns) changed, with its content before and after.
+type Sides = BTreeMap<&'static str, (Content, Content)>;
+
+#[derive(Debug, Clone)]
+enum Change {
+    Write(usize, u8),
+    Delete(usize),
+    Move(usize, usize),
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Turn {
+        session: usize,
+        changes: Vec<Change>,
+    },
+    /// The user's own edit, not recorded.
+    Edit(Change),
+    Undo,
+    Redo,
+    Rewind(Index),
+}
+
+/// A recorded turn as the model knows it: its id, session, and each path before and after.
+#[derive(Debug, Clone)]
+struct Turn {
+    id: u64,
+    session: Option<&'static str>,
+    paths: Sides,
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    files: Files,
+    undo: Vec<Turn>,
+    /// Groups of turns undone together, the next to redo last; each oldest first.
+    redo: Vec<Vec<Turn>>,
+}
+
+impl Model {
+    /// The change as it applies to the files now, or `None` when it cannot (a delete or
+    /// move of a missing file, a move onto an existing one).
+    fn resolve(&self, change: &Change) -> Option<Change> {
+        match *change {
+            Change::Write(..) => Some(change.clone()),
+            Change::Delete(f) => self.files.contains_key(FILES[f]).then(|| change.clone()),
+            Change::Move(from, to) => (from != to
+                && self.files.contains_key(FILES[from])
+                && !self.files.contains_key(FILES[to]))
+            .then(|| change.clone()),
+        }
+    }
+
+    fn apply(&mut self, change: &Change) {
+        match *change {
+            Change::Write(f, byte) => {
+                self.files.insert(FILES[f], vec![byte; 3]);
+            }
+            Change::Delete(f) => {
+                self.files.remove(FILES[f]);
+            }
+            Change::Move(from, to) => {
+                if let Some(bytes) = self.files.remove(FILES[from]) {
+                    self.files.insert(FILES[to], bytes);
+                }
+            }
+        }
+    }
+
+    /// The paths of `group` (oldest first), from before the first turn that touched each to
+    /// after the last.
+    fn group_sides(group: &[Turn]) -> Sides {
+        let mut joined = Sides::new();
+        for turn in group {
+            for (path, (before, after)) in &turn.paths {
+                joined
+                    .entry(path)
+                    .and_modify(|sides| sides.1 = after.clone())
+                    .or_insert_with(|| (before.clone(), after.clone()));
+            }
+        }
+        joined
+    }
+
+    /// Whether someone else changed a path between two turns of `group`.
+    fn changed_between(group: &[Turn]) -> bool {
+        let mut last: BTreeMap<&str, &Option<Vec<u8>>> = BTreeMap::new();
+        for turn in group {
+            for (path, (before, after)) in &turn.paths {
+                if last.get(path).is_some_and(|left| *left != before) {
+                    return true;
+                }
+                last.insert(path, after);
+            }
+        }
+        false
+    }
+
+    fn is(&self, path: &str, image: &Option<Vec<u8>>) -> bool {
+        self.files.get(path) == image.as_ref()
+    }
+
+    fn set(&mut self, path: &'static str, image: &Option<Vec<u8>>) {
+        match image {
+            Some(bytes) => self.files.insert(path, bytes.clone()),
+            None => self.files.remove(path),
+        };
+    }
+
+    /// Undoes `group` (oldest first) when nothing stands in the way; whether it did.
+    fn undo_group(&mut self, group: Vec<Turn>) -> bool {
+        let joined = Self::group_sides(&group);
+        let clean = !Self::changed_between(&group)
+            && joined.iter().all(|(path, (_, after))| self.is(path, after));
+        if !clean {
+            return false;
+        }
+        for (path, (before, _)) in &joined {
+            self.set(path, before);
+        }
+        let ids: Vec<u64> = group.iter().map(|t| t.id).collect();
+        self.undo.retain(|t| !ids.contains(&t.id));
+        self.redo.push(group);
+        true
+    }
+
+    fn redo_group(&mut self) -> Option<bool> {
+        let group = self.redo.last()?;
+        let joined = Self::group_sides(group);
+        if !joined
+            .iter()
+            .all(|(path, (before, _))| self.is(path, before))
+        {
+            return Some(false);
+        }
+        for (path, (_, after)) in &joined {
+            self.set(path, after);
+        }
+        for turn in self.redo.pop().into_iter().flatten() {
+            let at = self.undo.partition_point(|t| t.id < turn.id);
+            self.undo.insert(at, turn);
+        }
+        Some(true)
+    }
+
+    /// The turns a rewind to before `undo[start]` undoes, or `None` when a later turn of
+    /// another session touched one of their paths.
+    fn rewound(&self, start: usize) -> Option<Vec<Turn>> {
+        let session = self.undo[start].session;
+        let (group, others): (Vec<&Turn>, Vec<&Turn>) = self.undo[start..]
+            .iter()
+            .partition(|t| t.session == session);
+        let crossed = group.iter().any(|t| {
+            t.paths
+                .keys()
+                .any(|path| others.iter().any(|o| o.paths.contains_key(path)))
+        });
+        (!crossed).then(|| group.into_iter().cloned().collect())
+    }
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    let file = 0..FILES.len();
+    prop_oneof![
+        4 => (file.clone(), b'a'..b'f').prop_map(|(f, byte)| Change::Write(f, byte)),
+        1 => file.clone().prop_map(Change::Delete),
+        1 => (file.clone(), file).prop_map(|(from, to)| Change::Move(from, to)),
+    ]
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        5 => (0..SESSIONS.len(), prop::collection::vec(change(), 1..4))
+            .prop_map(|(session, changes)| Step::Turn { session, changes }),
+        1 => change().prop_map(Step::Edit),
+        2 => Just(Step::Undo),
+        2 => Just(Step::Redo),
+        3 => any::<Index>().prop_map(Step::Rewind),
+    ]
+}
+
+async fn perform(m: &dyn Mutator, change: &Change) {
+    let result = match *change {
+        Change::Write(f, byte) => m.write(&p(FILES[f]), &[byte; 3], None).await,
+        Change::Delete(f) => m.remove_file(&p(FILES[f])).await,
+        Change::Move(from, to) => m.rename(&p(FILES[from]), &p(FILES[to])).await,
+    };
+    result.unwrap();
+}
+
+fn tree(mem: &MemMutator) -> Files {
+    let mut files = Files::new();
+    for (path, (_, bytes)) in mem.snapshot() {
+        let name = FILES.iter().find(|f| **f == path).unwrap();
+        files.insert(name, bytes.unwrap());
+    }
+    files
+}
+
+/// What a store operation came to: done, refused (changing nothing), or nothing to do.
+fn settled(result: Result<shiro_undo::UndoOutcome, UndoError>) -> Option<bool> {
+    match result {
+        Ok(_) => Some(true),
+        Err(UndoError::Conflict(_)) => Some(false),
+        Err(UndoError::NothingToUndo | UndoError::NothingToRedo) => None,
+        Err(err) => panic!("unexpected error: {err}"),
+    }
+}
+
+/// Deep enough that no turn of a case is dropped.
+fn deep() -> StoreOptions {
+    StoreOptions {
+        depth: 1000,
+        ..StoreOptions::default()
+    }
+}
+
+/// A store deep enough for any case, over an empty in-memory workspace.
+async fn open() -> (tempfile::TempDir, MemMutator, UndoStore) {
+    let dir = common::fast_tempdir();
+    let mem = MemMutator::new();
+    let store = UndoStore::open_with(&common::state(dir.path()), &mem, deep())
+        .await
+        .unwrap();
+    (dir, mem, store)
+}
+
+fn run(steps: &[Step]) -> Result<(), TestCaseError> {
+    common::runtime().block_on(async {
+        let (dir, mem, store) = open().await;
+        let recording = store.recorder(mem.clone());
+        let mut model = Model::default();
+        let mut script = String::new();
+        let mut next_id = 1;
+        for step in steps {
+            let before = tree(&mem);
+            match step {
+                Step::Turn { session, changes } => {
+                    let session = SESSIONS[*session];
+                    recording
+                        .begin_turn(TurnStart {
+                            summary: format!("turn {next_id}"),
+                            history_marker: next_id,
+                            session: session.map(str::to_owned),
+                        })
+                        .await
+                        .unwrap();
+                    let start = model.files.clone();
+                    let mut touched = Vec::new();
+                    for change in changes {
+                        if let Some(change) = model.resolve(change) {
+                            perform(&recording, &change).await;
+                            model.apply(&change);
+                            match change {
+                                Change::Write(f, _) | Change::Delete(f) => touched.push(FILES[f]),
+                                Change::Move(a, b) => touched.extend([FILES[a], FILES[b]]),
+                            }
+                        }
+                    }
+                    let finished = recording.finish_turn().await.unwrap();
+                    script.push_str(&format!("turn {next_id} {session:?}: {changes:?}\n"));
+                    // A turn keeps the paths it changed, and only a turn that changed one is kept.
+                    let paths: BTreeMap<_, _> = touched
+                        .into_iter()
+                        .map(|f| (f, (start.get(f).cloned(), model.files.get(f).cloned())))
+                        .filter(|(_, (before, after))| before != after)
+                        .collect();
+                    if finished.is_some() {
+                        model.undo.push(Turn {
+                            id: next_id,
+                            session,
+                            paths,
+                        });
+                        model.redo.clear();
+                        next_id += 1;
+                    } else {
+                        prop_assert!(
+                            paths.is_empty(),
+                            "a turn that changed files was dropped\n{script}"
+                        );
+                    }
+                }
+                Step::Edit(change) => {
+                    if let Some(change) = model.resolve(change) {
+                        perform(&mem, &change).await;
+                        model.apply(&change);
+                        script.push_str(&format!("edit {change:?}\n"));
+                    }
+                }
+                Step::Undo => {
+                    let real = settled(store.undo(&mem, UndoOptions::default()).await);
+                    let expected = model
+                        .undo
+                        .last()
+                        .cloned()
+                        .map(|turn| model.undo_group(vec![turn]));
+                    script.push_str(&format!("undo: {real:?}\n"));
+                    prop_assert_eq!(real, expected, "undo\n{}", script);
+                }
+                Step::Redo => {
+                    let real = settled(store.redo(&mem, UndoOptions::default()).await);
+                    let expected = model.redo_group();
+                    script.push_str(&format!("redo: {real:?}\n"));
+                    prop_assert_eq!(real, expected, "redo\n{}", script);
+                }
+                Step::Rewind(index) => {
+                    if model.undo.is_empty() {
+                        continue;
+                    }
+                    let start = index.index(model.undo.len());
+                    let id = model.undo[start].id;
+                    let result = store.rewind(&mem, TurnId(id), UndoOptions::default()).await;
+                    if let Err(UndoError::Conflict(report)) = &result {
+                        let crossed = report
+                            .conflicts
+                            .iter()
+                            .any(|c| matches!(c.kind, ConflictKind::LaterTurn { .. }));
+                        prop_assert_eq!(crossed, model.rewound(start).is_none(), "{}", script);
+                    }
+                    let real = settled(result);
+                    let expected = Some(match model.rewound(start) {
+                        Some(group) => model.undo_group(group),
+                        None => false,
+                    });
+                    script.push_str(&format!("rewind to #{id}: {real:?}\n"));
+                    prop_assert_eq!(real, expected, "rewind\n{}", script);
+                }
+            }
+            let now = tree(&mem);
+            prop_assert_eq!(&now, &model.files, "tree and model differ\n{}", script);
+            if matches!(step, Step::Undo | Step::Redo | Step::Rewind(_))
+                && script.ends_with("Some(false)\n")
+            {
+                prop_assert_eq!(&now, &before, "a refusal changed the tree\n{}", script);
+            }
+        }
+        // The log lists the model's turns; reopened, the store redoes what is left to redo,
+        // a rewind's turns together, as the model does.
+        let ids: Vec<u64> = store.log().unwrap().iter().map(|t| t.id.0).collect();
+        let model_ids: Vec<u64> = model.undo.iter().rev().map(|t| t.id).collect();
+        prop_assert_eq!(ids, model_ids, "{}", script);
+        drop((recording, store));
+        let store = UndoStore::open_with(&common::state(dir.path()), &mem, deep())
+            .await
+            .unwrap();
+        loop {
+            let real = settled(store.redo(&mem, UndoOptions::default()).await);
+            let expected = model.redo_group();
+            script.push_str(&format!("redo after reopening: {real:?}\n"));
+            prop_assert_eq!(real, expected, "redo after reopening\n{}", script);
+            prop_assert_eq!(
+                &tree(&mem),
+                &model.files,
+                "tree and model differ\n{}",
+                script
+            );
+            if real != Some(true) {
+                break;
+            }
+        }
+        Ok(())
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: common::base_cases(),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn rewinds_undo_and_redo_agree_with_a_model(steps in prop::collection::vec(step(), 1..40)) {
+        run(&steps)?;
+    }
+}
+
+/// What a person reads: a rewind of three turns, a redo of them, and a rewind refused over
+/// another session's later turn.
+#[test]
+fn rewind_texts() {
+    common::runtime().block_on(async {
+        let (_dir, mem, store) = open().await;
+        let recording = store.recorder(mem.clone());
+        let turns = [
+            ("s1", "a", "add the parser"),
+            ("s2", "b", "write the docs"),
+            ("s1", "c", "add tests"),
+            ("s1", "a", "fix the parser"),
+        ];
+        for (i, (session, file, summary)) in turns.into_iter().enumerate() {
+            recording
+                .begin_turn(TurnStart {
+                    summary: summary.to_owned(),
+                    history_marker: i as u64,
+                    session: Some(session.to_owned()),
+                })
+                .await
+                .unwrap();
+            recording
+                .write(&p(file), summary.as_bytes(), None)
+                .await
+                .unwrap();
+            recording.finish_turn().await.unwrap();
+        }
+        let rewound = store
+            .rewind(&mem, TurnId(1), UndoOptions::default())
+            .await
+            .unwrap();
+        let redone = store.redo(&mem, UndoOptions::default()).await.unwrap();
+        // Session s2 writes `c` after s1's first turn: s1 can no longer rewind to it.
+        recording
+            .begin_turn(TurnStart {
+                summary: "rename in the tests".to_owned(),
+                history_marker: 9,
+                session: Some("s2".to_owned()),
+            })
+            .await
+            .unwrap();
+        recording.write(&p("c"), b"renamed", None).await.unwrap();
+        recording.finish_turn().await.unwrap();
+        let refused = store
+            .rewind(&mem, TurnId(1), UndoOptions::default())
+            .await
+            .unwrap_err();
+        let missing = store
+            .rewind(&mem, TurnId(42), UndoOptions::default())
+            .await
+            .unwrap_err();
+        insta::assert_snapshot!(format!("{rewound}\n{redone}\n{refused}\n\n{missing}"));
+    });
+}
