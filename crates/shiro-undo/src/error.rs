@@ -32,6 +32,14 @@ pub enum UndoError {
         /// The turn asked for.
         id: TurnId,
     },
+    /// The turn asked to be redone is not among the undone turns.
+    #[error(
+        "turn {id} cannot be redone: it is not among the undone turns (it was redone already, or it left the log)"
+    )]
+    NotUndone {
+        /// The turn asked for.
+        id: TurnId,
+    },
     /// Paths the turn touched changed since; nothing was changed (the CLI exits 3).
     #[error("{0}")]
     Conflict(ConflictReport),

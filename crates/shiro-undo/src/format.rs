@@ -1,4 +1,4 @@
-//! The records of the on-disk format (version 7), as described in `docs/formats.md`.
+//! The records of the on-disk format (version 8), as described in `docs/formats.md`.
 
 use std::collections::BTreeSet;
 
@@ -9,7 +9,7 @@ use crate::image::{ContentHash, Image};
 use crate::report::{Direction, TurnId, TurnSummary};
 
 /// The format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 7;
+pub const FORMAT_VERSION: u32 = 8;
 /// The `format` field of the log's header line.
 pub(crate) const LOG_FORMAT: &str = "shiro-undo-log";
 
@@ -271,12 +271,19 @@ pub(crate) enum LogLine {
         stack: Stack,
         turn: TurnRecord,
     },
-    /// A recorded turn: pushed onto the undo stack, which empties the redo stack; the turns
-    /// `dropped` go (past the depth).
+    /// A recorded turn: pushed onto the undo stack, which empties the redo stack (with
+    /// `scoped`, of the turns of its own session only); the turns `dropped` go (past the
+    /// depth).
     Push {
         turn: TurnRecord,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         dropped: Vec<TurnId>,
+        /// Whether only the redo stack's turns of the same session (for a headless command's
+        /// turn, of headless commands) are cleared: another session's undone turns stay
+        /// redoable (a fork's parent brings them back). Format 8; absent before, when a push
+        /// cleared the whole stack.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        scoped: bool,
     },
     /// Turns forgotten (past the depth, or for the size cap).
     Drop {

@@ -117,9 +117,17 @@ impl LogState {
                     Stack::Redo => self.redo.push(turn),
                 }
             }
-            LogLine::Push { turn, dropped } => {
+            LogLine::Push {
+                turn,
+                dropped,
+                scoped,
+            } => {
                 self.check_new(&turn)?;
-                self.redo.clear();
+                if scoped {
+                    self.redo.retain(|t| t.meta.session != turn.meta.session);
+                } else {
+                    self.redo.clear();
+                }
                 self.undo.push(turn);
                 self.forget(&dropped);
             }
@@ -462,6 +470,7 @@ mod tests {
         LogLine::Push {
             turn: turn(id),
             dropped: Vec::new(),
+            scoped: false,
         }
     }
 
@@ -542,6 +551,7 @@ mod tests {
                 vec![LogLine::Push {
                     turn: turn(state.next_id),
                     dropped,
+                    scoped: false,
                 }]
             }
             Op::DropOldest => state
@@ -637,6 +647,39 @@ mod tests {
             }
             prop_assert_eq!(std::fs::metadata(&path).map(|m| m.len() as usize).unwrap_or(0), last_len);
         }
+    }
+
+    /// A scoped push (format 8) clears the undone turns of its own session only; an older
+    /// log's push, read back, still clears them all.
+    #[test]
+    fn a_push_clears_the_undone_turns_of_its_own_session() {
+        let of = |id: u64, session: Option<&str>| {
+            let mut turn = turn(id);
+            turn.meta.session = session.map(str::to_owned);
+            turn
+        };
+        let undone = |session| {
+            let mut state = LogState::empty();
+            for (id, s) in [(1, Some("a")), (2, Some("b")), (3, None)] {
+                state
+                    .apply(LogLine::Turn {
+                        stack: Stack::Redo,
+                        turn: of(id, s),
+                    })
+                    .unwrap();
+            }
+            let push = |scoped| LogLine::Push {
+                turn: of(4, session),
+                dropped: Vec::new(),
+                scoped,
+            };
+            let mut scoped = state.clone();
+            scoped.apply(push(true)).unwrap();
+            state.apply(push(false)).unwrap();
+            (ids(&view(&scoped).2), ids(&view(&state).2))
+        };
+        assert_eq!(undone(Some("a")), (vec![2, 3], vec![]));
+        assert_eq!(undone(None), (vec![1, 2], vec![]));
     }
 
     #[test]

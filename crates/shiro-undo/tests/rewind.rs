@@ -1,7 +1,8 @@
 //! Rewinds against a model: random turns of two interleaved sessions and of headless
-//! commands, with the user's own edits between them, and the operations undo, redo and
-//! rewind to before any turn. After every step the tree is the model's, and every refusal
-//! leaves it byte-identical.
+//! commands, with the user's own edits between them, and the operations undo, redo (of the
+//! newest undone turn, or of a chosen one, as a fork's parent brings its turns back) and
+//! rewind to before any turn. A new turn clears the undone turns of its own session only.
+//! After every step the tree is the model's, and every refusal leaves it byte-identical.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -46,6 +47,8 @@ enum Step {
     Edit(Change),
     Undo,
     Redo,
+    /// Redo a chosen undone turn (with its rewind's group), wherever it is on the stack.
+    RedoTurn(Index),
     Rewind(Index),
 }
 
@@ -153,22 +156,28 @@ impl Model {
     }
 
     fn redo_group(&mut self) -> Option<bool> {
-        let group = self.redo.last()?;
-        let joined = Self::group_sides(group);
+        let top = self.redo.len().checked_sub(1)?;
+        Some(self.redo_at(top))
+    }
+
+    /// Redoes the group at `index` of the redo stack when nothing stands in the way; whether
+    /// it did.
+    fn redo_at(&mut self, index: usize) -> bool {
+        let joined = Self::group_sides(&self.redo[index]);
         if !joined
             .iter()
             .all(|(path, (before, _))| self.is(path, before))
         {
-            return Some(false);
+            return false;
         }
         for (path, (_, after)) in &joined {
             self.set(path, after);
         }
-        for turn in self.redo.pop().into_iter().flatten() {
+        for turn in self.redo.remove(index) {
             let at = self.undo.partition_point(|t| t.id < turn.id);
             self.undo.insert(at, turn);
         }
-        Some(true)
+        true
     }
 
     /// The turns a rewind to before `undo[start]` undoes, or `None` when a later turn of
@@ -203,6 +212,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => change().prop_map(Step::Edit),
         2 => Just(Step::Undo),
         2 => Just(Step::Redo),
+        1 => any::<Index>().prop_map(Step::RedoTurn),
         3 => any::<Index>().prop_map(Step::Rewind),
     ]
 }
@@ -299,7 +309,8 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
                             session,
                             paths,
                         });
-                        model.redo.clear();
+                        // Another session's undone turns stay redoable.
+                        model.redo.retain(|group| group[0].session != session);
                         next_id += 1;
                     } else {
                         prop_assert!(
@@ -331,6 +342,23 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
                     script.push_str(&format!("redo: {real:?}\n"));
                     prop_assert_eq!(real, expected, "redo\n{}", script);
                 }
+                Step::RedoTurn(index) => {
+                    if model.redo.is_empty() {
+                        continue;
+                    }
+                    let at = index.index(model.redo.len());
+                    // Any turn of the group names it.
+                    let group = &model.redo[at];
+                    let id = group[index.index(group.len())].id;
+                    let real = settled(
+                        store
+                            .redo_turn(&mem, TurnId(id), UndoOptions::default())
+                            .await,
+                    );
+                    let expected = Some(model.redo_at(at));
+                    script.push_str(&format!("redo #{id}: {real:?}\n"));
+                    prop_assert_eq!(real, expected, "redo of a chosen turn\n{}", script);
+                }
                 Step::Rewind(index) => {
                     if model.undo.is_empty() {
                         continue;
@@ -356,8 +384,10 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
             }
             let now = tree(&mem);
             prop_assert_eq!(&now, &model.files, "tree and model differ\n{}", script);
-            if matches!(step, Step::Undo | Step::Redo | Step::Rewind(_))
-                && script.ends_with("Some(false)\n")
+            if matches!(
+                step,
+                Step::Undo | Step::Redo | Step::RedoTurn(_) | Step::Rewind(_)
+            ) && script.ends_with("Some(false)\n")
             {
                 prop_assert_eq!(&now, &before, "a refusal changed the tree\n{}", script);
             }

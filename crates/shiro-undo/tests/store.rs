@@ -216,6 +216,69 @@ async fn the_log_keeps_the_newest_turns_up_to_its_depth() {
     assert_eq!(blob_count(f.dir.path()), 3 + 1);
 }
 
+/// A new turn clears the undone turns of its own session only; another session's stay
+/// redoable, at most `depth` of them, a rewind's turns kept or dropped together.
+#[tokio::test]
+async fn undone_turns_of_other_sessions_stay_redoable_up_to_the_depth() {
+    let f = fixture(StoreOptions {
+        depth: 3,
+        ..StoreOptions::default()
+    })
+    .await;
+    let of = |session: &str, summary: &str| TurnStart {
+        summary: summary.to_owned(),
+        history_marker: 0,
+        session: Some(session.to_owned()),
+    };
+    let record = |start: TurnStart, path: &'static str, byte: u8| {
+        let f = &f;
+        async move {
+            f.rec.begin_turn(start).await.unwrap();
+            write(&f.rec, path, &[byte]).await;
+            f.rec.finish_turn().await.unwrap().unwrap()
+        }
+    };
+    let redoable =
+        |f: &Fixture| -> Vec<u64> { f.store.redo_log().unwrap().iter().map(|t| t.id.0).collect() };
+    // s1 undoes two turns one by one; s2's turn keeps them, and s1's own next turn clears
+    // them.
+    let one = record(of("s1", "one"), "a", 1).await;
+    let two = record(of("s1", "two"), "b", 2).await;
+    f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(redoable(&f), [one.0, two.0]);
+    record(of("s2", "other"), "c", 3).await;
+    assert_eq!(redoable(&f), [one.0, two.0]);
+    f.store
+        .redo_turn(&f.ws, two, UndoOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(read(&mem_tree(&f.ws), "b"), [2]);
+    assert_eq!(redoable(&f), [one.0]);
+    record(of("s1", "three"), "d", 4).await;
+    assert_eq!(redoable(&f), Vec::<u64>::new());
+    assert!(matches!(
+        f.store.redo_turn(&f.ws, one, UndoOptions::default()).await,
+        Err(UndoError::NotUndone { .. })
+    ));
+
+    // A rewind of three of s3's turns fits the depth; with one more undone turn of s4's
+    // above it, the next turn drops its oldest undone turns: the whole rewind.
+    let first = record(of("s3", "x"), "x", 1).await;
+    record(of("s3", "y"), "y", 1).await;
+    record(of("s3", "z"), "z", 1).await;
+    f.store
+        .rewind(&f.ws, first, UndoOptions::default())
+        .await
+        .unwrap();
+    record(of("s2", "more"), "c", 5).await;
+    assert_eq!(redoable(&f).len(), 3);
+    let last = record(of("s4", "w"), "w", 1).await;
+    f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    record(of("s2", "again"), "c", 6).await;
+    assert_eq!(redoable(&f), [last.0]);
+}
+
 /// A pack whose turn left the log, and whose copies still needed take less than half of it,
 /// is rewritten with those alone, under its name.
 #[tokio::test]

@@ -327,6 +327,19 @@ impl UndoStore {
         self.rewind_to(workspace, id, options).await
     }
 
+    /// Rewinds exactly the turns `ids` (all on the undo stack), as [`UndoStore::rewind`] does
+    /// a session's: for a conversation whose turns are not all its session's (a fork's,
+    /// which begins with its parent's). Refused like a rewind when a later turn not among
+    /// them touched one of their paths.
+    pub async fn rewind_turns(
+        &self,
+        workspace: &dyn Mutator,
+        ids: &[TurnId],
+        options: UndoOptions,
+    ) -> Result<UndoOutcome, UndoError> {
+        self.rewind_set(workspace, ids, options).await
+    }
+
     /// Redoes the most recently undone turn, under the same conflict rule as undo; after a
     /// rewind, every turn it undid, as one restore.
     pub async fn redo(
@@ -335,6 +348,19 @@ impl UndoStore {
         options: UndoOptions,
     ) -> Result<UndoOutcome, UndoError> {
         self.restore(workspace, options, Direction::Redo).await
+    }
+
+    /// Redoes turn `id` (with the turns a rewind undid with it), wherever it lies on the redo
+    /// stack, under the same conflict rule as [`UndoStore::redo`]: for bringing back one
+    /// session's undone turns when other undone turns lie above them. Refused with
+    /// [`UndoError::NotUndone`] when `id` is not undone.
+    pub async fn redo_turn(
+        &self,
+        workspace: &dyn Mutator,
+        id: TurnId,
+        options: UndoOptions,
+    ) -> Result<UndoOutcome, UndoError> {
+        self.redo_of(workspace, id, options).await
     }
 
     /// Notices a store deleted while this process had it open: says so, once, and begins a
@@ -449,19 +475,22 @@ impl UndoStore {
         log::append(&path, state, record).map_err(|err| UndoError::io("write", &path, err))
     }
 
-    /// Pushes a finished turn: clears the redo stack, keeps `depth` turns, saves the log,
-    /// collects unreferenced blobs and applies the size cap.
+    /// Pushes a finished turn: clears the redo stack of the turn's session, keeps `depth`
+    /// turns on each stack, saves the log, collects unreferenced blobs and applies the size
+    /// cap.
     fn commit_turn(&self, state: &mut LogState, record: TurnRecord) -> Result<(), UndoError> {
         // Past the depth, the oldest turns go.
         let depth = self.inner.options.depth.max(1);
         let excess = (state.undo.len() + 1).saturating_sub(depth);
-        let dropped: Vec<TurnId> = state.undo.iter().take(excess).map(|t| t.meta.id).collect();
+        let mut dropped: Vec<TurnId> = state.undo.iter().take(excess).map(|t| t.meta.id).collect();
+        dropped.extend(redo_past_depth(state, &record, depth));
         let earlier = named_packs(state);
         self.append(
             state,
             LogLine::Push {
                 turn: record,
                 dropped,
+                scoped: true,
             },
         )?;
         let listing = self.collect_after(state, &earlier)?;
@@ -609,6 +638,27 @@ impl UndoStore {
     pub(crate) fn inside(&self) -> (LogState, &Blobs) {
         (self.read_state().expect("the log reads"), &self.inner.blobs)
     }
+}
+
+/// The undone turns of other sessions than `record`'s that a push of it keeps no longer:
+/// those past `depth`, the longest undone first, a rewind's turns all together (a part of
+/// one could not be redone).
+fn redo_past_depth(state: &LogState, record: &TurnRecord, depth: usize) -> Vec<TurnId> {
+    let kept: Vec<&TurnRecord> = (state.redo.iter())
+        .filter(|t| t.meta.session != record.meta.session)
+        .collect();
+    let mut excess = kept.len().saturating_sub(depth);
+    let mut dropped = Vec::new();
+    let mut group = None;
+    for turn in kept {
+        if excess == 0 && (group.is_none() || turn.group != group) {
+            break;
+        }
+        excess = excess.saturating_sub(1);
+        group = turn.group;
+        dropped.push(turn.meta.id);
+    }
+    dropped
 }
 
 /// The packs each kept turn of `state` names.

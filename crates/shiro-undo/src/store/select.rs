@@ -171,22 +171,68 @@ pub(super) fn newest(state: &LogState) -> Result<Selection, UndoError> {
 /// The next turn to redo; with the turns a rewind undid with it, when it was one of those.
 pub(super) fn next_redo(state: &LogState) -> Result<Selection, UndoError> {
     let top = state.redo.last().ok_or(UndoError::NothingToRedo)?;
-    let Some(group) = top.group else {
-        return Ok(Selection::single(Direction::Redo, top.clone()));
+    Ok(redo_with_group(state, top))
+}
+
+/// Turn `id`, wherever it is on the redo stack, with the turns a rewind undid with it: for
+/// bringing back one session's turns when other undone turns lie above them (a fork's
+/// parent, resumed). Refused when `id` is not undone.
+pub(super) fn redo_of(state: &LogState, id: TurnId) -> Result<Selection, UndoError> {
+    let turn = (state.redo.iter())
+        .find(|turn| turn.meta.id == id)
+        .ok_or(UndoError::NotUndone { id })?;
+    Ok(redo_with_group(state, turn))
+}
+
+/// `turn` of the redo stack and the other turns of its group, as one redo.
+fn redo_with_group(state: &LogState, turn: &TurnRecord) -> Selection {
+    let Some(group) = turn.group else {
+        return Selection::single(Direction::Redo, turn.clone());
     };
-    let mut later: Vec<TurnRecord> = (state.redo.iter().rev())
-        .skip(1)
-        .take_while(|turn| turn.group == Some(group))
-        .cloned()
+    let mut members: Vec<&TurnRecord> = (state.redo.iter())
+        .filter(|other| other.group == Some(group))
         .collect();
-    later.sort_by_key(|turn| turn.meta.id);
-    Ok(Selection::joined(Direction::Redo, top.clone(), later))
+    members.sort_by_key(|member| member.meta.id);
+    match members.split_first() {
+        Some((first, later)) => Selection::joined(
+            Direction::Redo,
+            (*first).clone(),
+            later.iter().map(|member| (*member).clone()).collect(),
+        ),
+        None => Selection::single(Direction::Redo, turn.clone()),
+    }
 }
 
 /// Turn `id` and every later turn of its session (for a headless command's turn, every
 /// later headless turn), for a rewind to before `id`. Refused, naming them, when a later
 /// turn that is not among them touched one of their paths.
 pub(super) fn rewind(state: &LogState, id: TurnId) -> Result<Selection, UndoError> {
+    let first = (state.undo.iter())
+        .find(|turn| turn.meta.id == id)
+        .ok_or(UndoError::NoSuchTurn { id })?;
+    let session = &first.meta.session;
+    rewind_where(state, id, |turn| &turn.meta.session == session)
+}
+
+/// The turns `ids` of the undo stack, for a rewind of exactly those (a conversation's turns,
+/// which a fork may have taken from its parent). Refused, naming them, when a later turn
+/// that is not among them touched one of their paths.
+pub(super) fn rewind_turns(state: &LogState, ids: &[TurnId]) -> Result<Selection, UndoError> {
+    for id in ids {
+        if !state.undo.iter().any(|turn| turn.meta.id == *id) {
+            return Err(UndoError::NoSuchTurn { id: *id });
+        }
+    }
+    let first = ids.iter().min().ok_or(UndoError::NothingToUndo)?;
+    rewind_where(state, *first, |turn| ids.contains(&turn.meta.id))
+}
+
+/// Turn `id` and the later turns of the undo stack that `member` picks, as one undo.
+fn rewind_where(
+    state: &LogState,
+    id: TurnId,
+    member: impl Fn(&TurnRecord) -> bool,
+) -> Result<Selection, UndoError> {
     let start = (state.undo.iter())
         .position(|turn| turn.meta.id == id)
         .ok_or(UndoError::NoSuchTurn { id })?;
@@ -194,9 +240,8 @@ pub(super) fn rewind(state: &LogState, id: TurnId) -> Result<Selection, UndoErro
     let Some(first) = first.last() else {
         return Err(UndoError::NoSuchTurn { id });
     };
-    let (later, others): (Vec<&TurnRecord>, Vec<&TurnRecord>) = after
-        .iter()
-        .partition(|turn| turn.meta.session == first.meta.session);
+    let (later, others): (Vec<&TurnRecord>, Vec<&TurnRecord>) =
+        after.iter().partition(|turn| member(turn));
     let selection = Selection::joined(
         Direction::Undo,
         first.clone(),

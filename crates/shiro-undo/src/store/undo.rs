@@ -47,6 +47,34 @@ impl UndoStore {
             .await
     }
 
+    /// Undoes exactly the turns `ids` as one restore.
+    pub(super) async fn rewind_set(
+        &self,
+        workspace: &dyn Mutator,
+        ids: &[TurnId],
+        options: UndoOptions,
+    ) -> Result<UndoOutcome, UndoError> {
+        let _guard = self.lock()?;
+        let mut state = self.recover(workspace).await?;
+        let selection = select::rewind_turns(&state, ids)?;
+        self.restore_selected(workspace, &mut state, selection, options)
+            .await
+    }
+
+    /// Redoes turn `id` with its group, wherever it lies on the redo stack.
+    pub(super) async fn redo_of(
+        &self,
+        workspace: &dyn Mutator,
+        id: TurnId,
+        options: UndoOptions,
+    ) -> Result<UndoOutcome, UndoError> {
+        let _guard = self.lock()?;
+        let mut state = self.recover(workspace).await?;
+        let selection = select::redo_of(&state, id)?;
+        self.restore_selected(workspace, &mut state, selection, options)
+            .await
+    }
+
     /// Restores what `selection` names, under the lock, `state` being the log as recovered.
     async fn restore_selected(
         &self,
