@@ -494,7 +494,7 @@ mod tests {
                             force: false,
                             dry_run: false,
                         };
-                        let text = super::super::repl::restore(&mut agent, true, options).await;
+                        let text = crate::travel::undo(&mut agent, options).await;
                         match undoable.pop() {
                             Some(before) => {
                                 assert_eq!(files(&root), before.files, "{text}");

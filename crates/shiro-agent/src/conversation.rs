@@ -10,6 +10,8 @@
 //! replaced messages back when the rewind goes past one. The rule is written up in
 //! `docs/formats.md`, "Saved sessions".
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use shiro_providers::{Message, Role};
@@ -49,12 +51,54 @@ pub struct Clearing {
 }
 
 /// A conversation: the full transcript, and the compactions and clearings in effect, oldest
-/// first.
+/// first; what is known of each prompt; and what rewinds took away, for redo.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Conversation {
     messages: Vec<Message>,
     compactions: Vec<Compaction>,
     clearings: Vec<Clearing>,
+    /// Each prompt's facts, by the position of its user message.
+    prompts: BTreeMap<usize, Prompt>,
+    /// What the rewinds since the last new message took away, the next to bring back last.
+    undone: Vec<Undone>,
+}
+
+/// What is known of one prompt besides its message.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Prompt {
+    /// When it was sent, in seconds since the Unix epoch (unknown in sessions saved by
+    /// versions before 0.1 of time travel).
+    pub time: Option<u64>,
+    /// The undo log's number for the turn it started, when that turn changed files.
+    pub turn: Option<u64>,
+}
+
+/// What one rewind took away, for a redo to bring back: the messages after `to`, with the
+/// compactions, clearings and prompt facts made past that point, and the undo log's turns
+/// whose files went back with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Undone {
+    /// The transcript's length after the rewind.
+    pub to: usize,
+    /// The turns of the undo log whose files were restored with it, oldest first; empty when
+    /// only the conversation went back.
+    pub turns: Vec<u64>,
+    messages: Vec<Message>,
+    compactions: Vec<Compaction>,
+    clearings: Vec<Clearing>,
+    prompts: BTreeMap<usize, Prompt>,
+}
+
+impl Undone {
+    /// How many messages it holds.
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Whether it holds no message (only files went back).
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
 }
 
 /// Why a compaction record does not fit the transcript it is applied to.
@@ -91,17 +135,78 @@ impl From<Vec<Message>> for Conversation {
 }
 
 impl Conversation {
-    /// Appends a message.
+    /// Appends a message. The conversation then goes on from here: what rewinds took away
+    /// can no longer be redone.
     pub fn push(&mut self, message: Message) {
+        self.undone.clear();
         self.messages.push(message);
     }
 
+    /// Notes when the prompt at `index` (a user message) was sent.
+    pub fn note_time(&mut self, index: usize, time: u64) {
+        self.prompts.entry(index).or_default().time = Some(time);
+    }
+
+    /// Notes the undo log's turn that the prompt at `index` started.
+    pub fn note_turn(&mut self, index: usize, turn: u64) {
+        self.prompts.entry(index).or_default().turn = Some(turn);
+    }
+
+    /// The facts noted of the prompt at `index`.
+    pub fn prompt(&self, index: usize) -> Prompt {
+        self.prompts.get(&index).copied().unwrap_or_default()
+    }
+
     /// Truncates the transcript to its first `to` messages and drops the compactions and
-    /// clearings made when it was longer than that.
+    /// clearings made when it was longer than that, keeping what it took away for
+    /// [`Conversation::redo`].
     pub fn rewind(&mut self, to: usize) {
-        self.messages.truncate(to);
-        self.compactions.retain(|compaction| compaction.at <= to);
-        self.clearings.retain(|clearing| clearing.at <= to);
+        self.rewind_with(to, Vec::new());
+    }
+
+    /// [`Conversation::rewind`], noting the undo log's `turns` whose files went back with it
+    /// (a rewind to the transcript's own length notes files alone going back).
+    pub fn rewind_with(&mut self, to: usize, turns: Vec<u64>) {
+        let to = to.min(self.messages.len());
+        let messages = self.messages.split_off(to);
+        let (compactions, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.compactions)
+            .into_iter()
+            .partition(|compaction| compaction.at > to);
+        self.compactions = kept;
+        let (clearings, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.clearings)
+            .into_iter()
+            .partition(|clearing| clearing.at > to);
+        self.clearings = kept;
+        let prompts = self.prompts.split_off(&to);
+        self.undone.push(Undone {
+            to,
+            turns,
+            messages,
+            compactions,
+            clearings,
+            prompts,
+        });
+    }
+
+    /// What the next [`Conversation::redo`] brings back, if anything.
+    pub fn next_redo(&self) -> Option<&Undone> {
+        self.undone.last()
+    }
+
+    /// Brings back what the last rewind took away; `None` (changing nothing) when no rewind
+    /// happened since the last new message.
+    pub fn redo(&mut self) -> Option<Undone> {
+        let undone = self.undone.pop()?;
+        if undone.to != self.messages.len() {
+            // Cannot happen: anything that changes the transcript empties the stack.
+            self.undone.push(undone);
+            return None;
+        }
+        self.messages.extend(undone.messages.iter().cloned());
+        self.compactions.extend(undone.compactions.iter().cloned());
+        self.clearings.extend(undone.clearings.iter().copied());
+        self.prompts.extend(undone.prompts.clone());
+        Some(undone)
     }
 
     /// Records a compaction of the transcript as it is now, keeping the messages from
@@ -134,6 +239,7 @@ impl Conversation {
                 start,
             });
         }
+        self.undone.clear();
         self.compactions.push(compaction);
         Ok(())
     }
@@ -161,6 +267,7 @@ impl Conversation {
                 len,
             });
         }
+        self.undone.clear();
         self.clearings.push(clearing);
         Ok(clears)
     }
@@ -290,6 +397,24 @@ impl Conversation {
     /// Whether the transcript holds no message.
     pub fn is_empty(&self) -> bool {
         self.messages.is_empty()
+    }
+
+    /// The prompts (user messages), oldest first: each one's position in the transcript, its
+    /// message and what is known of it.
+    pub fn prompt_list(&self) -> Vec<(usize, &Message, Prompt)> {
+        (self.messages.iter().enumerate())
+            .filter(|(_, m)| m.role == Role::User)
+            .map(|(index, m)| (index, m, self.prompt(index)))
+            .collect()
+    }
+
+    /// The conversation as it was when the transcript had `to` messages, with nothing to
+    /// redo: the start of a fork.
+    pub fn before(&self, to: usize) -> Conversation {
+        let mut copy = self.clone();
+        copy.rewind(to);
+        copy.undone.clear();
+        copy
     }
 
     /// How many user messages the transcript holds (a session's turns).

@@ -34,6 +34,10 @@ pub trait Input {
 
     /// Adds a line the user sent to the prompt history.
     fn remember(&mut self, _line: &str) {}
+
+    /// Puts `text` where the next prompt is typed, for the person to edit and send (a
+    /// rewound turn's prompt). A source that cannot does nothing.
+    fn prefill(&mut self, _text: &str) {}
 }
 
 /// Plain lines from a reader (a pipe, or the demo's script). Since nothing echoes piped

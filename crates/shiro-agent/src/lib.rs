@@ -9,6 +9,7 @@
 //!   `/compact`, compaction as the context fills, and clearing older tool outputs when the
 //!   running turn fills it alone;
 //! - [`repl`]: the read-eval loop and its `/` commands; [`input`]: where lines come from;
+//! - [`travel`]: `/undo`, `/redo`, `/rewind` and `/fork`, files and conversation together;
 //! - [`attach`]: the files a prompt's `@path`s name, attached to its message;
 //! - [`protocol`]: what a session reports to its front end, and what the front end answers;
 //!   [`events`]: the printer, which shows it as text or JSON lines or hands it to a front end;
@@ -46,6 +47,7 @@ pub mod render;
 pub mod repl;
 pub mod session;
 pub mod signals;
+pub mod travel;
 pub mod trust;
 pub mod turn;
 pub mod workspace;
@@ -161,7 +163,7 @@ pub fn piped_block(input: impl std::io::Read, printer: &mut Printer) -> Result<S
 
 /// The picker of `--resume` and `/resume` without an id: the workspace's other sessions
 /// are offered, and the chosen one replaces the conversation and is shown again.
-pub fn pick_session(agent: &mut Agent<'_>) {
+pub async fn pick_session(agent: &mut Agent<'_>) {
     let sessions = match session::list(&agent.ctx.state) {
         Ok(sessions) => sessions,
         Err(err) => {
@@ -171,14 +173,16 @@ pub fn pick_session(agent: &mut Agent<'_>) {
             return;
         }
     };
-    let items: Vec<PickItem> = sessions
-        .iter()
-        .filter(|summary| summary.id != agent.session.id())
-        .map(|summary| PickItem {
-            id: summary.id.clone(),
+    let items: Vec<PickItem> = session::as_tree(&sessions)
+        .into_iter()
+        .filter(|(summary, _)| summary.id != agent.session.id())
+        .map(|(summary, depth)| PickItem {
             when: session_time(summary.modified),
             first_prompt: summary.first_prompt.clone(),
             turns: summary.turns,
+            forked_at: summary.forked_from.as_ref().map(|(_, turn)| *turn),
+            depth,
+            id: summary.id,
         })
         .collect();
     let (reply, chosen) = std::sync::mpsc::channel();
@@ -192,7 +196,7 @@ pub fn pick_session(agent: &mut Agent<'_>) {
     let Some(id) = chosen else {
         return;
     };
-    match resume_session(agent, &id) {
+    match resume_session(agent, &id).await {
         Ok(notice) => {
             agent.printer.ui(ToFront::Replay(agent.history.clone()));
             agent.printer.info(&notice);
@@ -234,7 +238,7 @@ pub async fn send_prompt(agent: &mut Agent<'_>, prompt: &str, extra: &str) -> Re
 /// Switches `agent` to the saved session `id` of its workspace (`/resume`, a picker): its
 /// history replaces the current conversation, and what follows is appended to its file.
 /// Returns the notice to show. On an error the agent keeps its session.
-pub fn resume_session(agent: &mut Agent<'_>, id: &str) -> Result<String> {
+pub async fn resume_session(agent: &mut Agent<'_>, id: &str) -> Result<String> {
     if id.trim() == agent.session.id() {
         return Ok(format!("session {id} is this one"));
     }
@@ -247,6 +251,9 @@ pub fn resume_session(agent: &mut Agent<'_>, id: &str) -> Result<String> {
     agent.history = reopened.history;
     agent.usage.context = None;
     agent.start_conversation()?;
+    for notice in travel::reconcile(agent).await {
+        text.push_str(&format!("note: {notice}\n"));
+    }
     let turns = agent.history.prompts();
     text.push_str(&format!(
         "resumed session {} ({turns} {}); the conversation goes on from its last message, and /undo rewinds its turns",

@@ -166,6 +166,88 @@ pub enum ToFront {
         /// Where the choice goes.
         reply: Sender<Option<String>>,
     },
+    /// Asks the person to pick a turn of this session to rewind to (`/rewind`, Esc Esc), and
+    /// what to take back; `None` when they choose none.
+    PickTurn {
+        /// The session's turns, newest first.
+        turns: Vec<TurnItem>,
+        /// Where the choice goes.
+        reply: Sender<Option<RewindChoice>>,
+    },
+    /// Text to put in the input box, for the person to edit and send (a rewound turn's
+    /// prompt).
+    Prefill(String),
+}
+
+/// A turn of the session, as the rewind picker shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnItem {
+    /// Its number in the session (1 for the first prompt).
+    pub number: usize,
+    /// The first line of its prompt.
+    pub prompt: String,
+    /// How long ago it was sent (`5 min ago`), or empty when unknown.
+    pub ago: String,
+    /// What it changed (`3 M, 1 A, 1 D, bash`), or `no file changes`.
+    pub changes: String,
+    /// Whether its files can be rewound: `None` when they can (or it changed none), else why
+    /// not (`undone`, `left the undo log`, `damaged`).
+    pub blocked: Option<String>,
+}
+
+/// What a rewind takes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RewindScope {
+    /// The files and the conversation (the default).
+    #[default]
+    Both,
+    /// The conversation alone: the files stay as they are.
+    Conversation,
+    /// The files alone: the conversation stays as it is.
+    Files,
+}
+
+impl RewindScope {
+    /// Every scope, in the order a picker offers them.
+    pub const ALL: [RewindScope; 3] = [
+        RewindScope::Both,
+        RewindScope::Conversation,
+        RewindScope::Files,
+    ];
+
+    /// Its word in `/rewind N WORD`.
+    pub fn word(self) -> &'static str {
+        match self {
+            RewindScope::Both => "both",
+            RewindScope::Conversation => "conversation",
+            RewindScope::Files => "files",
+        }
+    }
+
+    /// What it does, for a picker.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RewindScope::Both => "files and conversation",
+            RewindScope::Conversation => "conversation only (files stay as they are)",
+            RewindScope::Files => "files only (the conversation stays)",
+        }
+    }
+
+    /// The scope `/rewind N WORD` names.
+    pub fn parse(word: &str) -> Option<RewindScope> {
+        RewindScope::ALL
+            .into_iter()
+            .find(|scope| scope.word() == word || (word == "code" && *scope == RewindScope::Files))
+    }
+}
+
+/// The person's choice in the rewind picker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RewindChoice {
+    /// The turn to rewind to before ([`TurnItem::number`]).
+    pub number: usize,
+    /// What to take back.
+    pub scope: RewindScope,
 }
 
 /// What the agent waits for.
@@ -227,6 +309,11 @@ pub struct PickItem {
     pub first_prompt: String,
     /// How many prompts it has.
     pub turns: usize,
+    /// For a fork shown under its parent: before which of the parent's turns it was forked.
+    /// Forks follow their parent in the list, one level deeper per fork.
+    pub forked_at: Option<usize>,
+    /// How deep it is in the tree of forks (0: not a fork, or its parent is not listed).
+    pub depth: usize,
 }
 
 /// What a front end sends the agent, when the agent waits for it ([`ToFront::Read`], or a
@@ -239,8 +326,10 @@ pub enum Op {
     Submit(String),
     /// Undo the last turn: its files and the conversation (what `/undo` does).
     Undo,
-    /// Redo the turn undone last (what `/redo` does).
+    /// Redo what was undone last, files and conversation (what `/redo` does).
     Redo,
+    /// Open the picker of turns to rewind to (what `/rewind` does; Esc Esc in the UI).
+    Rewind,
     /// The answer to an approval.
     Approve(Answer),
     /// Where the rules of an "always" answer are kept.

@@ -6,7 +6,7 @@ use anyhow::Result;
 use shiro_commands::{Registry, Resolved};
 use shiro_providers::Usage;
 use shiro_tools::capture::CaptureMode;
-use shiro_undo::{UndoError, UndoOptions};
+use shiro_undo::UndoOptions;
 
 use super::compact;
 use super::conversation::Conversation;
@@ -42,6 +42,10 @@ pub async fn run(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
             }
             Op::Redo => {
                 builtin(agent, registry, "redo", "").await?;
+                continue;
+            }
+            Op::Rewind => {
+                builtin(agent, registry, "rewind", "").await?;
                 continue;
             }
             // Ctrl-C at the prompt clears the line, as in a shell.
@@ -268,10 +272,23 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
     let ctx = agent.ctx;
     let text = match name {
         "help" => help(registry),
-        "undo" | "redo" => match restore_options(args) {
-            Ok(options) => restore(agent, name == "undo", options).await,
+        "undo" => match restore_options(args) {
+            Ok(options) => super::travel::undo(agent, options).await,
             Err(text) => text,
         },
+        "redo" => match restore_options(args) {
+            Ok(options) => super::travel::redo(agent, options).await,
+            Err(text) => text,
+        },
+        "rewind" => {
+            let text = super::travel::rewind_command(agent, args).await;
+            if text.is_empty() {
+                return Ok(());
+            }
+            text
+        }
+        "fork" => super::travel::fork(agent, args).await,
+        "sessions" => resume(agent, "").await,
         "log" => match headless::log(ctx, false).await {
             Ok(report) => report.stdout,
             Err(err) => format!("error: {}", crate::headless::error_text(&err)),
@@ -282,10 +299,10 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
         },
         // The terminal UI picks from a list; the line interface lists, and switches by number.
         "resume" if args.trim().is_empty() && agent.printer.has_ui() => {
-            super::pick_session(agent);
+            super::pick_session(agent).await;
             return Ok(());
         }
-        "resume" => resume(agent, args),
+        "resume" => resume(agent, args).await,
         "clear" => match new_session(agent) {
             Ok(session) => {
                 agent.session = session;
@@ -384,9 +401,9 @@ const LISTED_SESSIONS: usize = 20;
 
 /// `/resume` lists the workspace's saved sessions, newest first; `/resume N` (a number from
 /// the list) or `/resume ID` switches to one.
-fn resume(agent: &mut Agent<'_>, args: &str) -> String {
+async fn resume(agent: &mut Agent<'_>, args: &str) -> String {
     let sessions = match session::list(&agent.ctx.state) {
-        Ok(sessions) => sessions,
+        Ok(sessions) => session::as_tree(&sessions),
         Err(err) => return format!("error: {}", crate::headless::error_text(&err)),
     };
     let arg = args.trim();
@@ -395,7 +412,7 @@ fn resume(agent: &mut Agent<'_>, args: &str) -> String {
     }
     let id = match arg.parse::<usize>() {
         Ok(n) => match n.checked_sub(1).and_then(|i| sessions.get(i)) {
-            Some(session) => session.id.clone(),
+            Some((session, _)) => session.id.clone(),
             None => {
                 return format!(
                     "no session number {n}: /resume lists {} {}",
@@ -410,19 +427,22 @@ fn resume(agent: &mut Agent<'_>, args: &str) -> String {
         },
         Err(_) => arg.to_owned(),
     };
-    match super::resume_session(agent, &id) {
+    match super::resume_session(agent, &id).await {
         Ok(text) => text,
         Err(err) => format!("error: {}", crate::headless::error_text(&err)),
     }
 }
 
-/// The numbered list `/resume` shows: time (UTC), turns, first prompt.
-pub fn sessions_text(sessions: &[SessionSummary], current: &str) -> String {
+/// The numbered list `/resume` and `/sessions` show: time (UTC), turns, first prompt; each
+/// fork under its parent, indented, with the turn it was forked before.
+pub fn sessions_text(sessions: &[(SessionSummary, usize)], current: &str) -> String {
     if sessions.is_empty() {
         return "no saved session with a prompt in this workspace".to_owned();
     }
-    let mut out = String::from("saved sessions, newest first (/resume N switches to one):\n");
-    for (index, session) in sessions.iter().take(LISTED_SESSIONS).enumerate() {
+    let mut out = String::from(
+        "saved sessions, newest first, forks under their parent (/resume N switches to one):\n",
+    );
+    for (index, (session, depth)) in sessions.iter().take(LISTED_SESSIONS).enumerate() {
         let secs = session
             .modified
             .duration_since(std::time::UNIX_EPOCH)
@@ -437,11 +457,19 @@ pub fn sessions_text(sessions: &[SessionSummary], current: &str) -> String {
         } else {
             ""
         };
+        let fork = match &session.forked_from {
+            Some((parent, turn)) if *depth == 0 => {
+                format!("↳ fork of {parent} before turn {turn}: ")
+            }
+            Some((_, turn)) => format!("↳ fork before turn {turn}: "),
+            None => String::new(),
+        };
         let _ = writeln!(
             out,
-            "{:>4}  {}  {turns:>9}  {}{this}",
+            "{:>4}  {}  {turns:>9}  {}{fork}{}{this}",
             index + 1,
             headless::format_time(secs),
+            "  ".repeat(*depth),
             session.first_prompt
         );
     }
@@ -468,126 +496,6 @@ fn restore_options(args: &str) -> Result<UndoOptions, String> {
         }
     }
     Ok(options)
-}
-
-/// `/undo` and `/redo`. Undo restores the files of the workspace's newest turn and, when it
-/// is this session's, truncates the conversation to where the turn began.
-pub(super) async fn restore(agent: &mut Agent<'_>, undo: bool, options: UndoOptions) -> String {
-    let ctx = agent.ctx;
-    if !ctx.has_store() {
-        // Nothing was ever recorded here; opening the store would only make an empty one.
-        return if undo {
-            UndoError::NothingToUndo.to_string()
-        } else {
-            UndoError::NothingToRedo.to_string()
-        };
-    }
-    let (store, notices) = match ctx.open_store().await {
-        Ok(opened) => opened,
-        Err(err) => return format!("error: {}", crate::headless::error_text(&err)),
-    };
-    let workspace = match ctx.workspace() {
-        Ok(workspace) => workspace,
-        Err(err) => return format!("error: {}", crate::headless::error_text(&err)),
-    };
-    let mut out = String::new();
-    for notice in notices {
-        let _ = writeln!(out, "note: {notice}");
-    }
-    let result = if undo {
-        store.undo(&workspace, options).await
-    } else {
-        store.redo(&workspace, options).await
-    };
-    let outcome = match result {
-        Ok(outcome) => outcome,
-        Err(UndoError::Conflict(report)) => {
-            let verb = if undo { "undo" } else { "redo" };
-            let _ = write!(
-                out,
-                "{report}\n(here: /{verb} --dry-run shows the diff, /{verb} --force overwrites)"
-            );
-            return out;
-        }
-        Err(err) => {
-            out.push_str(&err.to_string());
-            return out;
-        }
-    };
-    out.push_str(&outcome.to_string());
-    if options.dry_run {
-        match headless::dry_run_diff(&store, &workspace, &outcome, agent.printer.color()).await {
-            Ok(diff) => out.push_str(&diff),
-            Err(err) => {
-                let _ = writeln!(out, "error: {}", crate::headless::error_text(&err));
-            }
-        }
-        return out;
-    }
-    let own = outcome.turn.session.as_deref() == Some(agent.session.id());
-    match (undo, own, &outcome.turn.session) {
-        (true, true, _) => {
-            let marker = usize::try_from(outcome.turn.history_marker).unwrap_or(usize::MAX);
-            if marker < agent.history.len() {
-                let dropped = agent.history.len() - marker;
-                let compactions = agent.history.compactions().len();
-                if let Err(err) = agent.rewind(marker) {
-                    let _ = writeln!(out, "error: {}", crate::headless::error_text(&err));
-                } else {
-                    let _ = writeln!(
-                        out,
-                        "rewound the conversation by {dropped} messages to before that turn"
-                    );
-                    let undone = compactions - agent.history.compactions().len();
-                    if undone > 0 {
-                        let _ = writeln!(
-                            out,
-                            "{}, so the model sees the messages {} had replaced again",
-                            if undone == 1 {
-                                "a compaction made since then is undone too".to_owned()
-                            } else {
-                                format!("the {undone} compactions made since then are undone too")
-                            },
-                            if undone == 1 { "it" } else { "they" }
-                        );
-                    }
-                }
-            }
-        }
-        (true, false, Some(session)) => {
-            let _ = writeln!(
-                out,
-                "that turn belongs to session {session}; this conversation was not rewound"
-            );
-        }
-        (true, false, None) => {
-            let _ = writeln!(
-                out,
-                "that turn was a headless command; this conversation was not rewound"
-            );
-        }
-        // Redo puts files back; the messages an undo rewound stay gone, and only this
-        // session's own turn had any here.
-        (false, true, _) => {
-            let _ = writeln!(
-                out,
-                "the files are back; the conversation this turn's undo rewound was not restored, so tell the model if it should know"
-            );
-        }
-        (false, false, Some(session)) => {
-            let _ = writeln!(
-                out,
-                "the files are back; that turn belongs to session {session}, and this conversation never had it"
-            );
-        }
-        (false, false, None) => {
-            let _ = writeln!(
-                out,
-                "the files are back; that turn was a headless command, and this conversation never had it"
-            );
-        }
-    }
-    out
 }
 
 fn help(registry: &Registry) -> String {

@@ -32,11 +32,30 @@ pub enum Line {
     Message {
         /// The message, as the provider sends it.
         message: Message,
+        /// For a prompt: when it was sent, in seconds since the Unix epoch.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        time: Option<u64>,
     },
-    /// The history was truncated to its first `to` messages (an `/undo`).
+    /// The history was truncated to its first `to` messages (an `/undo`, a `/rewind`), or,
+    /// when `to` is its length, only files went back (`/rewind` of the files alone).
     Rewind {
         /// The history's length after the rewind.
         to: usize,
+        /// The undo log's turns whose files went back with it, oldest first.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        turns: Vec<u64>,
+    },
+    /// What the last rewind took away came back (`/redo`).
+    Redo,
+    /// The first line of a forked session: the session it was forked from, and where.
+    Fork {
+        /// The parent session's id.
+        parent: String,
+        /// The parent's transcript length the fork starts from (before its turn `turn`).
+        at: usize,
+        /// Which of the parent's prompts the fork starts before (1 for the first); one past
+        /// the last when it took the whole conversation.
+        turn: usize,
     },
     /// The older part of the conversation was replaced by a summary in what the model is
     /// sent (the transcript keeps every message; see [`Conversation`]).
@@ -89,6 +108,9 @@ pub struct SessionSummary {
     pub first_prompt: String,
     /// How many user messages its history holds (after the rewinds of `/undo`).
     pub turns: usize,
+    /// The session it was forked from, and before which of that session's prompts (1 for
+    /// the first).
+    pub forked_from: Option<(String, usize)>,
 }
 
 /// How many characters of a session's first prompt a [`SessionSummary`] keeps.
@@ -186,6 +208,27 @@ impl Session {
         })
     }
 
+    /// Starts a new session forked from the session `parent` before its prompt number
+    /// `turn` (1 for the first): its file opens with a `fork` line and holds the lines that
+    /// replay into `history`, the parent's conversation up to that point. The parent's file
+    /// is not touched.
+    pub fn fork(
+        state: &StateDir,
+        parent: &str,
+        turn: usize,
+        history: &Conversation,
+    ) -> Result<Session> {
+        let mut session = Session::create(state)?;
+        let mut lines = vec![Line::Fork {
+            parent: parent.to_owned(),
+            at: history.len(),
+            turn,
+        }];
+        lines.extend(lines_of(history));
+        session.append_all(&lines)?;
+        Ok(session)
+    }
+
     /// The session's id (its file name without `.jsonl`).
     pub fn id(&self) -> &str {
         &self.id
@@ -199,15 +242,63 @@ impl Session {
     /// Appends one line and flushes it, so that it survives a crash of this process. An
     /// unsaved session drops it.
     pub fn append(&mut self, line: &Line) -> Result<()> {
+        self.append_all(std::slice::from_ref(line))
+    }
+
+    /// Appends `lines` with one write.
+    fn append_all(&mut self, lines: &[Line]) -> Result<()> {
         let Some(file) = &mut self.file else {
             return Ok(());
         };
-        let mut text = serde_json::to_string(line).context("cannot encode a session line")?;
-        text.push('\n');
+        let mut text = String::new();
+        for line in lines {
+            text.push_str(&serde_json::to_string(line).context("cannot encode a session line")?);
+            text.push('\n');
+        }
         file.write_all(text.as_bytes())
             .and_then(|()| file.flush())
             .with_context(|| format!("cannot write the session file {}", self.path.display()))
     }
+}
+
+/// The lines that replay into `history` (what it could redo left out): its messages, each
+/// prompt's time and turn, and its clearings and compactions where they were made.
+pub fn lines_of(history: &Conversation) -> Vec<Line> {
+    let mut lines = Vec::new();
+    let mut compactions = history.compactions().iter().peekable();
+    let mut clearings = history.clearings().iter().peekable();
+    for index in 0..=history.len() {
+        // Clearings before compactions made at the same length: replayed in that order,
+        // each fits whichever order they were made in.
+        while let Some(clearing) = clearings.next_if(|c| c.at == index) {
+            lines.push(Line::Clear {
+                at: clearing.at,
+                before: clearing.before,
+            });
+        }
+        while let Some(compaction) = compactions.next_if(|c| c.at == index) {
+            lines.push(Line::Compact {
+                at: compaction.at,
+                keep_from: compaction.keep_from,
+                summary: compaction.summary.clone(),
+            });
+        }
+        let Some(message) = history.transcript().get(index) else {
+            break;
+        };
+        let prompt = history.prompt(index);
+        lines.push(Line::Message {
+            message: message.clone(),
+            time: prompt.time,
+        });
+        if let Some(turn_id) = prompt.turn {
+            lines.push(Line::Turn {
+                turn_id,
+                history_marker: index,
+            });
+        }
+    }
+    lines
 }
 
 /// Rebuilds the conversation from a session file's text.
@@ -231,8 +322,19 @@ pub fn replay(text: &str) -> Result<(Conversation, Vec<String>)> {
             Err(err) => bail!("line {} does not parse: {err}", index + 1),
         };
         match line {
-            Line::Message { message } => history.push(message),
-            Line::Rewind { to } => history.rewind(to),
+            Line::Message { message, time } => {
+                if let Some(time) = time {
+                    history.note_time(history.len(), time);
+                }
+                history.push(message);
+            }
+            Line::Rewind { to, turns } => history.rewind_with(to, turns),
+            Line::Redo => {
+                if history.redo().is_none() {
+                    bail!("line {}: a redo with no rewind to bring back", index + 1);
+                }
+            }
+            Line::Fork { .. } => {}
             Line::Compact {
                 at,
                 keep_from,
@@ -252,7 +354,10 @@ pub fn replay(text: &str) -> Result<(Conversation, Vec<String>)> {
                     bail!("line {}: {misfit}", index + 1);
                 }
             }
-            Line::Turn { .. } => {}
+            Line::Turn {
+                turn_id,
+                history_marker,
+            } => history.note_turn(history_marker, turn_id),
         }
     }
     Ok((history, notices))
@@ -337,6 +442,47 @@ pub fn list(state: &StateDir) -> Result<Vec<SessionSummary>> {
     Ok(sessions)
 }
 
+/// `sessions` (newest first) as a tree of forks: each session followed by its forks, newest
+/// first, each with its depth (0 for a session that is no fork, or whose parent is not
+/// among them).
+pub fn as_tree(sessions: &[SessionSummary]) -> Vec<(SessionSummary, usize)> {
+    let ids: std::collections::BTreeSet<String> =
+        sessions.iter().map(|summary| summary.id.clone()).collect();
+    let parent_of = |summary: &SessionSummary| {
+        (summary.forked_from.as_ref())
+            .map(|(parent, _)| parent.clone())
+            .filter(|parent| ids.contains(parent) && *parent != summary.id)
+    };
+    let mut out = Vec::with_capacity(sessions.len());
+    let mut placed = std::collections::BTreeSet::new();
+    // Depth first from each root; `placed` guards against a cycle a hand edit could make.
+    let mut stack: Vec<(usize, usize)> = (0..sessions.len())
+        .rev()
+        .filter(|&i| parent_of(&sessions[i]).is_none())
+        .map(|i| (i, 0))
+        .collect();
+    while let Some((i, depth)) = stack.pop() {
+        if !placed.insert(i) {
+            continue;
+        }
+        out.push((sessions[i].clone(), depth));
+        let id = &sessions[i].id;
+        stack.extend(
+            (0..sessions.len())
+                .rev()
+                .filter(|&c| parent_of(&sessions[c]).as_ref() == Some(id))
+                .map(|c| (c, depth + 1)),
+        );
+    }
+    // Sessions only a cycle reaches: listed at the top level, in order.
+    for (i, summary) in sessions.iter().enumerate() {
+        if !placed.contains(&i) {
+            out.push((summary.clone(), 0));
+        }
+    }
+    out
+}
+
 /// The summary of one session file; `None` when it is no session, cannot be read or
 /// replayed, or holds no user message.
 fn summary(path: &Path) -> Option<SessionSummary> {
@@ -354,11 +500,19 @@ fn summary(path: &Path) -> Option<SessionSummary> {
     let (history, _) = replay(&text).ok()?;
     let mut prompts = history.transcript().iter().filter(|m| m.role == Role::User);
     let first = prompts.next()?;
+    let forked_from = text
+        .lines()
+        .find(|line| !line.trim().is_empty())
+        .and_then(|line| match serde_json::from_str(line) {
+            Ok(Line::Fork { parent, turn, .. }) => Some((parent, turn)),
+            _ => None,
+        });
     Some(SessionSummary {
         id,
         modified,
         first_prompt: first_line(&first.content, SUMMARY_CHARS),
         turns: 1 + prompts.count(),
+        forked_from,
     })
 }
 
@@ -403,15 +557,22 @@ mod tests {
         let lines = [
             serde_json::to_string(&Line::Message {
                 message: Message::user("one"),
+                time: None,
             })
             .unwrap(),
             serde_json::to_string(&Line::Message {
                 message: Message::assistant("two"),
+                time: None,
             })
             .unwrap(),
-            serde_json::to_string(&Line::Rewind { to: 1 }).unwrap(),
+            serde_json::to_string(&Line::Rewind {
+                to: 1,
+                turns: Vec::new(),
+            })
+            .unwrap(),
             serde_json::to_string(&Line::Message {
                 message: Message::user("three"),
+                time: None,
             })
             .unwrap(),
             "{\"type\":\"mess".to_owned(),
@@ -430,7 +591,13 @@ mod tests {
     /// does not fit the transcript makes the file damaged.
     #[test]
     fn replays_compactions_and_refuses_one_that_does_not_fit() {
-        let message = |m: Message| serde_json::to_string(&Line::Message { message: m }).unwrap();
+        let message = |m: Message| {
+            serde_json::to_string(&Line::Message {
+                message: m,
+                time: None,
+            })
+            .unwrap()
+        };
         let compact = |at, keep_from| {
             serde_json::to_string(&Line::Compact {
                 at,
@@ -453,7 +620,11 @@ mod tests {
         let rewound = format!(
             "{}\n{}",
             lines.join("\n"),
-            serde_json::to_string(&Line::Rewind { to: 3 }).unwrap()
+            serde_json::to_string(&Line::Rewind {
+                to: 3,
+                turns: Vec::new()
+            })
+            .unwrap()
         );
         let (history, _) = replay(&rewound).unwrap();
         assert!(history.compactions().is_empty());
@@ -472,7 +643,13 @@ mod tests {
     /// clears nothing makes the file damaged.
     #[test]
     fn replays_clearings_and_refuses_one_that_does_not_fit() {
-        let message = |m: Message| serde_json::to_string(&Line::Message { message: m }).unwrap();
+        let message = |m: Message| {
+            serde_json::to_string(&Line::Message {
+                message: m,
+                time: None,
+            })
+            .unwrap()
+        };
         let clear = |at, before| serde_json::to_string(&Line::Clear { at, before }).unwrap();
         let call = |id: &str| Message {
             tool_calls: vec![shiro_providers::ToolCall {
@@ -500,7 +677,11 @@ mod tests {
         let rewound = format!(
             "{}\n{}",
             lines.join("\n"),
-            serde_json::to_string(&Line::Rewind { to: 4 }).unwrap()
+            serde_json::to_string(&Line::Rewind {
+                to: 4,
+                turns: Vec::new()
+            })
+            .unwrap()
         );
         let (history, _) = replay(&rewound).unwrap();
         assert!(history.clearings().is_empty());
@@ -524,6 +705,7 @@ mod tests {
         session
             .append(&Line::Message {
                 message: Message::user("hi"),
+                time: None,
             })
             .unwrap();
         let id = session.id().to_owned();
@@ -569,7 +751,10 @@ mod tests {
         assert_eq!(list(&root).unwrap(), []);
         assert!(!root.dir().exists(), "listing creates nothing");
 
-        let message = |m: Message| Line::Message { message: m };
+        let message = |m: Message| Line::Message {
+            message: m,
+            time: None,
+        };
         let mut old = Session::create(&root).unwrap();
         for line in [
             message(Message::system("system")),
@@ -577,7 +762,10 @@ mod tests {
             message(Message::assistant("done")),
             message(Message::user("second")),
             message(Message::user("undone")),
-            Line::Rewind { to: 4 },
+            Line::Rewind {
+                to: 4,
+                turns: Vec::new(),
+            },
         ] {
             old.append(&line).unwrap();
         }

@@ -74,6 +74,11 @@ pub struct SessionArgs {
     #[arg(long = "continue", conflicts_with = "resume")]
     pub continue_latest: bool,
 
+    /// With --resume or --continue: go on in a new session that starts as a copy of that
+    /// one's conversation, leaving the original as it is
+    #[arg(long)]
+    pub fork_session: bool,
+
     /// Use the plain line interface even on a terminal (as with pipes and TERM=dumb)
     #[arg(long)]
     pub no_tui: bool,
@@ -111,7 +116,7 @@ pub enum Command {
     #[command(
         after_help = "Exit codes: 0 undone; 1 nothing to undo or it failed; 3 refused because files changed since the turn.\n\nExample:\n  shiro undo --dry-run\n  shiro undo --force"
     )]
-    Undo(RestoreArgs),
+    Undo(UndoArgs),
 
     /// Redo the turn undone last (until a new turn is recorded)
     #[command(after_help = "Example:\n  shiro redo")]
@@ -156,7 +161,19 @@ pub struct McpArgs {
     pub http: Option<std::net::SocketAddr>,
 }
 
-/// Options of undo and redo.
+/// The options of `shiro undo`.
+#[derive(Debug, Args)]
+pub struct UndoArgs {
+    /// The options it shares with `shiro redo`.
+    #[command(flatten)]
+    pub restore: RestoreArgs,
+    /// Rewind to before turn ID: undo it and every later turn of its session (of headless
+    /// commands, for a command's turn) as one restore; another session's turns stay
+    #[arg(long, value_name = "ID", value_parser = turn_number, conflicts_with = "abandon")]
+    pub to: Option<u64>,
+}
+
+/// The options of `shiro undo` and `shiro redo`.
 #[derive(Debug, Args)]
 pub struct RestoreArgs {
     /// Show what would change, as a diff, and change nothing
@@ -206,8 +223,25 @@ impl From<&RestoreArgs> for shiro_agent::headless::RestoreArgs {
             dry_run: args.dry_run,
             force: args.force,
             abandon: args.abandon,
+            to: None,
         }
     }
+}
+
+impl From<&UndoArgs> for shiro_agent::headless::RestoreArgs {
+    fn from(args: &UndoArgs) -> Self {
+        Self {
+            to: args.to,
+            ..(&args.restore).into()
+        }
+    }
+}
+
+/// A turn's number as `shiro log` shows it: `7` or `#7`.
+fn turn_number(text: &str) -> Result<u64, String> {
+    text.trim_start_matches('#')
+        .parse()
+        .map_err(|_| format!("{text:?} is not a turn number (`shiro log` lists them: #7, or 7)"))
 }
 
 impl From<&CommandsCommand> for shiro_agent::headless::CommandsCommand {

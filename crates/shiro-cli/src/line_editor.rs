@@ -21,6 +21,8 @@ use shiro_commands::Registry;
 pub struct Terminal {
     editor: Editor<Completion, DefaultHistory>,
     history_file: PathBuf,
+    /// Text the next prompt starts with (a rewound turn's prompt).
+    initial: Option<String>,
 }
 
 impl std::fmt::Debug for Terminal {
@@ -48,17 +50,26 @@ impl Terminal {
         Ok(Terminal {
             editor,
             history_file,
+            initial: None,
         })
     }
 }
 
 impl Input for Terminal {
     fn read(&mut self, prompt: &str, _printer: &mut Printer) -> Op {
-        match self.editor.readline(prompt) {
+        let read = match self.initial.take() {
+            Some(text) => self.editor.readline_with_initial(prompt, (&text, "")),
+            None => self.editor.readline(prompt),
+        };
+        match read {
             Ok(line) => Op::Submit(line),
             Err(ReadlineError::Interrupted) => Op::Interrupt,
             Err(_) => Op::Quit,
         }
+    }
+
+    fn prefill(&mut self, text: &str) {
+        self.initial = Some(text.to_owned());
     }
 
     fn remember(&mut self, line: &str) {

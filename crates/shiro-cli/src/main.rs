@@ -13,7 +13,7 @@ use shiro_agent::headless::{self, Context, FailedAfterChanges, Noticed, Report, 
 use shiro_agent::render::Color;
 use shiro_agent::signals::{Handling, INTERRUPTED, Signals};
 use shiro_agent::workspace;
-use shiro_cli::cli::{Cli, Command};
+use shiro_cli::cli::{Cli, Command, UndoArgs};
 use shiro_cli::places;
 use shiro_tools::{capture, tools};
 use shiro_undo::StateDir;
@@ -31,6 +31,15 @@ fn main() -> ExitCode {
         std::process::exit(exit.code);
     }
     let cli = Cli::parse();
+    if cli.session.fork_session && cli.session.resume.is_none() && !cli.session.continue_latest {
+        use clap::CommandFactory as _;
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::MissingRequiredArgument,
+                "--fork-session needs --resume [ID] or --continue: it forks a saved session",
+            )
+            .exit();
+    }
     // Before any work: a signal that found the default handler would kill the process
     // part-way through a change (see `shiro_cli::signals`).
     let signals = match shiro_cli::signals::install(handling(&cli)) {
@@ -109,7 +118,9 @@ fn handling(cli: &Cli) -> Handling {
             _ => Handling::Stop,
         },
         Command::ApplyPatch { .. } => Handling::Finish,
-        Command::Undo(args) | Command::Redo(args) if !args.dry_run => Handling::Finish,
+        Command::Undo(UndoArgs { restore: args, .. }) | Command::Redo(args) if !args.dry_run => {
+            Handling::Finish
+        }
         Command::Undo(_) | Command::Redo(_) | Command::Log { .. } => Handling::Stop,
         // Dropped rather than stopped: the demo's temporary copy is removed on drop, and
         // `commands expand` kills the shell substitutions it runs.

@@ -119,6 +119,7 @@ impl Workspace for HeadlessWorkspace {
             dry_run,
             force,
             abandon: false,
+            to: None,
         };
         match headless::restore(&self.0, way, &args).await {
             Ok(report) => {

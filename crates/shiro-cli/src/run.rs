@@ -174,6 +174,9 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
     for notice in notices {
         agent.printer.info(&format!("note: {notice}"));
     }
+    for notice in shiro_agent::travel::reconcile(&mut agent).await {
+        agent.printer.info(&format!("note: {notice}"));
+    }
     if let Some(prompt) = &args.prompt {
         agent.printer.event(&Event::SessionStart {
             session_id: agent.session.id().to_owned(),
@@ -255,7 +258,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
     // Hot reload of user commands; without it (no inotify, say) commands load once.
     let _watch = registry.watch().ok();
     if pick {
-        pick_session(&mut agent);
+        pick_session(&mut agent).await;
     }
     let ended = repl::run(&mut agent, &registry).await;
     let hint = resume_hint(&agent);
@@ -384,7 +387,18 @@ pub fn open_session(
     };
     match id {
         Some(id) => {
-            let reopened = Session::reopen(state, id)?;
+            let mut reopened = Session::reopen(state, id)?;
+            if args.fork_session {
+                let parent = reopened.session.id().to_owned();
+                let history = reopened.history.before(reopened.history.len());
+                let turn = history.prompts() + 1;
+                let fork = Session::fork(state, &parent, turn, &history)?;
+                reopened.notices.push(format!(
+                    "forked session {} from {parent} with its whole conversation; the original is left as it is (`shiro --resume {parent}` reopens it)",
+                    fork.id()
+                ));
+                return Ok((fork, history, reopened.notices));
+            }
             Ok((reopened.session, reopened.history, reopened.notices))
         }
         None => match Session::create(state) {

@@ -374,3 +374,225 @@ async fn compact_then_resume_and_undo_twice_across_the_compaction() {
     assert_eq!(world.read("b.txt"), None);
     assert_eq!(replay_history(&world.session_lines()).len(), 1);
 }
+
+/// A replay script of turns that each write one file and answer.
+fn writes(files: &[(&str, &str)]) -> serde_json::Value {
+    let responses: Vec<serde_json::Value> = files
+        .iter()
+        .flat_map(|(path, content)| {
+            [
+                json!({"text": "", "tool_calls": [
+                    {"name": "write_file", "arguments": {"path": path, "content": content}}]}),
+                json!({"text": format!("Wrote {path}.")}),
+            ]
+        })
+        .collect();
+    json!({ "responses": responses })
+}
+
+/// The rewind list's `just now` / `N min ago` column as `[AGO]`: how long a loaded machine
+/// takes between the turns and the list is not what the test is about.
+fn normalize_ago(text: &str) -> String {
+    text.lines()
+        .map(|line| {
+            // `   3  just now      third  (1 M)`: the number, then a column of 12.
+            let numbered = line.len() > 18
+                && line.is_char_boundary(18)
+                && line[..4].trim().chars().all(|c| c.is_ascii_digit())
+                && !line[..4].trim().is_empty()
+                && &line[4..6] == "  ";
+            if numbered {
+                format!("{}{:<12}{}", &line[..6], "[AGO]", &line[18..])
+            } else {
+                line.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The session files' ids, and the lines of each.
+fn sessions(world: &World) -> Vec<(String, Vec<serde_json::Value>)> {
+    world
+        .sessions()
+        .iter()
+        .map(|path| {
+            let lines = std::fs::read_to_string(path)
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            (
+                path.file_stem().unwrap().to_string_lossy().into_owned(),
+                lines,
+            )
+        })
+        .collect()
+}
+
+/// The prompts a session file replays into.
+fn prompts(lines: &[serde_json::Value]) -> Vec<String> {
+    replay_history(lines)
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// `/rewind` lists the turns; `/rewind 2` takes back turns 2 and 3 (files and messages) as
+/// one restore and one entry of the log; `/redo` brings all of it back; the session file
+/// replays into what the screen showed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rewind_lists_the_turns_takes_back_two_and_redo_brings_them_back() {
+    let world = World::new();
+    let model = world.replay(&writes(&[
+        ("a.txt", "1\n"),
+        ("b.txt", "2\n"),
+        ("a.txt", "3\n"),
+    ]));
+    let stdin =
+        "first\nsecond\nthird\n/rewind\n/rewind 2\n/log\n/redo\n/rewind 9\n/rewind 1 code\n";
+    let run = world.run(&["--model", &model, "--yes"], stdin, &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    insta::assert_snapshot!(
+        "rewind_and_redo",
+        normalize_ago(&normalize_times(&world.normalize(&run.stdout)))
+    );
+    // `/rewind 1 code` (files only) took every turn's files back; the conversation stays.
+    assert_eq!(tree(&world.root()), Default::default());
+    let (_, lines) = &sessions(&world)[0];
+    assert_eq!(prompts(lines), ["first", "second", "third"]);
+}
+
+/// Fork before turn 2 of 4, work in the fork, then `--resume` the original: it says its
+/// files were rewound, and `/redo` brings them back beside the fork's work. Both transcripts
+/// replay; the fork is listed under its parent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_at_turn_two_of_four_then_the_original_brings_its_files_back() {
+    let world = World::new();
+    let model = world.replay(&writes(&[
+        ("a.txt", "1\n"),
+        ("b.txt", "2\n"),
+        ("c.txt", "3\n"),
+        ("a.txt", "4\n"),
+        ("f.txt", "fork\n"),
+    ]));
+    let stdin = "first\nsecond\nthird\nfourth\n/fork 2\nin the fork\n/sessions\n";
+    let run = world.run(&["--model", &model, "--yes"], stdin, &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let fork_out = normalize_times(&world.normalize(&run.stdout));
+    assert_eq!(world.read("a.txt").as_deref(), Some("1\n"));
+    assert_eq!(world.read("b.txt"), None);
+    assert_eq!(world.read("f.txt").as_deref(), Some("fork\n"));
+
+    let all = sessions(&world);
+    let (original, original_lines) = all
+        .iter()
+        .find(|(_, lines)| lines[0]["type"] != "fork")
+        .unwrap();
+    let (_, fork_lines) = all
+        .iter()
+        .find(|(_, lines)| lines[0]["type"] == "fork")
+        .unwrap();
+    assert_eq!(fork_lines[0]["parent"], original.as_str());
+    assert_eq!(fork_lines[0]["turn"], 2);
+    assert_eq!(
+        prompts(original_lines),
+        ["first", "second", "third", "fourth"]
+    );
+    assert_eq!(prompts(fork_lines), ["first", "in the fork"]);
+
+    let run = world.run(&["--resume", original], "/redo\n", &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    insta::assert_snapshot!(
+        "fork_and_back",
+        format!(
+            "{fork_out}\n--- the original, resumed:\n{}",
+            world.normalize(&run.stdout)
+        )
+    );
+    let files: Vec<(String, String)> = tree(&world.root())
+        .into_iter()
+        .map(|(path, bytes)| (path, String::from_utf8(bytes).unwrap()))
+        .collect();
+    assert_eq!(
+        files,
+        [
+            ("a.txt".to_owned(), "4\n".to_owned()),
+            ("b.txt".to_owned(), "2\n".to_owned()),
+            ("c.txt".to_owned(), "3\n".to_owned()),
+            ("f.txt".to_owned(), "fork\n".to_owned()),
+        ]
+    );
+    let after = sessions(&world);
+    let (_, original_lines) = after.iter().find(|(id, _)| id == original).unwrap();
+    assert_eq!(
+        prompts(original_lines),
+        ["first", "second", "third", "fourth"]
+    );
+    let (_, fork_lines) = after.iter().find(|(id, _)| id != original).unwrap();
+    assert_eq!(prompts(fork_lines), ["first", "in the fork"]);
+
+    // `--continue --fork-session` copies the newest session whole and changes no file.
+    let run = world
+        .run(&["--continue", "--fork-session"], "/rewind\n", &[])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stdout.contains("with its whole conversation"),
+        "{run:?}"
+    );
+    assert_eq!(sessions(&world).len(), 3);
+    let usage = world.run(&["--fork-session"], "", &[]).await;
+    assert_eq!(usage.code, Some(2), "{usage:?}");
+}
+
+/// `shiro undo --to ID` rewinds a session's turns as one restore, and refuses (exit 3,
+/// naming the other session and the path) when another session's later turn touched the
+/// same file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_to_rewinds_a_session_and_refuses_over_another_sessions_turn() {
+    let world = World::new();
+    let first = world.replay(&writes(&[("a.txt", "1\n"), ("b.txt", "2\n")]));
+    let run = world
+        .run(&["--model", &first, "--yes"], "one\ntwo\n", &[])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let other = world.replay(&writes(&[("b.txt", "other\n")]));
+    let run = world
+        .run(&["--model", &other, "--yes"], "mine\n", &[])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+
+    let refused = world.run(&["undo", "--to", "#1"], "", &[]).await;
+    assert_eq!(refused.code, Some(3), "{refused:?}");
+    let forced = world.run(&["undo", "--to", "1", "--force"], "", &[]).await;
+    assert_eq!(forced.code, Some(3), "{forced:?}");
+    let bad = world.run(&["undo", "--to", "x"], "", &[]).await;
+    assert_eq!(bad.code, Some(2), "{bad:?}");
+    let missing = world.run(&["undo", "--to", "42"], "", &[]).await;
+    assert_eq!(missing.code, Some(1), "{missing:?}");
+    insta::assert_snapshot!(
+        "undo_to_refused",
+        world.normalize(&format!(
+            "{}\n--- forced:\n{}\n--- not a number:\n{}\n--- no such turn:\n{}",
+            refused.stderr, forced.stderr, bad.stderr, missing.stderr
+        ))
+    );
+    assert_eq!(world.read("b.txt").as_deref(), Some("other\n"));
+
+    // Once the other session's turn is undone, the first session rewinds in one restore.
+    let undone = world.run(&["undo"], "", &[]).await;
+    assert_eq!(undone.code, Some(0), "{undone:?}");
+    let rewound = world.run(&["undo", "--to", "1"], "", &[]).await;
+    assert_eq!(rewound.code, Some(0), "{rewound:?}");
+    assert!(
+        rewound.stdout.contains("undid turn #1 \"one\"") && rewound.stdout.contains("#2"),
+        "{rewound:?}"
+    );
+    assert_eq!(tree(&world.root()), Default::default());
+    let redone = world.run(&["redo"], "", &[]).await;
+    assert_eq!(redone.code, Some(0), "{redone:?}");
+    assert_eq!(world.read("a.txt").as_deref(), Some("1\n"));
+    assert_eq!(world.read("b.txt").as_deref(), Some("2\n"));
+}

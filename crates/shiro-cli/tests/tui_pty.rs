@@ -588,3 +588,51 @@ fn the_picker_resumes_a_session_whose_turn_undo_then_rewinds() {
     assert_eq!(tree(&world.root()), before, "{}", pty.dump());
     exit_with_ctrl_d(&mut pty);
 }
+
+/// What the input box holds: the line under the viewport's rule (`› …`).
+fn input_box(pty: &Pty) -> Option<String> {
+    let screen = pty.screen();
+    let lines: Vec<&str> = screen.lines().collect();
+    let rule = lines.iter().rposition(|line| line.starts_with("────"))?;
+    lines.get(rule + 1).map(|line| line.trim_end().to_owned())
+}
+
+/// Esc twice on the empty prompt opens the rewind picker: the turn, then "files and
+/// conversation", puts the files back and the turn's prompt in the input box; `/redo`
+/// brings both forward again.
+#[test]
+fn esc_esc_rewinds_files_and_conversation_and_redo_brings_them_back() {
+    let world = World::new();
+    let before = tree(&world.root());
+    let Some((_, mut pty)) = todo_turn(&world) else {
+        return;
+    };
+    wait_idle(&mut pty);
+    let after = tree(&world.root());
+    assert_ne!(after, before);
+    // The first Esc says what the second does, so the test waits for it rather than a clock.
+    pty.send("\x1b");
+    pty.wait_for("press esc again to rewind", WAIT);
+    pty.send("\x1b");
+    pty.wait_for("Rewind to before a turn", WAIT);
+    pty.wait_for("add a todo list · just now · 1 A", WAIT);
+    pty.send("\r");
+    pty.wait_for("what goes back?", WAIT);
+    pty.send("\r");
+    pty.wait_for("rewound the conversation by", WAIT);
+    pty.wait_until("the prompt back in the input box", WAIT, |pty| {
+        input_box(pty).as_deref() == Some("› add a todo list")
+    });
+    assert_eq!(tree(&world.root()), before, "{}", pty.dump());
+
+    // Ctrl-U empties the input box; /redo brings back the files and the conversation.
+    pty.send("\x15");
+    pty.wait_until("an empty input box", WAIT, |pty| {
+        input_box(pty).is_some_and(|line| line.starts_with(IDLE))
+    });
+    pty.send("/redo\r");
+    pty.wait_for("the conversation is back too", WAIT);
+    wait_idle(&mut pty);
+    assert_eq!(tree(&world.root()), after, "{}", pty.dump());
+    exit_with_ctrl_d(&mut pty);
+}

@@ -8,13 +8,13 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::text::Line;
-use shiro_agent::protocol::Op;
 use shiro_agent::protocol::{Event, Status};
+use shiro_agent::protocol::{Op, RewindChoice, RewindScope};
 use shiro_commands::{Registry, Sources};
 use shiro_providers::{Message, ToolCall};
 use shiro_tools::{Change, WorkspacePath};
 
-use super::app::{App, Phase, PickItem, ReadKind, StatusInfo, ToFront};
+use super::app::{App, Phase, PickItem, ReadKind, StatusInfo, ToFront, TurnItem};
 use super::view;
 
 /// A UI at `width` columns, with the built-in commands and one user command.
@@ -231,6 +231,16 @@ fn the_session_picker() {
                     when: "2026-12-01 10:15".into(),
                     first_prompt: "add a --verbose flag to the CLI".into(),
                     turns: 4,
+                    forked_at: None,
+                    depth: 0,
+                },
+                PickItem {
+                    id: "20261201-113000-cccc".into(),
+                    when: "2026-12-01 11:30".into(),
+                    first_prompt: "add a --verbose flag to the CLI".into(),
+                    turns: 2,
+                    forked_at: Some(3),
+                    depth: 1,
                 },
                 PickItem {
                     id: "20261130-090000-bbbb".into(),
@@ -238,6 +248,8 @@ fn the_session_picker() {
                     first_prompt:
                         "why does the build fail on CI but not here? it says linker errors".into(),
                     turns: 1,
+                    forked_at: None,
+                    depth: 0,
                 },
             ],
             reply,
@@ -245,10 +257,93 @@ fn the_session_picker() {
         now,
     );
     app.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE), now);
+    app.on_key(KeyEvent::new(KeyCode::Down, KeyModifiers::NONE), now);
     let shown = shot(&mut app, now);
     app.on_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE), now);
     assert_eq!(chosen.try_recv(), Ok(Some("20261130-090000-bbbb".into())));
     insta::assert_snapshot!(shown);
+}
+
+/// Esc Esc on an empty prompt asks for the rewind picker; the picker lists the turns, then
+/// offers what to take back, and answers with the turn and the choice.
+#[test]
+fn the_rewind_picker_and_its_three_way_choice() {
+    let now = Instant::now();
+    let mut app = app(72);
+    let key = |code| KeyEvent::new(code, KeyModifiers::NONE);
+    let replies = prompt(&mut app, now);
+    app.on_key(key(KeyCode::Esc), now);
+    let armed = shot(&mut app, now);
+    // Another key in between disarms it.
+    app.on_key(key(KeyCode::Char('x')), now);
+    app.on_key(key(KeyCode::Backspace), now);
+    app.on_key(key(KeyCode::Esc), now);
+    assert!(
+        replies.try_recv().is_err(),
+        "one Esc after a key opens nothing"
+    );
+    app.on_key(key(KeyCode::Esc), now);
+    assert_eq!(replies.try_recv(), Ok(Op::Rewind));
+
+    let (reply, chosen) = channel();
+    let turn =
+        |number: usize, prompt: &str, ago: &str, changes: &str, blocked: Option<&str>| TurnItem {
+            number,
+            prompt: prompt.into(),
+            ago: ago.into(),
+            changes: changes.into(),
+            blocked: blocked.map(str::to_owned),
+        };
+    app.on_agent(
+        ToFront::PickTurn {
+            turns: vec![
+                turn(3, "now make the tests pass", "just now", "2 M, bash", None),
+                turn(
+                    2,
+                    "what does parse() return on empty input?",
+                    "4 min ago",
+                    "no file changes",
+                    None,
+                ),
+                turn(
+                    1,
+                    "add a --verbose flag to the CLI",
+                    "12 min ago",
+                    "3 M, 1 A, 1 D",
+                    Some("left the undo log"),
+                ),
+            ],
+            reply,
+        },
+        now,
+    );
+    app.on_key(key(KeyCode::Down), now);
+    let turns = shot(&mut app, now);
+    app.on_key(key(KeyCode::Enter), now);
+    let choice = shot(&mut app, now);
+    // Esc goes back to the turns; the blocked one starts at the conversation alone.
+    app.on_key(key(KeyCode::Esc), now);
+    app.on_key(key(KeyCode::Down), now);
+    app.on_key(key(KeyCode::Enter), now);
+    let blocked = shot(&mut app, now);
+    app.on_key(key(KeyCode::Enter), now);
+    assert_eq!(
+        chosen.try_recv(),
+        Ok(Some(RewindChoice {
+            number: 1,
+            scope: RewindScope::Conversation
+        }))
+    );
+    assert!(app.turn_picker.is_none());
+    // The rewound turn's prompt comes back into the input box.
+    app.on_agent(
+        ToFront::Prefill("add a --verbose flag to the CLI".into()),
+        now,
+    );
+    let prefilled = shot(&mut app, now);
+    insta::assert_snapshot!(format!(
+        "--- after one Esc:\n{armed}\n\n--- the turns:\n{turns}\n\n--- what goes back:\n{choice}\n\n--- a turn whose files cannot go back:\n{blocked}\n\n--- after the rewind:\n{prefilled}"
+    ));
 }
 
 #[test]

@@ -11,7 +11,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use unicode_width::UnicodeWidthStr as _;
 
-use super::app::{App, ReadKind};
+use shiro_agent::protocol::RewindScope;
+
+use super::app::{App, ReadKind, TurnPicker};
 use super::markdown::wrap;
 
 /// The most lines of streamed text, diff or output shown live.
@@ -109,7 +111,9 @@ pub fn lines(app: &App, now: Instant) -> (Vec<Line<'static>>, Option<(u16, u16)>
     let rule = "─".repeat(usize::from(width));
     out.push(Line::styled(rule, dim()));
     let mut cursor = None;
-    if let Some(picker) = &app.picker {
+    if let Some(picker) = &app.turn_picker {
+        turn_picker(picker, width, &mut out);
+    } else if let Some(picker) = &app.picker {
         wrapped(
             Line::from(vec![
                 Span::styled(
@@ -132,8 +136,12 @@ pub fn lines(app: &App, now: Instant) -> (Vec<Line<'static>>, Option<(u16, u16)>
             .take(MENU_ROWS)
         {
             let selected = index == picker.selected;
+            let fork = match item.forked_at {
+                Some(turn) => format!("{}↳ fork before turn {turn} · ", "  ".repeat(item.depth)),
+                None => String::new(),
+            };
             let text = format!(
-                "{} {} · {} · {}",
+                "{} {fork}{} · {} · {}",
                 if selected { "›" } else { " " },
                 item.when,
                 plural(item.turns, "prompt"),
@@ -213,10 +221,76 @@ pub fn lines(app: &App, now: Instant) -> (Vec<Line<'static>>, Option<(u16, u16)>
     (out, cursor)
 }
 
+/// The rewind picker: the session's turns, then, once one is chosen, what to take back.
+fn turn_picker(picker: &TurnPicker, width: u16, out: &mut Vec<Line<'static>>) {
+    let bold = Style::default().add_modifier(Modifier::BOLD);
+    let reversed = Style::default().add_modifier(Modifier::REVERSED);
+    let row = |selected: bool, text: String| {
+        let mark = if selected { "› " } else { "  " };
+        let style = if selected { reversed } else { Style::default() };
+        Line::styled(cut(&format!("{mark}{text}"), width), style)
+    };
+    match (picker.scope, picker.turn()) {
+        (Some(scope), Some(turn)) => {
+            let title = format!("Rewind to before turn {} ", turn.number);
+            out.extend(wrap(
+                &Line::from(vec![
+                    Span::styled(title, bold),
+                    Span::raw(format!("\"{}\"", turn.prompt)),
+                ]),
+                width,
+                "  ",
+            ));
+            out.push(Line::styled(
+                cut(
+                    "  what goes back? ↑↓ or 1-3 · enter rewinds · esc goes back to the turns",
+                    width,
+                ),
+                dim(),
+            ));
+            for (index, choice) in RewindScope::ALL.iter().enumerate() {
+                let mut text = format!("{} {}", index + 1, choice.describe());
+                if let (Some(why), RewindScope::Both | RewindScope::Files) = (&turn.blocked, choice)
+                {
+                    text.push_str(&format!(" · its files cannot go back: {why}"));
+                }
+                out.push(row(index == scope, text));
+            }
+        }
+        _ => {
+            out.push(Line::from(vec![
+                Span::styled("Rewind to before a turn", bold),
+                Span::styled(" · ↑↓ to choose · enter picks it · esc cancels", dim()),
+            ]));
+            let first = picker.selected.saturating_sub(MENU_ROWS - 1);
+            for (index, turn) in picker.turns.iter().enumerate().skip(first).take(MENU_ROWS) {
+                let mut text = format!("{:>2}  {}", turn.number, turn.prompt);
+                if !turn.ago.is_empty() {
+                    text.push_str(&format!(" · {}", turn.ago));
+                }
+                text.push_str(&format!(" · {}", turn.changes));
+                if let Some(why) = &turn.blocked {
+                    text.push_str(&format!(" · files {why}"));
+                }
+                out.push(row(index == picker.selected, text));
+            }
+            if picker.turns.len() > MENU_ROWS {
+                out.push(Line::styled(
+                    format!("  … {} turns in all", picker.turns.len()),
+                    dim(),
+                ));
+            }
+        }
+    }
+}
+
 /// The status line: model · workspace · tokens · undo depth, or a hint that matters now.
 fn status_line(app: &App, now: Instant, width: u16) -> Line<'static> {
     if app.quit_armed(now) {
         return Line::styled("press ctrl+c again to exit", dim());
+    }
+    if app.esc_armed {
+        return Line::styled("press esc again to rewind to an earlier turn", dim());
     }
     let status = &app.status;
     // What matters most comes first, since a narrow terminal cuts the end.

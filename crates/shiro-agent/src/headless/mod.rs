@@ -31,13 +31,24 @@ pub use log::{format_time, log};
 pub use restore::{Way, dry_run_diff, restore};
 
 /// The names the agent handles itself; user commands can never take them.
-pub const BUILTINS: [(&str, &str); 17] = [
+pub const BUILTINS: [(&str, &str); 20] = [
     ("help", "list commands and keys"),
     (
         "undo",
         "undo the last turn: restore its files and rewind the conversation",
     ),
-    ("redo", "redo the turn undone last"),
+    (
+        "redo",
+        "bring back what /undo, /rewind or /fork took: files and conversation",
+    ),
+    (
+        "rewind",
+        "go back to before a turn of this session: files, conversation or both",
+    ),
+    (
+        "fork",
+        "go on in a new session from here, or from before turn N (/fork N)",
+    ),
     ("log", "list the turns that can be undone"),
     ("commands", "list user commands"),
     ("clear", "start a new conversation (files are kept)"),
@@ -49,6 +60,10 @@ pub const BUILTINS: [(&str, &str); 17] = [
     (
         "resume",
         "list this workspace's saved sessions; /resume N switches to one",
+    ),
+    (
+        "sessions",
+        "list this workspace's saved sessions, forks under their parent",
     ),
     (
         "trust",
@@ -295,6 +310,9 @@ pub struct RestoreArgs {
     /// Clear an undo or redo that stopped part-way and can be neither completed nor rolled
     /// back, keeping every file exactly as it is.
     pub abandon: bool,
+    /// Undo only: rewind to before this turn, undoing it and every later turn of its
+    /// session (or, for a headless command's turn, of headless commands) as one restore.
+    pub to: Option<u64>,
 }
 
 /// What `shiro commands` (and `/commands`) does.

@@ -1,11 +1,11 @@
-//! `shiro undo` and `shiro redo`: a restore of the newest turn, its dry run's diff, and
-//! `--abandon`.
+//! `shiro undo` and `shiro redo`: a restore of the newest turn (or, with `--to`, of a turn
+//! and the later turns of its session), its dry run's diff, and `--abandon`.
 
 use std::sync::atomic::Ordering;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use shiro_tools::{FsMutator, Mutator};
-use shiro_undo::{Image, UndoError, UndoOptions, UndoOutcome, UndoStore};
+use shiro_undo::{Image, TurnId, UndoError, UndoOptions, UndoOutcome, UndoStore};
 
 use super::{
     Context, FailedAfterChanges, InterruptedBeforeStart, Report, RestoreArgs, noticed, notices_of,
@@ -63,9 +63,10 @@ async fn restore_in(
         return Err(InterruptedBeforeStart.into());
     }
     let (workspace, changed) = tracked(workspace);
-    let result = match way {
-        Way::Undo => store.undo(&workspace, options).await,
-        Way::Redo => store.redo(&workspace, options).await,
+    let result = match (way, args.to) {
+        (Way::Undo, Some(id)) => store.rewind(&workspace, TurnId(id), options).await,
+        (Way::Undo, None) => store.undo(&workspace, options).await,
+        (Way::Redo, _) => store.redo(&workspace, options).await,
     };
     let verb = match way {
         Way::Undo => "undo",

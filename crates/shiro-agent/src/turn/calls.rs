@@ -330,7 +330,7 @@ fn decide(
             Op::Submit(line) => approve::parse_answer(&line),
             Op::Approve(answer) => Some(answer),
             Op::Interrupt | Op::Quit => return Decision::Deny(None),
-            Op::Undo | Op::Redo | Op::Keep(_) => None,
+            Op::Undo | Op::Redo | Op::Rewind | Op::Keep(_) => None,
         };
         match answer {
             Some(Answer::Once) => return Decision::Run,
@@ -409,7 +409,7 @@ fn keep(
             Op::Submit(line) => approve::parse_scope(&line),
             Op::Keep(scope) => Some(scope),
             Op::Interrupt | Op::Quit => break Scope::Session,
-            Op::Undo | Op::Redo | Op::Approve(_) => None,
+            Op::Undo | Op::Redo | Op::Rewind | Op::Approve(_) => None,
         };
         match scope {
             Some(scope) => break scope,

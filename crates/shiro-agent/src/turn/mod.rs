@@ -269,7 +269,23 @@ impl Agent<'_> {
     pub fn push(&mut self, message: Message) -> Result<()> {
         self.session.append(&Line::Message {
             message: message.clone(),
+            time: None,
         })?;
+        self.history.push(message);
+        Ok(())
+    }
+
+    /// Appends a prompt to the history and the session file, with the time it was sent.
+    fn push_prompt(&mut self, prompt: &str) -> Result<()> {
+        let time = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_secs());
+        let message = Message::user(prompt);
+        self.session.append(&Line::Message {
+            message: message.clone(),
+            time: Some(time),
+        })?;
+        self.history.note_time(self.history.len(), time);
         self.history.push(message);
         Ok(())
     }
@@ -283,11 +299,25 @@ impl Agent<'_> {
     }
 
     /// Truncates the transcript to `to` messages (dropping the compactions made after that
-    /// point) and records the rewind in the session file.
-    pub fn rewind(&mut self, to: usize) -> Result<()> {
-        self.history.rewind(to);
+    /// point) and records the rewind in the session file, with the undo log's `turns` whose
+    /// files went back with it; `to` at the transcript's length records files going back
+    /// alone. A `/redo` brings back both.
+    pub fn rewind(&mut self, to: usize, turns: Vec<u64>) -> Result<()> {
+        let to = to.min(self.history.len());
+        self.history.rewind_with(to, turns.clone());
         self.usage.context = None;
-        self.session.append(&Line::Rewind { to })
+        self.session.append(&Line::Rewind { to, turns })
+    }
+
+    /// Brings back what the last rewind took from the conversation, and records it in the
+    /// session file; `None` (nothing changes) when there is nothing to bring back.
+    pub fn redo_conversation(&mut self) -> Result<Option<crate::conversation::Undone>> {
+        let Some(undone) = self.history.redo() else {
+            return Ok(None);
+        };
+        self.usage.context = None;
+        self.session.append(&Line::Redo)?;
+        Ok(Some(undone))
     }
 
     /// Runs one turn for `prompt` within `limits` (a user command's tools).
@@ -402,6 +432,7 @@ impl Agent<'_> {
             report.turn_id = finished?.map(|id| id.0);
         }
         if let Some(turn_id) = report.turn_id {
+            self.history.note_turn(marker, turn_id);
             self.session.append(&Line::Turn {
                 turn_id,
                 history_marker: marker,
@@ -432,7 +463,7 @@ impl Agent<'_> {
         prompt: &str,
         report: &mut TurnReport,
     ) -> Result<()> {
-        self.push(Message::user(prompt))?;
+        self.push_prompt(prompt)?;
         while report.steps < self.max_steps {
             self.check_stop()?;
             self.compact_if_full().await?;

@@ -225,13 +225,22 @@ pub fn normalize_ids(text: &str) -> String {
     replace_shaped(text, "dddddddd-dddddd-hhhh", "[SESSION]")
 }
 
-/// The messages a session file describes, replayed (messages appended, rewinds applied).
+/// The messages a session file describes, replayed (messages appended, rewinds applied,
+/// redos bringing back what the last rewind took, until a message is appended).
 pub fn replay_history(lines: &[serde_json::Value]) -> Vec<serde_json::Value> {
     let mut history = Vec::new();
+    let mut undone: Vec<Vec<serde_json::Value>> = Vec::new();
     for line in lines {
         match line["type"].as_str().unwrap() {
-            "message" => history.push(line["message"].clone()),
-            "rewind" => history.truncate(line["to"].as_u64().unwrap() as usize),
+            "message" => {
+                undone.clear();
+                history.push(line["message"].clone());
+            }
+            "rewind" => {
+                let to = (line["to"].as_u64().unwrap() as usize).min(history.len());
+                undone.push(history.split_off(to));
+            }
+            "redo" => history.extend(undone.pop().expect("a redo follows a rewind")),
             _ => {}
         }
     }

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
-use shiro_agent::protocol::{Answer, Op, Scope};
-pub use shiro_agent::protocol::{Phase, PickItem, ReadKind, StatusInfo, ToFront};
+use shiro_agent::protocol::{Answer, Op, RewindChoice, RewindScope, Scope};
+pub use shiro_agent::protocol::{Phase, PickItem, ReadKind, StatusInfo, ToFront, TurnItem};
 use shiro_commands::Registry;
 
 use super::editor::Editor;
@@ -61,6 +61,25 @@ pub struct Picker {
     /// The selected one.
     pub selected: usize,
     reply: Sender<Option<String>>,
+}
+
+/// The rewind picker: a turn of the session, then what to take back.
+#[derive(Debug)]
+pub struct TurnPicker {
+    /// The session's turns, newest first.
+    pub turns: Vec<TurnItem>,
+    /// The selected turn.
+    pub selected: usize,
+    /// Once a turn is chosen: the selected scope, an index into [`RewindScope::ALL`].
+    pub scope: Option<usize>,
+    reply: Sender<Option<RewindChoice>>,
+}
+
+impl TurnPicker {
+    /// The turn chosen or selected.
+    pub fn turn(&self) -> Option<&TurnItem> {
+        self.turns.get(self.selected)
+    }
 }
 
 /// A running `bash` command's output, for the live area.
@@ -119,6 +138,10 @@ pub struct App {
     menu_dismissed: Option<String>,
     /// The open session picker.
     pub picker: Option<Picker>,
+    /// The open rewind picker.
+    pub turn_picker: Option<TurnPicker>,
+    /// Esc was pressed on an empty prompt: another opens the rewind picker.
+    pub esc_armed: bool,
     /// The status line's facts.
     pub status: StatusInfo,
     /// The footer's hint after a turn that changed files.
@@ -164,6 +187,8 @@ impl App {
             menu: None,
             menu_dismissed: None,
             picker: None,
+            turn_picker: None,
+            esc_armed: false,
             status: StatusInfo::default(),
             hint: None,
             quit_armed: None,
@@ -312,7 +337,27 @@ impl App {
             }
             ToFront::Status(status) => self.status = status,
             ToFront::Replay(conversation) => self.replay(&conversation),
+            ToFront::PickTurn { turns, reply } => {
+                // The agent waits for the person now, not the other way round.
+                self.end_turn();
+                if self.quit || turns.is_empty() {
+                    let _ = reply.send(None);
+                } else {
+                    self.turn_picker = Some(TurnPicker {
+                        turns,
+                        selected: 0,
+                        scope: None,
+                        reply,
+                    });
+                }
+            }
+            ToFront::Prefill(text) => {
+                self.editor.take();
+                self.editor.insert(&text);
+                self.menu = None;
+            }
             ToFront::Pick { sessions, reply } => {
+                self.end_turn();
                 if self.quit {
                     let _ = reply.send(None);
                 } else if sessions.is_empty() {
@@ -340,7 +385,7 @@ impl App {
 
     /// Handles pasted text: it goes into the prompt as typed, newlines kept.
     pub fn on_paste(&mut self, text: &str) {
-        if self.picker.is_none() {
+        if self.picker.is_none() && self.turn_picker.is_none() {
             self.editor.insert(text);
             self.refresh_menu();
         }
@@ -356,6 +401,10 @@ impl App {
         let shift = key.modifiers.contains(KeyModifiers::SHIFT);
         if self.picker.is_some() {
             self.picker_key(key.code, ctrl);
+            return Effect::None;
+        }
+        if self.turn_picker.is_some() {
+            self.turn_picker_key(key.code, ctrl);
             return Effect::None;
         }
         let busy = self.turn_started.is_some() || self.approval();
@@ -384,6 +433,18 @@ impl App {
                 }
                 if busy {
                     return self.stop();
+                }
+                // Esc Esc on an empty prompt: the rewind picker. Any other key in between
+                // disarms it; no clock decides.
+                if self.editor.is_empty() && self.reading() == Some(&ReadKind::Prompt) {
+                    if self.esc_armed {
+                        self.esc_armed = false;
+                        self.answer_with(Op::Rewind);
+                        self.turn_started = Some(now);
+                        self.phase = Some((Phase::Tool("/rewind".to_owned()), now));
+                    } else {
+                        self.esc_armed = true;
+                    }
                 }
                 return Effect::None;
             }
@@ -459,6 +520,7 @@ impl App {
             _ => return Effect::None,
         }
         self.quit_armed = None;
+        self.esc_armed = false;
         self.refresh_menu();
         Effect::None
     }
@@ -581,6 +643,51 @@ impl App {
                     let _ = picker.reply.send(None);
                 }
             }
+            _ => {}
+        }
+    }
+
+    fn turn_picker_key(&mut self, code: KeyCode, ctrl: bool) {
+        let Some(picker) = &mut self.turn_picker else {
+            return;
+        };
+        let close = |app: &mut Self, choice: Option<RewindChoice>| {
+            if let Some(picker) = app.turn_picker.take() {
+                let _ = picker.reply.send(choice);
+            }
+        };
+        match (picker.scope, code) {
+            (_, KeyCode::Char('c')) if ctrl => close(self, None),
+            (None, KeyCode::Up) => picker.selected = picker.selected.saturating_sub(1),
+            (None, KeyCode::Down) => {
+                picker.selected = (picker.selected + 1).min(picker.turns.len().saturating_sub(1));
+            }
+            (None, KeyCode::Enter) => {
+                // A turn whose files cannot go back starts at the conversation alone.
+                let blocked = picker.turn().is_some_and(|turn| turn.blocked.is_some());
+                picker.scope = Some(usize::from(blocked));
+            }
+            (None, KeyCode::Esc) => close(self, None),
+            (Some(scope), KeyCode::Up) => picker.scope = Some(scope.saturating_sub(1)),
+            (Some(scope), KeyCode::Down) => {
+                picker.scope = Some((scope + 1).min(RewindScope::ALL.len() - 1));
+            }
+            (Some(scope), KeyCode::Enter) => {
+                let choice = picker.turn().map(|turn| RewindChoice {
+                    number: turn.number,
+                    scope: RewindScope::ALL[scope.min(RewindScope::ALL.len() - 1)],
+                });
+                close(self, choice);
+            }
+            (Some(_), KeyCode::Char(digit @ '1'..='3')) => {
+                let scope = RewindScope::ALL[usize::from(digit as u8 - b'1')];
+                let choice = picker.turn().map(|turn| RewindChoice {
+                    number: turn.number,
+                    scope,
+                });
+                close(self, choice);
+            }
+            (Some(_), KeyCode::Esc) => picker.scope = None,
             _ => {}
         }
     }
@@ -787,6 +894,8 @@ mod tests {
             when: "now".into(),
             first_prompt: "hi".into(),
             turns: 1,
+            forked_at: None,
+            depth: 0,
         }];
         app.on_agent(ToFront::Pick { sessions, reply }, now);
         assert_eq!(chosen.try_recv(), Ok(None));
