@@ -9,7 +9,7 @@ use anyhow::Result;
 use shiro_agent::headless::{self, Context, Report, RestoreArgs};
 use shiro_agent::render::Color;
 use shiro_agent::signals::INTERRUPTED;
-use shiro_mcp::server::{self, Outcome, Serve, Way, Workspace, with_lines};
+use shiro_mcp::server::{self, Outcome, Restore, Serve, Way, Workspace, with_lines};
 use shiro_tools::{FsMutator, Tool, ToolError, ToolOutput};
 use shiro_undo::{Recording, UndoStore};
 use tokio::sync::watch;
@@ -106,7 +106,8 @@ impl Workspace for HeadlessWorkspace {
             .map_err(|err| headless::error_text(&err))
     }
 
-    async fn restore(&self, way: Way, dry_run: bool, force: bool) -> Outcome {
+    async fn restore(&self, way: Way, restore: Restore) -> Outcome {
+        let Restore { dry_run, force, to } = restore;
         let name = match way {
             Way::Undo => "undo",
             Way::Redo => "redo",
@@ -119,7 +120,7 @@ impl Workspace for HeadlessWorkspace {
             dry_run,
             force,
             abandon: false,
-            to: None,
+            to,
         };
         match headless::restore(&self.0, way, &args).await {
             Ok(report) => {

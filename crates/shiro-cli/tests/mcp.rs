@@ -190,6 +190,44 @@ async fn a_group_of_calls_is_one_turn() {
     client.cancel().await.unwrap();
 }
 
+/// `undo {"to": N}` rewinds to before turn N: it and the later turns of headless commands
+/// (every call of the server is one) go back as one restore, and one `redo` brings them all
+/// back; `redo` takes no `to`.
+#[tokio::test]
+async fn undo_to_rewinds_several_turns_as_one_restore() {
+    let world = World::new();
+    let client = connect(&world, &[]).await;
+    for (path, content) in [("a.txt", "1\n"), ("b.txt", "2\n"), ("a.txt", "3\n")] {
+        let written = call(
+            &client,
+            "write_file",
+            json!({"path": path, "content": content}),
+        )
+        .await;
+        assert!(!failed(&written), "{}", text(&written));
+    }
+    let rewound = call(&client, "undo", json!({"to": 2})).await;
+    assert!(!failed(&rewound), "{}", text(&rewound));
+    assert!(
+        text(&rewound).contains("and 1 later turn (#3)"),
+        "{}",
+        text(&rewound)
+    );
+    assert_eq!(world.read("a.txt").unwrap(), "1\n");
+    assert!(world.read("b.txt").is_none());
+    let log = call(&client, "log", json!({})).await;
+    assert_eq!(log.structured_content.unwrap()["redo"], json!([2, 3]));
+    let refused = call(&client, "redo", json!({"to": 2})).await;
+    assert!(failed(&refused), "{}", text(&refused));
+    let redone = call(&client, "redo", json!({})).await;
+    assert!(!failed(&redone), "{}", text(&redone));
+    assert_eq!(world.read("a.txt").unwrap(), "3\n");
+    assert_eq!(world.read("b.txt").unwrap(), "2\n");
+    let missing = call(&client, "undo", json!({"to": 42})).await;
+    assert!(failed(&missing), "{}", text(&missing));
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn an_idle_gap_closes_a_group() {
     let world = World::new();

@@ -16,7 +16,7 @@ use rmcp::model::{
 use rmcp::service::{MaybeSendFuture, RequestContext, RoleServer};
 use shiro_tools::schema_of;
 
-use super::turns::{BeginTurnArgs, NoArgs, RestoreToolArgs, Turns};
+use super::turns::{BeginTurnArgs, NoArgs, RestoreToolArgs, Turns, UndoToolArgs};
 use super::{Outcome, Way, Workspace};
 
 /// What the server tells a client about itself when a session starts.
@@ -24,7 +24,7 @@ const INSTRUCTIONS: &str = "shiro's file tools: every change they make can be un
 
 const BEGIN_TURN: &str = "Start a group: the calls that change files from now on are recorded as one turn, which one undo reverts, until end_turn, the next begin_turn, undo, redo or log, or a pause without calls. Give a short summary of the step.";
 const END_TURN: &str = "Close the group that begin_turn opened, recording its changes as one turn.";
-const UNDO: &str = "Undo the newest turn in this workspace (a call, a group, or a turn made in a terminal): restore every file it changed. Refused, changing nothing, if a file changed since the turn, unless force is set; dry_run shows the diff and changes nothing.";
+const UNDO: &str = "Undo the newest turn in this workspace (a call, a group, or a turn made in a terminal): restore every file it changed. With `to` (a turn's number from log): rewind to before that turn, undoing it and every later turn of its session as one restore; another session's turns stay, and one that touched the same files refuses the rewind. Refused, changing nothing, if a file changed since the turn, unless force is set; dry_run shows the diff and changes nothing.";
 const REDO: &str = "Redo the turn undone last (possible until a new turn is recorded). Refused, changing nothing, if a file changed since the undo, unless force is set; dry_run shows the diff and changes nothing.";
 const LOG: &str = "List the turns that can be undone, newest first, with what each changed and whether the next undo would be refused; and the turns that can be redone.";
 
@@ -82,7 +82,7 @@ impl<W: Workspace> ShiroServer<W> {
             false,
         ));
         listed.push(own("end_turn", END_TURN, schema_of::<NoArgs>(), false));
-        listed.push(own("undo", UNDO, schema_of::<RestoreToolArgs>(), false));
+        listed.push(own("undo", UNDO, schema_of::<UndoToolArgs>(), false));
         listed.push(own("redo", REDO, schema_of::<RestoreToolArgs>(), false));
         listed.push(own("log", LOG, schema_of::<NoArgs>(), true));
         Self {

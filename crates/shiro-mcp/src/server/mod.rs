@@ -28,7 +28,7 @@ use shiro_undo::{Recording, UndoStore};
 use tokio::sync::watch;
 
 pub use handler::ShiroServer;
-pub use turns::{BeginTurnArgs, NoArgs, RestoreToolArgs, Turns, with_lines};
+pub use turns::{BeginTurnArgs, NoArgs, Restore, RestoreToolArgs, Turns, UndoToolArgs, with_lines};
 
 /// Which way a restore goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,10 +101,10 @@ pub trait Workspace: Send + Sync + 'static {
         args: serde_json::Value,
     ) -> impl Future<Output = Result<(Result<ToolOutput, ToolError>, Vec<String>), String>> + Send;
 
-    /// Undoes or redoes the newest turn, as `shiro undo` and `shiro redo` do. The structured
-    /// content has `notices`; a refusal is an error whose content is the conflict report.
-    fn restore(&self, way: Way, dry_run: bool, force: bool)
-    -> impl Future<Output = Outcome> + Send;
+    /// Undoes or redoes the newest turn (or, with `to`, rewinds to before a turn), as `shiro
+    /// undo` and `shiro redo` do. The structured content has `notices`; a refusal is an error
+    /// whose content is the conflict report.
+    fn restore(&self, way: Way, restore: Restore) -> impl Future<Output = Outcome> + Send;
 
     /// The turns as `shiro log` lists them; the structured content is `shiro log --json`'s.
     fn log(&self) -> impl Future<Output = Outcome> + Send;

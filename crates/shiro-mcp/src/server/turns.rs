@@ -22,7 +22,7 @@ use tokio::sync::Mutex;
 
 use super::{Outcome, Way, Workspace};
 
-/// Arguments of `undo` and `redo`.
+/// Arguments of `redo`.
 #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RestoreToolArgs {
@@ -32,6 +32,32 @@ pub struct RestoreToolArgs {
     /// Overwrite files that changed since the turn (without it, the restore is refused).
     #[serde(default)]
     pub force: bool,
+}
+
+/// Arguments of `undo`.
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UndoToolArgs {
+    /// Change nothing: show what would change, as a diff, and any conflicts.
+    #[serde(default, alias = "dryRun")]
+    pub dry_run: bool,
+    /// Overwrite files that changed since the turn (without it, the restore is refused).
+    #[serde(default)]
+    pub force: bool,
+    /// Rewind to before this turn (its number in `log`): it and its session's later turns.
+    #[serde(default)]
+    pub to: Option<u64>,
+}
+
+/// What an `undo` or `redo` call asks for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Restore {
+    /// Change nothing; show the diff.
+    pub dry_run: bool,
+    /// Overwrite later changes.
+    pub force: bool,
+    /// Undo only: rewind to before this turn.
+    pub to: Option<u64>,
 }
 
 /// Arguments of `begin_turn`.
@@ -362,7 +388,19 @@ impl<W: Workspace> Turns<W> {
             Way::Undo => "undo",
             Way::Redo => "redo",
         };
-        let args: RestoreToolArgs = match parse_args(name, args) {
+        let parsed = match way {
+            Way::Undo => parse_args::<UndoToolArgs>(name, args).map(|args| Restore {
+                dry_run: args.dry_run,
+                force: args.force,
+                to: args.to,
+            }),
+            Way::Redo => parse_args::<RestoreToolArgs>(name, args).map(|args| Restore {
+                dry_run: args.dry_run,
+                force: args.force,
+                to: None,
+            }),
+        };
+        let args = match parsed {
             Ok(args) => args,
             Err(err) => return failure(err.to_string()),
         };
@@ -374,7 +412,7 @@ impl<W: Workspace> Turns<W> {
                 return failure(SHUTTING_DOWN.to_owned());
             }
             let closed = this.close(&mut state).await;
-            let mut outcome = this.workspace.restore(way, args.dry_run, args.force).await;
+            let mut outcome = this.workspace.restore(way, args).await;
             if !closed.lines.is_empty() {
                 outcome.text = format!("{}\n{}", closed.lines.join("\n"), outcome.text);
             }
