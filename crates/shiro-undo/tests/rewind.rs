@@ -1,8 +1,10 @@
 //! Rewinds against a model: random turns of two interleaved sessions and of headless
 //! commands, with the user's own edits between them, and the operations undo, redo (of the
-//! newest undone turn, or of a chosen one, as a fork's parent brings its turns back) and
-//! rewind to before any turn. A new turn clears the undone turns of its own session only.
-//! After every step the tree is the model's, and every refusal leaves it byte-identical.
+//! newest undone turn, or of a chosen one, as a fork's parent brings its turns back), rewind
+//! to before any turn, and fork (a rewind of a session's turns from one on, exactly those
+//! turns, after which the session goes on under a new id). A new turn clears the undone
+//! turns of its own session only. After every step the tree is the model's, and every
+//! refusal leaves it byte-identical.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -50,13 +52,16 @@ enum Step {
     /// Redo a chosen undone turn (with its rewind's group), wherever it is on the stack.
     RedoTurn(Index),
     Rewind(Index),
+    /// Fork the session of a chosen turn before it: rewind exactly its turns from that one on,
+    /// and go on under a new session id (the parent's turns wait, undone, for a redo).
+    Fork(Index),
 }
 
 /// A recorded turn as the model knows it: its id, session, and each path before and after.
 #[derive(Debug, Clone)]
 struct Turn {
     id: u64,
-    session: Option<&'static str>,
+    session: Option<String>,
     paths: Sides,
 }
 
@@ -183,10 +188,10 @@ impl Model {
     /// The turns a rewind to before `undo[start]` undoes, or `None` when a later turn of
     /// another session touched one of their paths.
     fn rewound(&self, start: usize) -> Option<Vec<Turn>> {
-        let session = self.undo[start].session;
+        let session = &self.undo[start].session;
         let (group, others): (Vec<&Turn>, Vec<&Turn>) = self.undo[start..]
             .iter()
-            .partition(|t| t.session == session);
+            .partition(|t| &t.session == session);
         let crossed = group.iter().any(|t| {
             t.paths
                 .keys()
@@ -214,6 +219,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => Just(Step::Redo),
         1 => any::<Index>().prop_map(Step::RedoTurn),
         3 => any::<Index>().prop_map(Step::Rewind),
+        1 => any::<Index>().prop_map(Step::Fork),
     ]
 }
 
@@ -270,16 +276,20 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
         let mut model = Model::default();
         let mut script = String::new();
         let mut next_id = 1;
+        // The session id each slot of SESSIONS goes on under (a fork gives it a new one).
+        let mut sessions: Vec<Option<String>> =
+            SESSIONS.iter().map(|s| s.map(str::to_owned)).collect();
+        let mut forks = 0;
         for step in steps {
             let before = tree(&mem);
             match step {
                 Step::Turn { session, changes } => {
-                    let session = SESSIONS[*session];
+                    let session = sessions[*session].clone();
                     recording
                         .begin_turn(TurnStart {
                             summary: format!("turn {next_id}"),
                             history_marker: next_id,
-                            session: session.map(str::to_owned),
+                            session: session.clone(),
                         })
                         .await
                         .unwrap();
@@ -304,13 +314,13 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
                         .filter(|(_, (before, after))| before != after)
                         .collect();
                     if finished.is_some() {
+                        // Another session's undone turns stay redoable.
+                        model.redo.retain(|group| group[0].session != session);
                         model.undo.push(Turn {
                             id: next_id,
                             session,
                             paths,
                         });
-                        // Another session's undone turns stay redoable.
-                        model.redo.retain(|group| group[0].session != session);
                         next_id += 1;
                     } else {
                         prop_assert!(
@@ -359,6 +369,39 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
                     script.push_str(&format!("redo #{id}: {real:?}\n"));
                     prop_assert_eq!(real, expected, "redo of a chosen turn\n{}", script);
                 }
+                Step::Fork(index) => {
+                    if model.undo.is_empty() {
+                        continue;
+                    }
+                    let start = index.index(model.undo.len());
+                    let session = model.undo[start].session.clone();
+                    let Some(slot) = sessions.iter().position(|s| *s == session) else {
+                        // A parent session that forked already: it goes on no more.
+                        continue;
+                    };
+                    if session.is_none() {
+                        continue;
+                    }
+                    let ids: Vec<TurnId> = (model.undo[start..].iter())
+                        .filter(|t| t.session == session)
+                        .map(|t| TurnId(t.id))
+                        .collect();
+                    let result = store.rewind_turns(&mem, &ids, UndoOptions::default()).await;
+                    let real = settled(result);
+                    let expected = Some(match model.rewound(start) {
+                        Some(group) => model.undo_group(group),
+                        None => false,
+                    });
+                    script.push_str(&format!(
+                        "fork {session:?} before #{}: {real:?}\n",
+                        ids[0].0
+                    ));
+                    prop_assert_eq!(real, expected, "fork\n{}", script);
+                    if real == Some(true) {
+                        forks += 1;
+                        sessions[slot] = Some(format!("fork{forks}"));
+                    }
+                }
                 Step::Rewind(index) => {
                     if model.undo.is_empty() {
                         continue;
@@ -386,7 +429,7 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
             prop_assert_eq!(&now, &model.files, "tree and model differ\n{}", script);
             if matches!(
                 step,
-                Step::Undo | Step::Redo | Step::RedoTurn(_) | Step::Rewind(_)
+                Step::Undo | Step::Redo | Step::RedoTurn(_) | Step::Rewind(_) | Step::Fork(_)
             ) && script.ends_with("Some(false)\n")
             {
                 prop_assert_eq!(&now, &before, "a refusal changed the tree\n{}", script);
