@@ -152,6 +152,8 @@ impl Runner {
             .args(["--case", &json])
             .env("HOME", &self.home)
             .env("XDG_CONFIG_HOME", self.home.join(".config"))
+            // In-process cases and the `shiro` they start keep one store (see `cases::open`).
+            .env("SHIRO_STATE_DIR", self.home.join("state"))
             .output()
             .context("start the case process")?;
         if !out.status.success() {
@@ -704,6 +706,7 @@ fn undo(
         baseline: 0,
         rows: Vec::new(),
     };
+    let mut rewind = None;
     let record = |list: &Path, backup: &Path| Case::RecordRewrite {
         ws: ws.clone(),
         list: list.to_owned(),
@@ -790,6 +793,12 @@ fn undo(
         table
             .rows
             .push((format!("{n} files ({})", bytes(touched)), row));
+        if n == REWIND_FILES {
+            rewind = Some((
+                format!("{REWIND_TURNS} turns, {n} files ({})", bytes(touched)),
+                rewind_row(runner, &ws, &list_path(work, n), &backup, reps),
+            ));
+        }
         if n == plan.undo_files[0] {
             loaded.rows.push((
                 format!(
@@ -831,6 +840,9 @@ fn undo(
         plan.dirty_mib,
         loaded.render(),
     );
+    if let Some((label, cells)) = rewind {
+        rewind_report(doc, verdicts, label, cells);
+    }
     // The fixed cost of any whole-process case: starting a program, and starting shiro.
     let spawn = |runner: &mut Runner, label: &str, program: &Path, args: &[&str]| {
         let case = Case::Spawn {
@@ -889,6 +901,88 @@ fn undo(
     fs::remove_dir_all(&ws)?;
     fs::remove_dir_all(&git)?;
     Ok(())
+}
+
+/// The rewind row: this many turns that together rewrote section 2's turn of this many files.
+const REWIND_TURNS: usize = 20;
+const REWIND_FILES: usize = 100;
+
+/// A rewind of [`REWIND_TURNS`] turns that rewrote the files of `list` (their shares), against
+/// undoing them one by one and against `cp -R` of those files.
+fn rewind_row(
+    runner: &mut Runner,
+    ws: &Path,
+    list: &Path,
+    backup: &Path,
+    reps: usize,
+) -> Vec<Cell> {
+    let rewind = |each| Case::RewindLib {
+        ws: ws.to_owned(),
+        list: list.to_owned(),
+        backup: backup.to_owned(),
+        turns: REWIND_TURNS,
+        reps,
+        each,
+    };
+    let sec = "undo";
+    vec![
+        runner.cell(
+            sec,
+            "rewind: cp",
+            &Case::UndoCp {
+                ws: ws.to_owned(),
+                list: list.to_owned(),
+                backup: backup.to_owned(),
+                reps,
+                sync: false,
+                dirty_mib: 0,
+            },
+        ),
+        runner.cell(sec, "rewind in process", &rewind(false)),
+        runner.cell(sec, "undo one by one in process", &rewind(true)),
+    ]
+}
+
+/// The rewind table and its budget: ≤ 1.2× `cp -R`.
+fn rewind_report(doc: &mut String, verdicts: &mut Verdicts, label: String, cells: Vec<Cell>) {
+    let budget = format!("a rewind of {label} within 1.2x of `cp -R`");
+    match (&cells[0], &cells[1], &cells[2]) {
+        (Ok(cp), Ok(rewind), each) => {
+            let detail = format!(
+                "the rewind {} against `cp -R` {} (×{}); undoing the turns one by one {}",
+                duration(rewind.median),
+                duration(cp.median),
+                ratio(rewind.median, cp.median.max(1)),
+                each.as_ref().map_or_else(
+                    |e| format!("not measured ({})", report::one_line(e)),
+                    |s| format!(
+                        "{} (×{})",
+                        duration(s.median),
+                        ratio(s.median, cp.median.max(1))
+                    )
+                ),
+            );
+            verdicts.add(&budget, Some(rewind.median * 5 <= cp.median * 6), detail);
+        }
+        _ => verdicts.add(&budget, None, "a case failed; see the table".into()),
+    }
+    let table = Table {
+        row_header: "rewind of".into(),
+        columns: vec![
+            "`cp -R` of the same files".into(),
+            "rewind in process (`UndoStore::rewind`)".into(),
+            "undo of each turn in process".into(),
+        ],
+        baseline: 0,
+        rows: vec![(label, cells)],
+    };
+    let _ = write!(
+        doc,
+        "
+A rewind to before the first of {REWIND_TURNS} turns that each rewrote {} of the          same files (`/rewind`, `shiro undo --to`): one restore, with one conflict check and          one log entry, against undoing the turns one at a time and against `cp -R` of a          backup of the files. The turns are recorded again, untimed, before each          repetition.\n\n{}",
+        REWIND_FILES / REWIND_TURNS,
+        table.render(),
+    );
 }
 
 fn list_path(work: &Path, n: usize) -> PathBuf {

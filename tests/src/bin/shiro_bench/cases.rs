@@ -11,9 +11,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
-use shiro_tests::state_beside;
 use shiro_tools::{FsMutator, Mutator, Tool, WorkspacePath, tools};
-use shiro_undo::{Recording, StoreOptions, TurnStart, UndoOptions, UndoStore};
+use shiro_undo::{Recording, StateDir, StoreOptions, TurnId, TurnStart, UndoOptions, UndoStore};
 
 use crate::inputs::{MARKER_A, MARKER_B};
 
@@ -66,6 +65,17 @@ pub enum Case {
     },
     /// In-process undo of a turn that rewrote the listed files (redo untimed between reps).
     UndoLib { ws: PathBuf, reps: usize },
+    /// A rewind of `turns` turns that together rewrote the listed files (each its share), in
+    /// process: the turns are recorded (untimed) before each repetition, then rewound as one
+    /// restore (`UndoStore::rewind`, timed); with `each`, undone one at a time instead.
+    RewindLib {
+        ws: PathBuf,
+        list: PathBuf,
+        backup: PathBuf,
+        turns: usize,
+        reps: usize,
+        each: bool,
+    },
     /// `shiro -C ws undo` of such a turn.
     UndoCli {
         ws: PathBuf,
@@ -242,8 +252,20 @@ fn workspace(ws: &Path) -> Result<FsMutator> {
 }
 
 async fn open(ws: &Path) -> Result<(UndoStore, FsMutator)> {
-    let store = UndoStore::open(&state_beside(ws), StoreOptions::default()).await?;
+    let store = UndoStore::open(&state_of(ws)?, StoreOptions::default()).await?;
     Ok((store, workspace(ws)?))
+}
+
+/// The state directory of the workspace `ws` where the `shiro` a case starts finds it too:
+/// under `SHIRO_STATE_DIR`, which the harness sets for every case process, so that a turn
+/// recorded in process is the one `shiro undo` undoes.
+fn state_of(ws: &Path) -> Result<StateDir> {
+    let home = std::env::var_os("SHIRO_STATE_DIR")
+        .context("SHIRO_STATE_DIR is not set (the harness sets it for its cases)")?;
+    Ok(StateDir::of_workspace(
+        Path::new(&home),
+        &fs::canonicalize(ws)?,
+    ))
 }
 
 async fn run(case: &Case) -> Result<CaseResult> {
@@ -339,6 +361,36 @@ async fn run(case: &Case) -> Result<CaseResult> {
                 if rep + 1 < *reps {
                     store.redo(&fs, UndoOptions::default()).await?;
                 }
+            }
+        }
+        Case::RewindLib {
+            ws,
+            list,
+            backup,
+            turns,
+            reps,
+            each,
+        } => {
+            let list = read_list(list)?;
+            let (store, fs) = open(ws).await?;
+            let share = list.len().div_ceil((*turns).max(1)).max(1);
+            for _ in 0..*reps {
+                reset(ws, backup, &list)?;
+                let mut first = None;
+                for part in list.chunks(share) {
+                    let id = record_rewrite(&store, &fs, part).await?;
+                    first = first.or(Some(id));
+                }
+                let first = first.context("no turn to rewind")?;
+                let start = Instant::now();
+                if *each {
+                    for _ in list.chunks(share) {
+                        store.undo(&fs, UndoOptions::default()).await?;
+                    }
+                } else {
+                    store.rewind(&fs, first, UndoOptions::default()).await?;
+                }
+                timed(&mut r, start);
             }
         }
         Case::UndoCli {
@@ -686,7 +738,7 @@ fn post_image(mut bytes: Vec<u8>) -> Vec<u8> {
 }
 
 /// Records one turn that rewrites every listed file, as a tool would, through the recorder.
-async fn record_rewrite(store: &UndoStore, fs: &FsMutator, list: &[String]) -> Result<()> {
+async fn record_rewrite(store: &UndoStore, fs: &FsMutator, list: &[String]) -> Result<TurnId> {
     let recording = store.recorder(fs.clone());
     recording.begin_turn(turn("bench rewrite")).await?;
     for file in list {
@@ -697,8 +749,7 @@ async fn record_rewrite(store: &UndoStore, fs: &FsMutator, list: &[String]) -> R
     recording
         .finish_turn()
         .await?
-        .context("the rewrite turn recorded nothing")?;
-    Ok(())
+        .context("the rewrite turn recorded nothing")
 }
 
 /// Writes `mib` MiB beside the workspace (on its file system) without flushing them, as a
