@@ -693,6 +693,57 @@ mod tests {
         );
     }
 
+    /// Deny and ask rules see the command through quoting, paths, wrappers and scripts;
+    /// an allow rule never does, so it allows no more than it says.
+    #[test]
+    fn deny_and_ask_rules_see_through_the_easy_disguises() {
+        let mut all = rules(Kind::Allow, &["bash(git:*)", "bash(echo:*)"]);
+        let source = Source::User("config.toml".into());
+        all.add(Kind::Deny, &source, &["bash(rm:*)".into()]).unwrap();
+        all.add(Kind::Ask, &source, &["bash(curl:*)".into()]).unwrap();
+        let judge = |line: &str| all.judge(Mode::Yes, "bash", true, &command(line));
+        let disguises = [
+            "rm a",
+            "/bin/rm b",
+            "\\rm h",
+            "\"rm\" x",
+            "r\"\"m x",
+            "$'rm' x",
+            "${RM:-rm} x",
+            "env rm e",
+            "env -i PATH=/bin rm x",
+            "command rm x",
+            "nice -n 5 rm x",
+            "nohup rm x",
+            "time rm x",
+            "timeout 5 rm x",
+            "xargs rm < list",
+            "sudo rm x",
+            "bash -c 'rm f'",
+            "sh -c \"rm g\"",
+            "eval 'rm x'",
+            "echo; rm c",
+            "echo $(rm d)",
+            "git status && /usr/bin/env rm x",
+        ];
+        let through: Vec<&str> = disguises
+            .iter()
+            .copied()
+            .filter(|line| !matches!(judge(line), Verdict::Deny(_)))
+            .collect();
+        assert_eq!(through, Vec::<&str>::new(), "these ran past deny bash(rm:*)");
+        for line in ["/usr/bin/curl x", "env curl x", "bash -c 'curl x'"] {
+            assert!(matches!(judge(line), Verdict::Ask(Some(_))), "{line}");
+        }
+        // An allow rule is matched as written: a wrapped git is asked about, not allowed.
+        assert!(matches!(judge("git status"), Verdict::Run(Some(_))));
+        assert!(matches!(judge("env git status"), Verdict::Run(None)));
+        assert!(matches!(
+            all.judge(Mode::Ask, "bash", true, &command("env git status")),
+            Verdict::Ask(None)
+        ));
+    }
+
     #[test]
     fn deny_rules_with_paths_hide_them_from_the_walking_tools() {
         let deny = rules(

@@ -293,10 +293,15 @@ pub fn every_command(line: &str, matches: impl Fn(&str) -> bool) -> bool {
 }
 
 /// Whether some command of the bash line `line` satisfies `matches`, including commands
-/// inside substitutions, subshells and braces: for a line [`every_command`] cannot split, every
-/// piece between shell operators and brackets is tried. This is the test for `deny` and
-/// `ask` rules, which must err on the side of matching.
+/// inside substitutions, subshells and braces, and seen through the easy disguises
+/// (`/bin/rm`, `\rm`, `"rm"`, `env rm`, `bash -c 'rm …'`; see [`crate::disguise`]): for a
+/// line [`every_command`] cannot split, every piece between shell operators and brackets is
+/// tried too. This is the test for `deny` and `ask` rules, which must err on the side of
+/// matching; allow rules never look through disguises.
 pub fn some_command(line: &str, matches: impl Fn(&str) -> bool) -> bool {
+    if crate::disguise::forms(line).iter().any(|form| matches(form)) {
+        return true;
+    }
     if let Some(parts) = simple_commands(line) {
         return parts.iter().any(|part| matches(part));
     }

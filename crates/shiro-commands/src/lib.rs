@@ -71,6 +71,7 @@
 #![deny(clippy::print_stdout, clippy::print_stderr, clippy::exit)]
 
 mod allowed;
+mod disguise;
 mod expand;
 mod frontmatter;
 mod fs_reader;
