@@ -398,7 +398,17 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
                 version = *found;
             }
         }
-        in_snapshot &= matches!(record, LogLine::Header { .. } | LogLine::Turn { .. });
+        // A snapshot written while a restore is under way ends with its `begin` (and
+        // `rollback`): they count as the snapshot, as the writer counts them. (A `begin`
+        // appended just after a snapshot counts in too, which only delays the next rewrite by
+        // that one record.)
+        in_snapshot &= matches!(
+            record,
+            LogLine::Header { .. }
+                | LogLine::Turn { .. }
+                | LogLine::Begin { .. }
+                | LogLine::Rollback { .. }
+        );
         if !ends_or_continues_a_restore(&record)
             && let Some(pending) = state.pending.take()
         {
