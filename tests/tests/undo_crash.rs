@@ -4,7 +4,8 @@
 //! open, the workspace is exactly the state before or after, the log is consistent, an
 //! interrupted undo has completed, and an interrupted turn can be undone back to the start.
 //!
-//! A second test kills a turn of many files (most of its time is writing its pack) and a
+//! Further tests kill a rewind of ten turns, a revert of one turn (as a new turn, merging a
+//! text file a later turn changed too), and a turn of many files (most of its time is writing its pack) and a
 //! turn whose commit drops the turn before it and rewrites that turn's pack (collection).
 //!
 //! `SHIRO_CRASH_TRIALS` sets the number of trials (default 20; `cargo xtask soak` sets 200),
@@ -18,7 +19,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use shiro_tools::FsMutator;
-use shiro_undo::{Notice, StoreOptions, UndoOptions, UndoStore};
+use shiro_undo::{Notice, StoreOptions, TurnStart, UndoOptions, UndoStore};
 
 mod support;
 
@@ -593,6 +594,102 @@ fn a_killed_rewind_leaves_the_tree_before_or_after_it() {
                 tree(root),
                 after,
                 "{context}: rewind after an unstarted one"
+            );
+        }
+    }
+}
+
+/// Mutating calls of the helper's revert, with a margin past the end.
+const REVERT_CALLS: u64 = 32;
+
+/// A revert of one turn that changed every kind of thing, with a later turn's change to one
+/// of its text files to merge, killed at random points: afterwards the workspace is as
+/// before the revert or as after it (never a mix), and the log agrees: a completed revert is
+/// a turn that undoes and redoes exactly, an unstarted one reverts again.
+#[test]
+fn a_killed_revert_leaves_the_tree_before_or_after_it() {
+    let (trials, seed, mut rng) = trials();
+    let reference = workspace();
+    setup(reference.path());
+    assert!(run_helper(reference.path(), "revert-turns", Kill::Never));
+    let before = tree(reference.path());
+    let started = Instant::now();
+    assert!(run_helper(reference.path(), "revert", Kill::Never));
+    let revert_time = started.elapsed();
+    let after = tree(reference.path());
+    assert_ne!(before, after);
+    let lines = std::fs::read_to_string(reference.path().join("lines.txt")).unwrap();
+    assert!(
+        lines.contains("line 5, later") && !lines.contains("reverted"),
+        "the reverted turn's lines are back, the later turn's stay:\n{lines}"
+    );
+    assert!(reference.path().join("later.txt").is_file());
+
+    for trial in 0..trials {
+        let context = format!("trial {trial} of seed {seed} (SHIRO_CRASH_SEED={seed} replays it)");
+        let ws = workspace();
+        let root = ws.path();
+        setup(root);
+        assert!(
+            run_helper(root, "revert-turns", Kill::Never),
+            "{context}: setup"
+        );
+        assert_eq!(tree(root), before, "{context}: setup");
+        let kill = if rng.below(2) == 0 {
+            let window = revert_time.as_micros() as u64 * 3 / 2;
+            Kill::After(Duration::from_micros(rng.below(window.max(1))))
+        } else {
+            Kill::AbortAt(1 + rng.below(REVERT_CALLS), rng.below(2) == 0)
+        };
+        let context = format!("{context}, revert killed by {kill:?}");
+        let finished = run_helper(root, "revert", kill);
+        let (store, notices) = open(root);
+        assert!(
+            no_damage(&notices),
+            "{context}: the log was damaged: {notices:?}"
+        );
+        let now = tree(root);
+        let fs = FsMutator::new(root).unwrap();
+        let log = store.log().unwrap();
+        let redoable = store.redo_log().unwrap().len();
+        if now == after {
+            assert_eq!(
+                (log.len(), redoable),
+                (4, 0),
+                "{context}: reverted, but the log says otherwise: {notices:?}"
+            );
+            assert_eq!(log[0].history_marker, 11, "{context}: the revert's turn");
+            undo(&store, root);
+            assert_eq!(tree(root), before, "{context}: undo of the revert");
+            redo(&store, root);
+            assert_eq!(tree(root), after, "{context}: redo of the revert");
+        } else {
+            assert_eq!(
+                now, before,
+                "{context}: neither before nor after the revert: {notices:?}"
+            );
+            assert!(
+                !finished,
+                "{context}: the revert finished but changed nothing"
+            );
+            assert_eq!(
+                (log.len(), redoable),
+                (3, 0),
+                "{context}: not reverted, but the log says otherwise: {notices:?}"
+            );
+            let reverted = log.iter().find(|t| t.history_marker == 2).unwrap();
+            let start = TurnStart {
+                summary: "revert again".to_owned(),
+                history_marker: 12,
+                session: None,
+            };
+            runtime()
+                .block_on(store.revert(&fs, reverted.id, start))
+                .unwrap();
+            assert_eq!(
+                tree(root),
+                after,
+                "{context}: revert after an unstarted one"
             );
         }
     }

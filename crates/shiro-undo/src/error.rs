@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use shiro_tools::{MutatorError, WorkspacePath};
 
-use crate::report::{ConflictReport, Direction, TurnId};
+use crate::report::{ConflictReport, Direction, TurnId, restore_name};
+use crate::revert::report::RevertConflicts;
 
 fn direction_verb(direction: Direction) -> &'static str {
     match direction {
@@ -43,6 +44,25 @@ pub enum UndoError {
     /// Paths the turn touched changed since; nothing was changed (the CLI exits 3).
     #[error("{0}")]
     Conflict(ConflictReport),
+    /// A revert that cannot take the turn's change out of the workspace as it is now (the
+    /// same lines changed since, a binary file changed since, ...); nothing was changed
+    /// (the CLI exits 3).
+    #[error("{0}")]
+    RevertConflict(RevertConflicts),
+    /// A revert of a turn that is not among the turns that can be undone.
+    #[error("{}", no_turn_to_revert(*id, *undone))]
+    NoTurnToRevert {
+        /// The turn asked for.
+        id: TurnId,
+        /// Whether it is on the redo stack (it was undone).
+        undone: bool,
+    },
+    /// A revert that would change nothing: every path of the turn is as it was before it.
+    #[error("nothing to revert: the changes of turn {id} are undone already; nothing was changed")]
+    NothingToRevert {
+        /// The turn asked for.
+        id: TurnId,
+    },
     /// Another process held the store's lock for longer than the wait allowed.
     #[error(
         "another shiro process is using the undo store; gave up after waiting {:.1}s for the lock {}",
@@ -120,6 +140,30 @@ pub enum UndoError {
         #[source]
         source: Box<UndoError>,
     },
+    /// A revert was refused before it changed anything, because a stored copy of the turn it
+    /// reverts is missing or damaged (see [`UndoError::Blob`]); the turn is marked in the log.
+    #[error(
+        "cannot revert turn {turn}: {source}; nothing was changed, and the turn stays in the log, marked as damaged (see `shiro log`)"
+    )]
+    Unrevertible {
+        /// The turn to revert.
+        turn: TurnId,
+        /// What is wrong with its copies.
+        #[source]
+        source: Box<UndoError>,
+    },
+    /// A revert failed part-way and was rolled back: every path it changed is as it was
+    /// before it, and no turn was recorded.
+    #[error(
+        "the revert of turn {turn} failed part-way ({source}); every file it had changed was put back as it was before the revert, and nothing was recorded"
+    )]
+    RevertRolledBack {
+        /// The turn reverted.
+        turn: TurnId,
+        /// What failed.
+        #[source]
+        source: Box<UndoError>,
+    },
     /// A restore failed part-way and was rolled back: every path it changed is as it was
     /// before it, and the turn stays where it was, marked in the log.
     #[error(
@@ -138,17 +182,31 @@ pub enum UndoError {
     /// A restore stopped part-way and could be neither completed nor rolled back (its record
     /// stays in the log; every operation retries it). [`crate::UndoStore::abandon`] clears it.
     #[error(
-        "the {verb} of turn {turn} stopped part-way and could be neither completed nor rolled back ({reason}); fix the cause and run again to retry, or run `shiro undo --abandon` to keep every file as it is now",
-        verb = direction_verb(*direction)
+        "the {} stopped part-way and could be neither completed nor rolled back ({reason}); fix the cause and run again to retry, or run `shiro undo --abandon` to keep every file as it is now",
+        restore_name(*direction, *turn, *reverting)
     )]
     RestoreStuck {
-        /// The turn.
+        /// The turn (for a revert, the new turn that the revert records).
         turn: TurnId,
         /// Which way the restore went.
         direction: Direction,
+        /// For a revert, the turn it reverts.
+        reverting: Option<TurnId>,
         /// What failed.
         reason: String,
     },
+}
+
+fn no_turn_to_revert(id: TurnId, undone: bool) -> String {
+    if undone {
+        format!(
+            "cannot revert turn {id}: it has been undone; redo it first (`shiro redo`), or leave it undone"
+        )
+    } else {
+        format!(
+            "no turn {id} to revert: it is not among the turns that can be undone (`shiro log` lists them)"
+        )
+    }
 }
 
 /// Whether an open failed because the last component of its path is a symbolic link (the

@@ -308,6 +308,12 @@ pub(crate) enum LogLine {
         /// Format 7.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         members: Vec<TurnRecord>,
+        /// For a revert (format 8): the turn it reverts. `turn` is then the new turn the
+        /// revert records (not on either stack yet, its id taken from the header's next id),
+        /// applied forwards (`direction` is `redo`): `done` pushes it onto the undo stack as
+        /// a recorded turn, and `stopped` after a rollback forgets it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reverts: Option<TurnId>,
     },
     /// The restore begun last could not complete (`reason`) and is being rolled back: every
     /// path it changed is put back as the restore found it. Format 5.
@@ -320,6 +326,11 @@ pub(crate) enum LogLine {
     Stopped {
         id: TurnId,
         reason: String,
+        /// Whether it was abandoned (its files left part-way) rather than rolled back. A
+        /// revert's new turn is then pushed onto the undo stack, marked, so that an undo can
+        /// take its files back. Format 8.
+        #[serde(default, skip_serializing_if = "is_false")]
+        abandoned: bool,
     },
     /// A turn's stored copies were found damaged before a restore changed anything; the
     /// turn is marked with `reason`. Format 5.

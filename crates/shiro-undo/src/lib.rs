@@ -66,6 +66,7 @@ mod place;
 mod recorder;
 mod report;
 mod restore;
+mod revert;
 mod store;
 
 pub use error::UndoError;
@@ -77,5 +78,9 @@ pub use recorder::{Recording, TurnStart};
 pub use report::{
     Action, Conflict, ConflictKind, ConflictReport, Direction, Notice, PathOutcome, TurnId,
     TurnSummary, UndoOutcome,
+};
+pub use revert::merge::ConflictHunk;
+pub use revert::report::{
+    RevertConflict, RevertConflictKind, RevertConflicts, RevertOutcome, RevertPath,
 };
 pub use store::{Abandoned, Copies, PathStanding, StoreOptions, UndoOptions, UndoStore};

@@ -47,6 +47,8 @@ pub(crate) struct Pending {
     /// The turns a restore of several moves, oldest first (see [`LogLine::Begin`]); empty
     /// for a restore of `turn` alone.
     pub members: Vec<TurnRecord>,
+    /// For a revert, the turn it reverts; `turn` is then the new turn it records.
+    pub reverts: Option<TurnId>,
 }
 
 /// Where things are in the file, for the next append.
@@ -123,12 +125,7 @@ impl LogState {
                 scoped,
             } => {
                 self.check_new(&turn)?;
-                if scoped {
-                    self.redo.retain(|t| t.meta.session != turn.meta.session);
-                } else {
-                    self.redo.clear();
-                }
-                self.undo.push(turn);
+                self.push(turn, scoped);
                 self.forget(&dropped);
             }
             LogLine::Drop { ids } => self.forget(&ids),
@@ -137,15 +134,27 @@ impl LogState {
                 turn,
                 run,
                 members,
+                reverts,
             } => {
                 turn.validate()?;
                 check_members(&turn, &members)?;
+                if reverts.is_some() {
+                    // A revert's new turn: not in the log yet, and its id is taken.
+                    if !members.is_empty() || self.contains(turn.meta.id) {
+                        return Err(format!(
+                            "the revert begun as turn {} is not a new turn",
+                            turn.meta.id
+                        ));
+                    }
+                    self.next_id = self.next_id.max(turn.meta.id.0 + 1);
+                }
                 self.pending = Some(Pending {
                     direction,
                     turn,
                     run,
                     rollback: None,
                     members,
+                    reverts,
                 });
             }
             LogLine::Done { id } => {
@@ -153,8 +162,20 @@ impl LogState {
                     direction,
                     turn,
                     members,
+                    reverts,
                     ..
                 } = self.take_pending(id)?;
+                if reverts.is_some() {
+                    // A revert is a new turn, recorded now that it is applied.
+                    self.push(
+                        TurnRecord {
+                            damage: None,
+                            ..turn
+                        },
+                        true,
+                    );
+                    return Ok(());
+                }
                 let group = !members.is_empty();
                 let moved = if group { members } else { vec![turn] };
                 let ids: Vec<TurnId> = moved.iter().map(|t| t.meta.id).collect();
@@ -183,8 +204,26 @@ impl LogState {
                 Some(pending) if pending.turn.meta.id == id => pending.rollback = Some(reason),
                 _ => return Err(format!("no restore of turn {id} was begun")),
             },
-            LogLine::Stopped { id, reason } => {
+            LogLine::Stopped {
+                id,
+                reason,
+                abandoned,
+            } => {
                 let pending = self.take_pending(id)?;
+                if pending.reverts.is_some() {
+                    // Rolled back, a revert leaves no turn; abandoned part-way, its turn is
+                    // kept (marked), so that an undo can take its files back.
+                    if abandoned {
+                        self.push(
+                            TurnRecord {
+                                damage: Some(reason),
+                                ..pending.turn
+                            },
+                            true,
+                        );
+                    }
+                    return Ok(());
+                }
                 // The turn stays where it was, with its own images (the workspace is as the
                 // restore found it), keeping the copies the restore made.
                 if let Some(turn) = self.turn_mut(id) {
@@ -219,6 +258,18 @@ impl LogState {
         (self.undo.iter_mut())
             .chain(self.redo.iter_mut())
             .find(|t| t.meta.id == id)
+    }
+
+    /// Pushes a new turn onto the undo stack, which empties the redo stack.
+    /// A new turn joins the undo stack: the redo stack is emptied, of the turns of the new
+    /// turn's session only when `scoped` (format 8).
+    fn push(&mut self, turn: TurnRecord, scoped: bool) {
+        if scoped {
+            self.redo.retain(|t| t.meta.session != turn.meta.session);
+        } else {
+            self.redo.clear();
+        }
+        self.undo.push(turn);
     }
 
     fn forget(&mut self, ids: &[TurnId]) {
@@ -257,6 +308,7 @@ impl LogState {
                 turn: pending.turn.clone(),
                 run: pending.run,
                 members: pending.members.clone(),
+                reverts: pending.reverts,
             })?);
             if let Some(reason) = &pending.rollback {
                 text.push_str(&encode(&LogLine::Rollback {
@@ -362,7 +414,17 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
                 version = *found;
             }
         }
-        in_snapshot &= matches!(record, LogLine::Header { .. } | LogLine::Turn { .. });
+        // A snapshot written while a restore is under way ends with its `begin` (and
+        // `rollback`): they count as the snapshot, as the writer counts them. (A `begin`
+        // appended just after a snapshot counts in too, which only delays the next rewrite by
+        // that one record.)
+        in_snapshot &= matches!(
+            record,
+            LogLine::Header { .. }
+                | LogLine::Turn { .. }
+                | LogLine::Begin { .. }
+                | LogLine::Rollback { .. }
+        );
         if !ends_or_continues_a_restore(&record)
             && let Some(pending) = state.pending.take()
         {
@@ -524,6 +586,8 @@ mod tests {
         RollBack(Direction),
         /// Mark the top turn damaged.
         Damage,
+        /// Revert the top turn as a new turn: done (0), rolled back (1) or abandoned (2).
+        Revert(u8),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -534,6 +598,7 @@ mod tests {
             1 => Just(Op::Restore(Direction::Redo)),
             1 => Just(Op::RollBack(Direction::Undo)),
             1 => Just(Op::Damage),
+            2 => (0u8..3).prop_map(Op::Revert),
         ]
     }
 
@@ -577,6 +642,7 @@ mod tests {
                             turn: t.clone(),
                             run: Some(7),
                             members: Vec::new(),
+                            reverts: None,
                         },
                         LogLine::Rollback {
                             id: t.meta.id,
@@ -585,9 +651,13 @@ mod tests {
                         LogLine::Stopped {
                             id: t.meta.id,
                             reason: "disk full".to_owned(),
+                            abandoned: false,
                         },
                     ]
                 })
+                .unwrap_or_default(),
+            Op::Revert(end) => top(Direction::Undo)
+                .map(|t| revert_records(state.next_id, t.meta.id, *end))
                 .unwrap_or_default(),
             Op::Restore(direction) | Op::Begin(direction) => top(*direction)
                 .map(|t| {
@@ -596,6 +666,7 @@ mod tests {
                         turn: t.clone(),
                         run: Some(7),
                         members: Vec::new(),
+                        reverts: None,
                     }];
                     if matches!(op, Op::Restore(_)) {
                         records.push(LogLine::Done { id: t.meta.id });
@@ -604,6 +675,98 @@ mod tests {
                 })
                 .unwrap_or_default(),
         }
+    }
+
+    /// The records of a revert of `reverted` as the new turn `id`: done (0), rolled back (1)
+    /// or abandoned (2).
+    fn revert_records(id: u64, reverted: TurnId, end: u8) -> Vec<LogLine> {
+        let new = TurnId(id);
+        let reason = || "disk full".to_owned();
+        let mut records = vec![LogLine::Begin {
+            direction: Direction::Redo,
+            turn: turn(id),
+            run: Some(9),
+            members: Vec::new(),
+            reverts: Some(reverted),
+        }];
+        records.extend(match end {
+            0 => vec![LogLine::Done { id: new }],
+            1 => vec![
+                LogLine::Rollback {
+                    id: new,
+                    reason: reason(),
+                },
+                LogLine::Stopped {
+                    id: new,
+                    reason: reason(),
+                    abandoned: false,
+                },
+            ],
+            _ => vec![LogLine::Stopped {
+                id: new,
+                reason: reason(),
+                abandoned: true,
+            }],
+        });
+        records
+    }
+
+    /// A revert's new turn joins the log when the revert is done (emptying the redo stack),
+    /// or when it is abandoned part-way (marked); rolled back, it leaves none, but its id
+    /// stays taken.
+    #[test]
+    fn a_revert_is_a_new_turn_once_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let mut state = LogState::empty();
+        for id in 1..=3 {
+            append(&path, &mut state, push(id)).unwrap();
+        }
+        let undo = |state: &mut LogState| {
+            let top = state.undo.last().unwrap().clone();
+            for record in [
+                LogLine::Begin {
+                    direction: Direction::Undo,
+                    turn: top.clone(),
+                    run: None,
+                    members: Vec::new(),
+                    reverts: None,
+                },
+                LogLine::Done { id: top.meta.id },
+            ] {
+                append(&path, state, record).unwrap();
+            }
+        };
+        undo(&mut state);
+        for (end, expected) in [
+            (1, (5, vec![(1, false), (2, false)], vec![(3, false)], None)),
+            (
+                0,
+                (6, vec![(1, false), (2, false), (5, false)], vec![], None),
+            ),
+            (
+                2,
+                (
+                    7,
+                    vec![(1, false), (2, false), (5, false), (6, true)],
+                    vec![],
+                    None,
+                ),
+            ),
+        ] {
+            // The id of a rolled-back revert (4) is not given again.
+            let id = if end == 1 { 4 } else { state.next_id };
+            for record in revert_records(id, TurnId(1), end) {
+                append(&path, &mut state, record).unwrap();
+            }
+            assert_eq!(view(&state), expected, "end {end}");
+            assert_eq!(view(&read(&path).state), expected, "end {end}, read back");
+        }
+        // A revert whose turn is in the log already is refused.
+        let err = state
+            .apply(revert_records(2, TurnId(1), 0).remove(0))
+            .unwrap_err();
+        assert_eq!(err, "the revert begun as turn #2 is not a new turn");
     }
 
     proptest! {
@@ -733,6 +896,7 @@ mod tests {
             turn: turn(1),
             run: None,
             members: Vec::new(),
+            reverts: None,
         });
         // A `done` without its `begin`, a turn logged twice, and a `begin` whose `done` is
         // missing before the next record.
@@ -851,6 +1015,7 @@ mod tests {
                     turn: ran_bash(1),
                     run: None,
                     members: Vec::new(),
+                    reverts: None,
                 })
                 .unwrap(),
             ]

@@ -495,21 +495,27 @@ pub enum Notice {
         /// The turn.
         id: TurnId,
     },
-    /// An undo or redo interrupted part-way was completed from its record in the log.
+    /// An undo, redo or revert interrupted part-way was completed from its record in the log.
     CompletedRestore {
-        /// The turn.
+        /// The turn (for a revert, the new turn that it records).
         id: TurnId,
-        /// Which way it went.
+        /// Which way it went (a revert applies its new turn: `redo`).
         direction: Direction,
+        /// For a revert, the turn it reverts.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reverting: Option<TurnId>,
     },
     /// A restore that could not be completed (a path changed while it was interrupted, a
     /// damaged copy, a full disk) was rolled back: every path it had changed is as the restore
     /// found it, except `left`, which changed meanwhile and were left as they are.
     RolledBackRestore {
-        /// The turn.
+        /// The turn (for a revert, the new turn it was to record, which is not recorded).
         id: TurnId,
         /// Which way the restore went.
         direction: Direction,
+        /// For a revert, the turn it reverts.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reverting: Option<TurnId>,
         /// Why it could not be completed.
         reason: String,
         /// Paths left as found.
@@ -518,10 +524,13 @@ pub enum Notice {
     /// A restore stopped part-way and could be neither completed nor rolled back; it stays
     /// in the log until it can, or until `shiro undo --abandon` clears it.
     StuckRestore {
-        /// The turn.
+        /// The turn (for a revert, the new turn it records).
         id: TurnId,
         /// Which way the restore went.
         direction: Direction,
+        /// For a revert, the turn it reverts.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        reverting: Option<TurnId>,
         /// What failed.
         reason: String,
     },
@@ -621,7 +630,20 @@ impl fmt::Display for Notice {
                     "turn {id} was interrupted before it changed anything; nothing to recover"
                 )
             }
-            Notice::CompletedRestore { id, direction } => write!(
+            Notice::CompletedRestore {
+                id,
+                direction,
+                reverting: Some(reverted),
+            } => write!(
+                f,
+                "completed the interrupted {}; the workspace is as after it",
+                restore_name(*direction, *id, Some(*reverted))
+            ),
+            Notice::CompletedRestore {
+                id,
+                direction,
+                reverting: None,
+            } => write!(
                 f,
                 "completed the interrupted {} of turn {id}; the workspace is as it was {}",
                 direction.verb(),
@@ -633,13 +655,19 @@ impl fmt::Display for Notice {
             Notice::RolledBackRestore {
                 id,
                 direction,
+                reverting,
                 reason,
                 left,
             } => {
+                let verb = if reverting.is_some() {
+                    "revert"
+                } else {
+                    direction.verb()
+                };
                 write!(
                     f,
-                    "rolled back the {} of turn {id}: {reason}; every file it had changed is as it was before the {0}",
-                    direction.verb()
+                    "rolled back the {}: {reason}; every file it had changed is as it was before the {verb}",
+                    restore_name(*direction, *id, *reverting)
                 )?;
                 if !left.is_empty() {
                     let paths: Vec<&str> = left.iter().map(WorkspacePath::as_str).collect();
@@ -649,16 +677,23 @@ impl fmt::Display for Notice {
                         paths.join(", ")
                     )?;
                 }
-                write!(f, "; turn {id} can still be {}ne", direction.verb())
+                match reverting {
+                    Some(reverted) => write!(
+                        f,
+                        "; nothing was recorded, and turn {reverted} can be reverted again"
+                    ),
+                    None => write!(f, "; turn {id} can still be {}ne", direction.verb()),
+                }
             }
             Notice::StuckRestore {
                 id,
                 direction,
+                reverting,
                 reason,
             } => write!(
                 f,
-                "the {verb} of turn {id} stopped part-way and could be neither completed nor rolled back ({reason}); fix the cause and run any shiro command to retry, or run `shiro undo --abandon` to keep every file as it is now",
-                verb = direction.verb()
+                "the {} stopped part-way and could be neither completed nor rolled back ({reason}); fix the cause and run any shiro command to retry, or run `shiro undo --abandon` to keep every file as it is now",
+                restore_name(*direction, *id, *reverting)
             ),
             Notice::CorruptRecord { file, line, reason } => write!(
                 f,
@@ -716,6 +751,19 @@ impl fmt::Display for Notice {
                 store.display()
             ),
         }
+    }
+}
+
+/// What a restore is, for messages: `undo of turn #7`, `redo of turn #7`, or, for a revert
+/// (which applies the new turn `turn` it records), `revert of turn #3 (as turn #7)`.
+pub(crate) fn restore_name(
+    direction: Direction,
+    turn: TurnId,
+    reverting: Option<TurnId>,
+) -> String {
+    match reverting {
+        Some(reverted) => format!("revert of turn {reverted} (as turn {turn})"),
+        None => format!("{} of turn {turn}", direction.verb()),
     }
 }
 

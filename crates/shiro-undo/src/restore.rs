@@ -103,7 +103,7 @@ fn same(a: &Image, b: &Image) -> bool {
 }
 
 /// Entries under `dir` that the restore will not remove, up to a few.
-async fn foreign_entries(
+pub(crate) async fn foreign_entries(
     mutator: &dyn Mutator,
     dir: &WorkspacePath,
     going: &BTreeSet<&WorkspacePath>,

@@ -1,11 +1,16 @@
 //! Crash-test helper for shiro-undo: performs one scripted turn, or one undo, on a workspace,
 //! and can abort itself (no cleanup, like SIGKILL) at the k-th mutating file operation.
 //!
-//! `undo_crash_helper WORKSPACE turn|undo|legacy-turn|migrate|many-turn|gc-turn|ten-turns|rewind [K before|after]`
+//! `undo_crash_helper WORKSPACE turn|undo|legacy-turn|migrate|many-turn|gc-turn|ten-turns|rewind|revert-turns|revert [K before|after]`
 //!
 //! `ten-turns` records [`SESSION_TURNS`] turns of session `s1` on the files of `setup`, with
 //! two turns of session `s2` between them on files of their own; `rewind` rewinds to before
 //! the first turn of `s1`, undoing its turns in one restore and leaving those of `s2`.
+//!
+//! `revert-turns` records three turns on the files of `setup`: the first writes `lines.txt`,
+//! the second ([`REVERTED`]) changes two of its lines and every kind of thing the scripted
+//! turn changes, the third changes another line of it and writes `later.txt`; `revert`
+//! reverts the second as a new turn, merging `lines.txt`.
 //!
 //! `many-turn` rewrites [`MANY`] small files (`many/f<i>`) in one turn, so that a kill at a
 //! random time lands in the writing of its pack most often; `gc-turn`, on a store opened
@@ -42,6 +47,9 @@ const MANY: usize = 2000;
 
 /// How many turns of session `s1` `ten-turns` records.
 const SESSION_TURNS: usize = 10;
+
+/// The summary of the turn that `revert` reverts.
+const REVERTED: &str = "the turn to revert";
 
 /// A mutator that aborts the process at its `abort_at`-th mutating call, before or after
 /// performing it.
@@ -119,7 +127,7 @@ async fn turn(m: &dyn Mutator) -> Result<(), String> {
 async fn run(args: &[String]) -> Result<(), String> {
     let [root, mode, rest @ ..] = args else {
         return Err(
-            "usage: undo_crash_helper WORKSPACE turn|undo|legacy-turn|migrate [K before|after]"
+            "usage: undo_crash_helper WORKSPACE turn|undo|legacy-turn|migrate|many-turn|gc-turn|ten-turns|rewind|revert-turns|revert [K before|after]"
                 .to_owned(),
         );
     };
@@ -219,6 +227,23 @@ async fn run(args: &[String]) -> Result<(), String> {
             .map(drop)
             .map_err(|err| err.to_string()),
         "ten-turns" => ten_turns(&store, aborting).await,
+        "revert-turns" => revert_turns(&store, aborting).await,
+        "revert" => {
+            let log = store.log().map_err(|err| err.to_string())?;
+            let reverted = (log.iter())
+                .find(|turn| turn.summary == REVERTED)
+                .ok_or("no turn to revert")?;
+            let start = TurnStart {
+                summary: format!("revert {}", reverted.id),
+                history_marker: 11,
+                session: None,
+            };
+            store
+                .revert(&aborting, reverted.id, start)
+                .await
+                .map(drop)
+                .map_err(|err| err.to_string())
+        }
         "rewind" => {
             let log = store.log().map_err(|err| err.to_string())?;
             let first = (log.iter().rev())
@@ -297,6 +322,73 @@ async fn ten_turns(store: &UndoStore, m: Hooked<FsMutator>) -> Result<(), String
                 .map_err(|err| err.to_string())?;
             result?;
         }
+    }
+    Ok(())
+}
+
+/// The lines of `lines.txt` as the first turn of `revert-turns` writes them, with the lines
+/// at `changed` replaced by `tag`.
+fn lines(changed: &[usize], tag: &str) -> String {
+    (0..12)
+        .map(|i| {
+            if changed.contains(&i) {
+                format!("line {i}, {tag}\n")
+            } else {
+                format!("line {i}\n")
+            }
+        })
+        .collect()
+}
+
+/// The turns of `revert-turns` (see the module's doc).
+async fn revert_turns(store: &UndoStore, m: Hooked<FsMutator>) -> Result<(), String> {
+    let e = |err: MutatorError| err.to_string();
+    let recording = store.recorder(m);
+    for (summary, marker) in [("write lines", 1), (REVERTED, 2), ("later", 3)] {
+        let start = TurnStart {
+            summary: summary.to_owned(),
+            history_marker: marker,
+            session: None,
+        };
+        recording
+            .begin_turn(start)
+            .await
+            .map_err(|err| err.to_string())?;
+        let result = match marker {
+            1 => (recording.write(&p("lines.txt")?, lines(&[], "").as_bytes(), None))
+                .await
+                .map_err(e),
+            2 => {
+                async {
+                    let text = lines(&[2, 9], "reverted");
+                    recording
+                        .write(&p("lines.txt")?, text.as_bytes(), None)
+                        .await
+                        .map_err(e)?;
+                    turn(&recording).await
+                }
+                .await
+            }
+            _ => {
+                async {
+                    let text =
+                        lines(&[2, 5, 9], "reverted").replace("line 5, reverted", "line 5, later");
+                    recording
+                        .write(&p("lines.txt")?, text.as_bytes(), None)
+                        .await
+                        .map_err(e)?;
+                    (recording.write(&p("later.txt")?, b"later\n", None))
+                        .await
+                        .map_err(e)
+                }
+                .await
+            }
+        };
+        recording
+            .finish_turn()
+            .await
+            .map_err(|err| err.to_string())?;
+        result?;
     }
     Ok(())
 }

@@ -24,11 +24,13 @@ use crate::lock::{self, LockGuard};
 use crate::log::{self, LogState, Refused};
 use crate::pack::{Pack, Packed, pack_path};
 use crate::place::{MoveBy, StateDir};
-use crate::recorder::{Ledger, Recording};
-use crate::report::{Conflict, Direction, Notice, TurnId, TurnSummary, UndoOutcome};
+use crate::recorder::{Ledger, Recording, TurnStart};
+use crate::report::{Conflict, Direction, Notice, TurnId, TurnSummary, UndoOutcome, restore_name};
 use crate::restore;
+use crate::revert::report::RevertOutcome;
 
 mod recover;
+mod revert;
 mod select;
 mod undo;
 
@@ -340,6 +342,33 @@ impl UndoStore {
         self.rewind_set(workspace, ids, options).await
     }
 
+    /// Reverts turn `id` alone, keeping every later change, as `git revert` does: a new turn,
+    /// recorded with `start`, that takes `id`'s changes out of the workspace as it is now. A
+    /// text file changed since is merged three ways (line by line); anything else the turn
+    /// changed is put back only if it is still as the turn left it. Any conflict refuses it
+    /// all, changing nothing ([`UndoError::RevertConflict`]). The new turn is undone and
+    /// redone like any other; the reverted one stays where it was. `id` must be on the undo
+    /// stack. See `docs/undo.md`, "Revert one turn".
+    pub async fn revert(
+        &self,
+        workspace: &dyn Mutator,
+        id: TurnId,
+        start: TurnStart,
+    ) -> Result<RevertOutcome, UndoError> {
+        self.revert_turn(workspace, id, Some(start)).await
+    }
+
+    /// What [`UndoStore::revert`] would do, changing nothing: every path with what it is now
+    /// and what it would become, with the bytes of each file it would change (now, and as it
+    /// would write them), for the caller to show as a diff. Refused as the revert would be.
+    pub async fn revert_dry_run(
+        &self,
+        workspace: &dyn Mutator,
+        id: TurnId,
+    ) -> Result<RevertOutcome, UndoError> {
+        self.revert_turn(workspace, id, None).await
+    }
+
     /// Redoes the most recently undone turn, under the same conflict rule as undo; after a
     /// rewind, every turn it undid, as one restore.
     pub async fn redo(
@@ -494,6 +523,27 @@ impl UndoStore {
             },
         )?;
         let listing = self.collect_after(state, &earlier)?;
+        self.enforce_cap(state, &listing)
+    }
+
+    /// After a turn was pushed onto the log other than by [`Self::commit_turn`] (a revert's
+    /// `done`): drops the turns past the depth, collects what the turns that left named
+    /// (`earlier` is what the turns named before), and applies the size cap.
+    fn settle_new_turn(
+        &self,
+        state: &mut LogState,
+        earlier: &[(TurnId, Vec<String>)],
+    ) -> Result<(), UndoError> {
+        let depth = self.inner.options.depth.max(1);
+        let excess = state.undo.len().saturating_sub(depth);
+        let mut ids: Vec<TurnId> = state.undo.iter().take(excess).map(|t| t.meta.id).collect();
+        if let Some(newest) = state.undo.last() {
+            ids.extend(redo_past_depth(state, newest, depth));
+        }
+        if !ids.is_empty() {
+            self.append(state, LogLine::Drop { ids })?;
+        }
+        let listing = self.collect_after(state, earlier)?;
         self.enforce_cap(state, &listing)
     }
 
@@ -704,6 +754,9 @@ pub struct Abandoned {
     pub turn: TurnSummary,
     /// Which way it went.
     pub direction: Direction,
+    /// For a revert, the turn it reverted; `turn` is then the revert's own turn, kept on the
+    /// undo stack, marked, so that an undo (forced) takes its files back.
+    pub reverting: Option<TurnId>,
     /// Where each path of the turn stands, sorted by path.
     pub paths: Vec<(WorkspacePath, PathStanding)>,
 }
@@ -722,13 +775,18 @@ pub enum PathStanding {
 
 impl std::fmt::Display for Abandoned {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let verb = direction_verb(self.direction);
+        let verb = match self.reverting {
+            Some(_) => "revert",
+            None => direction_verb(self.direction),
+        };
         writeln!(
             f,
-            "abandoned the {verb} of turn {} {:?}, which had stopped part-way; every file was left as it is:",
-            self.turn.id, self.turn.summary
+            "abandoned the {} {:?}, which had stopped part-way; every file was left as it is:",
+            restore_name(self.direction, self.turn.id, self.reverting),
+            self.turn.summary
         )?;
         let text = |standing: &PathStanding| match standing {
+            PathStanding::Restored if self.reverting.is_some() => "reverted".to_owned(),
             PathStanding::Restored => format!("{verb}ne"),
             PathStanding::AsBefore => format!("as before the {verb}"),
             PathStanding::Neither => "neither (changed since, or half-written)".to_owned(),
@@ -740,11 +798,18 @@ impl std::fmt::Display for Abandoned {
         for (path, standing) in &self.paths {
             writeln!(f, "  {:<width$}  {path}", text(standing))?;
         }
-        write!(
-            f,
-            "turn {} stays in the log, marked; `shiro {verb} --force` finishes the job",
-            self.turn.id
-        )
+        match self.reverting {
+            Some(_) => write!(
+                f,
+                "turn {} is recorded, marked; `shiro undo --force` takes its files back to before the revert",
+                self.turn.id
+            ),
+            None => write!(
+                f,
+                "turn {} stays in the log, marked; `shiro {verb} --force` finishes the job",
+                self.turn.id
+            ),
+        }
     }
 }
 

@@ -45,11 +45,13 @@ impl UndoStore {
             Err(UndoError::RestoreStuck {
                 turn,
                 direction,
+                reverting,
                 reason,
             }) => {
                 self.notify(Notice::StuckRestore {
                     id: turn,
                     direction,
+                    reverting,
                     reason,
                 });
                 return Ok(());
@@ -86,9 +88,11 @@ impl UndoStore {
         };
         let id = pending.turn.meta.id;
         let direction = pending.direction;
+        let reverting = pending.reverts;
         let stuck = |err: &UndoError| UndoError::RestoreStuck {
             turn: id,
             direction,
+            reverting,
             reason: err.to_string(),
         };
         let paths = pending.turn.workspace_paths();
@@ -103,7 +107,10 @@ impl UndoStore {
             .filter(|(_, standing)| matches!(standing, restore::Standing::Changed(_)))
             .map(|(path, _)| path.clone())
             .collect();
-        let verb = direction_verb(direction);
+        let verb = match reverting {
+            Some(_) => "revert",
+            None => direction_verb(direction),
+        };
         let reason = if let Some(reason) = &pending.rollback {
             // A rollback was under way: it continues, around what changed since.
             reason.clone()
@@ -133,8 +140,17 @@ impl UndoStore {
             };
             match completed {
                 Ok(_) => {
+                    let earlier = super::named_packs(state);
                     self.append(state, LogLine::Done { id })?;
-                    self.notify(Notice::CompletedRestore { id, direction });
+                    if reverting.is_some() {
+                        // The revert's turn is recorded now: the log keeps its depth.
+                        self.settle_new_turn(state, &earlier)?;
+                    }
+                    self.notify(Notice::CompletedRestore {
+                        id,
+                        direction,
+                        reverting,
+                    });
                     return Ok(());
                 }
                 Err(err) => format!("its interrupted {verb} could not be completed: {err}"),
@@ -146,6 +162,7 @@ impl UndoStore {
         self.notify(Notice::RolledBackRestore {
             id,
             direction,
+            reverting,
             reason,
             left: changed.into_iter().collect(),
         });
@@ -181,6 +198,7 @@ impl UndoStore {
                         turn,
                         run: None,
                         members: Vec::new(),
+                        reverts: None,
                     },
                 )?;
             }

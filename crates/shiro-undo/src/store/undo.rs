@@ -185,6 +185,7 @@ impl UndoStore {
                 turn: restored.clone(),
                 run: Some(run),
                 members: selection.members,
+                reverts: None,
             },
         )?;
         let progress = restore::Progress::open(&self.path(PROGRESS_FILE), run);
@@ -240,7 +241,10 @@ impl UndoStore {
         let standings =
             restore::standings(workspace, &pending.turn, pending.direction, started).await?;
         let id = pending.turn.meta.id;
-        let verb = direction_verb(pending.direction);
+        let verb = match pending.reverts {
+            Some(_) => "revert",
+            None => direction_verb(pending.direction),
+        };
         self.append(
             &mut state,
             LogLine::Stopped {
@@ -248,11 +252,13 @@ impl UndoStore {
                 reason: format!(
                     "its {verb} stopped part-way and was abandoned (shiro undo --abandon); its files were left as they were"
                 ),
+                abandoned: true,
             },
         )?;
         Ok(Some(Abandoned {
             turn: pending.turn.summary(),
             direction: pending.direction,
+            reverting: pending.reverts,
             paths: (standings.into_iter())
                 .map(|(path, standing)| {
                     let standing = match standing {
@@ -288,6 +294,7 @@ impl UndoStore {
         let stuck = |err: &UndoError| UndoError::RestoreStuck {
             turn: id,
             direction,
+            reverting: pending.reverts,
             reason: format!("{reason}; rolling it back failed too: {err}"),
         };
         if pending.rollback.is_none() {
@@ -319,14 +326,21 @@ impl UndoStore {
                 paths.join(", ")
             ));
         }
-        self.append(state, LogLine::Stopped { id, reason: note })
+        self.append(
+            state,
+            LogLine::Stopped {
+                id,
+                reason: note,
+                abandoned: false,
+            },
+        )
     }
 }
 
 /// A name for a new pack of the turn `restored` is a restore of: `<id>-<n>`, with `n` the
 /// first from the number of packs it names that no kept turn's pack has (a rewind names
 /// the packs of several turns, so that count alone can meet a name in use).
-fn fresh_pack_name(state: &LogState, restored: &TurnRecord) -> String {
+pub(super) fn fresh_pack_name(state: &LogState, restored: &TurnRecord) -> String {
     let named = state.packs();
     let id = restored.meta.id.0;
     (restored.packs.len()..)
