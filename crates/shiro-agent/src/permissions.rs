@@ -699,8 +699,10 @@ mod tests {
     fn deny_and_ask_rules_see_through_the_easy_disguises() {
         let mut all = rules(Kind::Allow, &["bash(git:*)", "bash(echo:*)"]);
         let source = Source::User("config.toml".into());
-        all.add(Kind::Deny, &source, &["bash(rm:*)".into()]).unwrap();
-        all.add(Kind::Ask, &source, &["bash(curl:*)".into()]).unwrap();
+        all.add(Kind::Deny, &source, &["bash(rm:*)".into()])
+            .unwrap();
+        all.add(Kind::Ask, &source, &["bash(curl:*)".into()])
+            .unwrap();
         let judge = |line: &str| all.judge(Mode::Yes, "bash", true, &command(line));
         let disguises = [
             "rm a",
@@ -731,7 +733,11 @@ mod tests {
             .copied()
             .filter(|line| !matches!(judge(line), Verdict::Deny(_)))
             .collect();
-        assert_eq!(through, Vec::<&str>::new(), "these ran past deny bash(rm:*)");
+        assert_eq!(
+            through,
+            Vec::<&str>::new(),
+            "these ran past deny bash(rm:*)"
+        );
         for line in ["/usr/bin/curl x", "env curl x", "bash -c 'curl x'"] {
             assert!(matches!(judge(line), Verdict::Ask(Some(_))), "{line}");
         }

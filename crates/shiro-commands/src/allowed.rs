@@ -299,7 +299,10 @@ pub fn every_command(line: &str, matches: impl Fn(&str) -> bool) -> bool {
 /// tried too. This is the test for `deny` and `ask` rules, which must err on the side of
 /// matching; allow rules never look through disguises.
 pub fn some_command(line: &str, matches: impl Fn(&str) -> bool) -> bool {
-    if crate::disguise::forms(line).iter().any(|form| matches(form)) {
+    if crate::disguise::forms(line)
+        .iter()
+        .any(|form| matches(form))
+    {
         return true;
     }
     if let Some(parts) = simple_commands(line) {

@@ -63,7 +63,9 @@ fn unwrap(mut argv: Vec<String>, depth: usize, out: &mut Vec<String>) {
             }
             "xargs" => skip_options(
                 &argv[1..],
-                &["-I", "-i", "-n", "-P", "-d", "-L", "-l", "-s", "-E", "-e", "-a"],
+                &[
+                    "-I", "-i", "-n", "-P", "-d", "-L", "-l", "-s", "-E", "-e", "-a",
+                ],
             ),
             "sudo" | "doas" => skip_options(
                 &argv[1..],
@@ -111,7 +113,11 @@ fn skip_options<'a>(words: &'a [String], with_arg: &[&str]) -> &'a [String] {
         if !word.starts_with('-') || word == "-" {
             break;
         }
-        at += if with_arg.contains(&word.as_str()) { 2 } else { 1 };
+        at += if with_arg.contains(&word.as_str()) {
+            2
+        } else {
+            1
+        };
     }
     words.get(at..).unwrap_or_default()
 }
@@ -474,9 +480,29 @@ mod tests {
     #[test]
     fn any_text_lexes_without_panicking() {
         for line in [
-            "", "\\", "'", "\"", "$", "$(", "${", "$'", "`", "<(", "$'\\x", "$'\\7",
-            "a\\\nb", ")))", "{{{", "sh -c", "env -u", "timeout", "eval", "\"$(\"",
-            "${:-}", "$'\\xZZ'", "é$'\\377'",
+            "",
+            "\\",
+            "'",
+            "\"",
+            "$",
+            "$(",
+            "${",
+            "$'",
+            "`",
+            "<(",
+            "$'\\x",
+            "$'\\7",
+            "a\\\nb",
+            ")))",
+            "{{{",
+            "sh -c",
+            "env -u",
+            "timeout",
+            "eval",
+            "\"$(\"",
+            "${:-}",
+            "$'\\xZZ'",
+            "é$'\\377'",
         ] {
             let _ = forms(line);
         }
