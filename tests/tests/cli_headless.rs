@@ -558,3 +558,61 @@ fn recovery_notices_are_shown_when_the_command_then_fails() {
     insta::assert_snapshot!(undo.show());
     assert!(!ws.exists("half.txt"));
 }
+
+/// `shiro undo --turn ID` reverts one earlier turn and keeps the later ones: three turns edit
+/// different hunks of one file, the second is taken out and the first and third stay; a dry
+/// run shows the merge as a diff; the revert is a turn `shiro undo` takes back; an edit since
+/// that overlaps the turn's change refuses it (exit 3), naming the file and its lines.
+#[test]
+fn undo_turn_reverts_one_turn_and_keeps_the_later_ones() {
+    let ws = Ws::new();
+    let lines: Vec<String> = (1..=9).map(|n| format!("line {n}\n")).collect();
+    ws.write("notes.txt", &lines.concat());
+    for (old, new) in [("line 1", "ONE"), ("line 5", "FIVE"), ("line 9", "NINE")] {
+        ws.ok(&[
+            "tool",
+            "edit_file",
+            "--args",
+            &edit_args("notes.txt", old, new),
+        ]);
+    }
+    let mut t = String::new();
+    let mut step = |label: &str, run: &support::Run| {
+        t += &format!("$ shiro {label}\n{}\n", normalize_times(&run.show()));
+    };
+    let dry = ws.run(&["undo", "--turn", "2", "--dry-run"]);
+    assert_eq!(dry.code, 0, "{}", dry.show());
+    step("undo --turn 2 --dry-run", &dry);
+    let reverted = ws.run(&["undo", "--turn", "#2"]);
+    assert_eq!(reverted.code, 0, "{}", reverted.show());
+    step("undo --turn #2", &reverted);
+    let expected = |five: &str| {
+        let mut want = lines.clone();
+        want[0] = "ONE\n".into();
+        want[4] = format!("{five}\n");
+        want[8] = "NINE\n".into();
+        want.concat()
+    };
+    assert_eq!(ws.read("notes.txt"), expected("line 5"));
+
+    // The revert is the newest turn: undo takes it back, redo brings it again.
+    ws.ok(&["undo"]);
+    assert_eq!(ws.read("notes.txt"), expected("FIVE"));
+    ws.ok(&["redo"]);
+    assert_eq!(ws.read("notes.txt"), expected("line 5"));
+    ws.ok(&["undo"]);
+
+    // An edit since over the lines turn 2 changed: refused, nothing changed.
+    let edited = expected("FIVE, and more");
+    ws.write("notes.txt", &edited);
+    let refused = ws.run(&["undo", "--turn", "2"]);
+    assert_eq!(refused.code, 3, "{}", refused.show());
+    step("undo --turn 2 (an edit over its lines since)", &refused);
+    assert_eq!(ws.read("notes.txt"), edited);
+    let undone = ws.run(&["undo", "--turn", "9"]);
+    assert_eq!(undone.code, 1, "{}", undone.show());
+    step("undo --turn 9 (no such turn)", &undone);
+    let both = ws.run(&["undo", "--turn", "2", "--to", "1"]);
+    assert_eq!(both.code, 2, "{}", both.show());
+    insta::assert_snapshot!(t);
+}

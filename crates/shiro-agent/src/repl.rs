@@ -272,8 +272,9 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
     let ctx = agent.ctx;
     let text = match name {
         "help" => help(registry),
-        "undo" => match restore_options(args) {
-            Ok(options) => super::travel::undo(agent, options).await,
+        "undo" => match undo_args(args) {
+            Ok((options, None)) => super::travel::undo(agent, options).await,
+            Ok((options, Some(turn))) => super::travel::revert(agent, turn, options.dry_run).await,
             Err(text) => text,
         },
         "redo" => match restore_options(args) {
@@ -483,6 +484,27 @@ pub fn sessions_text(sessions: &[(SessionSummary, usize)], current: &str) -> Str
     out
 }
 
+/// `/undo`'s arguments: its options, and the turn to revert (`/undo 7`, `/undo #7`).
+fn undo_args(args: &str) -> Result<(UndoOptions, Option<u64>), String> {
+    let mut turn = None;
+    let mut rest = Vec::new();
+    for arg in args.split_whitespace() {
+        match arg.trim_start_matches('#').parse::<u64>() {
+            Ok(id) if turn.is_none() => turn = Some(id),
+            Ok(_) => return Err("/undo reverts one turn at a time: /undo N".to_owned()),
+            Err(_) => rest.push(arg),
+        }
+    }
+    let options = restore_options(&rest.join(" "))?;
+    if turn.is_some() && options.force {
+        return Err(
+            "/undo N reverts turn N as a new turn and refuses any conflict; --force does not apply (use --dry-run to see the merge)"
+                .to_owned(),
+        );
+    }
+    Ok((options, turn))
+}
+
 fn restore_options(args: &str) -> Result<UndoOptions, String> {
     let mut options = UndoOptions {
         force: false,
@@ -520,7 +542,7 @@ fn help(registry: &Registry) -> String {
             users.join(" ")
         );
     }
-    out.push_str("/undo --dry-run shows the diff first; /undo --force overwrites later changes\n");
+    out.push_str("/undo --dry-run shows the diff first; /undo --force overwrites later changes; /undo N reverts turn N alone\n");
     out.push_str("keys: Tab completes /commands and @paths; Ctrl-C stops the running turn (its changes stay undoable); Ctrl-D or /exit leaves\n");
     out
 }

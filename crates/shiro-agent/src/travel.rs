@@ -11,7 +11,7 @@ use std::fmt::Write as _;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use shiro_tools::{Change, FsMutator};
-use shiro_undo::{TurnId, TurnSummary, UndoError, UndoOptions, UndoOutcome, UndoStore};
+use shiro_undo::{TurnId, TurnStart, TurnSummary, UndoError, UndoOptions, UndoOutcome, UndoStore};
 
 use super::protocol::{RewindChoice, RewindScope, ToFront, TurnItem};
 use super::session::{self, Session};
@@ -83,6 +83,74 @@ pub(crate) async fn undo(agent: &mut Agent<'_>, options: UndoOptions) -> String 
         "{}; this conversation was not rewound",
         whose(&outcome.turn)
     );
+    out
+}
+
+/// `/undo N`: turn N of the undo log reverted alone, as a new turn of this session, keeping
+/// every later change; the conversation is kept, and the model is told in a note (a
+/// prompt of its own, which the revert's turn starts, so rewinding past it takes both).
+pub(crate) async fn revert(agent: &mut Agent<'_>, id: u64, dry_run: bool) -> String {
+    if !agent.ctx.has_store() {
+        return UndoError::NoTurnToRevert {
+            id: TurnId(id),
+            undone: false,
+        }
+        .to_string();
+    }
+    let (store, workspace, mut out) = match open(agent).await {
+        Ok(opened) => opened,
+        Err(text) => return text,
+    };
+    let id = TurnId(id);
+    if dry_run {
+        match store.revert_dry_run(&workspace, id).await {
+            Ok(outcome) => {
+                out.push_str(&outcome.to_string());
+                out.push_str(&headless::revert_diff(&outcome, agent.printer.color()));
+            }
+            Err(err) => out.push_str(&err.to_string()),
+        }
+        return out;
+    }
+    let marker = agent.history.len();
+    let start = TurnStart {
+        summary: headless::revert_summary(&store, id),
+        history_marker: marker as u64,
+        session: Some(agent.session.id().to_owned()),
+    };
+    let outcome = match store.revert(&workspace, id, start).await {
+        Ok(outcome) => outcome,
+        Err(err) => return out + &err.to_string(),
+    };
+    out.push_str(&outcome.to_string());
+    let Some(new) = &outcome.turn else {
+        return out;
+    };
+    let paths: Vec<String> = (outcome.paths.iter())
+        .filter(|path| path.action != shiro_undo::Action::Unchanged)
+        .map(|path| path.path.to_string())
+        .collect();
+    let note = format!(
+        "[shiro] The user reverted turn {} ({:?}) on its own: its changes to {} were taken out of the files, and everything done since was kept. Read those files again before relying on what that turn did.",
+        outcome.reverted.id,
+        outcome.reverted.summary,
+        paths.join(", ")
+    );
+    let noted = agent
+        .push_prompt(&note)
+        .and_then(|()| agent.note_turn(marker, new.id.0));
+    match noted {
+        Ok(()) => {
+            let _ = writeln!(
+                out,
+                "the model is told in a note; /undo takes the revert back (turn {})",
+                new.id
+            );
+        }
+        Err(err) => {
+            let _ = writeln!(out, "error: {}", error_text(&err));
+        }
+    }
     out
 }
 
@@ -867,6 +935,62 @@ mod tests {
             replayed(&agent, &parent).transcript(),
             parent_history.transcript()
         );
+    }
+
+    /// `/undo 2` reverts turn 2 of 3 alone: the file keeps the changes of turns 1 and 3, the
+    /// conversation stays and gains a note for the model, which `/undo` of the revert takes
+    /// away with it.
+    #[tokio::test]
+    async fn undo_n_reverts_one_turn_keeps_the_rest_and_tells_the_model() {
+        let (_dir, root) = workspace();
+        std::fs::write(root.join("a.txt"), "one\ntwo\nthree\nfour\nfive\n").unwrap();
+        let ctx = context(root.clone(), Config::load(&root, None).unwrap());
+        let edit = |old: &str, new: &str| {
+            [
+                json!({"text": "", "tool_calls": [{"name": "edit_file", "arguments":
+                    {"path": "a.txt", "old_string": old, "new_string": new}}]}),
+                json!({"text": "done"}),
+            ]
+        };
+        let responses: Vec<serde_json::Value> = [
+            edit("one", "ONE"),
+            edit("three", "THREE"),
+            edit("five", "FIVE"),
+        ]
+        .concat();
+        let script = json!({ "responses": responses }).to_string();
+        let session = Session::create(&ctx.state).unwrap();
+        let mut agent = agent(&ctx, &script, session, Mode::Yes, 5);
+        agent.start_conversation().unwrap();
+        for prompt in ["first", "second", "third"] {
+            agent.turn(prompt).await.unwrap();
+        }
+        let before = agent.history.clone();
+        let read = || std::fs::read_to_string(root.join("a.txt")).unwrap();
+
+        let text = revert(&mut agent, 2, true).await;
+        assert!(text.starts_with("would revert turn #2"), "{text}");
+        assert!(text.contains("-THREE\n+three"), "{text}");
+        assert_eq!(
+            read(),
+            "ONE\ntwo\nTHREE\nfour\nFIVE\n",
+            "a dry run changes nothing"
+        );
+
+        let text = revert(&mut agent, 2, false).await;
+        assert!(text.contains("as turn #4"), "{text}");
+        assert_eq!(read(), "ONE\ntwo\nthree\nfour\nFIVE\n");
+        let prompts = prompts(&agent);
+        assert_eq!(prompts[..3], ["first", "second", "third"]);
+        assert!(prompts[3].contains("reverted turn #2"), "{prompts:?}");
+        assert_eq!(replayed(&agent, agent.session.id()), agent.history);
+
+        let text = undo(&mut agent, UndoOptions::default()).await;
+        assert!(text.contains("undid turn #4"), "{text}");
+        assert_eq!(read(), "ONE\ntwo\nTHREE\nfour\nFIVE\n");
+        assert_eq!(agent.history.transcript(), before.transcript());
+        let refused = revert(&mut agent, 9, false).await;
+        assert!(refused.contains("no turn #9 to revert"), "{refused}");
     }
 
     #[test]

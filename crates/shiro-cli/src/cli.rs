@@ -114,7 +114,7 @@ pub enum Command {
 
     /// Undo the newest turn in this workspace
     #[command(
-        after_help = "Exit codes: 0 undone; 1 nothing to undo or it failed; 3 refused because files changed since the turn.\n\nExample:\n  shiro undo --dry-run\n  shiro undo --force"
+        after_help = "Exit codes: 0 undone; 1 nothing to undo or it failed; 3 refused because files changed since the turn; 4 it failed after changing files.\n\nExamples:\n  shiro undo --dry-run\n  shiro undo --force\n  shiro undo --to 7        rewind: turn #7 and its session's later turns, as one restore\n  shiro undo --turn 7      revert #7 alone, keeping the later turns"
     )]
     Undo(UndoArgs),
 
@@ -171,6 +171,15 @@ pub struct UndoArgs {
     /// commands, for a command's turn) as one restore; another session's turns stay
     #[arg(long, value_name = "ID", value_parser = turn_number, conflicts_with = "abandon")]
     pub to: Option<u64>,
+    /// Revert turn ID alone, as a new turn, keeping every later change (a text file changed
+    /// since is merged); any conflict refuses it all (exit 3)
+    #[arg(
+        long,
+        value_name = "ID",
+        value_parser = turn_number,
+        conflicts_with_all = ["abandon", "to", "force"]
+    )]
+    pub turn: Option<u64>,
 }
 
 /// The options of `shiro undo` and `shiro redo`.
@@ -224,6 +233,7 @@ impl From<&RestoreArgs> for shiro_agent::headless::RestoreArgs {
             force: args.force,
             abandon: args.abandon,
             to: None,
+            turn: None,
         }
     }
 }
@@ -232,6 +242,7 @@ impl From<&UndoArgs> for shiro_agent::headless::RestoreArgs {
     fn from(args: &UndoArgs) -> Self {
         Self {
             to: args.to,
+            turn: args.turn,
             ..(&args.restore).into()
         }
     }

@@ -107,7 +107,12 @@ impl Workspace for HeadlessWorkspace {
     }
 
     async fn restore(&self, way: Way, restore: Restore) -> Outcome {
-        let Restore { dry_run, force, to } = restore;
+        let Restore {
+            dry_run,
+            force,
+            to,
+            turn,
+        } = restore;
         let name = match way {
             Way::Undo => "undo",
             Way::Redo => "redo",
@@ -121,6 +126,7 @@ impl Workspace for HeadlessWorkspace {
             force,
             abandon: false,
             to,
+            turn,
         };
         match headless::restore(&self.0, way, &args).await {
             Ok(report) => {

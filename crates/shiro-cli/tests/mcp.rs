@@ -225,6 +225,19 @@ async fn undo_to_rewinds_several_turns_as_one_restore() {
     assert_eq!(world.read("b.txt").unwrap(), "2\n");
     let missing = call(&client, "undo", json!({"to": 42})).await;
     assert!(failed(&missing), "{}", text(&missing));
+
+    // `turn` reverts one turn alone, as a new turn; `to` and `turn` together are refused.
+    let reverted = call(&client, "undo", json!({"turn": 2})).await;
+    assert!(!failed(&reverted), "{}", text(&reverted));
+    assert!(
+        text(&reverted).contains("reverted turn #2"),
+        "{}",
+        text(&reverted)
+    );
+    assert_eq!(world.read("a.txt").unwrap(), "3\n");
+    assert!(world.read("b.txt").is_none());
+    let both = call(&client, "undo", json!({"to": 1, "turn": 2})).await;
+    assert!(failed(&both), "{}", text(&both));
     client.cancel().await.unwrap();
 }
 

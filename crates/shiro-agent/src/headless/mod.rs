@@ -28,7 +28,7 @@ mod restore;
 
 pub use commands::{commands, describe_tools, registry, slash_names, turn_notes};
 pub use log::{format_time, log};
-pub use restore::{Way, dry_run_diff, restore};
+pub use restore::{Way, dry_run_diff, restore, revert_diff, revert_summary};
 
 /// The names the agent handles itself; user commands can never take them.
 pub const BUILTINS: [(&str, &str); 20] = [
@@ -181,7 +181,7 @@ impl Context {
 /// [`FailedAfterChanges`]).
 pub const FAILED_AFTER_CHANGES: u8 = 4;
 
-/// The exit code for an error: 3 when undo or redo was refused because files changed, 4 when
+/// The exit code for an error: 3 when undo, redo or a revert was refused because files changed, 4 when
 /// the command failed after changing files, 130 when it was interrupted before it began, and
 /// 1 for every other failure (nothing was changed).
 pub fn exit_code(err: &anyhow::Error) -> u8 {
@@ -195,7 +195,7 @@ pub fn exit_code(err: &anyhow::Error) -> u8 {
         return INTERRUPTED;
     }
     match err.downcast_ref::<UndoError>() {
-        Some(UndoError::Conflict(_)) => 3,
+        Some(UndoError::Conflict(_) | UndoError::RevertConflict(_)) => 3,
         _ => 1,
     }
 }
@@ -313,6 +313,8 @@ pub struct RestoreArgs {
     /// Undo only: rewind to before this turn, undoing it and every later turn of its
     /// session (or, for a headless command's turn, of headless commands) as one restore.
     pub to: Option<u64>,
+    /// Undo only: revert this turn alone, as a new turn, keeping every later change.
+    pub turn: Option<u64>,
 }
 
 /// What `shiro commands` (and `/commands`) does.

@@ -1,11 +1,14 @@
 //! `shiro undo` and `shiro redo`: a restore of the newest turn (or, with `--to`, of a turn
-//! and the later turns of its session), its dry run's diff, and `--abandon`.
+//! and the later turns of its session), the revert of one turn (`--turn`), a dry run's diff,
+//! and `--abandon`.
 
 use std::sync::atomic::Ordering;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use shiro_tools::{FsMutator, Mutator};
-use shiro_undo::{Image, TurnId, UndoError, UndoOptions, UndoOutcome, UndoStore};
+use shiro_undo::{
+    Image, RevertOutcome, TurnId, TurnStart, UndoError, UndoOptions, UndoOutcome, UndoStore,
+};
 
 use super::{
     Context, FailedAfterChanges, InterruptedBeforeStart, Report, RestoreArgs, noticed, notices_of,
@@ -36,6 +39,17 @@ pub async fn restore(ctx: &Context, way: Way, args: &RestoreArgs) -> Result<Repo
     }
     let (store, mut notices) = ctx.open_store().await?;
     let workspace = ctx.workspace()?;
+    if let (Way::Undo, Some(id)) = (way, args.turn) {
+        let result = revert(ctx, &store, workspace, TurnId(id), args.dry_run).await;
+        notices.extend(notices_of(&store));
+        return match result {
+            Ok(mut report) => {
+                report.notices.splice(0..0, notices);
+                Ok(report)
+            }
+            Err(err) => Err(noticed(notices, err)),
+        };
+    }
     let options = UndoOptions {
         force: args.force,
         dry_run: args.dry_run,
@@ -127,6 +141,77 @@ async fn restore_in(
         exit,
         ..Report::default()
     })
+}
+
+/// `shiro undo --turn ID`: turn `id` reverted alone, as a new headless turn.
+async fn revert(
+    ctx: &Context,
+    store: &UndoStore,
+    workspace: FsMutator,
+    id: TurnId,
+    dry_run: bool,
+) -> Result<Report> {
+    if dry_run {
+        let outcome = store.revert_dry_run(&workspace, id).await?;
+        let mut stdout = outcome.to_string();
+        stdout.push_str(&revert_diff(&outcome, ctx.color));
+        return Ok(Report {
+            stdout,
+            ..Report::default()
+        });
+    }
+    if ctx.signals.interrupted() {
+        return Err(InterruptedBeforeStart.into());
+    }
+    let start = TurnStart {
+        summary: revert_summary(store, id),
+        history_marker: 0,
+        session: None,
+    };
+    let (workspace, changed) = tracked(workspace);
+    let outcome = match store.revert(&workspace, id, start).await {
+        Ok(outcome) => outcome,
+        Err(err @ UndoError::RevertRolledBack { .. }) => return Err(err.into()),
+        Err(err) if changed.load(Ordering::SeqCst) => {
+            return Err(anyhow::Error::new(err).context(FailedAfterChanges {
+                message: "the revert stopped after it began changing files; the undo log records it as under way, and the next shiro command completes it".to_owned(),
+                stdout: String::new(),
+            }));
+        }
+        Err(err) => return Err(err.into()),
+    };
+    Ok(Report {
+        stdout: outcome.to_string(),
+        reverted_by: Some("shiro undo"),
+        ..Report::default()
+    })
+}
+
+/// The summary of the turn that reverts turn `id`: `revert #7: fix the parser`.
+pub fn revert_summary(store: &UndoStore, id: TurnId) -> String {
+    let summary = (store.log().unwrap_or_default().into_iter())
+        .find(|turn| turn.id == id)
+        .map(|turn| turn.summary);
+    match summary {
+        Some(summary) => format!("revert {id}: {summary}"),
+        None => format!("revert {id}"),
+    }
+}
+
+/// The unified diff of what a revert's dry run would change.
+pub fn revert_diff(outcome: &RevertOutcome, color: Color) -> String {
+    let mut out = String::new();
+    for path in &outcome.paths {
+        let now = side_of(&path.now, path.now_bytes.clone().unwrap_or_default());
+        let becomes = side_of(
+            &path.becomes,
+            path.becomes_bytes.clone().unwrap_or_default(),
+        );
+        if now != becomes {
+            out.push_str(&render::diff(path.path.as_str(), &now, &becomes, color));
+        }
+    }
+    out
 }
 
 const ABANDON_NOTHING: &str =

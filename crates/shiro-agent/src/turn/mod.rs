@@ -276,7 +276,7 @@ impl Agent<'_> {
     }
 
     /// Appends a prompt to the history and the session file, with the time it was sent.
-    fn push_prompt(&mut self, prompt: &str) -> Result<()> {
+    pub(crate) fn push_prompt(&mut self, prompt: &str) -> Result<()> {
         let time = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| since.as_secs());
@@ -307,6 +307,16 @@ impl Agent<'_> {
         self.history.rewind_with(to, turns.clone());
         self.usage.context = None;
         self.session.append(&Line::Rewind { to, turns })
+    }
+
+    /// Notes that the prompt at `marker` started the undo log's turn `turn_id`, in the
+    /// conversation and the session file.
+    pub(crate) fn note_turn(&mut self, marker: usize, turn_id: u64) -> Result<()> {
+        self.history.note_turn(marker, turn_id);
+        self.session.append(&Line::Turn {
+            turn_id,
+            history_marker: marker,
+        })
     }
 
     /// Brings back what the last rewind took from the conversation, and records it in the
@@ -432,11 +442,7 @@ impl Agent<'_> {
             report.turn_id = finished?.map(|id| id.0);
         }
         if let Some(turn_id) = report.turn_id {
-            self.history.note_turn(marker, turn_id);
-            self.session.append(&Line::Turn {
-                turn_id,
-                history_marker: marker,
-            })?;
+            self.note_turn(marker, turn_id)?;
         }
         repaired?;
         self.printer.event(&Event::TurnEnd {

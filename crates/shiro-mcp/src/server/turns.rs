@@ -47,6 +47,9 @@ pub struct UndoToolArgs {
     /// Rewind to before this turn (its number in `log`): it and its session's later turns.
     #[serde(default)]
     pub to: Option<u64>,
+    /// Revert this turn alone (its number in `log`), as a new turn, keeping later changes.
+    #[serde(default)]
+    pub turn: Option<u64>,
 }
 
 /// What an `undo` or `redo` call asks for.
@@ -58,6 +61,8 @@ pub struct Restore {
     pub force: bool,
     /// Undo only: rewind to before this turn.
     pub to: Option<u64>,
+    /// Undo only: revert this turn alone, as a new turn.
+    pub turn: Option<u64>,
 }
 
 /// Arguments of `begin_turn`.
@@ -388,19 +393,30 @@ impl<W: Workspace> Turns<W> {
             Way::Undo => "undo",
             Way::Redo => "redo",
         };
-        let parsed = match way {
+        let args = match way {
             Way::Undo => parse_args::<UndoToolArgs>(name, args).map(|args| Restore {
                 dry_run: args.dry_run,
                 force: args.force,
                 to: args.to,
+                turn: args.turn,
             }),
             Way::Redo => parse_args::<RestoreToolArgs>(name, args).map(|args| Restore {
                 dry_run: args.dry_run,
                 force: args.force,
                 to: None,
+                turn: None,
             }),
         };
-        let args = match parsed {
+        let args = args.and_then(|args| {
+            if args.to.is_some() && args.turn.is_some() {
+                return Err(shiro_tools::ToolError::InvalidArguments {
+                    tool: "undo",
+                    message: "give to (rewind) or turn (revert), not both".to_owned(),
+                });
+            }
+            Ok(args)
+        });
+        let args = match args {
             Ok(args) => args,
             Err(err) => return failure(err.to_string()),
         };
