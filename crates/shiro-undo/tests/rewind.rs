@@ -2,8 +2,8 @@
 //! commands, with the user's own edits between them, and the operations undo, redo (of the
 //! newest undone turn, or of a chosen one, as a fork's parent brings its turns back), rewind
 //! to before any turn, and fork (a rewind of a session's turns from one on, exactly those
-//! turns, after which the session goes on under a new id). A new turn clears the undone
-//! turns of its own session only. After every step the tree is the model's, and every
+//! turns, after which the session goes on under a new id), and the revert of one earlier
+//! turn alone, as a new turn. A new turn clears the undone turns of its own session only. After every step the tree is the model's, and every
 //! refusal leaves it byte-identical.
 #![allow(clippy::unwrap_used)]
 
@@ -55,6 +55,8 @@ enum Step {
     /// Fork the session of a chosen turn before it: rewind exactly its turns from that one on,
     /// and go on under a new session id (the parent's turns wait, undone, for a redo).
     Fork(Index),
+    /// Revert a chosen turn alone, as a new turn of the session in the given slot.
+    Revert(Index, usize),
 }
 
 /// A recorded turn as the model knows it: its id, session, and each path before and after.
@@ -199,6 +201,24 @@ impl Model {
         });
         (!crossed).then(|| group.into_iter().cloned().collect())
     }
+
+    /// What a revert of `undo[at]` makes of each path it changes, or `None` when one path
+    /// conflicts. A path as the turn found it stays; one as the turn left it goes back; one
+    /// changed since conflicts, as every file here is a single line (a merge of two changes
+    /// to one line is a conflict).
+    fn reverted(&self, at: usize) -> Option<Sides> {
+        let mut changes = Sides::new();
+        for (path, (before, after)) in &self.undo[at].paths {
+            if self.is(path, before) {
+                continue;
+            }
+            if !self.is(path, after) {
+                return None;
+            }
+            changes.insert(path, (after.clone(), before.clone()));
+        }
+        Some(changes)
+    }
 }
 
 fn change() -> impl Strategy<Value = Change> {
@@ -220,6 +240,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => any::<Index>().prop_map(Step::RedoTurn),
         3 => any::<Index>().prop_map(Step::Rewind),
         1 => any::<Index>().prop_map(Step::Fork),
+        2 => (any::<Index>(), 0..SESSIONS.len()).prop_map(|(at, session)| Step::Revert(at, session)),
     ]
 }
 
@@ -247,6 +268,16 @@ fn settled(result: Result<shiro_undo::UndoOutcome, UndoError>) -> Option<bool> {
         Ok(_) => Some(true),
         Err(UndoError::Conflict(_)) => Some(false),
         Err(UndoError::NothingToUndo | UndoError::NothingToRedo) => None,
+        Err(err) => panic!("unexpected error: {err}"),
+    }
+}
+
+/// What a revert came to, as [`settled`] says it: the new turn's id when done.
+fn reverted(result: Result<shiro_undo::RevertOutcome, UndoError>) -> Option<Option<u64>> {
+    match result {
+        Ok(outcome) => Some(outcome.turn.map(|t| t.id.0)),
+        Err(UndoError::RevertConflict(_)) => Some(None),
+        Err(UndoError::NothingToRevert { .. }) => None,
         Err(err) => panic!("unexpected error: {err}"),
     }
 }
@@ -400,6 +431,51 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
                     if real == Some(true) {
                         forks += 1;
                         sessions[slot] = Some(format!("fork{forks}"));
+                    }
+                }
+                Step::Revert(index, slot) => {
+                    if model.undo.is_empty() {
+                        continue;
+                    }
+                    let at = index.index(model.undo.len());
+                    let id = model.undo[at].id;
+                    let session = sessions[*slot].clone();
+                    let start = TurnStart {
+                        summary: format!("revert #{id}"),
+                        history_marker: next_id,
+                        session: session.clone(),
+                    };
+                    let real = reverted(store.revert(&mem, TurnId(id), start).await);
+                    script.push_str(&format!("revert #{id} as {session:?}: {real:?}\n"));
+                    let expected = model.reverted(at);
+                    match (real, expected) {
+                        (Some(Some(new)), Some(paths)) if !paths.is_empty() => {
+                            prop_assert!(new >= next_id, "a revert reused an id\n{}", script);
+                            for (path, (_, before)) in &paths {
+                                model.set(path, before);
+                            }
+                            model.redo.retain(|group| group[0].session != session);
+                            model.undo.push(Turn {
+                                id: new,
+                                session,
+                                paths,
+                            });
+                            next_id = new + 1;
+                        }
+                        (Some(None), None) => {
+                            prop_assert_eq!(
+                                &tree(&mem),
+                                &before,
+                                "a refused revert changed the tree\n{}",
+                                script
+                            );
+                        }
+                        (None, Some(paths)) if paths.is_empty() => {}
+                        (real, expected) => {
+                            return Err(TestCaseError::fail(format!(
+                                "revert: store {real:?}, model {expected:?}\n{script}"
+                            )));
+                        }
                     }
                 }
                 Step::Rewind(index) => {
