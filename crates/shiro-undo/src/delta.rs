@@ -360,10 +360,12 @@ mod tests {
     proptest! {
         #[test]
         fn a_delta_rebuilds_its_target((target, base) in edited()) {
+            // The diff has a deadline, so two encodings of one pair may differ (a coarser
+            // one when the machine is slow); each must rebuild the target all the same.
             let ops = instructions(&target, &base).finish();
             prop_assert_eq!(&apply(&ops, &base).unwrap(), &target);
             if let Some(kept) = encode(&target, &base) {
-                prop_assert_eq!(kept, ops);
+                prop_assert_eq!(&apply(&kept, &base).unwrap(), &target);
             }
         }
 
