@@ -1,5 +1,5 @@
-//! Rewinds against a model: random turns of two interleaved sessions and of headless
-//! commands, with the user's own edits between them, and the operations undo, redo (of the
+//! Rewinds against a model: random turns (file tools' and bash's) of two interleaved
+//! sessions and of headless commands, with the user's own edits between them, and the operations undo, redo (of the
 //! newest undone turn, or of a chosen one, as a fork's parent brings its turns back), rewind
 //! to before any turn, and fork (a rewind of a session's turns from one on, exactly those
 //! turns, after which the session goes on under a new id), and the revert of one earlier
@@ -16,7 +16,7 @@ use proptest::prelude::*;
 use proptest::sample::Index;
 use shiro_tools::{MemMutator, Mutator};
 use shiro_undo::{
-    ConflictKind, StoreOptions, TurnId, TurnStart, UndoError, UndoOptions, UndoStore,
+    BashCapture, ConflictKind, StoreOptions, TurnId, TurnStart, UndoError, UndoOptions, UndoStore,
 };
 
 const FILES: [&str; 4] = ["a", "b", "c", "d"];
@@ -41,9 +41,12 @@ enum Change {
 
 #[derive(Debug, Clone)]
 enum Step {
+    /// A turn of the session in the given slot; `bash` when its changes come from a bash
+    /// call's overlay, captured ahead all at once and applied through the recording.
     Turn {
         session: usize,
         changes: Vec<Change>,
+        bash: bool,
     },
     /// The user's own edit, not recorded.
     Edit(Change),
@@ -232,8 +235,8 @@ fn change() -> impl Strategy<Value = Change> {
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
-        5 => (0..SESSIONS.len(), prop::collection::vec(change(), 1..4))
-            .prop_map(|(session, changes)| Step::Turn { session, changes }),
+        5 => (0..SESSIONS.len(), prop::collection::vec(change(), 1..4), any::<bool>())
+            .prop_map(|(session, changes, bash)| Step::Turn { session, changes, bash }),
         1 => change().prop_map(Step::Edit),
         2 => Just(Step::Undo),
         2 => Just(Step::Redo),
@@ -314,7 +317,11 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
         for step in steps {
             let before = tree(&mem);
             match step {
-                Step::Turn { session, changes } => {
+                Step::Turn {
+                    session,
+                    changes,
+                    bash,
+                } => {
                     let session = sessions[*session].clone();
                     recording
                         .begin_turn(TurnStart {
@@ -325,6 +332,13 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
                         .await
                         .unwrap();
                     let start = model.files.clone();
+                    if *bash {
+                        // As the overlay's changes are applied: every path they may touch
+                        // captured first, with one flush.
+                        let all: Vec<_> = FILES.iter().map(|f| p(f)).collect();
+                        recording.capture_ahead(&all).await.unwrap();
+                        recording.note_bash(BashCapture::Overlay, &[]).await;
+                    }
                     let mut touched = Vec::new();
                     for change in changes {
                         if let Some(change) = model.resolve(change) {
@@ -337,7 +351,8 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
                         }
                     }
                     let finished = recording.finish_turn().await.unwrap();
-                    script.push_str(&format!("turn {next_id} {session:?}: {changes:?}\n"));
+                    let kind = if *bash { "bash " } else { "" };
+                    script.push_str(&format!("{kind}turn {next_id} {session:?}: {changes:?}\n"));
                     // A turn keeps the paths it changed, and only a turn that changed one is kept.
                     let paths: BTreeMap<_, _> = touched
                         .into_iter()
