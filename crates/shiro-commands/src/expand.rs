@@ -206,7 +206,7 @@ enum Numbering {
 /// references, then the arguments; with no argument placeholder, the arguments are appended
 /// as the command's ecosystem does. Never fails: problems become bracketed notes in the text.
 pub async fn expand(command: &Command, args: &Args, ctx: &ExpandContext<'_>) -> String {
-    let syntax = command.ecosystem.syntax();
+    let syntax = command.template_rules().syntax();
     let (pieces, _) = template::pieces(&command.body, syntax);
     let run_shell = ctx.workspace_trusted || command.origin != Origin::Project;
 
@@ -241,7 +241,7 @@ pub async fn expand(command: &Command, args: &Args, ctx: &ExpandContext<'_>) -> 
         }
     }
 
-    let numbering = numbering(command.ecosystem, &pieces);
+    let numbering = numbering(command.template_rules(), &pieces);
     let mut out = String::new();
     for (piece, produced) in pieces.iter().zip(produced) {
         match (piece, produced) {
@@ -260,8 +260,8 @@ pub async fn expand(command: &Command, args: &Args, ctx: &ExpandContext<'_>) -> 
         if !out.is_empty() {
             out.push_str("\n\n");
         }
-        match command.ecosystem {
-            Ecosystem::Shiro | Ecosystem::Claude => {
+        match command.template_rules() {
+            Ecosystem::Shiro | Ecosystem::Agents | Ecosystem::Claude => {
                 out.push_str("ARGUMENTS: ");
                 out.push_str(args.raw());
             }
@@ -605,23 +605,25 @@ fn positional(
 /// Whether the template takes the arguments somewhere (so they are not appended).
 fn uses_arguments(command: &Command, pieces: &[Piece<'_>]) -> bool {
     let names = &command.arguments;
-    pieces.iter().any(|piece| match (command.ecosystem, piece) {
-        (Ecosystem::Gemini, Piece::Text(t) | Piece::Shell { command: t, .. }) => {
-            t.contains(GEMINI_ARGS)
-        }
-        (Ecosystem::Gemini, Piece::File { .. }) => false,
-        (_, Piece::Text(t)) => text_uses_arguments(t, names, true),
-        (_, Piece::Shell { command: t, .. }) => {
-            text_uses_arguments(t, names, false)
-                || ["$@", "$*", "${@", "${*", "${ARGUMENTS"]
-                    .iter()
-                    .any(|p| t.contains(p))
-                || t.match_indices("${").any(|(at, _)| {
-                    t[at + 2..].starts_with(|c: char| c.is_ascii_digit() && c != '0')
-                })
-        }
-        (_, Piece::File { .. }) => false,
-    })
+    pieces
+        .iter()
+        .any(|piece| match (command.template_rules(), piece) {
+            (Ecosystem::Gemini, Piece::Text(t) | Piece::Shell { command: t, .. }) => {
+                t.contains(GEMINI_ARGS)
+            }
+            (Ecosystem::Gemini, Piece::File { .. }) => false,
+            (_, Piece::Text(t)) => text_uses_arguments(t, names, true),
+            (_, Piece::Shell { command: t, .. }) => {
+                text_uses_arguments(t, names, false)
+                    || ["$@", "$*", "${@", "${*", "${ARGUMENTS"]
+                        .iter()
+                        .any(|p| t.contains(p))
+                    || t.match_indices("${").any(|(at, _)| {
+                        t[at + 2..].starts_with(|c: char| c.is_ascii_digit() && c != '0')
+                    })
+            }
+            (_, Piece::File { .. }) => false,
+        })
 }
 
 /// Whether `text` has `$ARGUMENTS`, `$N` or a named `$name`; `$0` counts only in template

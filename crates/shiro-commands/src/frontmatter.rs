@@ -13,7 +13,10 @@ pub(crate) enum Value {
     Text(String),
     /// A list of scalars (a flow or block sequence).
     List(Vec<String>),
-    /// Something else (a nested mapping), which no key shiro reads takes.
+    /// A one-level mapping of keys to scalars, written on the lines below its key (a
+    /// skill's `metadata`), in file order.
+    Map(Vec<(String, String)>),
+    /// Something else (a deeper or flow mapping), which no key shiro reads takes.
     Other,
     /// Text that is not valid YAML, with the reason. Some keys (`argument-hint`) still use
     /// the raw text.
@@ -217,9 +220,38 @@ fn block_value(more: &[&str]) -> Value {
         return Value::List(items);
     }
     if lines.iter().any(|l| split_key(l).is_some()) {
-        return Value::Other;
+        return map_value(more).unwrap_or(Value::Other);
     }
     Value::Text(lines.join(" "))
+}
+
+/// A mapping of `key: scalar` lines that all share one indentation; `None` for anything
+/// else (nested mappings, lists inside, lines that are not pairs).
+fn map_value(more: &[&str]) -> Option<Value> {
+    let lines: Vec<&str> = more
+        .iter()
+        .copied()
+        .filter(|l| !l.trim().is_empty() && !l.trim().starts_with('#'))
+        .collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let first = indent(lines.first()?);
+    let mut pairs = Vec::new();
+    for line in lines {
+        if indent(line) != first {
+            return None;
+        }
+        let (key, rest) = split_key(line.trim())?;
+        let rest = strip_comment(rest).trim();
+        if rest.starts_with(['[', '{', '|', '>']) {
+            return None;
+        }
+        let (value, after) = scalar(rest).ok()?;
+        if !strip_comment(after).trim().is_empty() {
+            return None;
+        }
+        pairs.push((key.to_owned(), value));
+    }
+    Some(Value::Map(pairs))
 }
 
 /// A `|` (literal) or `>` (folded) block scalar's text, trailing newlines removed.
@@ -439,7 +471,42 @@ mod tests {
                 ("tools".to_owned(), list(&["a", "b"])),
                 ("long".to_owned(), text("one two\nthree")),
                 ("code".to_owned(), text("a\n  b")),
-                ("nested".to_owned(), Value::Other),
+                (
+                    "nested".to_owned(),
+                    Value::Map(vec![("key".to_owned(), "value".to_owned())])
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn one_level_mappings_are_read_and_deeper_ones_are_not() {
+        let (got, warnings) = entries(
+            "---\n\
+             metadata:\n  author: someone # a comment\n  version: \"1.0\"\n\n  tags: 'a, b'\n\
+             deep:\n  a:\n    b: c\n\
+             mixed:\n  a: b\n  - c\n\
+             ragged:\n  a: b\n    c: d\n\
+             flow:\n  a: [b]\n\
+             ---\n",
+        );
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let pair = |k: &str, v: &str| (k.to_owned(), v.to_owned());
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "metadata".to_owned(),
+                    Value::Map(vec![
+                        pair("author", "someone"),
+                        pair("version", "1.0"),
+                        pair("tags", "a, b")
+                    ])
+                ),
+                ("deep".to_owned(), Value::Other),
+                ("mixed".to_owned(), Value::Other),
+                ("ragged".to_owned(), Value::Other),
+                ("flow".to_owned(), Value::Other),
             ]
         );
     }

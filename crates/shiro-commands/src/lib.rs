@@ -3,18 +3,23 @@
 //!
 //! A user writes prompt templates as `## name` sections in `.shiro/commands.md` (or one file
 //! per command in `.shiro/commands/`, `.claude/commands/`, `.opencode/commands/`, or as TOML
-//! in `.gemini/commands/`, or the same under their own directories). This crate parses them
-//! into [`Command`]s with [`Diagnostic`]s, merges every source in a [`Registry`] (built-ins >
-//! `.shiro` > the other project folders > the user's), resolves a typed `/name args` line and
-//! [`expand`]s the template: shell substitutions first, then file references, then the
-//! arguments.
+//! in `.gemini/commands/`, or the same under their own directories), and installs Agent
+//! Skills: folders holding a `SKILL.md` in `.shiro/skills/`, `.agents/skills/`,
+//! `.claude/skills/`, `.opencode/skills/` or `.gemini/skills/`. This crate parses them into
+//! [`Command`]s (a skill is a command with [`Command::skill`] set) with [`Diagnostic`]s, merges
+//! every source in a [`Registry`] (built-ins > `.shiro` > the other project folders > the
+//! user's), resolves a typed `/name args` line and [`expand`]s the template: shell
+//! substitutions first, then file references, then the arguments. It lists a skill's folder
+//! and reads its files ([`Registry::skill_files`]) for the agent's `skill` tool, and holds
+//! back a project's skills until the caller says the workspace is trusted.
 //!
 //! Invariants:
 //! - parsing never fails: it returns commands plus diagnostics with line numbers;
 //! - expansion runs shell and file substitutions only through injected traits
 //!   ([`ShellRunner`], [`FileReader`]) and scans only template text; typed arguments reach a
 //!   shell only as its positional parameters and `ARGUMENTS` variable, never as command text;
-//! - a project command's shell substitutions run only in a trusted workspace;
+//! - a project command's shell substitutions run only in a trusted workspace, and a
+//!   project's skills are offered only there ([`Registry::offered_skills`]);
 //! - directory walks follow links at most once per folder, and a project's links stay in
 //!   the project;
 //! - it depends on no other shiro crate, never prints, reads the environment or the home
@@ -78,6 +83,7 @@ mod fs_reader;
 mod parse;
 mod registry;
 mod sh;
+mod skill_files;
 mod template;
 mod walk;
 mod watch;
@@ -92,12 +98,15 @@ pub use expand::{
 };
 pub use fs_reader::FsReader;
 pub use parse::{
-    Command, Diagnostic, Ecosystem, Origin, Parsed, Severity, parse_command_file,
-    parse_commands_md, parse_gemini_file,
+    Command, Diagnostic, Ecosystem, Kind, Origin, Parsed, SKILL_FILE, Severity, SkillInfo,
+    parse_command_file, parse_commands_md, parse_gemini_file, parse_skill_file,
 };
 pub use registry::{
     Ecosystems, Location, LocationKind, MenuEntry, Registry, Resolved, Shadowed, Sources,
     load_source, source_label,
 };
 pub use sh::ShRunner;
+pub use skill_files::{
+    MAX_FILE_BYTES as MAX_SKILL_FILE_BYTES, SkillFile, SkillFileError, SkillFiles,
+};
 pub use watch::{WatchError, WatchHandle};

@@ -2,28 +2,32 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::parse::{
-    Command, Diagnostic, Ecosystem, Origin, Parsed, Severity, parse_command_file,
-    parse_commands_md, parse_gemini_file,
+    Command, Diagnostic, Ecosystem, Kind, Origin, Parsed, SKILL_FILE, Severity, parse_command_file,
+    parse_commands_md, parse_gemini_file, parse_skill_file,
 };
 use crate::walk::{self, Seen};
 
-/// Which other tools' command folders are read besides shiro's own (all by default).
+/// Which other tools' folders are read besides shiro's own (all by default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ecosystems {
-    /// Claude Code's `.claude/commands/`.
+    /// The shared `.agents/skills/`.
+    pub agents: bool,
+    /// Claude Code's `.claude/commands/` and `.claude/skills/`.
     pub claude: bool,
-    /// OpenCode's `.opencode/command/` and `.opencode/commands/`.
+    /// OpenCode's `.opencode/command(s)/` and `.opencode/skill(s)/`.
     pub opencode: bool,
-    /// Gemini CLI's `.gemini/commands/`.
+    /// Gemini CLI's `.gemini/commands/` and `.gemini/skills/`.
     pub gemini: bool,
 }
 
 impl Default for Ecosystems {
     fn default() -> Ecosystems {
         Ecosystems {
+            agents: true,
             claude: true,
             opencode: true,
             gemini: true,
@@ -35,6 +39,7 @@ impl Ecosystems {
     fn reads(self, ecosystem: Ecosystem) -> bool {
         match ecosystem {
             Ecosystem::Shiro => true,
+            Ecosystem::Agents => self.agents,
             Ecosystem::Claude => self.claude,
             Ecosystem::OpenCode => self.opencode,
             Ecosystem::Gemini => self.gemini,
@@ -42,22 +47,24 @@ impl Ecosystems {
     }
 }
 
-/// Where commands come from. The caller finds the directories (this crate reads no
-/// environment variables).
+/// Where commands and skills come from. The caller finds the directories (this crate reads
+/// no environment variables).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Sources {
     /// The workspace root; project commands live in `.shiro/commands.md`,
     /// `.shiro/commands/`, `.claude/commands/`, `.opencode/command(s)/` and
-    /// `.gemini/commands/` under it.
+    /// `.gemini/commands/` under it, project skills in `.shiro/skills/`, `.agents/skills/`,
+    /// `.claude/skills/`, `.opencode/skill(s)/` and `.gemini/skills/`.
     pub workspace_root: PathBuf,
     /// The user's shiro config directory (e.g. `~/.config/shiro`); user commands live in its
-    /// `commands.md` and `commands/`.
+    /// `commands.md` and `commands/`, user skills in its `skills/`.
     pub user_config_dir: Option<PathBuf>,
-    /// The user's home directory, for `~/.claude/commands/`, `~/.gemini/commands/` and
-    /// `~/.opencode/command(s)/`.
+    /// The user's home directory, for `~/.claude/commands/`, `~/.gemini/commands/`,
+    /// `~/.opencode/command(s)/`, and the skills of `~/.agents/skills/`,
+    /// `~/.claude/skills/` and `~/.gemini/skills/`.
     pub home_dir: Option<PathBuf>,
     /// The user's config home (`$XDG_CONFIG_HOME`, else `~/.config`), for
-    /// `opencode/command(s)/` and `gemini-cli/commands/` under it.
+    /// `opencode/command(s)/`, `opencode/skill(s)/` and `gemini-cli/commands/` under it.
     pub config_home: Option<PathBuf>,
     /// Which other tools' folders are read.
     pub ecosystems: Ecosystems,
@@ -72,6 +79,15 @@ pub enum LocationKind {
     CommandsMd,
     /// A folder of command files, one command per file.
     Folder,
+    /// A folder of skills: folders holding a `SKILL.md`, at any depth.
+    Skills,
+}
+
+impl LocationKind {
+    /// Whether it is a folder (of command files or of skills).
+    pub(crate) fn is_folder(self) -> bool {
+        matches!(self, LocationKind::Folder | LocationKind::Skills)
+    }
 }
 
 /// One place commands are read from.
@@ -93,9 +109,10 @@ impl Sources {
         self.workspace_root.join(".shiro")
     }
 
-    /// Every place commands are read from, strongest first: `.shiro`, then the other
-    /// project folders (`.claude`, `.opencode`, `.gemini`), then the user's own in the same
-    /// order. Folders of switched-off ecosystems are left out.
+    /// Every place commands and skills are read from, strongest first: `.shiro`, then the
+    /// other project folders (`.agents`, `.claude`, `.opencode`, `.gemini`), then the user's
+    /// own in the same order; within one tool's folders, its skills before its commands.
+    /// Folders of switched-off ecosystems are left out.
     pub fn locations(&self) -> Vec<Location> {
         let root = &self.workspace_root;
         let mut out = Vec::new();
@@ -109,29 +126,41 @@ impl Sources {
                 });
             }
         };
-        use Ecosystem::{Claude, Gemini, OpenCode, Shiro};
-        use LocationKind::{CommandsMd, Folder};
+        use Ecosystem::{Agents, Claude, Gemini, OpenCode, Shiro};
+        use LocationKind::{CommandsMd, Folder, Skills};
         use Origin::{Project, User};
+        add(Project, Shiro, root.join(".shiro/skills"), Skills);
         add(Project, Shiro, root.join(".shiro/commands.md"), CommandsMd);
         add(Project, Shiro, root.join(".shiro/commands"), Folder);
+        add(Project, Agents, root.join(".agents/skills"), Skills);
+        add(Project, Claude, root.join(".claude/skills"), Skills);
         add(Project, Claude, root.join(".claude/commands"), Folder);
+        add(Project, OpenCode, root.join(".opencode/skills"), Skills);
+        add(Project, OpenCode, root.join(".opencode/skill"), Skills);
         add(Project, OpenCode, root.join(".opencode/command"), Folder);
         add(Project, OpenCode, root.join(".opencode/commands"), Folder);
+        add(Project, Gemini, root.join(".gemini/skills"), Skills);
         add(Project, Gemini, root.join(".gemini/commands"), Folder);
         if let Some(dir) = &self.user_config_dir {
+            add(User, Shiro, dir.join("skills"), Skills);
             add(User, Shiro, dir.join("commands.md"), CommandsMd);
             add(User, Shiro, dir.join("commands"), Folder);
         }
         if let Some(home) = &self.home_dir {
+            add(User, Agents, home.join(".agents/skills"), Skills);
+            add(User, Claude, home.join(".claude/skills"), Skills);
             add(User, Claude, home.join(".claude/commands"), Folder);
         }
         if let Some(config) = &self.config_home {
+            add(User, OpenCode, config.join("opencode/skills"), Skills);
+            add(User, OpenCode, config.join("opencode/skill"), Skills);
             add(User, OpenCode, config.join("opencode/command"), Folder);
             add(User, OpenCode, config.join("opencode/commands"), Folder);
         }
         if let Some(home) = &self.home_dir {
             add(User, OpenCode, home.join(".opencode/command"), Folder);
             add(User, OpenCode, home.join(".opencode/commands"), Folder);
+            add(User, Gemini, home.join(".gemini/skills"), Skills);
             add(User, Gemini, home.join(".gemini/commands"), Folder);
         }
         if let Some(config) = &self.config_home {
@@ -160,12 +189,16 @@ pub struct Shadowed {
     pub hidden: Origin,
     /// The format of the hidden definition.
     pub hidden_ecosystem: Ecosystem,
+    /// Whether the hidden definition is a command or a skill.
+    pub hidden_kind: Kind,
     /// Where the hidden definition is, as `(file, line)`.
     pub hidden_at: (PathBuf, usize),
     /// The origin of the definition that wins.
     pub by: Origin,
     /// The format of the definition that wins (`None` for a built-in).
     pub by_ecosystem: Option<Ecosystem>,
+    /// Whether the definition that wins is a command or a skill.
+    pub by_kind: Kind,
     /// Where the winning definition is (`None` for a built-in).
     pub by_at: Option<(PathBuf, usize)>,
 }
@@ -187,8 +220,9 @@ impl fmt::Display for Shadowed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} command /{} ({}:{}) is shadowed by ",
+            "{} {} /{} ({}:{}) is shadowed by ",
             source_label(self.hidden, Some(self.hidden_ecosystem)),
+            self.hidden_kind,
             self.name,
             self.hidden_at.0.display(),
             self.hidden_at.1,
@@ -197,8 +231,9 @@ impl fmt::Display for Shadowed {
             (None, _) | (_, Origin::Builtin) => write!(f, "the built-in /{}", self.name),
             (Some((file, line)), by) => write!(
                 f,
-                "the {} command /{} ({}:{line})",
+                "the {} {} /{} ({}:{line})",
                 source_label(by, self.by_ecosystem),
+                self.by_kind,
                 self.name,
                 file.display()
             ),
@@ -225,6 +260,21 @@ pub struct MenuEntry {
     pub allowed_tools: Option<Vec<String>>,
     /// The model its turns use, when it names one.
     pub model: Option<String>,
+    /// A command or a skill (built-ins are commands).
+    pub kind: Kind,
+    /// A skill's folder, as the model is told it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
+    /// A skill that comes with a workspace the user has not trusted: neither offered to the
+    /// model nor run as `/name` until they do.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub untrusted: bool,
+    /// A skill that says `user-invocable: false`: the model loads it, nobody types it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub model_only: bool,
+    /// A skill that says `disable-model-invocation: true`: typed only, never offered.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub typed_only: bool,
 }
 
 impl MenuEntry {
@@ -272,25 +322,59 @@ struct Snapshot {
     generation: u64,
 }
 
-/// Every command from every source, with precedence built-in > `.shiro` > other project
-/// folders > user folders applied.
+/// Every command and skill from every source, with precedence built-in > `.shiro` > other
+/// project folders > user folders applied.
 ///
 /// Cloning is cheap and clones share state: a [`Registry::reload`] (or the watcher from
-/// [`Registry::watch`]) is seen by every clone.
+/// [`Registry::watch`]) and [`Registry::set_workspace_trusted`] are seen by every clone.
 #[derive(Debug, Clone)]
 pub struct Registry {
     sources: Arc<Sources>,
     snapshot: Arc<RwLock<Arc<Snapshot>>>,
+    trusted: Arc<AtomicBool>,
 }
 
 impl Registry {
-    /// Loads every source. Never fails: problems are in [`Registry::diagnostics`].
+    /// Loads every source. Never fails: problems are in [`Registry::diagnostics`]. The
+    /// workspace counts as untrusted until [`Registry::set_workspace_trusted`] says otherwise.
     pub fn load(sources: Sources) -> Registry {
         let snapshot = Arc::new(build(&sources, 0));
         Registry {
             sources: Arc::new(sources),
             snapshot: Arc::new(RwLock::new(snapshot)),
+            trusted: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Records whether the user trusts the workspace (the caller keeps the list): a project
+    /// skill is offered to the model, and runs as `/name`, only in a trusted workspace.
+    pub fn set_workspace_trusted(&self, trusted: bool) {
+        self.trusted.store(trusted, Ordering::Relaxed);
+    }
+
+    /// Whether the workspace is trusted, as last set.
+    pub fn workspace_trusted(&self) -> bool {
+        self.trusted.load(Ordering::Relaxed)
+    }
+
+    /// Whether `command` is a skill the workspace's trust holds back: a project skill in a
+    /// workspace the user has not trusted.
+    pub fn held_back(&self, command: &Command) -> bool {
+        command.kind() == Kind::Skill
+            && command.origin == Origin::Project
+            && !self.workspace_trusted()
+    }
+
+    /// The skills offered to the model, sorted by name: every effective skill except those
+    /// that say `disable-model-invocation` and those the workspace's trust holds back.
+    pub fn offered_skills(&self) -> Vec<Command> {
+        self.current()
+            .commands
+            .iter()
+            .filter(|c| c.kind() == Kind::Skill && !c.disable_model_invocation)
+            .filter(|c| !self.held_back(c))
+            .cloned()
+            .collect()
     }
 
     /// Re-reads every source and swaps the result in atomically.
@@ -322,7 +406,8 @@ impl Registry {
         self.current().generation
     }
 
-    /// The `/` menu: built-ins and every effective user-defined command, sorted by name.
+    /// The `/` menu: built-ins and every effective user-defined command and skill, sorted
+    /// by name.
     pub fn list(&self) -> Vec<MenuEntry> {
         let snapshot = self.current();
         let mut entries: Vec<MenuEntry> = self
@@ -338,6 +423,11 @@ impl Registry {
                 file: None,
                 allowed_tools: None,
                 model: None,
+                kind: Kind::Command,
+                folder: None,
+                untrusted: false,
+                model_only: false,
+                typed_only: false,
             })
             .chain(snapshot.commands.iter().map(|c| MenuEntry {
                 name: c.name.clone(),
@@ -348,6 +438,11 @@ impl Registry {
                 file: Some(c.file.clone()),
                 allowed_tools: c.allowed_tools.as_ref().map(|a| a.written.clone()),
                 model: c.model.clone(),
+                kind: c.kind(),
+                folder: c.skill.as_ref().map(|s| s.shown_dir.clone()),
+                untrusted: self.held_back(c),
+                model_only: c.skill.as_ref().is_some_and(|s| !s.user_invocable),
+                typed_only: c.skill.is_some() && c.disable_model_invocation,
             }))
             .collect();
         entries.sort_by(|a, b| a.name.cmp(&b.name));
@@ -543,6 +638,22 @@ fn load_location(location: &Location, jail: Option<&Path>, seen: &mut Seen, pars
                 parsed.merge(parse_commands_md(path, &text, *origin));
             }
         }
+        LocationKind::Skills => {
+            let found = walk::skills(path, jail, seen, &mut parsed.diagnostics);
+            for skill in found {
+                let file = skill.path.join(SKILL_FILE);
+                let Some(text) = read_text(&file, &mut parsed.diagnostics) else {
+                    continue;
+                };
+                parsed.merge(parse_skill_file(
+                    &file,
+                    &skill.name,
+                    &text,
+                    *origin,
+                    *ecosystem,
+                ));
+            }
+        }
         LocationKind::Folder => {
             let extension = match ecosystem {
                 Ecosystem::Gemini => "toml",
@@ -586,11 +697,16 @@ pub fn load_source(dir: &Path, origin: Origin) -> Parsed {
 fn build(sources: &Sources, generation: u64) -> Snapshot {
     let jail = sources.workspace_root.canonicalize().ok();
     let mut seen = Seen::default();
-    // One parse result per source (origin and ecosystem), in precedence order: a name
-    // defined twice within one source is an error, across sources a shadowing.
-    let mut groups: Vec<((Origin, Ecosystem), Parsed)> = Vec::new();
+    // One parse result per source (origin, ecosystem, and commands or skills), in
+    // precedence order: a name defined twice within one source is an error, across sources
+    // a shadowing.
+    let mut groups: Vec<((Origin, Ecosystem, bool), Parsed)> = Vec::new();
     for location in sources.locations() {
-        let key = (location.origin, location.ecosystem);
+        let key = (
+            location.origin,
+            location.ecosystem,
+            location.kind == LocationKind::Skills,
+        );
         let index = match groups.iter().position(|(k, _)| *k == key) {
             Some(index) => index,
             None => {
@@ -619,28 +735,36 @@ fn build(sources: &Sources, generation: u64) -> Snapshot {
             diagnostics,
         } = parsed;
         snapshot.diagnostics.extend(diagnostics);
-        for command in commands {
+        for mut command in commands {
+            if let Some(skill) = &mut command.skill {
+                show_skill(sources, &mut command.body, skill);
+            }
             let builtin = sources
                 .builtins
                 .iter()
                 .any(|(b, _)| b.eq_ignore_ascii_case(&command.name));
             let winner = if builtin {
-                Some((Origin::Builtin, None, None))
+                Some((Origin::Builtin, None, Kind::Command, None))
             } else {
                 snapshot
                     .commands
                     .iter()
                     .find(|c| c.name == command.name)
-                    .map(|c| (c.origin, Some(c.ecosystem), Some((c.file.clone(), c.line))))
+                    .map(|c| {
+                        let at = (c.file.clone(), c.line);
+                        (c.origin, Some(c.ecosystem), c.kind(), Some(at))
+                    })
             };
             match winner {
-                Some((by, by_ecosystem, by_at)) => snapshot.shadowed.push(Shadowed {
+                Some((by, by_ecosystem, by_kind, by_at)) => snapshot.shadowed.push(Shadowed {
                     name: command.name.clone(),
                     hidden: command.origin,
                     hidden_ecosystem: command.ecosystem,
+                    hidden_kind: command.kind(),
                     hidden_at: (command.file.clone(), command.line),
                     by,
                     by_ecosystem,
+                    by_kind,
                     by_at,
                 }),
                 None => snapshot.commands.push(command),
@@ -651,11 +775,25 @@ fn build(sources: &Sources, generation: u64) -> Snapshot {
     snapshot
 }
 
+/// Names a skill's folder as the model is told it (relative to the workspace root when it
+/// is inside, else whole), and puts that name for `${CLAUDE_SKILL_DIR}` in its body, as
+/// Claude Code does.
+fn show_skill(sources: &Sources, body: &mut String, skill: &mut crate::parse::SkillInfo) {
+    let shown = match skill.dir.strip_prefix(&sources.workspace_root) {
+        Ok(relative) => relative.display().to_string(),
+        Err(_) => skill.dir.display().to_string(),
+    };
+    if body.contains("${CLAUDE_SKILL_DIR}") {
+        *body = body.replace("${CLAUDE_SKILL_DIR}", &shown);
+    }
+    skill.shown_dir = shown;
+}
+
 /// Whether `path` is one of the files a registry reads, a folder that holds them, or a
 /// project folder (`.claude`, …) whose creation may bring some (used by the watcher).
 pub(crate) fn is_source_path(sources: &Sources, path: &Path) -> bool {
     let root = &sources.workspace_root;
-    let bases = [".shiro", ".claude", ".opencode", ".gemini"];
+    let bases = [".shiro", ".agents", ".claude", ".opencode", ".gemini"];
     if bases.iter().any(|base| path == root.join(base)) {
         return true;
     }
@@ -669,6 +807,6 @@ pub(crate) fn is_source_path(sources: &Sources, path: &Path) -> bool {
         .iter()
         .any(|location| match location.kind {
             LocationKind::CommandsMd => path == location.path,
-            LocationKind::Folder => path.starts_with(&location.path),
+            LocationKind::Folder | LocationKind::Skills => path.starts_with(&location.path),
         })
 }

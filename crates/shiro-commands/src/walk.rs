@@ -1,4 +1,5 @@
-//! Finding command files under a commands directory, safely.
+//! Finding command files under a commands directory, and skills under a skills directory,
+//! safely.
 //!
 //! Symbolic links are followed, but every directory is read once: each is canonicalised and
 //! remembered across all sources of one load, so a link back up the tree (`ln -s . l`) is
@@ -11,7 +12,7 @@
 use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-use crate::parse::{Diagnostic, Severity};
+use crate::parse::{Diagnostic, SKILL_FILE, Severity};
 
 /// How deep below the commands directory files are looked for.
 pub(crate) const MAX_DEPTH: usize = 8;
@@ -38,13 +39,33 @@ impl Seen {
     }
 }
 
-/// A command file found by a walk.
+/// A command file, or a skill's folder, found by a walk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Found {
-    /// The command name its path gives (`git/commit.md` is `git:commit`).
+    /// The command name its path gives (`git/commit.md` is `git:commit`); a skill's
+    /// folder's own name.
     pub name: String,
-    /// The path to read it by (under the commands directory, links unresolved).
+    /// The path to read it by (under the directory walked, links unresolved).
     pub path: PathBuf,
+}
+
+/// What a walk looks for.
+#[derive(Debug, Clone, Copy)]
+enum Looking<'a> {
+    /// Files with this extension: one command each.
+    Files(&'a str),
+    /// Folders that hold a `SKILL.md`; a skill's own folders are its files, not searched.
+    Skills,
+}
+
+impl Looking<'_> {
+    /// What the folder walked is called in messages.
+    fn folder(self) -> &'static str {
+        match self {
+            Looking::Files(_) => "command folder",
+            Looking::Skills => "skills folder",
+        }
+    }
 }
 
 /// A directory waiting to be read.
@@ -88,7 +109,7 @@ fn command_name(prefix: &[String], stem: &str) -> String {
 
 /// The walk of one commands directory.
 struct Walk<'a> {
-    extension: &'a str,
+    looking: Looking<'a>,
     jail: Option<&'a Path>,
     seen: &'a mut Seen,
     diagnostics: &'a mut Vec<Diagnostic>,
@@ -106,6 +127,29 @@ struct Walk<'a> {
 pub(crate) fn walk(
     dir: &Path,
     extension: &str,
+    jail: Option<&Path>,
+    seen: &mut Seen,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<Found> {
+    walk_for(dir, Looking::Files(extension), jail, seen, diagnostics)
+}
+
+/// Finds every skill under `dir`: each folder below it, at any depth, that holds a
+/// `SKILL.md`, sorted by name within each directory, real entries before links. A folder
+/// that is a skill is not searched further. The same rules as [`walk`] for links, limits
+/// and `jail`.
+pub(crate) fn skills(
+    dir: &Path,
+    jail: Option<&Path>,
+    seen: &mut Seen,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<Found> {
+    walk_for(dir, Looking::Skills, jail, seen, diagnostics)
+}
+
+fn walk_for(
+    dir: &Path,
+    looking: Looking<'_>,
     jail: Option<&Path>,
     seen: &mut Seen,
     diagnostics: &mut Vec<Diagnostic>,
@@ -132,8 +176,9 @@ pub(crate) fn walk(
             dir,
             Severity::Error,
             format!(
-                "leads outside the workspace (to {}), so it is not read: a project's command folder must live in the project",
-                canonical.display()
+                "leads outside the workspace (to {}), so it is not read: a project's {} must live in the project",
+                canonical.display(),
+                looking.folder(),
             ),
         ));
         return Vec::new();
@@ -142,7 +187,7 @@ pub(crate) fn walk(
         return Vec::new();
     }
     let mut walk = Walk {
-        extension,
+        looking,
         jail,
         seen,
         diagnostics,
@@ -181,11 +226,15 @@ impl Walk<'_> {
             ));
         }
         if self.too_many {
+            let what = match self.looking {
+                Looking::Files(_) => "command files",
+                Looking::Skills => "skills",
+            };
             self.diagnostics.push(Diagnostic::whole_file(
                 top,
                 Severity::Warning,
                 format!(
-                    "too many entries: only the first {MAX_FILES} command files (and {MAX_ENTRIES} entries) are read"
+                    "too many entries: only the first {MAX_FILES} {what} (and {MAX_ENTRIES} entries) are read"
                 ),
             ));
         }
@@ -221,6 +270,22 @@ impl Walk<'_> {
             }
         }
         names.sort_by(|a, b| a.0.cmp(&b.0));
+        if let Looking::Skills = self.looking
+            && let Some((_, file_type)) = names.iter().find(|(name, _)| name == SKILL_FILE)
+        {
+            if dir.prefix.is_empty() {
+                self.diagnostics.push(Diagnostic::whole_file(
+                    &dir.shown.join(SKILL_FILE),
+                    Severity::Warning,
+                    format!(
+                        "a {SKILL_FILE} right in a skills folder is not read: a skill is a folder of its own (`skills/<name>/{SKILL_FILE}`)"
+                    ),
+                ));
+            } else {
+                self.skill(dir, *file_type);
+                return;
+            }
+        }
         for (name, file_type) in names {
             if file_type.is_symlink() {
                 self.links.push_back(Link {
@@ -257,9 +322,60 @@ impl Walk<'_> {
         });
     }
 
+    /// Takes `dir`, which holds a `SKILL.md` of type `file_type`, as a skill: a regular file,
+    /// or a link to one that stays in the jail. The folder walked is never one.
+    fn skill(&mut self, dir: &Pending, file_type: std::fs::FileType) {
+        let skill_file = dir.shown.join(SKILL_FILE);
+        let Some(name) = dir.prefix.last() else {
+            return;
+        };
+        if file_type.is_symlink() {
+            let target = match skill_file.canonicalize() {
+                Ok(target) => target,
+                Err(err) => {
+                    self.diagnostics.push(Diagnostic::whole_file(
+                        &skill_file,
+                        Severity::Warning,
+                        format!("broken link, skipped: {err}"),
+                    ));
+                    return;
+                }
+            };
+            if let Some(jail) = self.jail
+                && !target.starts_with(jail)
+            {
+                self.diagnostics.push(Diagnostic::whole_file(
+                    &skill_file,
+                    Severity::Error,
+                    format!(
+                        "link leads outside the workspace (to {}), not followed: a project's skills must live in the project",
+                        target.display()
+                    ),
+                ));
+                return;
+            }
+            if !target.is_file() {
+                return;
+            }
+        } else if !file_type.is_file() {
+            return;
+        }
+        if self.found.len() >= MAX_FILES {
+            self.too_many = true;
+            return;
+        }
+        self.found.push(Found {
+            name: name.clone(),
+            path: dir.shown.clone(),
+        });
+    }
+
     fn file(&mut self, canonical: PathBuf, shown: PathBuf, prefix: &[String], name: &str) {
+        let Looking::Files(extension) = self.looking else {
+            return;
+        };
         let Some(stem) = name
-            .strip_suffix(self.extension)
+            .strip_suffix(extension)
             .and_then(|s| s.strip_suffix('.'))
         else {
             return;
@@ -281,7 +397,11 @@ impl Walk<'_> {
         let target = match link.shown.canonicalize() {
             Ok(target) => target,
             Err(err) => {
-                if link.name.ends_with(&format!(".{}", self.extension)) {
+                let wanted = match self.looking {
+                    Looking::Files(extension) => link.name.ends_with(&format!(".{extension}")),
+                    Looking::Skills => false,
+                };
+                if wanted {
                     self.diagnostics.push(Diagnostic::whole_file(
                         &link.shown,
                         Severity::Warning,
@@ -298,8 +418,12 @@ impl Walk<'_> {
                 &link.shown,
                 Severity::Error,
                 format!(
-                    "link leads outside the workspace (to {}), not followed: a project's commands must live in the project",
-                    target.display()
+                    "link leads outside the workspace (to {}), not followed: a project's {} must live in the project",
+                    target.display(),
+                    match self.looking {
+                        Looking::Files(_) => "commands",
+                        Looking::Skills => "skills",
+                    }
                 ),
             ));
             return;

@@ -63,21 +63,21 @@ fn relevant(kind: EventKind) -> bool {
 
 /// The directories hot reload watches, as `(path, recursive)`: the workspace root (to see
 /// `.shiro` or `.claude` appear), `.shiro` whole, the other tools' project folders (not
-/// recursively: `.opencode` may hold a `node_modules`), every command folder and the user's
-/// shiro directory. Only those that exist are returned, and the root always (watching it is
+/// recursively: `.opencode` may hold a `node_modules`), every command and skills folder and
+/// the user's shiro directory. Only those that exist are returned, and the root always (watching it is
 /// what must work).
 fn targets(sources: &crate::Sources) -> Vec<(PathBuf, RecursiveMode)> {
     let root = &sources.workspace_root;
     let mut out = vec![(root.clone(), RecursiveMode::NonRecursive)];
     out.push((root.join(".shiro"), RecursiveMode::Recursive));
-    for base in [".claude", ".opencode", ".gemini"] {
+    for base in [".agents", ".claude", ".opencode", ".gemini"] {
         out.push((root.join(base), RecursiveMode::NonRecursive));
     }
     if let Some(user) = &sources.user_config_dir {
         out.push((user.clone(), RecursiveMode::Recursive));
     }
     for location in sources.locations() {
-        if location.kind == crate::LocationKind::Folder {
+        if location.kind.is_folder() {
             out.push((location.path, RecursiveMode::Recursive));
         }
     }

@@ -397,6 +397,7 @@ fn every_source_with_precedence_and_shadowing() {
 
     let off = Registry::load(Sources {
         ecosystems: shiro_commands::Ecosystems {
+            agents: false,
             claude: false,
             opencode: false,
             gemini: false,

@@ -1,5 +1,5 @@
 //! Parsing of command sources: `commands.md` sections, Markdown command files (shiro's,
-//! Claude Code's, OpenCode's) and Gemini CLI's TOML command files.
+//! Claude Code's, OpenCode's), Gemini CLI's TOML command files and skills' `SKILL.md`.
 //!
 //! Parsing never fails and never panics: every problem becomes a [`Diagnostic`] and the
 //! offending piece is skipped (or kept, for warnings).
@@ -12,8 +12,10 @@ use crate::frontmatter::{self, Value};
 use crate::template::Syntax;
 
 mod gemini;
+mod skill;
 
 pub use gemini::parse_gemini_file;
+pub use skill::{SKILL_FILE, SkillInfo, parse_skill_file};
 
 /// How serious a [`Diagnostic`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -106,8 +108,11 @@ impl fmt::Display for Origin {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Ecosystem {
-    /// shiro's own `commands.md` and `commands/*.md`.
+    /// shiro's own `commands.md`, `commands/*.md` and `skills/`.
     Shiro,
+    /// The folder every agent shares, `.agents/skills/` (Codex's, and Gemini CLI's and
+    /// OpenCode's too).
+    Agents,
     /// Claude Code's `.claude/commands/*.md`.
     Claude,
     /// OpenCode's `.opencode/command(s)/*.md`.
@@ -121,6 +126,7 @@ impl Ecosystem {
     pub fn dir_name(self) -> &'static str {
         match self {
             Ecosystem::Shiro => ".shiro",
+            Ecosystem::Agents => ".agents",
             Ecosystem::Claude => ".claude",
             Ecosystem::OpenCode => ".opencode",
             Ecosystem::Gemini => ".gemini",
@@ -140,6 +146,7 @@ impl fmt::Display for Ecosystem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Ecosystem::Shiro => "shiro",
+            Ecosystem::Agents => "agents",
             Ecosystem::Claude => "claude",
             Ecosystem::OpenCode => "opencode",
             Ecosystem::Gemini => "gemini",
@@ -147,7 +154,28 @@ impl fmt::Display for Ecosystem {
     }
 }
 
-/// A user-defined command: a prompt template with its metadata.
+/// Whether a definition is a command (a prompt template) or a skill (a folder of
+/// instructions the model can load).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A command file or a `commands.md` section.
+    Command,
+    /// A skill: a folder with a `SKILL.md`.
+    Skill,
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Kind::Command => "command",
+            Kind::Skill => "skill",
+        })
+    }
+}
+
+/// A user-defined command: a prompt template with its metadata. A skill is one too (its
+/// `SKILL.md` body is the template), with [`Command::skill`] set.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Command {
     /// The lowercase name typed after `/`, e.g. `review` or `git:commit`.
@@ -172,8 +200,11 @@ pub struct Command {
     pub model: Option<String>,
     /// Names for its positional arguments (`arguments`), used as `$name`.
     pub arguments: Vec<String>,
-    /// `disable-model-invocation`: accepted; shiro's model never starts commands anyway.
+    /// `disable-model-invocation`: accepted for a command, which shiro's model never starts
+    /// anyway; a skill that says so is never offered to the model.
     pub disable_model_invocation: bool,
+    /// What a skill has beyond a command's; `None` for a command.
+    pub skill: Option<Box<SkillInfo>>,
 }
 
 impl Command {
@@ -193,6 +224,25 @@ impl Command {
             model: None,
             arguments: Vec::new(),
             disable_model_invocation: false,
+            skill: None,
+        }
+    }
+
+    /// A command or a skill.
+    pub fn kind(&self) -> Kind {
+        match self.skill {
+            Some(_) => Kind::Skill,
+            None => Kind::Command,
+        }
+    }
+
+    /// Whose rules its template follows when it is expanded: its folder's, except that every
+    /// skill is a Markdown body with Claude Code's rules (`$ARGUMENTS`, `$0`, `` !`cmd` ``),
+    /// the format's origin, whichever agent's folder holds it.
+    pub(crate) fn template_rules(&self) -> Ecosystem {
+        match self.skill {
+            Some(_) => Ecosystem::Claude,
+            None => self.ecosystem,
         }
     }
 
@@ -236,7 +286,8 @@ impl Parsed {
                     column: 1,
                     severity: Severity::Error,
                     message: format!(
-                        "duplicate command /{}: already defined at {}:{}, this one is ignored",
+                        "duplicate {} /{}: already defined at {}:{}, this one is ignored",
+                        command.kind(),
                         command.name,
                         first.file.display(),
                         first.line
@@ -362,13 +413,46 @@ impl Diags<'_> {
     }
 }
 
+/// Whether a section's lines so far hold text of its own: anything but blank lines, its
+/// `> summary`, and a `---` frontmatter block (a command file's, pasted).
+fn has_own_text(lines: &[&str]) -> bool {
+    let mut rest = lines
+        .iter()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty())
+        .peekable();
+    if rest.peek().is_some_and(|l| l.starts_with('>')) {
+        rest.next();
+    }
+    let rest: Vec<&str> = rest.collect();
+    let rest = match rest.first() {
+        Some(&"---") => match rest[1..].iter().position(|l| *l == "---") {
+            Some(end) => &rest[end + 2..],
+            None => &rest[..],
+        },
+        _ => &rest[..],
+    };
+    !rest.is_empty()
+}
+
+/// Whether a heading's text is written as a section's title (`Context`, `Your task`) rather
+/// than as a command's name: it has a capital letter or a space.
+fn is_title(text: &str) -> bool {
+    text.chars().any(|c| c.is_uppercase() || c.is_whitespace())
+}
+
 /// Parses a `commands.md` file: every `## name` heading outside a fenced code block starts a
-/// command. `file` is only used to label commands and diagnostics.
+/// command, except a heading written as a title (`## Context`) right after a command with no
+/// text of its own, which is read as a section of that command's prompt, as are the titles
+/// that follow it (see docs/user-commands.md, "A pasted command body"). `file` is only used
+/// to label commands and diagnostics.
 pub fn parse_commands_md(file: &Path, text: &str, origin: Origin) -> Parsed {
     struct Section<'a> {
         name: Option<String>,
         line: usize,
         lines: Vec<&'a str>,
+        /// The first heading read as a section of this command's prompt: its line and text.
+        pasted: Option<(usize, String)>,
     }
 
     let text = strip_bom(text);
@@ -389,6 +473,35 @@ pub fn parse_commands_md(file: &Path, text: &str, origin: Origin) -> Parsed {
             }
             continue;
         };
+        if let Some(section) = sections.last_mut()
+            && let Some(owner) = &section.name
+            && is_title(raw)
+            && (section.pasted.is_some() || !has_own_text(&section.lines))
+        {
+            let message = match &section.pasted {
+                Some((first, text)) => format!(
+                    "`## {raw}` is read as a section of /{owner}'s prompt too, as `## {text}` (line {first}) is"
+                ),
+                None => {
+                    let lower = raw.to_lowercase();
+                    let fix = match invalid_char(&lower) {
+                        None => format!(
+                            "to make it the command /{lower}, write `## {lower}`, or give /{owner} text of its own above it"
+                        ),
+                        Some(_) => format!(
+                            "a command's name has only letters, digits, `-`, `_` and `:`; give /{owner} text of its own above it if you meant a command"
+                        ),
+                    };
+                    format!(
+                        "`## {raw}` is read as a section of /{owner}'s prompt, not as a command: /{owner} has no text of its own before it, as when a command file's body is pasted under its `## {owner}`; {fix}"
+                    )
+                }
+            };
+            diags.push(line_no, column + 1, Severity::Warning, message);
+            section.pasted.get_or_insert((line_no, raw.to_owned()));
+            section.lines.push(line);
+            continue;
+        }
         let name = raw.to_lowercase();
         let name = if name.is_empty() {
             diags.push(
@@ -415,6 +528,7 @@ pub fn parse_commands_md(file: &Path, text: &str, origin: Origin) -> Parsed {
             name,
             line: line_no,
             lines: Vec::new(),
+            pasted: None,
         });
     }
     if let Some((_, _, opened)) = fences.open {
@@ -453,6 +567,19 @@ pub fn parse_commands_md(file: &Path, text: &str, origin: Origin) -> Parsed {
                 description = Some(summary.to_owned());
             }
             lines = &lines[first + 1..];
+        }
+        if let Some(at) = lines.iter().position(|l| !l.trim().is_empty())
+            && lines[at].trim_end() == "---"
+            && lines[at + 1..].iter().any(|l| l.trim_end() == "---")
+        {
+            diags.push(
+                section.line + 1 + (section.lines.len() - lines.len()) + at,
+                1,
+                Severity::Warning,
+                format!(
+                    "this `---` block is part of /{name}'s prompt: frontmatter keys do nothing in commands.md; to use them, move the command to a file of its own (`commands/{name}.md`)"
+                ),
+            );
         }
         let body = normalize_body(lines);
         if body.is_empty() {
