@@ -168,15 +168,20 @@ impl PermissionsConfig {
     }
 }
 
-/// `[commands]`: which other tools' command folders are read besides `.shiro`'s.
+/// `[commands]`: which other tools' command and skill folders are read besides `.shiro`'s.
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct CommandsConfig {
-    /// Claude Code's `.claude/commands/` and `~/.claude/commands/` (default true).
+    /// The shared `.agents/skills/` and `~/.agents/skills/` (default true).
+    pub agents: Option<bool>,
+    /// Claude Code's `.claude/commands/`, `.claude/skills/` and their user-level twins
+    /// (default true).
     pub claude: Option<bool>,
-    /// OpenCode's `.opencode/command(s)/` and its user-level folders (default true).
+    /// OpenCode's `.opencode/command(s)/`, `.opencode/skill(s)/` and its user-level folders
+    /// (default true).
     pub opencode: Option<bool>,
-    /// Gemini CLI's `.gemini/commands/` and its user-level folders (default true).
+    /// Gemini CLI's `.gemini/commands/`, `.gemini/skills/` and its user-level folders
+    /// (default true).
     pub gemini: Option<bool>,
 }
 
@@ -390,6 +395,11 @@ impl Config {
                 .unwrap_or_default(),
             user_dir,
             ecosystems: shiro_commands::Ecosystems {
+                agents: project
+                    .commands
+                    .agents
+                    .or(user.commands.agents)
+                    .unwrap_or(true),
                 claude: project
                     .commands
                     .claude
@@ -627,7 +637,7 @@ mod tests {
         assert_eq!(config.ecosystems, shiro_commands::Ecosystems::default());
         std::fs::write(
             user.path().join("config.toml"),
-            "[commands]\nclaude = false\ngemini = false\n",
+            "[commands]\nclaude = false\ngemini = false\nagents = false\n",
         )
         .unwrap();
         std::fs::create_dir(ws.path().join(".shiro")).unwrap();
@@ -640,6 +650,7 @@ mod tests {
         assert_eq!(
             config.ecosystems,
             shiro_commands::Ecosystems {
+                agents: false,
                 claude: false,
                 opencode: true,
                 gemini: true
