@@ -74,6 +74,7 @@ pub async fn main() -> anyhow::Result<()> {
         usage: SessionUsage::default(),
         system_prompt: SYSTEM_PROMPT.to_owned(),
         mcp: Default::default(),
+        skills: None,
     };
     agent.start_conversation()?;
     ops.send(Op::Submit("greet the world".to_owned()))?;

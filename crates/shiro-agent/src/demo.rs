@@ -111,6 +111,7 @@ pub async fn run(out: Box<dyn Write + Send>, color: Color) -> Result<()> {
         system_prompt: SYSTEM_PROMPT.to_owned(),
         // The demo is offline and the same everywhere: no MCP servers.
         mcp: shiro_mcp::client::McpClients::default(),
+        skills: None,
     };
     agent.start_conversation()?;
     agent.printer.info(&format!(

@@ -10,6 +10,7 @@
 //!   running turn fills it alone;
 //! - [`repl`]: the read-eval loop and its `/` commands; [`input`]: where lines come from;
 //! - [`travel`]: `/undo`, `/redo`, `/rewind` and `/fork`, files and conversation together;
+//! - [`skill`]: the `skill` tool, which offers Agent Skills by description and loads one;
 //! - [`attach`]: the files a prompt's `@path`s name, attached to its message;
 //! - [`protocol`]: what a session reports to its front end, and what the front end answers;
 //!   [`events`]: the printer, which shows it as text or JSON lines or hands it to a front end;
@@ -47,6 +48,7 @@ pub mod render;
 pub mod repl;
 pub mod session;
 pub mod signals;
+pub mod skill;
 pub mod travel;
 pub mod trust;
 pub mod turn;
@@ -276,6 +278,18 @@ pub async fn run_user_command(
 ) -> Result<TurnReport> {
     let ctx = agent.ctx;
     let trusted = crate::trust::is_trusted(ctx.config.user_dir.as_deref(), &ctx.root);
+    if command.kind() == shiro_commands::Kind::Skill
+        && command.origin == Origin::Project
+        && !trusted
+    {
+        // The same gate as the model's: a skill that came with the repository may tell the
+        // model to run its scripts.
+        agent.printer.info(&format!(
+            "/{} is a skill of this workspace, which you have not trusted; it runs once you trust the workspace with /trust, which also offers its skills to the model",
+            command.name
+        ));
+        return Ok(TurnReport::default());
+    }
     let shell = ShRunner::new(&ctx.root);
     let files = FsReader::new(&ctx.root)?;
     let expand_ctx = ExpandContext {

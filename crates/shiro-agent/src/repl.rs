@@ -347,8 +347,9 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
         "mode" => set_mode(agent, args),
         "trust" => match trust::trust(ctx.config.user_dir.as_deref(), &ctx.root) {
             Ok(()) => {
+                registry.set_workspace_trusted(true);
                 agent.printer.info(&format!(
-                    "trusted {}: its commands' shell substitutions now run",
+                    "trusted {}: its commands' shell substitutions now run, and its skills are offered",
                     ctx.root.display()
                 ));
                 // The workspace's MCP servers waited for this.

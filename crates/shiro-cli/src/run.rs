@@ -157,6 +157,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         usage: turn::SessionUsage::default(),
         system_prompt: instructions.system_prompt(SYSTEM_PROMPT),
         mcp: McpClients::new(mcp_servers),
+        skills: Some(registry.clone()),
     };
     agent.start_conversation()?;
     for note in mcp_notes {

@@ -5,16 +5,17 @@ use std::fmt::Write as _;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use shiro_commands::{
-    AllowedTools, Args, ExpandContext, FsReader, MenuEntry, NOT_TRUSTED_NOTE, Registry, Severity,
-    ShRunner, Sources,
+    AllowedTools, Args, ExpandContext, FsReader, Kind, MenuEntry, NOT_TRUSTED_NOTE, Registry,
+    Severity, ShRunner, Sources,
 };
 
 use super::{BUILTINS, CommandsCommand, Context, Report, with_newline};
 use crate::trust;
 
-/// The registry of user commands for this workspace.
+/// The registry of user commands and skills for this workspace, told whether the user
+/// trusts it (a project's skills wait for that).
 pub fn registry(ctx: &Context) -> Registry {
-    Registry::load(Sources {
+    let registry = Registry::load(Sources {
         workspace_root: ctx.root.clone(),
         user_config_dir: ctx.config.user_dir.clone(),
         home_dir: ctx.config.home_dir.clone(),
@@ -24,7 +25,9 @@ pub fn registry(ctx: &Context) -> Registry {
             .iter()
             .map(|(n, s)| ((*n).to_owned(), (*s).to_owned()))
             .collect(),
-    })
+    });
+    registry.set_workspace_trusted(trust::is_trusted(ctx.config.user_dir.as_deref(), &ctx.root));
+    registry
 }
 
 /// `shiro commands …`.
@@ -178,8 +181,11 @@ fn list_text(registry: &Registry) -> String {
     let source_width = sources.iter().map(String::len).max().unwrap_or(0);
     let mut out = String::new();
     for (entry, source) in entries.iter().zip(&sources) {
+        let marker = skill_marker(entry)
+            .map(|marker| format!("{marker} "))
+            .unwrap_or_default();
         let mut line = format!(
-            "/{:<width$} {source:<source_width$} {}",
+            "/{:<width$} {source:<source_width$} {marker}{}",
             entry.name,
             entry.summary.as_deref().unwrap_or("")
         );
@@ -203,7 +209,46 @@ fn list_text(registry: &Registry) -> String {
     for shadowed in registry.shadowed() {
         out.push_str(&format!("note: {shadowed}\n"));
     }
+    if let Some(note) = untrusted_note(&entries) {
+        out.push_str(&note);
+        out.push('\n');
+    }
     out
+}
+
+/// How listings mark a skill (`[skill]`, with what holds it back or limits it); `None` for
+/// a command.
+pub fn skill_marker(entry: &MenuEntry) -> Option<String> {
+    if entry.kind != Kind::Skill {
+        return None;
+    }
+    let mut marks = vec!["skill"];
+    if entry.untrusted {
+        marks.push("untrusted");
+    }
+    if entry.model_only {
+        marks.push("model only");
+    }
+    if entry.typed_only {
+        marks.push("typed only");
+    }
+    Some(format!("[{}]", marks.join(", ")))
+}
+
+/// What a listing says when a workspace's skills wait for `/trust`; `None` when none do.
+pub fn untrusted_note(entries: &[MenuEntry]) -> Option<String> {
+    let held: Vec<String> = entries
+        .iter()
+        .filter(|entry| entry.untrusted)
+        .map(|entry| format!("/{}", entry.name))
+        .collect();
+    if held.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "note: this workspace is not trusted, so its skills ({}) are neither offered to the model nor run; type /trust in a session to trust it",
+        held.join(" ")
+    ))
 }
 
 fn list_json(registry: &Registry) -> Result<String> {

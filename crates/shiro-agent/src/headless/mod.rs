@@ -26,7 +26,9 @@ mod commands;
 mod log;
 mod restore;
 
-pub use commands::{commands, describe_tools, registry, slash_names, turn_notes};
+pub use commands::{
+    commands, describe_tools, registry, skill_marker, slash_names, turn_notes, untrusted_note,
+};
 pub use log::{format_time, log};
 pub use restore::{Way, dry_run_diff, restore, revert_diff, revert_summary};
 

@@ -57,6 +57,20 @@ impl Agent<'_> {
         if self.mcp.owns(name) {
             return self.run_mcp_call(recording, name, parsed, report).await;
         }
+        if name == crate::skill::SKILL_TOOL
+            && let Some(registry) = &self.skills
+        {
+            // It only reads the skill's own folder, so it asks nobody; a command's
+            // allowed-tools still limit it.
+            let args = match self.admitted(name, parsed) {
+                Ok(args) => args,
+                Err(refusal) => return refusal,
+            };
+            return match crate::skill::call(registry, args) {
+                Ok(text) => (Status::Ok, text, Vec::new()),
+                Err(text) => (Status::Error, text, Vec::new()),
+            };
+        }
         let Some(index) = self.tools.iter().position(|tool| tool.name() == name) else {
             let mut names: Vec<&str> = self.tools.iter().map(|tool| tool.name()).collect();
             names.extend(self.mcp.tools().map(|tool| tool.name.as_str()));

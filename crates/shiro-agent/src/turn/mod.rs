@@ -163,6 +163,8 @@ pub struct Agent<'a> {
     pub system_prompt: String,
     /// The MCP servers whose tools are offered beside shiro's.
     pub mcp: McpClients,
+    /// The skills the `skill` tool offers (see [`crate::skill`]); `None`: no skills.
+    pub skills: Option<shiro_commands::Registry>,
 }
 
 /// The tokens a session has used.
@@ -341,7 +343,13 @@ impl Agent<'_> {
     /// The tool specs this turn offers: shiro's and the running MCP servers', all of them or
     /// those its limits allow.
     fn offered_specs(&self) -> Vec<ToolSpec> {
-        let all = self.specs.iter().cloned().chain(self.mcp.specs());
+        let skill = self.skills.as_ref().and_then(crate::skill::spec);
+        let all = self
+            .specs
+            .iter()
+            .cloned()
+            .chain(skill)
+            .chain(self.mcp.specs());
         match &self.limits.allowed {
             None => all.collect(),
             Some(allowed) => all.filter(|spec| allowed.allows(&spec.name)).collect(),
@@ -635,6 +643,7 @@ pub(crate) mod tests {
             usage: SessionUsage::default(),
             system_prompt: SYSTEM_PROMPT.to_owned(),
             mcp: McpClients::default(),
+            skills: None,
         }
     }
 

@@ -79,7 +79,17 @@ impl App {
                         entry.name.starts_with(&typed),
                         MenuItem {
                             label: format!("/{}{hint}", entry.name),
-                            detail: entry.summary.unwrap_or_default(),
+                            detail: match shiro_agent::headless::skill_marker(&entry) {
+                                Some(marker) if entry.untrusted => format!(
+                                    "{marker} {} (/trust to use it)",
+                                    entry.summary.as_deref().unwrap_or_default()
+                                ),
+                                Some(marker) => format!(
+                                    "{marker} {}",
+                                    entry.summary.as_deref().unwrap_or_default()
+                                ),
+                                None => entry.summary.clone().unwrap_or_default(),
+                            },
                             replacement: format!("/{}", entry.name),
                         },
                     )
