@@ -50,12 +50,12 @@ pub struct SessionArgs {
     #[arg(long, value_name = "MODEL")]
     pub model: Option<String>,
 
-    /// Approve every tool call without asking (deny rules still refuse theirs)
+    /// Approve every tool call without asking (deny rules still refuse theirs; with --read-only, read-only wins)
     #[arg(long)]
     pub yes: bool,
 
-    /// Refuse every tool that changes files, and bash; reading and searching still work
-    #[arg(long, conflicts_with = "yes")]
+    /// Refuse every tool that changes files, and bash; reading and searching still work (with --yes, what read-only allows runs without asking: a headless review that neither prompts nor writes)
+    #[arg(long)]
     pub read_only: bool,
 
     /// Permission rules whose calls run without asking, e.g. "Read, bash(git status:*)" (comma or space separated; repeatable)

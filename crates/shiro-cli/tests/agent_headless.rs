@@ -564,3 +564,50 @@ async fn at_paths_in_the_prompt_are_attached_for_the_model() {
         "the session keeps what was sent"
     );
 }
+
+/// `--yes --read-only` is accepted: read-only wins, reads run without asking and a write is
+/// refused with read-only's message, without a prompt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn yes_with_read_only_reads_without_asking_and_writes_nothing() {
+    let world = World::new();
+    world.write("src/lib.rs", "fn main() {}\n");
+    let (url, server) = MockServer::start(vec![
+        MockResponse::stream(vec![
+            tool_call_chunk(
+                0,
+                Some("call_r"),
+                Some("read_file"),
+                "{\"path\": \"src/lib.rs\"}",
+            ),
+            tool_call_chunk(
+                1,
+                Some("call_w"),
+                Some("write_file"),
+                "{\"path\": \"src/lib.rs\", \"content\": \"changed\\n\"}",
+            ),
+            finish_chunk("tool_calls"),
+        ]),
+        MockResponse::text(&["Reviewed; nothing written."]),
+    ])
+    .await;
+    let run = run_p(&world, &url, &["-p", "review", "--yes", "--read-only"]).await;
+    assert_ne!(run.code, Some(2), "{run:?}");
+    assert_eq!(run.stdout, "Reviewed; nothing written.\n");
+    assert_eq!(world.read("src/lib.rs").as_deref(), Some("fn main() {}\n"));
+    let requests = server.requests();
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let results: Vec<String> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    insta::assert_snapshot!(
+        "yes_read_only",
+        format!(
+            "exit {:?}\n{}\n---\n{}",
+            run.code,
+            results.join("\n---\n"),
+            world.normalize(&run.stderr)
+        )
+    );
+}
