@@ -557,3 +557,44 @@ fn where_to_keep_an_always_rule() {
     );
     insta::assert_snapshot!(asked);
 }
+
+/// Skills in the `/` menu: marked as skills with their descriptions, a project's marked
+/// untrusted with how to use it until the workspace is trusted.
+#[test]
+fn the_slash_menu_shows_skills() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let root = dir.path().join("ws");
+    let user = dir.path().join("user");
+    for (base, name, description) in [
+        (
+            &root.join(".claude/skills"),
+            "release-notes",
+            "Writes release notes",
+        ),
+        (&user.join("skills"), "tidy-imports", "Sorts the imports"),
+    ] {
+        let folder = base.join(name);
+        std::fs::create_dir_all(&folder).expect("a skill folder");
+        std::fs::write(
+            folder.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: {description}\n---\nBody.\n"),
+        )
+        .expect("a SKILL.md");
+    }
+    let registry = Registry::load(Sources {
+        workspace_root: root.clone(),
+        user_config_dir: Some(user),
+        ..Sources::default()
+    });
+    let now = Instant::now();
+    let mut app = App::new(70, false, Some(registry.clone()), root);
+    let _replies = prompt(&mut app, now);
+    type_text(&mut app, "/", now);
+    let untrusted = shot(&mut app, now);
+    registry.set_workspace_trusted(true);
+    type_text(&mut app, "r", now);
+    insta::assert_snapshot!(format!(
+        "{untrusted}\n\n--- trusted, after typing `r`:\n{}",
+        shot(&mut app, now)
+    ));
+}

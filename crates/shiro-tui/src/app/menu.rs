@@ -80,8 +80,10 @@ impl App {
                         MenuItem {
                             label: format!("/{}{hint}", entry.name),
                             detail: match shiro_agent::headless::skill_marker(&entry) {
+                                // How to use it comes first: a narrow menu cuts the end.
                                 Some(marker) if entry.untrusted => format!(
-                                    "{marker} {} (/trust to use it)",
+                                    "{} {}",
+                                    marker.replace("untrusted", "untrusted: /trust to use it"),
                                     entry.summary.as_deref().unwrap_or_default()
                                 ),
                                 Some(marker) => format!(
