@@ -116,11 +116,22 @@ async fn read_only_mode_refuses_changes_and_bash_even_when_allowed_and_reads_run
         "read_only_stderr",
         lines(&run, &["denied:", "nothing was changed"])
     );
-    // --read-only and --yes contradict each other.
+    // With --yes too, read-only wins: the same reads run, the same changes are refused.
     let run = world
-        .run(&["--read-only", "--yes", "-p", "x"], "", &[])
+        .run(
+            &["-p", "change", "--read-only", "--yes", "--model", &model],
+            "",
+            &[],
+        )
         .await;
-    assert_eq!(run.code, Some(2), "{run:?}");
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert_eq!(world.read("b.txt"), None);
+    assert_eq!(world.read("c.txt"), None);
+    assert!(
+        run.stderr.contains("denied: write_file b.txt"),
+        "{}",
+        run.stderr
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
