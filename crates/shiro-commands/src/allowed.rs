@@ -294,7 +294,7 @@ pub fn every_command(line: &str, matches: impl Fn(&str) -> bool) -> bool {
 
 /// Whether some command of the bash line `line` satisfies `matches`, including commands
 /// inside substitutions, subshells and braces, and seen through the easy disguises
-/// (`/bin/rm`, `\rm`, `"rm"`, `env rm`, `bash -c 'rm …'`; see [`crate::disguise`]): for a
+/// (`/bin/rm`, `\rm`, `"rm"`, `env rm`, `bash -c 'rm …'`; see the private `disguise` module): for a
 /// line [`every_command`] cannot split, every piece between shell operators and brackets is
 /// tried too. This is the test for `deny` and `ask` rules, which must err on the side of
 /// matching; allow rules never look through disguises.
