@@ -11,6 +11,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::parse::{Command, Origin};
 use crate::registry::Registry;
+use crate::walk::visible_entries;
 
 /// How many files a listing names.
 const MAX_LISTED: usize = 200;
@@ -173,23 +174,10 @@ fn list(dir: &Path, jail: Option<&Path>) -> SkillFiles {
         let Ok(entries) = std::fs::read_dir(&folder) else {
             continue;
         };
-        let mut names: Vec<(String, std::fs::FileType)> = Vec::new();
-        for entry in entries.flatten() {
-            scanned += 1;
-            if scanned > MAX_SCANNED {
-                break;
-            }
-            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                continue;
-            };
-            if name.starts_with('.') {
-                continue;
-            }
-            if let Ok(file_type) = entry.file_type() {
-                names.push((name, file_type));
-            }
-        }
-        names.sort_by(|a, b| a.0.cmp(&b.0));
+        // Past the scan's limit the listing just ends: it is a guide to the folder, not an
+        // inventory.
+        let mut cut_short = false;
+        let names = visible_entries(entries, &mut scanned, MAX_SCANNED, &mut cut_short);
         let mut folders = Vec::new();
         for (name, file_type) in names {
             let path = folder.join(&name);

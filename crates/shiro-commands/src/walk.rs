@@ -90,6 +90,36 @@ struct Link {
 
 /// The name of a file `stem` found under `prefix`; a stem that already carries the
 /// namespace (`svelte/svelte:test.md`) does not get it twice.
+/// The entries of a folder that a walk reads, sorted by name: those named in UTF-8 and not
+/// hidden (no leading `.`). `counted` counts every entry seen, across the folders of one
+/// walk; past `limit`, the rest are left and `overflowed` is set.
+pub(crate) fn visible_entries(
+    entries: std::fs::ReadDir,
+    counted: &mut usize,
+    limit: usize,
+    overflowed: &mut bool,
+) -> Vec<(String, std::fs::FileType)> {
+    let mut names = Vec::new();
+    for entry in entries.flatten() {
+        *counted += 1;
+        if *counted > limit {
+            *overflowed = true;
+            break;
+        }
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if name.starts_with('.') {
+            continue;
+        }
+        if let Ok(file_type) = entry.file_type() {
+            names.push((name, file_type));
+        }
+    }
+    names.sort_by(|a, b| a.0.cmp(&b.0));
+    names
+}
+
 fn command_name(prefix: &[String], stem: &str) -> String {
     if prefix.is_empty() {
         return stem.to_owned();
@@ -252,24 +282,7 @@ impl Walk<'_> {
                 return;
             }
         };
-        let mut names: Vec<(String, std::fs::FileType)> = Vec::new();
-        for entry in entries.flatten() {
-            self.entries += 1;
-            if self.entries > MAX_ENTRIES {
-                self.too_many = true;
-                break;
-            }
-            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
-                continue;
-            };
-            if name.starts_with('.') {
-                continue;
-            }
-            if let Ok(file_type) = entry.file_type() {
-                names.push((name, file_type));
-            }
-        }
-        names.sort_by(|a, b| a.0.cmp(&b.0));
+        let names = visible_entries(entries, &mut self.entries, MAX_ENTRIES, &mut self.too_many);
         if let Looking::Skills = self.looking
             && let Some((_, file_type)) = names.iter().find(|(name, _)| name == SKILL_FILE)
         {
