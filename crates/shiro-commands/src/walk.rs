@@ -88,8 +88,6 @@ struct Link {
     name: String,
 }
 
-/// The name of a file `stem` found under `prefix`; a stem that already carries the
-/// namespace (`svelte/svelte:test.md`) does not get it twice.
 /// The entries of a folder that a walk reads, sorted by name: those named in UTF-8 and not
 /// hidden (no leading `.`). `counted` counts every entry seen, across the folders of one
 /// walk; past `limit`, the rest are left and `overflowed` is set.
@@ -120,6 +118,8 @@ pub(crate) fn visible_entries(
     names
 }
 
+/// The name of a file `stem` found under `prefix`; a stem that already carries the
+/// namespace (`svelte/svelte:test.md`) does not get it twice.
 fn command_name(prefix: &[String], stem: &str) -> String {
     if prefix.is_empty() {
         return stem.to_owned();
