@@ -354,17 +354,7 @@ impl Walk<'_> {
                     return;
                 }
             };
-            if let Some(jail) = self.jail
-                && !target.starts_with(jail)
-            {
-                self.diagnostics.push(Diagnostic::whole_file(
-                    &skill_file,
-                    Severity::Error,
-                    format!(
-                        "link leads outside the workspace (to {}), not followed: a project's skills must live in the project",
-                        target.display()
-                    ),
-                ));
+            if self.leads_out(&skill_file, &target) {
                 return;
             }
             if !target.is_file() {
@@ -406,6 +396,30 @@ impl Walk<'_> {
         });
     }
 
+    /// Whether the link at `shown` leads out of the project's jail to `target`; if so, says
+    /// it is not followed.
+    fn leads_out(&mut self, shown: &Path, target: &Path) -> bool {
+        let Some(jail) = self.jail else {
+            return false;
+        };
+        if target.starts_with(jail) {
+            return false;
+        }
+        self.diagnostics.push(Diagnostic::whole_file(
+            shown,
+            Severity::Error,
+            format!(
+                "link leads outside the workspace (to {}), not followed: a project's {} must live in the project",
+                target.display(),
+                match self.looking {
+                    Looking::Files(_) => "commands",
+                    Looking::Skills => "skills",
+                }
+            ),
+        ));
+        true
+    }
+
     fn follow(&mut self, link: Link) {
         let target = match link.shown.canonicalize() {
             Ok(target) => target,
@@ -424,21 +438,7 @@ impl Walk<'_> {
                 return;
             }
         };
-        if let Some(jail) = self.jail
-            && !target.starts_with(jail)
-        {
-            self.diagnostics.push(Diagnostic::whole_file(
-                &link.shown,
-                Severity::Error,
-                format!(
-                    "link leads outside the workspace (to {}), not followed: a project's {} must live in the project",
-                    target.display(),
-                    match self.looking {
-                        Looking::Files(_) => "commands",
-                        Looking::Skills => "skills",
-                    }
-                ),
-            ));
+        if self.leads_out(&link.shown, &target) {
             return;
         }
         if target.is_dir() {
