@@ -290,6 +290,17 @@ pub async fn run_user_command(
         ));
         return Ok(TurnReport::default());
     }
+    if command
+        .skill
+        .as_ref()
+        .is_some_and(|skill| !skill.user_invocable)
+    {
+        agent.printer.info(&format!(
+            "/{} is a skill for the model alone (its SKILL.md says `user-invocable: false`): the model loads it when a task calls for it, so ask for the task instead",
+            command.name
+        ));
+        return Ok(TurnReport::default());
+    }
     let shell = ShRunner::new(&ctx.root);
     let files = FsReader::new(&ctx.root)?;
     let expand_ctx = ExpandContext {

@@ -228,6 +228,8 @@ pub enum Target {
     Command(String),
     /// A call of an MCP server's tool: nothing but its name for a rule to match.
     Mcp,
+    /// A call of the `skill` tool: the skill's name, which `Skill(…)` rules match as a glob.
+    Skill(String),
 }
 
 /// What a call touches: for bash its command; for a file tool the paths it reports (after
@@ -309,6 +311,7 @@ impl Rules {
                     Target::Command(line) => {
                         shiro_commands::some_command(line, |part| entry.matches_command(part))
                     }
+                    Target::Skill(name) => entry.matches_path(name),
                     Target::Mcp => false,
                 }
         })
@@ -335,6 +338,7 @@ impl Rules {
             Target::Command(line) => shiro_commands::every_command(line, |part| {
                 rules.iter().any(|e| e.matches_command(part))
             }),
+            Target::Skill(name) => rules.iter().any(|e| e.matches_path(name)),
             Target::Mcp => false,
         };
         covered.then(|| rules.first().copied()).flatten()
@@ -441,11 +445,13 @@ fn described(entry: &Entry) -> String {
 
 /// The narrowest rules that would allow this call again: for bash, the prefix of each of its
 /// commands (`bash(git status:*)`, never a bare `bash`); for a file tool, each path it
-/// touches; for an MCP tool, its name. `None` when no rule can cover it (a bash line with a
+/// touches; for an MCP tool, its name; for a skill, its name. `None` when no rule can cover it (a bash line with a
 /// substitution, say).
 pub fn narrowest(tool: &str, target: &Target) -> Option<Vec<String>> {
     match target {
         Target::Mcp => Some(vec![tool.to_owned()]),
+        Target::Skill(name) if !name.is_empty() => Some(vec![format!("{tool}({name})")]),
+        Target::Skill(_) => None,
         Target::Command(line) => shiro_commands::narrowest_bash_rules(line).map(|rules| {
             rules
                 .iter()
@@ -804,6 +810,50 @@ mod tests {
     }
 
     #[test]
+    fn skill_rules_match_skill_names_and_loading_one_asks_nobody_by_itself() {
+        let skill = |name: &str| Target::Skill(name.to_owned());
+        let judge =
+            |rules: &Rules, mode, name: &str| rules.judge(mode, "skill", false, &skill(name));
+        let none = Rules::default();
+        for mode in Mode::ALL {
+            assert_eq!(
+                judge(&none, mode, "pdf-forms"),
+                Verdict::Run(None),
+                "{mode:?}"
+            );
+        }
+        let deny = rules(Kind::Deny, &["Skill(deploy-*)"]);
+        assert!(matches!(
+            judge(&deny, Mode::Yes, "deploy-prod"),
+            Verdict::Deny(_)
+        ));
+        assert_eq!(judge(&deny, Mode::Yes, "pdf-forms"), Verdict::Run(None));
+        let every = rules(Kind::Deny, &["skill"]);
+        assert!(matches!(
+            judge(&every, Mode::Ask, "pdf-forms"),
+            Verdict::Deny(_)
+        ));
+        // A rule about another tool says nothing about skills, and the other way round.
+        let read = rules(Kind::Deny, &["Read", "bash"]);
+        assert_eq!(judge(&read, Mode::Ask, "pdf-forms"), Verdict::Run(None));
+        assert_eq!(
+            every.judge(Mode::Yes, "read_file", false, &paths(&["a"])),
+            Verdict::Run(None)
+        );
+        let ask = rules(Kind::Ask, &["Skill(release)"]);
+        assert!(matches!(
+            judge(&ask, Mode::Yes, "release"),
+            Verdict::Ask(Some(_))
+        ));
+        assert_eq!(judge(&ask, Mode::Yes, "release-notes"), Verdict::Run(None));
+        assert_eq!(
+            narrowest("skill", &skill("release")),
+            Some(vec!["skill(release)".to_owned()])
+        );
+        assert_eq!(narrowest("skill", &skill("")), None);
+    }
+
+    #[test]
     fn invalid_rules_name_the_source_and_the_rule() {
         let source = Source::Workspace("/ws/.shiro/config.toml".into());
         let errors: Vec<String> = [
@@ -828,7 +878,7 @@ mod tests {
         insta::assert_snapshot!(errors.join("\n"), @r#"
         invalid deny rule "Bash(git status" in workspace config /ws/.shiro/config.toml: `Bash(git status` opens `(` and never closes it
         invalid deny rule "Bash()" in workspace config /ws/.shiro/config.toml: `Bash()` has nothing between its parentheses; write the tool's name alone to match every call
-        invalid deny rule "WebFetch(example.com)" in workspace config /ws/.shiro/config.toml: `WebFetch(example.com)` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash; an MCP server's tools are server__tool, or mcp__server for all of them)
+        invalid deny rule "WebFetch(example.com)" in workspace config /ws/.shiro/config.toml: `WebFetch(example.com)` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, skill, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash, Skill; an MCP server's tools are server__tool, or mcp__server for all of them)
         invalid deny rule "edit_file(../x)" in workspace config /ws/.shiro/config.toml: `edit_file(../x)`: a path rule cannot climb out with `..`: paths are matched relative to the workspace root
         invalid deny rule "edit_file(src/[a)" in workspace config /ws/.shiro/config.toml: `edit_file(src/[a)`: not a valid glob (unclosed character class; missing ']')
         invalid deny rule "Read(/)" in workspace config /ws/.shiro/config.toml: `Read(/)`: the path is empty; write the tool's name alone to match every path

@@ -16,7 +16,7 @@ use shiro_commands::{Command, Registry};
 use shiro_providers::ToolSpec;
 
 /// The tool's name.
-pub const SKILL_TOOL: &str = "skill";
+pub const SKILL_TOOL: &str = shiro_commands::tool::SKILL;
 
 /// What the description says before the list of skills.
 const PREAMBLE: &str = "Loads a skill: instructions for one kind of task, written by the user or installed with their tools. \
@@ -40,9 +40,12 @@ pub fn description(skills: &[Command]) -> String {
 /// The format's longest description; longer ones are cut for the model.
 const MAX_DESCRIPTION: usize = 1024;
 
-/// The tool's spec for the skills `registry` offers now, or `None` when it offers none.
-pub fn spec(registry: &Registry) -> Option<ToolSpec> {
-    let skills = registry.offered_skills();
+/// The tool's spec for the skills `registry` offers now that `shown` lets through (the
+/// permission rules' deny list keeps a skill from the model's sight), or `None` when that
+/// leaves none.
+pub fn spec(registry: &Registry, shown: impl Fn(&str) -> bool) -> Option<ToolSpec> {
+    let mut skills = registry.offered_skills();
+    skills.retain(|skill| shown(&skill.name));
     if skills.is_empty() {
         return None;
     }
@@ -153,4 +156,49 @@ fn read_file(registry: &Registry, skill: &Command, file: &str) -> Result<String,
         );
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shiro_commands::Sources;
+
+    fn write_skill(root: &std::path::Path, name: &str) {
+        let dir = root.join(".agents/skills").join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: About {name}.\n---\nBody of {name}.\n"),
+        )
+        .unwrap();
+    }
+
+    /// The spec is made from the registry at each request, so a skill added since (seen by
+    /// the watcher's reload) is offered, and one the rules hide is not.
+    #[test]
+    fn the_spec_follows_the_registry_and_leaves_out_hidden_skills() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        write_skill(&root, "first");
+        let registry = Registry::load(Sources {
+            workspace_root: root.clone(),
+            ..Sources::default()
+        });
+        registry.set_workspace_trusted(true);
+        let described = |registry: &Registry, shown: &dyn Fn(&str) -> bool| {
+            spec(registry, shown).map(|spec| spec.description)
+        };
+        let before = described(&registry, &|_| true).unwrap();
+        assert!(before.contains("\n- first: About first."), "{before}");
+        write_skill(&root, "second");
+        // The watcher reloads a clone; the agent's registry shares its state.
+        let watched = registry.clone();
+        watched.reload();
+        let after = described(&registry, &|_| true).unwrap();
+        assert!(after.contains("\n- second: About second."), "{after}");
+        let hidden = described(&registry, &|name| name != "first").unwrap();
+        assert!(!hidden.contains("first"), "{hidden}");
+        assert!(hidden.contains("\n- second: "), "{hidden}");
+        assert_eq!(described(&registry, &|_| false), None);
+    }
 }

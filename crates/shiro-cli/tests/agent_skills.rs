@@ -377,3 +377,63 @@ async fn check_reports_a_broken_skill_file() {
     assert_eq!(run.code, Some(1), "{run:?}");
     insta::assert_snapshot!(world.normalize(&format!("{}{}", run.stdout, run.stderr)));
 }
+
+/// A deny rule keeps skills from the model: those it names are left out of the list the
+/// model is offered, and a call naming one anyway is refused with the rule.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deny_rule_keeps_a_skill_from_the_model() {
+    let world = world(true);
+    world.write(
+        ".shiro/config.toml",
+        "[permissions]\ndeny = [\"Skill(pdf-*)\"]\n",
+    );
+    let (url, server) = MockServer::start(vec![
+        MockResponse::stream(vec![
+            tool_call_chunk(
+                0,
+                Some("call_s"),
+                Some("skill"),
+                "{\"name\": \"PDF-forms\"}",
+            ),
+            finish_chunk("tool_calls"),
+        ]),
+        MockResponse::text(&["ok"]),
+    ])
+    .await;
+    let run = run_with_model(&world, &url, &["-p", "fill the form"], "").await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let requests = server.requests();
+    let offered = skill_tool(&requests[0]).unwrap();
+    let offered = offered["function"]["description"].as_str().unwrap();
+    assert!(!offered.contains("pdf-forms"), "{offered}");
+    assert!(offered.contains("\n- changelog: "), "{offered}");
+    let results = world.tool_results();
+    assert_eq!(results.len(), 1);
+    assert!(!results[0].contains("BODY-"), "{}", results[0]);
+    assert!(
+        results[0].starts_with("refused by the permission rule deny Skill(pdf-*)"),
+        "{}",
+        results[0]
+    );
+    assert!(run.stderr.contains("denied: skill"), "{}", run.stderr);
+}
+
+/// A skill that says `user-invocable: false` is the model's: typed as `/name` it says so and
+/// nothing is sent to the model.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_only_skill_is_not_typed() {
+    let world = world(true);
+    world.write(
+        ".agents/skills/house-style/SKILL.md",
+        "---\nname: house-style\ndescription: How this team names things.\nuser-invocable: false\n---\nBODY-house-style\n",
+    );
+    let (url, server) = MockServer::start(vec![MockResponse::text(&["ok"])]).await;
+    let run = run_with_model(&world, &url, &[], "/house-style\n").await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        said.contains("/house-style is a skill for the model alone (its SKILL.md says `user-invocable: false`)"),
+        "{said}"
+    );
+    assert!(server.requests().is_empty(), "{said}");
+}

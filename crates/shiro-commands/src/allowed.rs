@@ -32,6 +32,8 @@ pub mod tool {
     pub const APPLY_PATCH: &str = "apply_patch";
     /// Runs a shell command.
     pub const BASH: &str = "bash";
+    /// Loads an Agent Skill's instructions (offered only while some skill is).
+    pub const SKILL: &str = "skill";
 
     /// Every tool, in the order the agent offers them to a model when it lists them for a
     /// person: reading first, then writing, then the shell.
@@ -121,6 +123,7 @@ pub fn tools_for(name: &str) -> Option<&'static [&'static str]> {
         "edit_file" => &[EDIT_FILE],
         "multi_edit" => &[MULTI_EDIT],
         "apply_patch" => &[APPLY_PATCH],
+        "skill" => &[SKILL],
         _ => return None,
     })
 }
@@ -188,7 +191,8 @@ pub enum RuleSpec {
     Any,
     /// `Bash(…)`: the command lines it matches.
     Bash(BashRule),
-    /// `Edit(src/**)`: a path glob, as written (the caller compiles and matches it).
+    /// `Edit(src/**)`: a path glob, as written (the caller compiles and matches it); for
+    /// `Skill(pdf-*)` a glob over the skill's name.
     Path(String),
 }
 
@@ -222,7 +226,7 @@ pub enum RuleError {
     EmptySpec(String),
     /// A name shiro has no tool for.
     #[error(
-        "`{0}` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash; an MCP server's tools are server__tool, or mcp__server for all of them)"
+        "`{0}` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, skill, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash, Skill; an MCP server's tools are server__tool, or mcp__server for all of them)"
     )]
     UnknownTool(String),
     /// `github__create_issue(x)`: MCP tools' calls have nothing a rule could match.
@@ -234,7 +238,8 @@ pub enum RuleError {
 
 impl Rule {
     /// Parses one rule: a tool name (shiro's or Claude Code's, any case), optionally with a
-    /// bash pattern (`Bash(git status:*)`) or a path glob (`Edit(src/**)`) in parentheses.
+    /// bash pattern (`Bash(git status:*)`) or a path glob (`Edit(src/**)`; for `Skill(…)`, a
+    /// glob over skill names) in parentheses.
     pub fn parse(entry: &str) -> Result<Rule, RuleError> {
         let written = entry.trim();
         if written.is_empty() {
@@ -653,6 +658,12 @@ mod tests {
             (&[tool::EDIT_FILE][..], RuleSpec::Path("src/**".into()))
         );
         assert_eq!(Rule::parse("Write").unwrap().spec, RuleSpec::Any);
+        // Claude Code's `Skill(name)`: the skill tool, limited to the names the glob matches.
+        let rule = Rule::parse("Skill(pdf-*)").unwrap();
+        assert_eq!(
+            (rule.tools, rule.spec),
+            (&[tool::SKILL][..], RuleSpec::Path("pdf-*".into()))
+        );
         let errors: Vec<String> = [
             "",
             "Bash(git",
@@ -669,7 +680,7 @@ mod tests {
         `Bash(git` opens `(` and never closes it
         `Bash()` has nothing between its parentheses; write the tool's name alone to match every call
         `edit_file( )` has nothing between its parentheses; write the tool's name alone to match every call
-        `WebFetch` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash; an MCP server's tools are server__tool, or mcp__server for all of them)
+        `WebFetch` names no tool shiro has (the tools: read_file, list_dir, glob, grep, write_file, edit_file, multi_edit, apply_patch, bash, skill, and Claude Code's Read, LS, Glob, Grep, Write, Edit, MultiEdit, Bash, Skill; an MCP server's tools are server__tool, or mcp__server for all of them)
         `mcp__x(y)` names an MCP tool, whose rules take no parentheses: write `server__tool` for one tool, or `mcp__server` for all of a server's tools
         ");
     }

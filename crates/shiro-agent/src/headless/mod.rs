@@ -69,7 +69,7 @@ pub const BUILTINS: [(&str, &str); 20] = [
     ),
     (
         "trust",
-        "trust this workspace: run shell substitutions of its commands",
+        "trust this workspace: run its commands' shell substitutions, offer its skills",
     ),
     ("exit", "leave shiro"),
     ("init", "draft AGENTS.md, instructions for agents"),

@@ -57,19 +57,8 @@ impl Agent<'_> {
         if self.mcp.owns(name) {
             return self.run_mcp_call(recording, name, parsed, report).await;
         }
-        if name == crate::skill::SKILL_TOOL
-            && let Some(registry) = &self.skills
-        {
-            // It only reads the skill's own folder, so it asks nobody; a command's
-            // allowed-tools still limit it.
-            let args = match self.admitted(name, parsed) {
-                Ok(args) => args,
-                Err(refusal) => return refusal,
-            };
-            return match crate::skill::call(registry, args) {
-                Ok(text) => (Status::Ok, text, Vec::new()),
-                Err(text) => (Status::Error, text, Vec::new()),
-            };
+        if name == crate::skill::SKILL_TOOL && self.skills.is_some() {
+            return self.run_skill_call(name, parsed, report);
         }
         let Some(index) = self.tools.iter().position(|tool| tool.name() == name) else {
             let mut names: Vec<&str> = self.tools.iter().map(|tool| tool.name()).collect();
@@ -195,6 +184,53 @@ impl Agent<'_> {
         match result {
             Ok(output) => (Status::Ok, output.text, output.changes),
             Err(err) => (Status::Error, err.to_string(), Vec::new()),
+        }
+    }
+
+    /// Runs one call of the `skill` tool. Loading a skill changes nothing and reads only its
+    /// own folder, so it runs without asking; a deny or ask rule about it (`Skill`,
+    /// `Skill(pdf-*)`) and a command's allowed-tools still hold.
+    fn run_skill_call(
+        &mut self,
+        name: &str,
+        parsed: Result<Value, serde_json::Error>,
+        report: &mut TurnReport,
+    ) -> (Status, String, Vec<Change>) {
+        let args = match self.admitted(name, parsed) {
+            Ok(args) => args,
+            Err(refusal) => return refusal,
+        };
+        let skill = args.get("name").and_then(Value::as_str).unwrap_or("");
+        let target = Target::Skill(skill.trim().trim_start_matches('/').to_lowercase());
+        let verdict = self
+            .approvals
+            .rules
+            .judge(self.approvals.mode, name, false, &target);
+        match &verdict {
+            Verdict::Deny(text) => {
+                report
+                    .denied
+                    .push(format!("{name} {} (by the permission rules)", brief(&args)));
+                return (Status::Denied, text.clone(), Vec::new());
+            }
+            Verdict::Ask(rule) => {
+                if let Some(refusal) = self.ask_about(name, rule.as_deref(), &target, &args, report)
+                {
+                    return refusal;
+                }
+            }
+            Verdict::Run(_) => {}
+        }
+        let Some(registry) = &self.skills else {
+            return (
+                Status::Error,
+                "no skill is offered in this session".to_owned(),
+                Vec::new(),
+            );
+        };
+        match crate::skill::call(registry, args) {
+            Ok(text) => (Status::Ok, text, Vec::new()),
+            Err(text) => (Status::Error, text, Vec::new()),
         }
     }
 

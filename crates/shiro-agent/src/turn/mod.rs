@@ -4,7 +4,7 @@
 
 use anyhow::{Context as _, Result, anyhow};
 use serde_json::Value;
-use shiro_commands::{AllowedTools, BashVerdict};
+use shiro_commands::{AllowedTools, BashVerdict, tool};
 use shiro_mcp::client::McpClients;
 use shiro_providers::{ChatRequest, Message, Provider, ProviderError, Role, ToolSpec, Usage};
 use shiro_tools::{Change, FsMutator, Tool};
@@ -18,6 +18,7 @@ use super::protocol::Phase;
 use super::protocol::{ErrorKind, Event};
 use super::session::{Line, Session};
 use crate::headless::{self, Context};
+use crate::permissions::{Target, Verdict};
 use crate::signals::Handling;
 
 mod calls;
@@ -343,7 +344,16 @@ impl Agent<'_> {
     /// The tool specs this turn offers: shiro's and the running MCP servers', all of them or
     /// those its limits allow.
     fn offered_specs(&self) -> Vec<ToolSpec> {
-        let skill = self.skills.as_ref().and_then(crate::skill::spec);
+        let rules = &self.approvals.rules;
+        let shown = |skill: &str| {
+            let target = Target::Skill(skill.to_lowercase());
+            let verdict = rules.judge(self.approvals.mode, tool::SKILL, false, &target);
+            !matches!(verdict, Verdict::Deny(_))
+        };
+        let skill = self
+            .skills
+            .as_ref()
+            .and_then(|registry| crate::skill::spec(registry, shown));
         let all = self
             .specs
             .iter()
