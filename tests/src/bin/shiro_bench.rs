@@ -978,8 +978,13 @@ fn rewind_report(doc: &mut String, verdicts: &mut Verdicts, label: String, cells
     };
     let _ = write!(
         doc,
-        "
-A rewind to before the first of {REWIND_TURNS} turns that each rewrote {} of the          same files (`/rewind`, `shiro undo --to`): one restore, with one conflict check and          one log entry, against undoing the turns one at a time and against `cp -R` of a          backup of the files. The turns are recorded again, untimed, before each          repetition.\n\n{}",
+        "\nA rewind to before the first of {REWIND_TURNS} turns that each rewrote {} of the \
+         files above (`/rewind`, `shiro undo --to`): one restore, with one conflict check and \
+         one log entry, against undoing the turns one at a time and against `cp -R` of a \
+         backup of the files. The turns are recorded again, untimed, before each repetition, \
+         so every rewind also keeps a copy of the files as they are (for `/redo`), as a real \
+         one does; the undo of section 2 is redone between repetitions and finds that copy \
+         kept already.\n\n{}",
         REWIND_FILES / REWIND_TURNS,
         table.render(),
     );
@@ -1200,7 +1205,11 @@ fn store(
                 "shiro store: blobs (`UndoStore::store_bytes`)",
                 v("store_blobs"),
             );
-            row(doc, "shiro store: all of `.shiro/undo/`", v("store_dir"));
+            row(
+                doc,
+                "shiro store: all of the store (`undo/` in the state directory)",
+                v("store_dir"),
+            );
             row(
                 doc,
                 "shadow git directory after the snapshots",

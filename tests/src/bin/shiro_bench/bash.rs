@@ -85,7 +85,11 @@ fn settle(ws: &Path) -> Result<()> {
 /// must come back as one change applied to the workspace.
 pub async fn probe(ws: &Path, shiro: &Path) -> Result<()> {
     let workspace = FsMutator::new(ws)?.inline();
-    let bash = Bash::new(Arc::new(Overlay::new(shiro, state_beside(ws).layers_dir())));
+    // The layers are made in the state directory, which opening a store makes; the probe
+    // opens none.
+    let state = state_beside(ws);
+    std::fs::create_dir_all(state.dir())?;
+    let bash = Bash::new(Arc::new(Overlay::new(shiro, state.layers_dir())));
     let out = bash
         .call(
             &workspace,
@@ -479,7 +483,7 @@ pub async fn heavy(
                 store.undo(&workspace, UndoOptions::default()).await?;
                 push(r, "undo", start.elapsed());
                 drop(store);
-                std::fs::remove_dir_all(ws.join(".shiro/undo"))?;
+                std::fs::remove_dir_all(state_beside(ws).undo_dir())?;
             } else {
                 settle(ws)?;
                 let start = Instant::now();

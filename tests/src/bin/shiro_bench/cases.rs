@@ -645,10 +645,10 @@ async fn store_size(
     r.values.insert("preimages_zlib1".into(), zlib1);
     r.values.insert("store_blobs".into(), store.store_bytes()?);
     r.values
-        .insert("store_dir".into(), dir_bytes(&ws.join(".shiro/undo"))?);
+        .insert("store_dir".into(), dir_bytes(&state_of(ws)?.undo_dir())?);
     r.values
         .insert("turns_logged".into(), store.log()?.len() as u64);
-    let names: Vec<String> = fs::read_dir(ws.join(".shiro/undo/blobs"))?
+    let names: Vec<String> = fs::read_dir(state_of(ws)?.undo_dir().join("blobs"))?
         .map(|entry| entry.map(|e| e.file_name().to_string_lossy().into_owned()))
         .collect::<std::io::Result<_>>()?;
     let deltas = names.iter().filter(|n| n.ends_with(".delta")).count() as u64;
