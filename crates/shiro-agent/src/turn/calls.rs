@@ -83,17 +83,10 @@ impl Agent<'_> {
                 Err(_) => Target::Paths(Vec::new()),
             },
         };
-        let verdict = self
-            .approvals
-            .rules
-            .judge(self.approvals.mode, name, changes, &target);
-        if let Verdict::Deny(text) = &verdict {
-            report
-                .denied
-                .push(format!("{name} {} (by the permission rules)", brief(&args)));
-            report.denied_change |= changes;
-            return (Status::Denied, text.clone(), Vec::new());
-        }
+        let verdict = match self.judged(name, changes, &target, &args, report) {
+            Ok(verdict) => verdict,
+            Err(refusal) => return refusal,
+        };
         if let Err(why) = recording
             && changes
         {
@@ -202,24 +195,15 @@ impl Agent<'_> {
         };
         let skill = args.get("name").and_then(Value::as_str).unwrap_or("");
         let target = Target::Skill(skill.trim().trim_start_matches('/').to_lowercase());
-        let verdict = self
-            .approvals
-            .rules
-            .judge(self.approvals.mode, name, false, &target);
-        match &verdict {
-            Verdict::Deny(text) => {
-                report
-                    .denied
-                    .push(format!("{name} {} (by the permission rules)", brief(&args)));
-                return (Status::Denied, text.clone(), Vec::new());
-            }
-            Verdict::Ask(rule) => {
+        match self.judged(name, false, &target, &args, report) {
+            Err(refusal) => return refusal,
+            Ok(Verdict::Ask(rule)) => {
                 if let Some(refusal) = self.ask_about(name, rule.as_deref(), &target, &args, report)
                 {
                     return refusal;
                 }
             }
-            Verdict::Run(_) => {}
+            Ok(Verdict::Run(_) | Verdict::Deny(_)) => {}
         }
         let Some(registry) = &self.skills else {
             return (
@@ -253,18 +237,11 @@ impl Agent<'_> {
             return (Status::Error, why, Vec::new());
         }
         let target = Target::Mcp;
-        let verdict = self
-            .approvals
-            .rules
-            .judge(self.approvals.mode, name, true, &target);
+        let verdict = match self.judged(name, true, &target, &args, report) {
+            Ok(verdict) => verdict,
+            Err(refusal) => return refusal,
+        };
         match &verdict {
-            Verdict::Deny(text) => {
-                report
-                    .denied
-                    .push(format!("{name} {} (by the permission rules)", brief(&args)));
-                report.denied_change = true;
-                return (Status::Denied, text.clone(), Vec::new());
-            }
             Verdict::Run(Some(rule)) => {
                 self.printer.info(&format!("(runs without asking: {rule})"));
             }
@@ -280,7 +257,7 @@ impl Agent<'_> {
                     return refusal;
                 }
             }
-            Verdict::Run(None) => {}
+            Verdict::Run(None) | Verdict::Deny(_) => {}
         }
         if !report.mcp_tools.iter().any(|tool| tool == name) {
             report.mcp_tools.push(name.to_owned());
@@ -301,6 +278,31 @@ impl Agent<'_> {
             Ok(called) => (Status::Ok, called.text, Vec::new()),
             Err(text) => (Status::Error, text, Vec::new()),
         }
+    }
+
+    /// What the permission rules and the mode say about a call of `name` (`changes`: whether
+    /// it can change files) touching `target`; a refusal, noted in the report, when a rule or
+    /// the mode denies it.
+    fn judged(
+        &self,
+        name: &str,
+        changes: bool,
+        target: &Target,
+        args: &Value,
+        report: &mut TurnReport,
+    ) -> Result<Verdict, (Status, String, Vec<Change>)> {
+        let verdict = self
+            .approvals
+            .rules
+            .judge(self.approvals.mode, name, changes, target);
+        if let Verdict::Deny(text) = verdict {
+            report
+                .denied
+                .push(format!("{name} {} (by the permission rules)", brief(args)));
+            report.denied_change |= changes;
+            return Err((Status::Denied, text, Vec::new()));
+        }
+        Ok(verdict)
     }
 
     /// The arguments of a call of `name`, when they are JSON and the turn's limits let it
