@@ -445,8 +445,8 @@ fn described(entry: &Entry) -> String {
 
 /// The narrowest rules that would allow this call again: for bash, the prefix of each of its
 /// commands (`bash(git status:*)`, never a bare `bash`); for a file tool, each path it
-/// touches; for an MCP tool, its name; for a skill, its name. `None` when no rule can cover it (a bash line with a
-/// substitution, say).
+/// touches; for an MCP tool or a skill, its name. `None` when no rule can cover it (a bash
+/// line with a substitution, say).
 pub fn narrowest(tool: &str, target: &Target) -> Option<Vec<String>> {
     match target {
         Target::Mcp => Some(vec![tool.to_owned()]),
