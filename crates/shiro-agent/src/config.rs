@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde::Deserialize;
 use shiro_mcp::client::{DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, ServerSpec, Transport};
+use shiro_tools::capture::SandboxMode;
 
 use crate::permissions::{Kind, Rules, Source};
 
@@ -185,13 +186,20 @@ pub struct CommandsConfig {
     pub gemini: Option<bool>,
 }
 
-/// `[bash]`: how bash commands' file changes are captured.
+/// `[bash]`: how bash commands' file changes are captured, and the sandbox they run in.
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct BashConfig {
     /// `overlay` (the default; falls back to `detect` where overlays are refused), `detect`
     /// or `off`.
     pub capture: Option<BashCapture>,
+    /// `workspace-write` (the default), `read-only` or `off` (see `docs/tools.md`).
+    pub sandbox: Option<SandboxMode>,
+    /// Directories outside the workspace that commands may write in too (absolute, or
+    /// under `~/`); read only from the user's config.
+    pub writable: Option<Vec<String>>,
+    /// Whether commands reach the network (default true).
+    pub network: Option<bool>,
 }
 
 /// How bash commands' file changes are captured (see `docs/undo.md`).
@@ -298,6 +306,9 @@ pub struct Config {
     pub model: ModelConfig,
     /// `[bash] capture` as merged.
     pub bash_capture: BashCapture,
+    /// `[bash] sandbox`, `writable` and `network` as merged: the workspace's config may
+    /// only narrow the user's.
+    pub bash_sandbox: BashSandbox,
     /// The user's config directory, when there is one (user commands live there too).
     pub user_dir: Option<PathBuf>,
     /// `[commands]` as merged: which other tools' command folders are read.
@@ -349,7 +360,7 @@ impl Config {
         }
         project
             .permissions
-            .add_to(&mut permissions, &Source::Workspace(project_path))?;
+            .add_to(&mut permissions, &Source::Workspace(project_path.clone()))?;
         let depth = project
             .undo
             .depth
@@ -367,6 +378,7 @@ impl Config {
             );
         }
         check_key_settings(&user.model, &project.model, workspace, user_dir.as_deref())?;
+        let bash_sandbox = BashSandbox::merge(&user.bash, &project.bash, &project_path)?;
         let base_url_from_workspace = project.model.base_url.is_some();
         Ok(Self {
             undo_depth: depth,
@@ -393,6 +405,7 @@ impl Config {
                 .capture
                 .or(user.bash.capture)
                 .unwrap_or_default(),
+            bash_sandbox,
             user_dir,
             ecosystems: shiro_commands::Ecosystems {
                 agents: project
@@ -426,6 +439,80 @@ impl Config {
                 .read_mcp_json
                 .or(user.mcp.read_mcp_json)
                 .unwrap_or(true),
+        })
+    }
+}
+
+/// The sandbox of bash commands as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BashSandbox {
+    /// How much commands may write.
+    pub mode: SandboxMode,
+    /// The user's `writable` paths, as written (`~/` expanded where the tool is made).
+    pub writable: Vec<String>,
+    /// Whether commands reach the network.
+    pub network: bool,
+}
+
+impl Default for BashSandbox {
+    fn default() -> Self {
+        Self {
+            mode: SandboxMode::WorkspaceWrite,
+            writable: Vec::new(),
+            network: true,
+        }
+    }
+}
+
+impl BashSandbox {
+    /// The user's settings, narrowed by the workspace's. A workspace's config comes with the
+    /// repository, so it may make the sandbox stricter but never laxer: a laxer mode, a
+    /// writable path or the network turned on there is refused, naming the file.
+    fn merge(user: &BashConfig, project: &BashConfig, project_path: &Path) -> Result<Self> {
+        let strictness = |mode: SandboxMode| match mode {
+            SandboxMode::Off => 0,
+            SandboxMode::WorkspaceWrite => 1,
+            SandboxMode::ReadOnly => 2,
+        };
+        let base = BashSandbox::default();
+        let user_mode = user.sandbox.unwrap_or(base.mode);
+        let mode = match project.sandbox {
+            Some(mode) if strictness(mode) < strictness(user_mode) => anyhow::bail!(
+                "{}: [bash] sandbox = \"{mode}\" would make the sandbox laxer than \"{user_mode}\"; a workspace's config comes with the repository and may only make it stricter. Set it in your user config if you mean it",
+                project_path.display()
+            ),
+            Some(mode) => mode,
+            None => user_mode,
+        };
+        if project
+            .writable
+            .as_ref()
+            .is_some_and(|paths| !paths.is_empty())
+        {
+            anyhow::bail!(
+                "{}: [bash] writable is read only from your user config, since a workspace's config comes with the repository and could open your files to its commands; move it there",
+                project_path.display()
+            );
+        }
+        let user_network = user.network.unwrap_or(base.network);
+        if project.network == Some(true) && !user_network {
+            anyhow::bail!(
+                "{}: [bash] network = true would turn on the network your user config turns off; a workspace's config may only turn it off",
+                project_path.display()
+            );
+        }
+        let writable = user.writable.clone().unwrap_or_default();
+        if let Some(path) = (writable.iter())
+            .find(|path| !(path.starts_with('/') || path.starts_with("~/") || *path == "~"))
+        {
+            anyhow::bail!(
+                "[bash] writable: {path:?} is neither absolute nor under ~/; write the whole path"
+            );
+        }
+        Ok(Self {
+            mode,
+            writable,
+            network: project.network.unwrap_or(user_network) && user_network,
         })
     }
 }
@@ -779,6 +866,68 @@ mod tests {
         insta::assert_snapshot!(keyed, @"invalid config file [USER]/config.toml: line 3: string values must be quoted, expected literal string (the line is not shown: it may hold a secret)");
         let typo = load("[undo]\ndepth = twenty\n");
         assert!(typo.contains("depth = twenty"), "{typo}");
+    }
+
+    #[test]
+    fn the_workspace_config_may_narrow_the_sandbox_but_never_widen_it() {
+        let user = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir(ws.path().join(".shiro")).unwrap();
+        let load = |user_text: &str, ws_text: &str| {
+            std::fs::write(user.path().join("config.toml"), user_text).unwrap();
+            std::fs::write(ws.path().join(".shiro/config.toml"), ws_text).unwrap();
+            Config::load(ws.path(), Some(user.path().to_owned()))
+                .map(|config| config.bash_sandbox)
+                .map_err(|err| {
+                    format!("{err:#}")
+                        .replace(&ws.path().display().to_string(), "[WS]")
+                        .replace(&user.path().display().to_string(), "[USER]")
+                })
+        };
+        assert_eq!(load("", ""), Ok(BashSandbox::default()));
+        assert_eq!(
+            load(
+                "[bash]\nsandbox = \"off\"\nwritable = [\"~/.m2\", \"/opt/cache\"]\nnetwork = false\n",
+                "[bash]\nsandbox = \"read-only\"\n"
+            ),
+            Ok(BashSandbox {
+                mode: SandboxMode::ReadOnly,
+                writable: vec!["~/.m2".into(), "/opt/cache".into()],
+                network: false,
+            })
+        );
+        assert_eq!(
+            load("[bash]\nsandbox = \"off\"\n", "").map(|s| s.mode),
+            Ok(SandboxMode::Off)
+        );
+        assert_eq!(
+            load("", "[bash]\nnetwork = false\n").map(|s| s.network),
+            Ok(false)
+        );
+        let refusals = [
+            load("", "[bash]\nsandbox = \"off\"\n"),
+            load(
+                "[bash]\nsandbox = \"read-only\"\n",
+                "[bash]\nsandbox = \"workspace-write\"\n",
+            ),
+            load("", "[bash]\nwritable = [\"/home\"]\n"),
+            load("[bash]\nnetwork = false\n", "[bash]\nnetwork = true\n"),
+            load("[bash]\nwritable = [\"cache\"]\n", ""),
+            load("[bash]\nsandbox = \"sometimes\"\n", ""),
+        ];
+        let text: Vec<String> = refusals.into_iter().map(|r| r.unwrap_err()).collect();
+        insta::assert_snapshot!(text.join("\n"), @r#"
+        [WS]/.shiro/config.toml: [bash] sandbox = "off" would make the sandbox laxer than "workspace-write"; a workspace's config comes with the repository and may only make it stricter. Set it in your user config if you mean it
+        [WS]/.shiro/config.toml: [bash] sandbox = "workspace-write" would make the sandbox laxer than "read-only"; a workspace's config comes with the repository and may only make it stricter. Set it in your user config if you mean it
+        [WS]/.shiro/config.toml: [bash] writable is read only from your user config, since a workspace's config comes with the repository and could open your files to its commands; move it there
+        [WS]/.shiro/config.toml: [bash] network = true would turn on the network your user config turns off; a workspace's config may only turn it off
+        [bash] writable: "cache" is neither absolute nor under ~/; write the whole path
+        invalid config file [USER]/config.toml: TOML parse error at line 2, column 11
+          |
+        2 | sandbox = "sometimes"
+          |           ^^^^^^^^^^^
+        unknown variant `sometimes`, expected one of `workspace-write`, `read-only`, `off`
+        "#);
     }
 
     #[test]

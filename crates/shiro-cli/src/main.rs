@@ -154,7 +154,11 @@ async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
     config.home_dir = places::home_dir();
     config.config_home = places::config_home();
     let helper = headless::overlay_helper(std::env::current_exe().ok().as_deref());
-    let bash = headless::bash_tool(&config, &signals, &helper, &state);
+    let env =
+        Environment::new(std::env::vars_os().filter_map(|(name, value)| {
+            Some((name.into_string().ok()?, value.into_string().ok()?))
+        }));
+    let bash = headless::bash_tool(&config, &env, &signals, &helper, &state);
     let ctx = Context {
         root,
         state,
@@ -165,9 +169,7 @@ async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
         ),
         signals,
         bash,
-        env: Environment::new(std::env::vars_os().filter_map(|(name, value)| {
-            Some((name.into_string().ok()?, value.into_string().ok()?))
-        })),
+        env,
     };
     let Some(command) = &cli.command else {
         return shiro_cli::run::main(&ctx, &cli.session).await;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context as _, Result, anyhow};
-use shiro_tools::capture::{Auto, BashRunner, CaptureMode, Detect, Direct, Overlay};
+use shiro_tools::capture::{Auto, BashRunner, CaptureMode, Detect, Direct, Overlay, Sandbox};
 use shiro_tools::tools::Bash;
 use shiro_tools::{
     Change, FsMutator, Hooked, Mutator, Tool, ToolError, ToolOutput, WorkspacePath, tools,
@@ -109,20 +109,54 @@ pub struct Context {
 }
 
 /// The `bash` tool as `[bash] capture` says: over an overlay whose helper is the binary at
-/// `helper` (see [`overlay_helper`]), with its layers in `state` and every workspace's state
-/// hidden from the command, falling back to detection where overlays are refused;
-/// detection only; or no capture. A signal that asks the running work to stop stops its
-/// command, whose changes are then still captured.
-pub fn bash_tool(config: &Config, signals: &Signals, helper: &Path, state: &StateDir) -> Bash {
+/// `helper` (see [`overlay_helper`]), with its layers in `state`, every workspace's state
+/// hidden from the command and the sandbox of `[bash] sandbox` (see [`sandbox`]), falling
+/// back to detection where overlays are refused; detection only; or no capture. A signal
+/// that asks the running work to stop stops its command, whose changes are then still
+/// captured.
+pub fn bash_tool(
+    config: &Config,
+    env: &Environment,
+    signals: &Signals,
+    helper: &Path,
+    state: &StateDir,
+) -> Bash {
     let runner: Arc<dyn BashRunner> = match config.bash_capture {
         BashCapture::Overlay => Arc::new(Auto::new(
-            Overlay::new(helper, state.layers_dir()).hiding(state.home()),
+            Overlay::new(helper, state.layers_dir())
+                .hiding(state.home())
+                .sandbox(sandbox(config, env)),
             Detect,
         )),
         BashCapture::Detect => Arc::new(Detect),
         BashCapture::Off => Arc::new(Direct),
     };
     Bash::new(runner).with_stop(signals.stops())
+}
+
+/// The sandbox `[bash]` asks for: its mode and network, the user's `writable` paths (`~/`
+/// is the home directory), and by default the caches of the common package managers and
+/// build tools (see [`Sandbox::default_caches`]) and `$TMPDIR`.
+pub fn sandbox(config: &Config, env: &Environment) -> Sandbox {
+    let settings = &config.bash_sandbox;
+    let home = config.home_dir.as_deref();
+    let cargo_home = env.get("CARGO_HOME").map(PathBuf::from);
+    let written = settings
+        .writable
+        .iter()
+        .filter_map(|path| match path.strip_prefix('~') {
+            Some(rest) => home.map(|home| home.join(rest.trim_start_matches('/'))),
+            None => Some(PathBuf::from(path)),
+        });
+    let tmpdir = env
+        .get("TMPDIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
+    Sandbox::new(settings.mode)
+        .network(settings.network)
+        .writable(Sandbox::default_caches(home, cargo_home.as_deref()))
+        .writable(tmpdir)
+        .writable(written.collect::<Vec<_>>())
 }
 
 impl Context {

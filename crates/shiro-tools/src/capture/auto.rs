@@ -106,6 +106,14 @@ impl CommandCapture for Watched {
         self.inner.command(program, script)
     }
 
+    fn kill(&self) -> bool {
+        self.inner.kill()
+    }
+
+    fn refused_note(&self, output: &str) -> Option<String> {
+        self.inner.refused_note(output)
+    }
+
     async fn finish(
         self: Box<Self>,
         mutator: &dyn Mutator,

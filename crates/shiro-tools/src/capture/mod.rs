@@ -20,6 +20,7 @@ mod auto;
 mod detect;
 mod layer;
 mod overlay;
+mod sandbox;
 
 use std::fmt;
 use std::process::ExitStatus;
@@ -36,6 +37,7 @@ pub use auto::Auto;
 pub use detect::Detect;
 pub use layer::{LayerRecovery, recover_layers};
 pub use overlay::{HELPER_INIT, HELPER_OVERLAY, HelperExit, Overlay, is_helper_call, run_helper};
+pub use sandbox::{PROTECTED, Sandbox, SandboxMode, TEMP_DIRS};
 
 /// How a command's changes were captured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -123,6 +125,13 @@ pub trait CommandCapture: Send + Sync {
     /// not (the default), the caller kills the started process's group.
     fn kill(&self) -> bool {
         false
+    }
+
+    /// What to tell the model when `output`, the output of a command that failed, shows a
+    /// write its sandbox refused (see [`Sandbox::refused_note`]); `None` by default.
+    fn refused_note(&self, output: &str) -> Option<String> {
+        let _ = output;
+        None
     }
 
     /// Called once every process of the command is gone (its group was killed): reports

@@ -29,6 +29,7 @@ use async_trait::async_trait;
 use tokio::process::Command;
 
 use super::layer::{Layer, commit_layer};
+use super::sandbox::Sandbox;
 use super::{BashRunner, CaptureError, CaptureMode, Captured, CommandCapture, Ended};
 use crate::mutator::Mutator;
 
@@ -48,6 +49,7 @@ pub struct Overlay {
     helper: PathBuf,
     layers: PathBuf,
     hidden: Vec<PathBuf>,
+    sandbox: Sandbox,
 }
 
 impl Overlay {
@@ -61,7 +63,19 @@ impl Overlay {
             helper: helper.into(),
             hidden: vec![layers.clone()],
             layers,
+            sandbox: Sandbox::off(),
         }
+    }
+
+    /// Runs every command in `sandbox` (none by default).
+    pub fn sandbox(mut self, sandbox: Sandbox) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// The sandbox commands run in.
+    pub fn sandboxed(&self) -> &Sandbox {
+        &self.sandbox
     }
 
     /// Hides the directory `dir` from every command too (shiro's whole state directory,
@@ -136,6 +150,7 @@ impl BashRunner for Overlay {
             helper: self.helper.clone(),
             root,
             hidden: self.hidden.clone(),
+            sandbox: self.sandbox.clone(),
             layer,
         }))
     }
@@ -145,6 +160,7 @@ struct OverlayCapture {
     helper: PathBuf,
     root: PathBuf,
     hidden: Vec<PathBuf>,
+    sandbox: Sandbox,
     layer: Layer,
 }
 
@@ -158,11 +174,16 @@ impl CommandCapture for OverlayCapture {
             .arg(self.layer.dir())
             .arg(self.hidden.len().to_string())
             .args(&self.hidden)
+            .args(self.sandbox.to_args())
             .arg(program)
             .arg("-c")
             .arg(script)
             .current_dir(&self.root);
         command
+    }
+
+    fn refused_note(&self, output: &str) -> Option<String> {
+        self.sandbox.refused_note(&self.root, output)
     }
 
     /// Kills the command's init process, PID 1 of its namespace: the kernel then kills
@@ -250,6 +271,7 @@ mod linux {
 
     use super::{HELPER_INIT, HELPER_OVERLAY, HelperExit, SETUP_FAILED};
     use crate::capture::layer::{INIT_PID_FILE, SETUP_ERROR_FILE, UPPER_DIR, WORK_DIR};
+    use crate::capture::sandbox::{Sandbox, linux as sandbox};
 
     pub(super) fn run(args: &[OsString]) -> HelperExit {
         match args.first().and_then(|a| a.to_str()) {
@@ -265,8 +287,8 @@ mod linux {
         }
     }
 
-    /// `ROOT LAYER N HIDDEN… PROGRAM ARGS…` (N hidden directories): sets the overlay up,
-    /// then runs the init helper in it.
+    /// `ROOT LAYER N HIDDEN… SANDBOX… PROGRAM ARGS…` (N hidden directories, the sandbox as
+    /// `Sandbox::to_args` writes it): sets the overlay up, then runs the init helper in it.
     fn overlay(args: &[OsString]) -> i32 {
         let [root, layer, count, rest @ ..] = args else {
             return SETUP_FAILED;
@@ -274,7 +296,10 @@ mod linux {
         let Some(count) = count.to_str().and_then(|n| n.parse::<usize>().ok()) else {
             return SETUP_FAILED;
         };
-        let Some((hidden, [program, rest @ ..])) = rest.split_at_checked(count) else {
+        let Some((hidden, rest)) = rest.split_at_checked(count) else {
+            return SETUP_FAILED;
+        };
+        let Some((sandbox, [program, rest @ ..])) = Sandbox::from_args(rest) else {
             return SETUP_FAILED;
         };
         let (root, layer) = (Path::new(root), Path::new(layer));
@@ -286,13 +311,15 @@ mod linux {
         ) else {
             return SETUP_FAILED;
         };
-        if let Err(why) = set_up(root, layer, hidden) {
+        if let Err(why) = set_up(root, layer, hidden, &sandbox) {
             // Best effort: without the file, the caller sees exit code 125 from a command.
             let _ = write_in(&layer_fd, SETUP_ERROR_FILE, &why);
             return SETUP_FAILED;
         }
         let child = Command::new("/proc/self/exe")
             .arg(HELPER_INIT)
+            .arg(root)
+            .args(sandbox.to_args())
             .arg(program)
             .args(rest)
             .spawn()
@@ -326,19 +353,30 @@ mod linux {
         io::Write::write_all(&mut file, text.as_bytes())
     }
 
-    /// `PROGRAM ARGS…`: PID 1 of the command's namespace; runs the command and waits for it.
+    /// `ROOT SANDBOX… PROGRAM ARGS…`: PID 1 of the command's namespace; confines itself to
+    /// the sandbox, then runs the command and waits for it.
     fn init(args: &[OsString]) -> HelperExit {
         let failed = |message: String| HelperExit {
             code: SETUP_FAILED,
             message: Some(message),
         };
-        let [program, rest @ ..] = args else {
+        let Some((root, (sandbox, [program, rest @ ..]))) = args
+            .split_first()
+            .and_then(|(root, rest)| Some((root, Sandbox::from_args(rest)?)))
+        else {
             return failed("no command to run".to_owned());
         };
         // Its parent is outside its PID namespace, so it cannot check that the parent is
         // still there (`getppid` says 0); the overlay helper checked its own.
         if let Err(err) = rustix::process::set_parent_process_death_signal(Some(Signal::KILL)) {
             return failed(format!("cannot tie the command to shiro: {err}"));
+        }
+        if sandbox.is_on() {
+            // Before Landlock, which refuses every mount to the process it confines.
+            sandbox::fresh_proc();
+            if let Err(why) = sandbox::confine(&sandbox, Path::new(root)) {
+                return failed(format!("the command was not run: {why}"));
+            }
         }
         let spawn = |program: &OsString| Command::new(program).args(rest).spawn();
         let child = match spawn(program) {
@@ -375,13 +413,24 @@ mod linux {
         Ok(())
     }
 
-    fn set_up(root: &Path, layer: &Path, hidden: &[OsString]) -> Result<(), String> {
+    fn set_up(
+        root: &Path,
+        layer: &Path,
+        hidden: &[OsString],
+        sandbox: &Sandbox,
+    ) -> Result<(), String> {
         die_with_parent().map_err(|err| format!("cannot tie the helper to shiro: {err}"))?;
+        if sandbox.is_on() {
+            sandbox::probe()?;
+        }
         let euid = rustix::process::geteuid();
         let privileged = euid.is_root();
         let mut flags = UnshareFlags::NEWNS | UnshareFlags::NEWPID;
         if !privileged {
             flags |= UnshareFlags::NEWUSER;
+        }
+        if !sandbox.network {
+            flags |= UnshareFlags::NEWNET;
         }
         let (uid, gid) = (rustix::process::getuid(), rustix::process::getgid());
         // `unshare` is deprecated for `unshare_unsafe` only because of `CLONE_FILES`, which
@@ -402,6 +451,9 @@ mod linux {
             write("setgroups", "deny".to_owned())?;
             write("uid_map", format!("{0} {0} 1\n", uid.as_raw()))?;
             write("gid_map", format!("{0} {0} 1\n", gid.as_raw()))?;
+        }
+        if !sandbox.network {
+            sandbox::loopback_up()?;
         }
         rustix::mount::mount_change(
             "/",
@@ -463,6 +515,9 @@ mod linux {
             let source = format!("/proc/self/fd/{}", fd.as_raw_fd());
             rustix::mount::mount_bind(source.as_str(), root.join(name))
                 .map_err(|err| format!("cannot pass {name} through the overlay: {err}"))?;
+        }
+        if sandbox.is_on() {
+            sandbox::protect(root)?;
         }
         // Covered last, so the overlay above still reaches its layer through the path. An
         // empty read-only tmpfs lists nothing and takes no write; a directory that is not

@@ -210,8 +210,12 @@ impl Tool for Bash {
             .map_err(|err| {
                 ToolError::refused(format!("could not start the shell: {err}; nothing was run"))
             })?;
+            let refused = capture.refused_note(&text);
             let captured = match capture.finish(mutator, ended).await {
-                Ok(captured) => captured,
+                Ok(mut captured) => {
+                    captured.notes.extend(refused);
+                    captured
+                }
                 Err(CaptureError::NotStarted(why)) if attempt == 0 => {
                     notes.push(why);
                     continue;

@@ -1,0 +1,227 @@
+//! The bash sandbox end to end, through the built `shiro`: a command in the default
+//! `workspace-write` sandbox writes in the workspace, the temp directories and the configured
+//! writable paths, and nowhere else, however it tries; `.git/config` and `.git/hooks` stay as
+//! they were; `network = false` keeps it off the host's network; `read-only` keeps the
+//! workspace as it was too.
+//!
+//! The sandbox needs the overlay's namespaces and Landlock; where the machine refuses either,
+//! the tests print why and skip. The paths that must stay untouched are made outside the
+//! temp directories, which the sandbox leaves writable.
+#![allow(clippy::unwrap_used, clippy::print_stderr)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use support::{Ws, overlay_refused};
+
+/// A directory for the test's files that no sandbox leaves writable: not under a temp
+/// directory (where `tempfile` would put it).
+fn outside() -> Option<PathBuf> {
+    let temp = ["/tmp", "/var/tmp", "/dev/shm"];
+    let candidates = [
+        Some(PathBuf::from(env!("CARGO_TARGET_TMPDIR"))),
+        std::env::var_os("HOME").map(PathBuf::from),
+    ];
+    let found = candidates.into_iter().flatten().find(|dir| {
+        let dir = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+        dir.is_absolute() && !temp.iter().any(|t| dir.starts_with(t))
+    });
+    if found.is_none() {
+        eprintln!("skipped: no directory outside the temp directories to test writes against");
+    }
+    found
+}
+
+/// A workspace (and its user's home and config) outside the temp directories, with a git
+/// repository that has a commit, and a sibling directory beside it; `None` (the test skips)
+/// where the sandbox cannot run.
+fn setting() -> Option<(Ws, tempfile::TempDir)> {
+    if overlay_refused().is_some() || support::git_missing() {
+        return None;
+    }
+    let parent = outside()?;
+    let ws = Ws::new_in(&parent);
+    ws.write("a.txt", "a\n");
+    support::git(ws.path(), &["init", "-q"]);
+    support::git(ws.path(), &["add", "."]);
+    support::git(ws.path(), &["commit", "-qm", "first"]);
+    let sibling = tempfile::tempdir_in(&parent).unwrap();
+    std::fs::write(sibling.path().join("theirs.txt"), "theirs\n").unwrap();
+    Some((ws, sibling))
+}
+
+fn bash(ws: &Ws, script: &str) -> support::Run {
+    let args = serde_json::json!({ "command": script }).to_string();
+    ws.run_bounded(&["tool", "bash", "--args", &args])
+}
+
+fn config(ws: &Ws, text: &str) {
+    std::fs::write(ws.config.path().join("config.toml"), text).unwrap();
+}
+
+fn file(path: &Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}
+
+#[test]
+fn writes_outside_the_workspace_fail_and_the_disk_is_untouched() {
+    let Some((ws, sibling)) = setting() else {
+        return;
+    };
+    let home = ws.config.path();
+    let allowed = tempfile::tempdir_in(ws.config.path()).unwrap();
+    config(
+        &ws,
+        &format!(
+            "[bash]\nwritable = [{:?}]\n",
+            allowed.path().display().to_string()
+        ),
+    );
+    let git_config = ws.read(".git/config");
+    let probe = format!("shiro-sandbox-probe-{}", std::process::id());
+    let script = format!(
+        "echo x >> {home}/.bashrc; echo x > /etc/{probe}; echo x > {sibling}/theirs.txt; \
+         echo x > .git/hooks/pre-commit; echo x >> .git/config; \
+         echo ok > /tmp/{probe} && echo ok > {allowed}/made.txt && echo ok > inside.txt \
+         && git -c user.email=a@b -c user.name=n add inside.txt \
+         && git -c user.email=a@b -c user.name=n commit -qm second && echo committed",
+        home = home.display(),
+        sibling = sibling.path().display(),
+        allowed = allowed.path().display(),
+    );
+    let run = bash(&ws, &script);
+    assert_eq!(run.code, 0, "{}", run.show());
+    assert!(run.stdout.contains("committed"), "{}", run.show());
+    // Refused, and untouched.
+    assert_eq!(file(&home.join(".bashrc")), None, "{}", run.show());
+    assert_eq!(file(&PathBuf::from("/etc").join(&probe)), None);
+    assert_eq!(
+        file(&sibling.path().join("theirs.txt")).unwrap(),
+        "theirs\n"
+    );
+    assert!(!ws.exists(".git/hooks/pre-commit"));
+    assert_eq!(ws.read(".git/config"), git_config);
+    // Allowed.
+    assert_eq!(file(&PathBuf::from("/tmp").join(&probe)).unwrap(), "ok\n");
+    std::fs::remove_file(PathBuf::from("/tmp").join(&probe)).unwrap();
+    assert_eq!(file(&allowed.path().join("made.txt")).unwrap(), "ok\n");
+    assert_eq!(ws.read("inside.txt"), "ok\n");
+    // The model is told which write was refused and how to allow one.
+    assert!(
+        // The output names the home directory `<config>`, as every test's does.
+        run.stdout
+            .contains("[note: the workspace-write sandbox refused a write to <config>/.bashrc: "),
+        "{}",
+        run.show()
+    );
+    assert!(
+        run.stdout
+            .contains("add a directory that holds it to `writable` under [bash]"),
+        "{}",
+        run.show()
+    );
+    // What it wrote in the workspace is captured as ever.
+    assert!(run.stdout.contains("A inside.txt"), "{}", run.show());
+}
+
+#[test]
+fn the_easy_escapes_land_no_write_outside() {
+    let Some((ws, sibling)) = setting() else {
+        return;
+    };
+    let theirs = sibling.path().join("theirs.txt");
+    // Planted beforehand: a link out of the workspace, and a hard link to a file outside.
+    std::os::unix::fs::symlink(&theirs, ws.path().join("out")).unwrap();
+    std::fs::hard_link(&theirs, ws.path().join("hard")).unwrap();
+    let git_config = ws.read(".git/config");
+    let script = format!(
+        "mount -o remount,rw / ; mount -o remount,rw {ws}/.git/hooks ; umount -l {ws}/.git/hooks ; \
+         umount -l /proc ; \
+         for root in /proc/*/root; do echo x > $root{theirs} ; done ; \
+         echo x > out ; echo x >> hard ; \
+         git config core.fsmonitor 'touch {theirs}.planted' ; \
+         unshare -Urm sh -c 'mount -o remount,rw / ; echo x > {theirs}' ; \
+         echo done",
+        ws = ws.path().display(),
+        theirs = theirs.display(),
+    );
+    let run = bash(&ws, &script);
+    assert!(run.stdout.contains("done"), "{}", run.show());
+    assert_eq!(file(&theirs).unwrap(), "theirs\n", "{}", run.show());
+    assert_eq!(ws.read(".git/config"), git_config);
+    // The hard link was written in the workspace's layer, and committed as a file of its
+    // own: the file outside keeps its bytes.
+    assert_eq!(ws.read("hard"), "theirs\nx\n");
+    assert!(!Path::new(&format!("{}.planted", theirs.display())).exists());
+}
+
+#[test]
+fn network_off_reaches_no_server_outside_but_has_a_loopback() {
+    let Some((ws, _sibling)) = setting() else {
+        return;
+    };
+    let server = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = server.local_addr().unwrap().port();
+    let connect = format!(
+        "if exec 3<>/dev/tcp/127.0.0.1/{port}; then echo reached; else echo unreachable; fi"
+    );
+    // With the network on (the default), the server outside is reached: the probe works.
+    let on = bash(&ws, &connect);
+    assert!(on.stdout.contains("reached"), "{}", on.show());
+    config(&ws, "[bash]\nnetwork = false\n");
+    let off = bash(&ws, &connect);
+    assert!(off.stdout.contains("unreachable"), "{}", off.show());
+    // Its own loopback is up: nothing listens there, so the connection is refused, not
+    // unreachable.
+    assert!(off.stdout.contains("Connection refused"), "{}", off.show());
+}
+
+#[test]
+fn a_read_only_sandbox_changes_nothing_in_the_workspace() {
+    let Some((ws, _sibling)) = setting() else {
+        return;
+    };
+    config(&ws, "[bash]\nsandbox = \"read-only\"\n");
+    let before = ws.tree();
+    let probe = format!("/tmp/shiro-read-only-{}", std::process::id());
+    let run = bash(
+        &ws,
+        &format!(
+            "echo x > $PWD/a.txt; echo y > new.txt; rm -f a.txt; echo t > {probe} && cat a.txt"
+        ),
+    );
+    assert_eq!(run.code, 0, "{}", run.show());
+    assert_eq!(ws.tree(), before, "{}", run.show());
+    assert!(
+        run.stdout
+            .contains("[note: the read-only sandbox refused a write to"),
+        "{}",
+        run.show()
+    );
+    assert_eq!(file(Path::new(&probe)).unwrap(), "t\n");
+    std::fs::remove_file(&probe).unwrap();
+    let log = ws.ok(&["log"]);
+    assert!(log.stdout.contains("no turns"), "{}", log.show());
+}
+
+#[test]
+fn a_workspace_config_cannot_widen_the_sandbox() {
+    let Some((ws, _sibling)) = setting() else {
+        return;
+    };
+    config(&ws, "[bash]\nsandbox = \"workspace-write\"\n");
+    for (text, says) in [
+        ("[bash]\nsandbox = \"off\"\n", "may only make it stricter"),
+        (
+            "[bash]\nwritable = [\"/etc\"]\n",
+            "read only from your user config",
+        ),
+    ] {
+        ws.write(".shiro/config.toml", text);
+        let run = bash(&ws, "echo x > /etc/shiro-never");
+        assert_eq!(run.code, 1, "{}", run.show());
+        assert!(run.stderr.contains(says), "{}", run.show());
+    }
+    assert!(!Path::new("/etc/shiro-never").exists());
+}
