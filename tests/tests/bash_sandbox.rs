@@ -179,30 +179,39 @@ fn network_off_reaches_no_server_outside_but_has_a_loopback() {
 
 #[test]
 fn a_read_only_sandbox_changes_nothing_in_the_workspace() {
-    let Some((ws, _sibling)) = setting() else {
+    let Some((outside_ws, _sibling)) = setting() else {
         return;
     };
-    config(&ws, "[bash]\nsandbox = \"read-only\"\n");
-    let before = ws.tree();
-    let probe = format!("/tmp/shiro-read-only-{}", std::process::id());
-    let run = bash(
-        &ws,
-        &format!(
-            "echo x > $PWD/a.txt; echo y > new.txt; rm -f a.txt; echo t > {probe} && cat a.txt"
-        ),
-    );
-    assert_eq!(run.code, 0, "{}", run.show());
-    assert_eq!(ws.tree(), before, "{}", run.show());
-    assert!(
-        run.stdout
-            .contains("[note: the read-only sandbox refused a write to"),
-        "{}",
-        run.show()
-    );
-    assert_eq!(file(Path::new(&probe)).unwrap(), "t\n");
-    std::fs::remove_file(&probe).unwrap();
-    let log = ws.ok(&["log"]);
-    assert!(log.stdout.contains("no turns"), "{}", log.show());
+    // Also a workspace under the temp directory, which the sandbox leaves writable: the
+    // workspace stays read-only there too.
+    let in_temp = Ws::new();
+    in_temp.write("a.txt", "a\n");
+    support::git(in_temp.path(), &["init", "-q"]);
+    for ws in [outside_ws, in_temp] {
+        config(&ws, "[bash]\nsandbox = \"read-only\"\n");
+        let before = ws.tree();
+        let probe = format!("/tmp/shiro-read-only-{}", std::process::id());
+        let run = bash(
+            &ws,
+            &format!(
+                "echo x > $PWD/a.txt; echo y > new.txt; rm -f a.txt; echo z > .git/x; \
+                 echo t > {probe} && cat a.txt"
+            ),
+        );
+        assert_eq!(run.code, 0, "{}", run.show());
+        assert_eq!(ws.tree(), before, "{}", run.show());
+        assert!(!ws.exists(".git/x"), "{}", run.show());
+        assert!(
+            run.stdout
+                .contains("[note: the read-only sandbox refused a write to"),
+            "{}",
+            run.show()
+        );
+        assert_eq!(file(Path::new(&probe)).unwrap(), "t\n");
+        std::fs::remove_file(&probe).unwrap();
+        let log = ws.ok(&["log"]);
+        assert!(log.stdout.contains("no turns"), "{}", log.show());
+    }
 }
 
 #[test]

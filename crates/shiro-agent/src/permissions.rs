@@ -171,7 +171,8 @@ fn literal_glob(path: &str) -> String {
 /// The session's mode: what runs when no rule says otherwise.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Every tool that changes files, bash and MCP tools are refused (`--read-only`).
+    /// Every tool that changes files and MCP tools are refused, and bash runs only in a
+    /// read-only sandbox (`--read-only`).
     ReadOnly,
     /// Changes, bash and MCP tools are asked about (the default).
     Ask,
@@ -198,7 +199,9 @@ impl Mode {
     /// What it does, in a few words.
     pub fn describe(self) -> &'static str {
         match self {
-            Mode::ReadOnly => "tools that change files, bash and MCP tools are refused",
+            Mode::ReadOnly => {
+                "tools that change files and MCP tools are refused; bash runs only in a read-only sandbox"
+            }
             Mode::Ask => "changes to files, bash commands and MCP tools are asked about",
             Mode::AutoEdit => {
                 "file changes run without asking; bash commands and MCP tools are asked about"
@@ -358,7 +361,7 @@ impl Rules {
         }
         if changes && mode == Mode::ReadOnly {
             return Verdict::Deny(
-                "refused: the session is in read-only mode, which refuses every tool that changes files and every bash command; nothing was run. Read and search instead, or tell the user what you would change".to_owned(),
+                "refused: the session is in read-only mode, which refuses every tool that changes files, and bash where no read-only sandbox can hold it; nothing was run. Read and search instead, or tell the user what you would change".to_owned(),
             );
         }
         if let Some(entry) = self.touching(Kind::Ask, tool, target) {
@@ -687,7 +690,7 @@ mod tests {
         let refused = bash(Mode::ReadOnly, "cargo build");
         insta::assert_snapshot!(
             match &refused { Verdict::Deny(text) => text.as_str(), _ => "not refused" },
-            @"refused: the session is in read-only mode, which refuses every tool that changes files and every bash command; nothing was run. Read and search instead, or tell the user what you would change"
+            @"refused: the session is in read-only mode, which refuses every tool that changes files, and bash where no read-only sandbox can hold it; nothing was run. Read and search instead, or tell the user what you would change"
         );
         assert!(matches!(
             all.judge(Mode::ReadOnly, "edit_file", true, &paths(&["a"])),

@@ -134,6 +134,45 @@ async fn read_only_mode_refuses_changes_and_bash_even_when_allowed_and_reads_run
     );
 }
 
+/// With the overlay (the default capture), read-only mode runs bash in a read-only sandbox,
+/// weighed as in ask mode: the command reads, and every write to the workspace is refused by
+/// the kernel and named.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(clippy::print_stderr)]
+async fn read_only_mode_runs_bash_in_a_read_only_sandbox() {
+    let world = World::new();
+    world.write(".shiro/config.toml", "[permissions]\nallow = [\"Bash\"]\n");
+    world.write("a.txt", "hello\n");
+    let model = world.replay(&script(&[(
+        "bash",
+        json!({"command": "echo x > $PWD/a.txt; touch $PWD/c.txt; cat a.txt"}),
+    )]));
+    let run = world
+        .run(&["-p", "look", "--read-only", "--model", &model], "", &[])
+        .await;
+    let results = world.tool_results();
+    if results[0].contains("cannot run the command") {
+        eprintln!(
+            "skipped: no read-only sandbox on this machine ({})",
+            results[0]
+        );
+        return;
+    }
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(world.read("a.txt").as_deref(), Some("hello\n"));
+    assert_eq!(world.read("c.txt"), None);
+    assert!(
+        results[0].contains("\nhello\n[exit code 0]"),
+        "{}",
+        results[0]
+    );
+    assert!(
+        results[0].contains("[note: the read-only sandbox refused a write to "),
+        "{}",
+        results[0]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allowed_and_disallowed_tools_flags_add_rules_for_the_run() {
     let world = World::new();

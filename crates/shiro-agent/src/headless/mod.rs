@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context as _, Result, anyhow};
-use shiro_tools::capture::{Auto, BashRunner, CaptureMode, Detect, Direct, Overlay, Sandbox};
+use shiro_tools::capture::{
+    Auto, BashRunner, CaptureMode, Detect, Direct, Overlay, Sandbox, SandboxMode,
+};
 use shiro_tools::tools::Bash;
 use shiro_tools::{
     Change, FsMutator, Hooked, Mutator, Tool, ToolError, ToolOutput, WorkspacePath, tools,
@@ -121,17 +123,26 @@ pub fn bash_tool(
     helper: &Path,
     state: &StateDir,
 ) -> Bash {
+    let overlay = || Overlay::new(helper, state.layers_dir()).hiding(state.home());
+    let sandbox = sandbox(config, env);
     let runner: Arc<dyn BashRunner> = match config.bash_capture {
-        BashCapture::Overlay => Arc::new(Auto::new(
-            Overlay::new(helper, state.layers_dir())
-                .hiding(state.home())
-                .sandbox(sandbox(config, env)),
-            Detect,
-        )),
+        BashCapture::Overlay => Arc::new(Auto::new(overlay().sandbox(sandbox.clone()), Detect)),
         BashCapture::Detect => Arc::new(Detect),
         BashCapture::Off => Arc::new(Direct),
     };
-    Bash::new(runner).with_stop(signals.stops())
+    let bash = Bash::new(runner).with_stop(signals.stops());
+    // Read-only mode runs bash only in a read-only sandbox, with no fallback: where it
+    // cannot be made, the command is refused.
+    match (config.bash_capture, sandbox.mode) {
+        (BashCapture::Overlay, mode) if mode != SandboxMode::Off => {
+            let read_only = Sandbox {
+                mode: SandboxMode::ReadOnly,
+                ..sandbox
+            };
+            bash.with_read_only(Arc::new(overlay().sandbox(read_only)))
+        }
+        _ => bash,
+    }
 }
 
 /// The sandbox `[bash]` asks for: its mode and network, the user's `writable` paths (`~/`

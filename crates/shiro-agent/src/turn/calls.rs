@@ -4,15 +4,15 @@
 
 use anyhow::Result;
 use serde_json::Value;
-use shiro_tools::Change;
 use shiro_tools::capture::CaptureMode;
+use shiro_tools::{Change, Tool as _};
 
 use super::{Agent, Log, TurnReport};
 use crate::approve::{self, Answer, Approvals, Decision, Scope};
 use crate::events::Printer;
 use crate::headless::{self, Context};
 use crate::input::Input;
-use crate::permissions::{self, Kind, Source, Target, Verdict};
+use crate::permissions::{self, Kind, Mode, Source, Target, Verdict};
 use crate::protocol::{Event, Op, Status, brief};
 
 impl Agent<'_> {
@@ -76,6 +76,16 @@ impl Agent<'_> {
         };
         let is_bash = tool.name() == "bash";
         let changes = tool.is_mutating() || is_bash;
+        // In read-only mode, bash runs only in a read-only sandbox, where one can be made.
+        // It then changes nothing in the workspace, but it still reads anything and may
+        // reach the network, so it is weighed as in ask mode.
+        let sandboxed = (is_bash && self.approvals.mode == Mode::ReadOnly)
+            .then(|| self.ctx.bash.read_only())
+            .flatten();
+        let mode = match sandboxed {
+            Some(_) => Mode::Ask,
+            None => self.approvals.mode,
+        };
         let target = match recording {
             Ok(recording) => permissions::target(tool.as_ref(), &args, recording.inner()).await,
             Err(_) => match self.ctx.workspace() {
@@ -83,7 +93,7 @@ impl Agent<'_> {
                 Err(_) => Target::Paths(Vec::new()),
             },
         };
-        let verdict = match self.judged(name, changes, &target, &args, report) {
+        let verdict = match self.judged(mode, name, changes, &target, &args, report) {
             Ok(verdict) => verdict,
             Err(refusal) => return refusal,
         };
@@ -155,7 +165,10 @@ impl Agent<'_> {
             recording.note_bash(headless::undo_capture(mode), &[]).await;
         }
         self.bash_running.send_replace(is_bash);
-        let result = tool.call(recording, args).await;
+        let result = match &sandboxed {
+            Some(bash) => bash.call(recording, args).await,
+            None => tool.call(recording, args).await,
+        };
         if tool.is_mutating() {
             let changes = result
                 .as_ref()
@@ -195,7 +208,7 @@ impl Agent<'_> {
         };
         let skill = args.get("name").and_then(Value::as_str).unwrap_or("");
         let target = Target::Skill(skill.trim().trim_start_matches('/').to_lowercase());
-        match self.judged(name, false, &target, &args, report) {
+        match self.judged(self.approvals.mode, name, false, &target, &args, report) {
             Err(refusal) => return refusal,
             Ok(Verdict::Ask(rule)) => {
                 if let Some(refusal) = self.ask_about(name, rule.as_deref(), &target, &args, report)
@@ -237,7 +250,7 @@ impl Agent<'_> {
             return (Status::Error, why, Vec::new());
         }
         let target = Target::Mcp;
-        let verdict = match self.judged(name, true, &target, &args, report) {
+        let verdict = match self.judged(self.approvals.mode, name, true, &target, &args, report) {
             Ok(verdict) => verdict,
             Err(refusal) => return refusal,
         };
@@ -285,16 +298,14 @@ impl Agent<'_> {
     /// the mode denies it.
     fn judged(
         &self,
+        mode: Mode,
         name: &str,
         changes: bool,
         target: &Target,
         args: &Value,
         report: &mut TurnReport,
     ) -> Result<Verdict, (Status, String, Vec<Change>)> {
-        let verdict = self
-            .approvals
-            .rules
-            .judge(self.approvals.mode, name, changes, target);
+        let verdict = self.approvals.rules.judge(mode, name, changes, target);
         if let Verdict::Deny(text) = verdict {
             report
                 .denied

@@ -271,7 +271,7 @@ mod linux {
 
     use super::{HELPER_INIT, HELPER_OVERLAY, HelperExit, SETUP_FAILED};
     use crate::capture::layer::{INIT_PID_FILE, SETUP_ERROR_FILE, UPPER_DIR, WORK_DIR};
-    use crate::capture::sandbox::{Sandbox, linux as sandbox};
+    use crate::capture::sandbox::{Sandbox, SandboxMode, linux as sandbox};
 
     pub(super) fn run(args: &[OsString]) -> HelperExit {
         match args.first().and_then(|a| a.to_str()) {
@@ -518,6 +518,9 @@ mod linux {
         }
         if sandbox.is_on() {
             sandbox::protect(root)?;
+        }
+        if sandbox.mode == SandboxMode::ReadOnly {
+            sandbox::read_only_workspace(root)?;
         }
         // Covered last, so the overlay above still reaches its layer through the path. An
         // empty read-only tmpfs lists nothing and takes no write; a directory that is not

@@ -312,6 +312,25 @@ pub(crate) mod linux {
         Ok(())
     }
 
+    /// Remounts the workspace `root` (the overlay) and the `.git` bound through it
+    /// read-only, for a `read-only` sandbox: Landlock only adds rights, so a workspace that
+    /// lies under a temp directory or a writable path would otherwise stay writable.
+    pub(crate) fn read_only_workspace(root: &Path) -> Result<(), String> {
+        for path in [root.join(".git"), root.to_path_buf()] {
+            // `.git` is bound through only when it is a directory or a file (a worktree's).
+            let bound =
+                std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_dir() || meta.is_file());
+            if path != root && !bound {
+                continue;
+            }
+            let failed = |err| format!("cannot make {} read-only: {err}", path.display());
+            let kept = kept_flags(&path).map_err(failed)?;
+            rustix::mount::mount_remount(&path, MountFlags::BIND | MountFlags::RDONLY | kept, "")
+                .map_err(failed)?;
+        }
+        Ok(())
+    }
+
     fn kept_flags(path: &Path) -> rustix::io::Result<MountFlags> {
         let flags = rustix::fs::statvfs(path)?.f_flag;
         let pairs = [

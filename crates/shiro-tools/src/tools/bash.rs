@@ -41,6 +41,7 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 #[derive(Clone)]
 pub struct Bash {
     runner: Arc<dyn BashRunner>,
+    read_only: Option<Arc<dyn BashRunner>>,
     stop: Option<watch::Receiver<u64>>,
     live: Option<Live>,
 }
@@ -68,6 +69,7 @@ impl Bash {
     pub fn new(runner: Arc<dyn BashRunner>) -> Self {
         Self {
             runner,
+            read_only: None,
             stop: None,
             live: None,
         }
@@ -90,6 +92,25 @@ impl Bash {
     /// The runner that captures its commands.
     pub fn runner(&self) -> &Arc<dyn BashRunner> {
         &self.runner
+    }
+
+    /// Gives it `runner` for a session in read-only mode: one whose sandbox keeps the
+    /// workspace read-only (see [`Bash::read_only`]).
+    pub fn with_read_only(mut self, runner: Arc<dyn BashRunner>) -> Self {
+        self.read_only = Some(runner);
+        self
+    }
+
+    /// The same tool over the read-only runner, if it has one: a session in read-only mode
+    /// runs bash through it, and no other.
+    pub fn read_only(&self) -> Option<Bash> {
+        let runner = Arc::clone(self.read_only.as_ref()?);
+        Some(Bash {
+            runner,
+            read_only: None,
+            stop: self.stop.clone(),
+            live: self.live.clone(),
+        })
     }
 }
 
