@@ -234,3 +234,91 @@ fn a_workspace_config_cannot_widen_the_sandbox() {
     }
     assert!(!Path::new("/etc/shiro-never").exists());
 }
+
+/// Writes `tiny-1.0-py3-none-any.whl`, a wheel of one module, as pip expects it.
+const MAKE_WHEEL: &str = r#"import zipfile, hashlib, base64
+files = {
+    'tiny/__init__.py': 'X = 42\n',
+    'tiny-1.0.dist-info/METADATA': 'Metadata-Version: 2.1\nName: tiny\nVersion: 1.0\n',
+    'tiny-1.0.dist-info/WHEEL': 'Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n',
+}
+def digest(text):
+    raw = hashlib.sha256(text.encode()).digest()
+    return base64.urlsafe_b64encode(raw).rstrip(b'=').decode()
+record = ''.join(f'{name},sha256={digest(text)},{len(text)}\n' for name, text in files.items())
+record += 'tiny-1.0.dist-info/RECORD,,\n'
+with zipfile.ZipFile('tiny-1.0-py3-none-any.whl', 'w') as whl:
+    for name, text in files.items():
+        whl.writestr(name, text)
+    whl.writestr('tiny-1.0.dist-info/RECORD', record)
+"#;
+
+/// cargo, git, and python's venv and pip work inside the default sandbox as they do outside
+/// it: the same script, run natively in one copy of a workspace and through shiro in
+/// another, prints the same. Nothing reaches the network: the crate has no dependencies and
+/// the wheel is made on the spot.
+#[test]
+fn real_tools_work_in_the_default_sandbox_as_natively() {
+    let Some((ws, _sibling)) = setting() else {
+        return;
+    };
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let rustup = std::env::var_os("RUSTUP_HOME")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|home| home.join(".rustup")));
+    let python = std::process::Command::new("python3")
+        .args(["-c", "import venv, ensurepip"])
+        .status()
+        .is_ok_and(|status| status.success());
+    let mut script = String::from("set -e\n");
+    if let Some(rustup) = rustup {
+        script.push_str(&format!("export RUSTUP_HOME={}\n", rustup.display()));
+    }
+    script.push_str(
+        // A workspace of its own: the test's directory may lie in another cargo workspace.
+        "mkdir -p demo/src\n\
+         printf '[package]\\nname = \"demo\"\\nversion = \"0.1.0\"\\nedition = \"2021\"\\n[workspace]\\n' > demo/Cargo.toml\n\
+         printf 'fn main() {\\n    println!(\"Hello, world!\");\\n}\\n' > demo/src/main.rs\n\
+         (cd demo && cargo build --offline -q --target-dir target && ./target/debug/demo)\n\
+         git -c user.email=a@b -c user.name=n add demo/Cargo.toml demo/src\n\
+         git -c user.email=a@b -c user.name=n commit -qm demo\n\
+         git log --oneline | wc -l\n",
+    );
+    if python {
+        script.push_str(
+            &"python3 -m venv venv\npython3 - <<'PY'\n{MAKE_WHEEL}PY\n\
+             ./venv/bin/pip install -q --no-index --disable-pip-version-check tiny-1.0-py3-none-any.whl\n\
+             ./venv/bin/python -c 'import tiny; print(tiny.X)'\n"
+                .replace("{MAKE_WHEEL}", MAKE_WHEEL),
+        );
+    } else {
+        eprintln!("python3 with venv and ensurepip is missing: only cargo and git are tried");
+    }
+    // Natively, in a copy of the workspace.
+    let native = tempfile::tempdir_in(outside().unwrap()).unwrap();
+    std::process::Command::new("cp")
+        .args(["-a", &format!("{}/.", ws.path().display())])
+        .arg(native.path())
+        .status()
+        .unwrap();
+    let out = std::process::Command::new("bash")
+        .args(["-c", &script])
+        .current_dir(native.path())
+        .output()
+        .unwrap();
+    let natively = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{natively}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let args = serde_json::json!({ "command": script, "timeout_secs": 600 }).to_string();
+    let run = ws.run_bounded(&["tool", "bash", "--args", &args]);
+    assert!(run.stdout.contains("[exit code 0]"), "{}", run.show());
+    let sandboxed = run.stdout.split("[exit code").next().unwrap();
+    assert_eq!(sandboxed, natively, "{}", run.show());
+    assert!(natively.starts_with("Hello, world!\n2\n"), "{natively}");
+    if python {
+        assert!(natively.ends_with("42\n"), "{natively}");
+    }
+}
