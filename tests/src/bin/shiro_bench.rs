@@ -1319,6 +1319,8 @@ fn store(
 const BASH_OVERHEAD_BUDGET: &str =
     "Bash capture overhead per call at most 5 ms (one file changed, overlay minus bare)";
 const BASH_FLAT_BUDGET: &str = "Bash capture overhead independent of workspace size";
+const BASH_SANDBOX_BUDGET: &str =
+    "Bash overhead per call with the sandbox at most 4 ms (one file changed, sandboxed minus bare)";
 const BASH_NATIVE_BUDGET: &str = "Commands inside the overlay at most 1.2x native";
 
 /// Section 5: the bash tool's capture. One call that changes one file, in workspaces of
@@ -1362,7 +1364,12 @@ fn bash_capture(
              Where overlays are refused (not root and no user namespaces, say), shiro falls \
              back to detect-only capture, which this section does not measure."
         );
-        for budget in [BASH_OVERHEAD_BUDGET, BASH_FLAT_BUDGET, BASH_NATIVE_BUDGET] {
+        for budget in [
+            BASH_OVERHEAD_BUDGET,
+            BASH_FLAT_BUDGET,
+            BASH_SANDBOX_BUDGET,
+            BASH_NATIVE_BUDGET,
+        ] {
             verdicts.add(budget, None, format!("the overlay is refused here: {why}"));
         }
         return Ok(());
@@ -1398,6 +1405,7 @@ fn bash_one_file(
             format!("`{helper_name} __shiro-bash-init bash -c` spawned directly"),
             "bash tool, `Direct` (bare)".into(),
             "bash tool, `Overlay`, in a recorded turn".into(),
+            "the same with the sandbox (`workspace-write`)".into(),
             "shadow git snapshot after the change".into(),
         ],
         baseline: 2,
@@ -1432,7 +1440,14 @@ fn bash_one_file(
     };
     // Per workspace: its label, the overhead, the helper's share, one start of `shiro`'s
     // share, the snapshot's median.
-    type Overheads = (String, Option<u64>, Option<u64>, Option<u64>, Option<u64>);
+    type Overheads = (
+        String,
+        Option<u64>,
+        Option<u64>,
+        Option<u64>,
+        Option<u64>,
+        Option<u64>,
+    );
     let mut overheads: Vec<Overheads> = Vec::new();
     let mut workspaces = Vec::new();
     let mut labels = Vec::new();
@@ -1470,7 +1485,7 @@ fn bash_one_file(
         };
         calls.rows.push((
             label.clone(),
-            cells(&["spawn", "init", "bare", "overlay", "git"]),
+            cells(&["spawn", "init", "bare", "overlay", "sandboxed", "git"]),
         ));
         phases.rows.push((
             label.clone(),
@@ -1495,6 +1510,7 @@ fn bash_one_file(
             pair("ph_run", "spawn"),
             pair("init", "spawn"),
             series_cell(&result, &series("git")).ok().map(|s| s.median),
+            pair("sandboxed", "bare"),
         ));
     }
     if let (Some(first), Some(label)) = (workspaces.first(), labels.first()) {
@@ -1525,20 +1541,22 @@ fn bash_one_file(
     let mut overhead_rows = String::from(
         "| workspace | overhead: overlay turn − bare call | helper run − `bash -c` | \
          of which one start of the helper: init helper alone − `bash -c` | \
-         overhead ÷ shadow git snapshot |\n|---|---:|---:|---:|---:|\n",
+         overhead ÷ shadow git snapshot | with the sandbox: sandboxed turn − bare call |\n\
+         |---|---:|---:|---:|---:|---:|\n",
     );
     let shown = |v: Option<u64>| v.map_or_else(|| "not measured".to_owned(), duration);
-    for (label, overhead, helper, init, git) in &overheads {
+    for (label, overhead, helper, init, git, sandboxed) in &overheads {
         let of_git = match (overhead, git) {
             (Some(o), Some(g)) if *g > 0 => format!("×{}", ratio(*o, *g)),
             _ => "not measured".to_owned(),
         };
         let _ = writeln!(
             overhead_rows,
-            "| {label} | {} | {} | {} | {of_git} |",
+            "| {label} | {} | {} | {} | {of_git} | {} |",
             shown(*overhead),
             shown(*helper),
-            shown(*init)
+            shown(*init),
+            shown(*sandboxed)
         );
     }
     let _ = write!(
@@ -1548,7 +1566,7 @@ fn bash_one_file(
          time, so that every pre-image is new to the store, in generated workspaces (as in \
          section 1: three levels of directories, sizes mixed from 64 B to 48 KiB). The \
          workspaces take turns within each repetition, so that a change in the machine's load \
-         falls on every size alike. In each, the command runs five ways, one after the other \
+         falls on every size alike. In each, the command runs six ways, one after the other \
          (the order reversed on odd repetitions), with `sync -f` on the workspace's file \
          system before each, untimed, so that no call waits for the writeback of another:\n\n\
          - `bash -c` spawned with `std::process::Command`;\n\
@@ -1559,7 +1577,10 @@ fn bash_one_file(
          same tool (output pipe, process group) capturing nothing;\n\
          - the bash tool with the `Overlay` runner inside a recorded turn (`begin_turn`, the \
          call, `finish_turn`, as `shiro tool bash` records it, without starting a process or \
-         opening the store);\n\
+         opening the store), with no sandbox;\n\
+         - the same with the sandbox `shiro` runs commands in by default (`workspace-write`: \
+         Landlock, the protected `.git` paths, a fresh `/proc`; see `docs/tools.md`, \
+         \"The sandbox\");\n\
          - the same turn driven phase by phase (the breakdown below).\n\n\
          Right after the overlay call, the shadow git snapshot of the workspace is timed \
          (`git add -A && git write-tree`, index warm): what agents that snapshot every turn \
@@ -1631,6 +1652,30 @@ fn bash_one_file(
         for budget in [BASH_OVERHEAD_BUDGET, BASH_FLAT_BUDGET] {
             verdicts.add(budget, None, "a case failed; see section 5".into());
         }
+    }
+    let sandboxed: Vec<(&String, u64, Option<u64>)> = overheads
+        .iter()
+        .filter_map(|(label, overhead, .., sandboxed)| sandboxed.map(|s| (label, s, *overhead)))
+        .collect();
+    match sandboxed.iter().max_by_key(|(_, s, _)| *s) {
+        Some((label, worst, overhead)) if sandboxed.len() == overheads.len() => verdicts.add(
+            BASH_SANDBOX_BUDGET,
+            Some(*worst <= 4_000_000),
+            format!(
+                "worst {} at {label}, of which the sandbox adds {} over the overlay alone; \
+                 the overlay's own overhead is what misses (see the budget above)",
+                duration(*worst),
+                overhead.map_or_else(
+                    || "an unmeasured share".to_owned(),
+                    |o| duration(worst.saturating_sub(o))
+                ),
+            ),
+        ),
+        _ => verdicts.add(
+            BASH_SANDBOX_BUDGET,
+            None,
+            "a case failed; see section 5".into(),
+        ),
     }
     Ok(())
 }

@@ -161,8 +161,9 @@ impl Sandbox {
         caches
     }
 
-    /// The helper's arguments for this sandbox: `MODE NETWORK COUNT WRITABLE…`.
-    pub(crate) fn to_args(&self) -> Vec<std::ffi::OsString> {
+    /// The helpers' arguments for this sandbox: `MODE NETWORK COUNT WRITABLE…`. The init
+    /// helper ([`crate::capture::HELPER_INIT`]) takes `ROOT`, then these, then the command.
+    pub fn to_args(&self) -> Vec<std::ffi::OsString> {
         let mut args = vec![
             self.mode.as_str().into(),
             (if self.network { "net" } else { "no-net" }).into(),

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail, ensure};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use shiro_tools::capture::{BashRunner, Direct, Ended, Overlay};
+use shiro_tools::capture::{BashRunner, Direct, Ended, Overlay, Sandbox, SandboxMode};
 use shiro_tools::tools::Bash;
 use shiro_tools::{DirEntry, FsMutator, Mutator, MutatorError, Stat, Tool, WorkspacePath};
 use shiro_undo::{BashCapture, Recording, TurnStart, UndoOptions, UndoStore};
@@ -127,8 +127,10 @@ enum Way {
     Init,
     /// The bash tool with `Direct`, on a bare `FsMutator`.
     Bare,
-    /// The bash tool with `Overlay`, in a recorded turn, as `shiro tool bash` makes it.
+    /// The bash tool with `Overlay`, in a recorded turn, with no sandbox.
     Overlay,
+    /// The same with the default sandbox (`workspace-write`), as `shiro tool bash` makes it.
+    Sandboxed,
     /// The same turn driven phase by phase.
     Phased,
 }
@@ -163,6 +165,9 @@ pub async fn one_file(
         .first()
         .map(|first| state_beside(&first.ws).layers_dir())
         .unwrap_or_default();
+    let sandboxed = Bash::new(Arc::new(
+        Overlay::new(shiro, &layers).sandbox(Sandbox::new(SandboxMode::WorkspaceWrite)),
+    ));
     let overlay: Arc<dyn BashRunner> = Arc::new(Overlay::new(shiro, layers));
     let tool = Bash::new(Arc::clone(&overlay));
     let bare = Bash::new(Arc::new(Direct));
@@ -176,7 +181,14 @@ pub async fn one_file(
     let ways: &[Way] = if dirty_mib > 0 {
         &[Way::Bare, Way::Overlay]
     } else {
-        &[Way::Spawn, Way::Init, Way::Bare, Way::Overlay, Way::Phased]
+        &[
+            Way::Spawn,
+            Way::Init,
+            Way::Bare,
+            Way::Overlay,
+            Way::Sandboxed,
+            Way::Phased,
+        ]
     };
     let mut step = 0usize;
     for rep in 0..reps {
@@ -207,6 +219,8 @@ pub async fn one_file(
                     Way::Init => {
                         let mut cmd = Command::new(shiro);
                         cmd.arg(shiro_tools::capture::HELPER_INIT)
+                            .arg(ws)
+                            .args(Sandbox::off().to_args())
                             .args(["bash", "-c", &command])
                             .current_dir(ws);
                         let start = Instant::now();
@@ -238,6 +252,15 @@ pub async fn one_file(
                             run_ok(git_snapshot(ws, git))?;
                             push(r, &series("git"), start.elapsed());
                         }
+                    }
+                    Way::Sandboxed => {
+                        let start = Instant::now();
+                        let changed = tool_turn(recording, &sandboxed, &command).await?;
+                        push(r, &series("sandboxed"), start.elapsed());
+                        ensure!(
+                            changed == 1,
+                            "the sandboxed call recorded {changed} changes, not 1"
+                        );
                     }
                     Way::Phased => {
                         let phases = phased_turn(store, workspace, &overlay, &command).await?;
