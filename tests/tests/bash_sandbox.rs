@@ -322,3 +322,85 @@ fn real_tools_work_in_the_default_sandbox_as_natively() {
         assert!(natively.ends_with("42\n"), "{natively}");
     }
 }
+
+/// Without privilege (a user namespace instead of root), the sandbox holds the same: a file
+/// outside that the user may write natively is refused to the command, however it tries.
+#[test]
+fn without_root_the_sandbox_holds_too() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: not root, so the other tests already run without privilege");
+        return;
+    }
+    let Some(setpriv) = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+    else {
+        eprintln!("skipped: no setpriv to drop privileges with");
+        return;
+    };
+    let Some((ws, sibling)) = setting() else {
+        return;
+    };
+    let nobody = 65534;
+    let theirs = sibling.path().join("theirs.txt");
+    std::os::unix::fs::symlink(&theirs, ws.path().join("out")).unwrap();
+    for dir in [ws.path(), ws.config.path(), sibling.path()] {
+        std::process::Command::new("chown")
+            .args(["-R", &format!("{nobody}:{nobody}")])
+            .arg(dir)
+            .status()
+            .unwrap();
+    }
+    // Natively, the user may write the file: only the sandbox keeps the command off it.
+    let writable = std::process::Command::new(setpriv)
+        .args([
+            &format!("--reuid={nobody}"),
+            &format!("--regid={nobody}"),
+            "--clear-groups",
+        ])
+        .args(["test", "-w"])
+        .arg(&theirs)
+        .status()
+        .unwrap();
+    assert!(writable.success());
+    let script = format!(
+        "echo x > {theirs} ; echo x > out ; for root in /proc/*/root; do echo x > $root{theirs} ; done ; \
+         unshare -Urm sh -c 'mount -o remount,rw / ; echo x > {theirs}' ; \
+         echo ok > inside.txt && echo done",
+        theirs = theirs.display(),
+    );
+    let args = serde_json::json!({ "command": script }).to_string();
+    let out = std::process::Command::new(setpriv)
+        .args([
+            &format!("--reuid={nobody}"),
+            &format!("--regid={nobody}"),
+            "--clear-groups",
+        ])
+        .arg(support::shiro_bin())
+        .arg("-C")
+        .arg(ws.path())
+        .args(["tool", "bash", "--args", &args])
+        .env("SHIRO_CONFIG_DIR", ws.config.path())
+        .env("HOME", ws.config.path())
+        .env_remove("XDG_STATE_HOME")
+        .env_remove("SHIRO_STATE_DIR")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() != Some(0) && stderr.contains("Permission denied") {
+        eprintln!("skipped: nobody cannot run the shiro binary here ({stderr})");
+        return;
+    }
+    if let Some(at) = stdout.find("fell back to detect-only") {
+        eprintln!(
+            "skipped: unprivileged user namespaces are refused here ({})",
+            &stdout[at..]
+        );
+        return;
+    }
+    assert!(stdout.contains("done"), "{stdout}{stderr}");
+    assert!(stdout.contains("A inside.txt"), "{stdout}{stderr}");
+    assert_eq!(file(&theirs).unwrap(), "theirs\n", "{stdout}{stderr}");
+}
