@@ -457,7 +457,12 @@ async fn the_size_cap_drops_the_oldest_turns_and_says_so() {
         [4, 3],
         "two turns of 4000 incompressible bytes fit under 10 000"
     );
-    assert!(f.store.store_bytes().unwrap() <= 10_000);
+    // The notice says what the store takes.
+    let Some(shiro_undo::Notice::DroppedForSize { store_bytes, .. }) = notices.last() else {
+        panic!("{notices:?}");
+    };
+    assert_eq!(f.store.store_bytes().unwrap(), *store_bytes);
+    assert!(*store_bytes <= 10_000);
 
     // The newest turn is never dropped, even when it alone is over the cap.
     let g = fixture(StoreOptions {
