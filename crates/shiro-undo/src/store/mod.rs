@@ -64,6 +64,12 @@ pub struct StoreOptions {
     /// whole and uncompressed), so a turn costs about what it changed and needs no slow
     /// compression. Default 1 MiB.
     pub big_file_bytes: u64,
+    /// The most bytes of smaller files' new versions a turn stores as it finishes, in its
+    /// pack with its pre-images (one write, one flush): undoing or rewinding the turn then
+    /// finds them stored and has nothing to copy before it restores. Past it (a command that
+    /// writes a whole dependency tree), the rest are copied by the undo, if one comes, rather
+    /// than by every turn. Default 8 MiB.
+    pub max_small_after_bytes: u64,
 }
 
 impl Default for StoreOptions {
@@ -73,6 +79,7 @@ impl Default for StoreOptions {
             max_store_bytes: 1 << 30,
             lock_timeout: Duration::from_secs(10),
             big_file_bytes: 1 << 20,
+            max_small_after_bytes: 8 << 20,
         }
     }
 }
@@ -602,7 +609,8 @@ impl UndoStore {
         // The packs the dropped turns named, opened: one that a kept turn still names (for a
         // copy it found stored there) counts as collection leaves it, rewritten with the
         // copies still needed when they take less than half of it. Counted whole, it would
-        // drop more turns than the cap asks.
+        // drop more turns than the cap asks: a turn finds its pre-images in the pack of the
+        // turn before it (what that one left), so every turn but the newest.
         let mut weighed: BTreeMap<String, Pack> = BTreeMap::new();
         // What the kept turns need, with the bases of their deltas.
         let used = |state: &LogState, weighed: &BTreeMap<String, Pack>| -> u64 {
@@ -656,6 +664,10 @@ impl Ledger for UndoStore {
 
     fn big_file_bytes(&self) -> u64 {
         self.inner.options.big_file_bytes
+    }
+
+    fn max_small_after_bytes(&self) -> u64 {
+        self.inner.options.max_small_after_bytes
     }
 
     fn holds(&self, hash: &ContentHash) -> bool {
