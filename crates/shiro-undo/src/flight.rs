@@ -43,6 +43,20 @@ pub(crate) struct Finished {
     pub held: BTreeMap<ContentHash, Vec<u8>>,
     /// The after-images of big files, stored as deltas against their pre-images.
     pub afters: BTreeMap<ContentHash, Vec<u8>>,
+    /// The after-images of other files, up to [`Keep::small`] bytes in all: stored in the
+    /// turn's pack, so that undoing the turn finds them stored and keeps nothing.
+    pub small_afters: BTreeMap<ContentHash, Vec<u8>>,
+}
+
+/// Which after-images a finishing turn keeps the bytes of, for the store.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Keep {
+    /// Files of at least this many bytes before the turn are big
+    /// (`StoreOptions::big_file_bytes`): each new version of one is kept.
+    pub big: u64,
+    /// The most bytes of other files' new versions kept, in all
+    /// (`StoreOptions::max_small_after_bytes`).
+    pub small: u64,
 }
 
 impl Flight {
@@ -102,25 +116,42 @@ impl Flight {
     }
 
     /// Reads the after-image of every touched path and keeps the paths that changed, with
-    /// the bytes their blobs are made from (after-images only of files of at least `big`
-    /// bytes that were files before); `None` when no path changed and `bash` changed none
-    /// that cannot be restored (such a turn is kept, so that the log names them).
+    /// the bytes their blobs are made from: after-images of files of at least `keep.big`
+    /// bytes that were files before, and of other files that the turn made or changed while
+    /// they add up to at most `keep.small` bytes (taken in path order, each one that fits:
+    /// a turn that writes a whole dependency tree must not double what it stores). `None`
+    /// when no path changed and `bash` changed none that cannot be restored (such a turn is
+    /// kept, so that the log names them).
     pub(crate) async fn finish(
         mut self,
         workspace: &dyn Mutator,
         recovered: bool,
-        big: u64,
+        keep: Keep,
         spares: &Spares,
     ) -> Result<Option<Finished>, UndoError> {
         let mut paths = Vec::new();
         let mut afters = BTreeMap::new();
+        let mut small_afters = BTreeMap::new();
+        let mut small_bytes = 0u64;
         for (path, before) in self.before {
             let (after, bytes) = real_image(workspace, &path, spares).await?;
             match (&before, &after, bytes) {
                 (Image::File { len, .. }, Image::File { hash, .. }, Some(bytes))
-                    if *len >= big && after != before =>
+                    if *len >= keep.big && after != before =>
                 {
                     afters.insert(*hash, bytes);
+                }
+                // Another file the turn made or changed, while the cap allows; a mode changed
+                // alone needs no copy (the bytes are the pre-image's).
+                (_, Image::File { hash, len, .. }, Some(bytes))
+                    if after != before
+                        && *len < keep.big
+                        && before.hash() != Some(*hash)
+                        && !small_afters.contains_key(hash)
+                        && small_bytes.saturating_add(*len) <= keep.small =>
+                {
+                    small_bytes += len;
+                    small_afters.insert(*hash, bytes);
                 }
                 (_, _, bytes) => spares.give(bytes),
             }
@@ -160,6 +191,7 @@ impl Flight {
             pending: self.pending,
             held: self.held,
             afters,
+            small_afters,
         }))
     }
 }
@@ -257,7 +289,11 @@ mod tests {
     async fn a_turn_whose_only_change_bash_cannot_restore_is_kept() {
         let workspace = shiro_tools::MemMutator::new();
         let spares = Spares::none();
-        let finish = |lines| flight(lines).finish(&workspace, false, u64::MAX, &spares);
+        let keep = Keep {
+            big: u64::MAX,
+            small: 0,
+        };
+        let finish = |lines| flight(lines).finish(&workspace, false, keep, &spares);
         let finished = finish(vec![bash(BashCapture::Detect, &["b", "a"])])
             .await
             .unwrap()

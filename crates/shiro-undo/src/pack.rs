@@ -140,6 +140,8 @@ impl PackWriter {
 pub(crate) struct Pack {
     path: PathBuf,
     file: File,
+    /// The pack's size on disk.
+    size: u64,
     index: BTreeMap<ContentHash, (u64, u64)>,
 }
 
@@ -185,6 +187,7 @@ impl Pack {
         Ok(Self {
             path: path.to_owned(),
             file,
+            size,
             index,
         })
     }
@@ -197,6 +200,27 @@ impl Pack {
             .map(|(_, (_, len))| len)
             .sum();
         (total, kept)
+    }
+
+    /// Whether collection rewrites the pack when only the copies of `live` are still needed
+    /// (see [`Pack::rewrite`]): when they take less than half of its copies' bytes.
+    pub(crate) fn worth_rewriting(&self, live: impl Fn(&ContentHash) -> bool) -> bool {
+        let (total, kept) = self.live_share(live);
+        kept.saturating_mul(2) < total
+    }
+
+    /// The bytes the pack takes on disk once collection is done with it, when only the
+    /// copies of `live` are still needed: its size, or the size of the pack rewritten with
+    /// those copies alone when it is worth rewriting.
+    pub(crate) fn collected_size(&self, live: impl Fn(&ContentHash) -> bool) -> u64 {
+        if !self.worth_rewriting(&live) {
+            return self.size;
+        }
+        let kept = self.index.iter().filter(|(hash, _)| live(hash));
+        let (count, bytes) = kept.fold((0u64, 0u64), |(count, bytes), (_, (_, len))| {
+            (count + 1, bytes + len)
+        });
+        (MAGIC.len() + TRAILER) as u64 + bytes + count * INDEX_ENTRY as u64
     }
 
     /// Rewrites the pack without the copies that do not read back as their hash, when it

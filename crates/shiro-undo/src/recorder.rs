@@ -15,7 +15,7 @@ use tokio::sync::Mutex;
 
 use crate::codec::{empty_file, open_emptied};
 use crate::error::UndoError;
-use crate::flight::{Finished, Flight, append_line};
+use crate::flight::{Finished, Flight, Keep, append_line};
 use crate::format::{
     BashCapture, ChangeRecord, FORMAT_VERSION, INFLIGHT_FILE, InflightLine, TurnMeta,
 };
@@ -45,6 +45,10 @@ pub(crate) trait Ledger: Send + Sync + 'static {
 
     /// The size from which a file is big (`StoreOptions::big_file_bytes`).
     fn big_file_bytes(&self) -> u64;
+
+    /// The most bytes of small files' after-images a turn stores as it finishes
+    /// (`StoreOptions::max_small_after_bytes`).
+    fn max_small_after_bytes(&self) -> u64;
 
     /// Whether a blob holds the bytes of `hash` already.
     fn holds(&self, hash: &ContentHash) -> bool;
@@ -209,8 +213,13 @@ impl<M: Mutator> Recording<M> {
         };
         drop(file);
         let id = flight.meta.id;
-        let big = self.store.big_file_bytes();
-        let record = flight.finish(&self.inner, false, big, &self.spares).await?;
+        let keep = Keep {
+            big: self.store.big_file_bytes(),
+            small: self.store.max_small_after_bytes(),
+        };
+        let record = flight
+            .finish(&self.inner, false, keep, &self.spares)
+            .await?;
         let path = self.store.dir().join(INFLIGHT_FILE);
         // Only after the commit: until the log holds the turn, the in-flight file is its only
         // record (and holds the bytes of its new pre-images).

@@ -157,19 +157,20 @@ impl<'a> Stored<'a> {
     /// remembered): what only it held is reported, before the restore changes anything, as
     /// damaged by that pack.
     pub(crate) fn open(blobs: &'a Blobs, turn: &TurnRecord) -> Self {
-        let mut packs = Vec::new();
-        let mut unreadable = Vec::new();
+        let mut stored = Self::blobs_only(blobs);
         for name in &turn.packs {
-            match Pack::open(&pack_path(blobs.dir(), name)) {
-                Ok(pack) => packs.push(pack),
-                Err(err) => unreadable.push((name.clone(), err.to_string())),
-            }
+            stored.open_pack(name);
         }
-        Self {
-            blobs,
-            packs,
-            unreadable,
-            checked: std::sync::Mutex::default(),
+        stored
+    }
+
+    /// Opens the pack `name` too: one the restore names since [`Stored::open`] (another
+    /// turn's, or the one it kept its copies in). What [`verify`] read is kept, for the
+    /// restore to write without reading it again.
+    pub(crate) fn open_pack(&mut self, name: &str) {
+        match Pack::open(&pack_path(self.blobs.dir(), name)) {
+            Ok(pack) => self.packs.push(pack),
+            Err(err) => self.unreadable.push((name.to_owned(), err.to_string())),
         }
     }
 

@@ -6,8 +6,9 @@
 //! with exact bytes or fails with an error that names the problem; no path ever holds bytes
 //! it never legitimately held; and a new turn can always be recorded and undone.
 //!
-//! A second property aims at the pack of one turn's pre-images: the turns after it undo and
-//! redo exactly, its own undo is exact or a clear error, and the store goes on working.
+//! A second property aims at the pack of one turn: the turns after it undo and redo exactly
+//! (but the next one, when the pack holds what the turn left, which that turn found), its own
+//! undo is exact or a clear error, and the store goes on working.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -349,17 +350,34 @@ proptest! {
 }
 
 /// The bytes turn `turn` writes to a small path: new each turn, so that every turn's pack
-/// holds its own pre-images and no other turn's.
+/// holds its own copies and no other turn's, but what it left when it stores that: the next
+/// turn's pre-images.
 fn own_content(path: &str, turn: usize) -> Vec<u8> {
     format!("{path} as turn {turn} left it\n").into_bytes()
+}
+
+/// The store's options for the pack property: with `afters`, each turn stores what it
+/// leaves of the small files in its pack, which the next turn then finds its pre-images in;
+/// without, a turn's pack holds its own pre-images alone.
+fn pack_options(afters: bool) -> StoreOptions {
+    StoreOptions {
+        max_small_after_bytes: if afters {
+            StoreOptions::default().max_small_after_bytes
+        } else {
+            0
+        },
+        ..options()
+    }
 }
 
 async fn run_pack_case(
     turns: usize,
     victim: prop::sample::Index,
     harm: Damage,
+    afters: bool,
 ) -> Result<(), TestCaseError> {
     const SMALL: [&str; 3] = ["f0", "f1", "dir/f2"];
+    let options = || pack_options(afters);
     let dir = fast_tempdir();
     let ws = MemMutator::new();
     for name in SMALL {
@@ -396,8 +414,10 @@ async fn run_pack_case(
     let store = UndoStore::open_with(&common::state(dir.path()), &ws, options())
         .await
         .map_err(|err| TestCaseError::fail(format!("{damaged}: open failed: {err}")))?;
-    // The turns after the damaged one are untouched by it.
-    for turn in (hit + 1..=turns).rev() {
+    // The turns the damage can reach: the hit one, and the next when it found its
+    // pre-images in that pack (what the hit turn left). Those after are untouched by it.
+    let reach = if afters { (hit + 1).min(turns) } else { hit };
+    for turn in (reach + 1..=turns).rev() {
         store
             .undo(&ws, UndoOptions::default())
             .await
@@ -410,32 +430,36 @@ async fn run_pack_case(
             turn
         );
     }
-    let found = files(&ws);
-    match store.undo(&ws, UndoOptions::default()).await {
-        Ok(_) => prop_assert_eq!(&files(&ws), &before[hit - 1], "{}", damaged),
-        Err(err) => {
-            let text = err.to_string();
-            prop_assert!(
-                text.contains("damaged") || text.contains("missing"),
-                "{}: {}",
-                damaged,
-                text
-            );
-            prop_assert_eq!(
-                &files(&ws),
-                &found,
-                "{}: failed with changes: {}",
-                damaged,
-                text
-            );
-            // They redo exactly.
-            for _ in hit + 1..=turns {
-                store
-                    .redo(&ws, UndoOptions::default())
-                    .await
-                    .map_err(|err| TestCaseError::fail(format!("{damaged}: redo: {err}")))?;
+    for turn in (hit..=reach).rev() {
+        let found = files(&ws);
+        match store.undo(&ws, UndoOptions::default()).await {
+            Ok(_) => prop_assert_eq!(&files(&ws), &before[turn - 1], "{}", damaged),
+            Err(err) => {
+                let text = err.to_string();
+                prop_assert!(
+                    text.contains("damaged") || text.contains("missing"),
+                    "{}: undo of {}: {}",
+                    damaged,
+                    turn,
+                    text
+                );
+                prop_assert_eq!(
+                    &files(&ws),
+                    &found,
+                    "{}: failed with changes: {}",
+                    damaged,
+                    text
+                );
+                // They redo exactly.
+                for _ in turn + 1..=turns {
+                    store
+                        .redo(&ws, UndoOptions::default())
+                        .await
+                        .map_err(|err| TestCaseError::fail(format!("{damaged}: redo: {err}")))?;
+                }
+                prop_assert_eq!(&files(&ws), &top, "{}: redone", damaged);
+                break;
             }
-            prop_assert_eq!(&files(&ws), &top, "{}: redone", damaged);
         }
     }
     // The store goes on: the damaged copies' bytes, written again and then replaced, are
@@ -520,7 +544,8 @@ proptest! {
         turns in 1usize..5,
         victim in any::<prop::sample::Index>(),
         harm in damage(),
+        afters in any::<bool>(),
     ) {
-        runtime().block_on(run_pack_case(turns, victim, harm))?;
+        runtime().block_on(run_pack_case(turns, victim, harm, afters))?;
     }
 }

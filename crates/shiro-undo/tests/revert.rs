@@ -80,7 +80,8 @@ enum Step {
 struct Turn {
     id: u64,
     paths: Sides,
-    /// Whether the store keeps both sides' contents: once undone (the undo keeps what it
+    /// Whether the store keeps both sides' contents: recorded (a turn stores what it left
+    /// of small files, and these are far under the cap), undone (the undo keeps what it
     /// replaced), or made by a revert (which stores both).
     both_kept: bool,
 }
@@ -125,7 +126,7 @@ impl Model {
     }
 
     /// The contents the store is sure to keep: what each kept turn found, and what it left
-    /// when it was undone once, or made by a revert.
+    /// (see [`Turn::both_kept`]).
     fn kept(&self) -> BTreeSet<Vec<u8>> {
         let mut kept = BTreeSet::new();
         for turn in self.undo.iter().chain(&self.redo) {
@@ -351,7 +352,7 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
                             model.undo.push(Turn {
                                 id: id.0,
                                 paths,
-                                both_kept: false,
+                                both_kept: true,
                             });
                             model.redo.clear();
                         }
@@ -626,8 +627,14 @@ fn revert_texts() {
         let undone = f.store.revert(&f.ws, TurnId(3), start("undone")).await;
         let unknown = f.store.revert(&f.ws, TurnId(42), start("unknown")).await;
 
-        // The same two turns, then changes since that stand in the way of each kind.
-        let g = fixture(StoreOptions::default()).await;
+        // The same two turns, then changes since that stand in the way of each kind; in a
+        // store that keeps no after-image (as past its cap), so that what turn #1 left of
+        // `notes.txt` is not kept to merge with.
+        let g = fixture(StoreOptions {
+            max_small_after_bytes: 0,
+            ..StoreOptions::default()
+        })
+        .await;
         two_turns(&g).await;
         let edited = PARSE
             .replace("let a = 10", "let a = 100")
@@ -657,6 +664,46 @@ fn revert_texts() {
             err(undone),
             err(unknown)
         ));
+    });
+}
+
+/// A text file edited by hand right after the turn (no later turn found what the turn left)
+/// is merged: the turn stored what it left of it. Past the cap it is not kept, and the
+/// revert is refused.
+#[test]
+fn a_hand_edit_right_after_the_turn_is_merged_with_what_the_turn_stored() {
+    common::runtime().block_on(async {
+        for cap in [StoreOptions::default().max_small_after_bytes, 0] {
+            let f = fixture(StoreOptions {
+                max_small_after_bytes: cap,
+                ..StoreOptions::default()
+            })
+            .await;
+            write(&f.ws, "notes.txt", b"a\nb\nc\n").await;
+            begin(&f, "edit b").await;
+            write(&f.rec, "notes.txt", b"a\nB\nc\n").await;
+            let k = finish(&f).await;
+            write(&f.ws, "notes.txt", b"a\nB\nc\nd\n").await;
+            let reverted = f.store.revert(&f.ws, k, start("revert")).await;
+            let now = f.ws.read(&p("notes.txt")).await.unwrap();
+            if cap > 0 {
+                reverted.unwrap();
+                assert_eq!(now, b"a\nb\nc\nd\n", "the hand edit stays");
+            } else {
+                let err = reverted.unwrap_err();
+                let UndoError::RevertConflict(report) = &err else {
+                    panic!("{err}");
+                };
+                assert!(
+                    matches!(
+                        report.conflicts[0].kind,
+                        shiro_undo::RevertConflictKind::NotKept { .. }
+                    ),
+                    "{err}"
+                );
+                assert_eq!(now, b"a\nB\nc\nd\n");
+            }
+        }
     });
 }
 

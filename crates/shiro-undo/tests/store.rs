@@ -211,9 +211,13 @@ async fn the_log_keeps_the_newest_turns_up_to_its_depth() {
         f.store.undo(&f.ws, UndoOptions::default()).await,
         Err(UndoError::NothingToUndo)
     ));
-    // The blobs of dropped turns are gone: only what the three kept turns refer to remains
-    // (their three packs of pre-images, and the copies the first undo kept).
-    assert_eq!(blob_count(f.dir.path()), 3 + 1);
+    // The blobs of dropped turns are gone: only what the three kept turns refer to remains,
+    // the packs of what turns 2 to 5 left (turn 3 found its pre-image in turn 2's); each
+    // undo found what it replaced stored, and kept nothing.
+    assert_eq!(
+        blob_files(f.dir.path(), ""),
+        ["2-0.pack", "3-0.pack", "4-0.pack", "5-0.pack"]
+    );
 }
 
 /// A new turn clears the undone turns of its own session only; another session's stay
@@ -301,7 +305,8 @@ async fn a_pack_mostly_dead_is_rewritten_with_its_live_copies() {
     // Turn 2's pre-image of `g` is in turn 1's pack; turn 1 leaves the log (depth 1).
     write(&f.ws, "g", &noise(2000, 3)).await;
     turn(&f, "g", &[("g", b"g")]).await.unwrap();
-    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack"]);
+    // (Turn 2's own pack holds what it left of `g`.)
+    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack", "2-0.pack"]);
     let rewritten = std::fs::metadata(&pack).unwrap().len();
     assert!(
         rewritten * 5 < whole,
@@ -324,24 +329,23 @@ async fn a_packed_pre_image_is_stored_once_and_kept_for_every_turn_that_needs_it
     write(&f.ws, "a", b"the first version").await;
     write(&f.ws, "b", b"b").await;
     turn(&f, "one", &[("a", b"x"), ("b", b"b2")]).await.unwrap();
+    // Turn 1's pack holds what it found and what it left: turn 2 finds both there, and
+    // stores nothing of its own.
     turn(&f, "two", &[("a", b"the first version")])
         .await
         .unwrap();
-    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack", "2-0.pack"]);
-    // Turn 3's pre-image of `a` is in turn 1's pack: no pack of its own, and turn 1, which
-    // falls off the depth, leaves its pack to turn 3.
+    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack"]);
+    // Turn 3's pre-image of `a` is in turn 1's pack, and turn 1, which falls off the depth,
+    // leaves its pack to turns 2 and 3; turn 3 stores only what it left.
     turn(&f, "three", &[("a", b"y")]).await.unwrap();
-    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack", "2-0.pack"]);
+    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack", "3-0.pack"]);
     let (store, _) = reopen(f.dir.path(), &f.ws).await;
     store.undo(&f.ws, UndoOptions::default()).await.unwrap();
     assert_eq!(read(&mem_tree(&f.ws), "a"), b"the first version");
     store.undo(&f.ws, UndoOptions::default()).await.unwrap();
     assert_eq!(read(&mem_tree(&f.ws), "a"), b"x");
-    // The undo of turn 2 found `x` in its own pack, and of turn 3 `y` nowhere: one copy kept.
-    assert_eq!(
-        blob_files(f.dir.path(), ".pack"),
-        ["1-0.pack", "2-0.pack", "3-1.pack"]
-    );
+    // Each undo found what it replaced stored: no copy kept.
+    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack", "3-0.pack"]);
     store.redo(&f.ws, UndoOptions::default()).await.unwrap();
     store.redo(&f.ws, UndoOptions::default()).await.unwrap();
     assert_eq!(read(&mem_tree(&f.ws), "a"), b"y");
@@ -359,9 +363,14 @@ fn blob_files(root: &Path, suffix: &str) -> Vec<String> {
     names
 }
 
+/// In a store that keeps no after-image (as past its cap), the undo keeps what it replaces.
 #[tokio::test]
 async fn an_undo_keeps_its_copies_in_one_pack_for_as_long_as_its_turn() {
-    let f = fixture(StoreOptions::default()).await;
+    let f = fixture(StoreOptions {
+        max_small_after_bytes: 0,
+        ..StoreOptions::default()
+    })
+    .await;
     for i in 0..5u8 {
         write(&f.ws, &format!("d/f{i}"), &[b'a', i]).await;
     }
@@ -408,6 +417,97 @@ async fn an_undo_keeps_its_copies_in_one_pack_for_as_long_as_its_turn() {
     // A new turn empties the redo stack: the undone turn and its pack go.
     turn(&f, "another", &[("e", b"e")]).await.unwrap();
     assert!(blob_files(f.dir.path(), ".pack").is_empty());
+}
+
+/// A turn stores what it leaves of the small files it changes or makes in its own pack:
+/// its undo finds those copies there and writes no pack, and redo brings them back exactly.
+#[tokio::test]
+async fn a_turn_stores_what_it_leaves_so_that_its_undo_writes_no_pack() {
+    let f = fixture(StoreOptions::default()).await;
+    write(&f.ws, "a.txt", b"one\n").await;
+    write(&f.ws, "d/b.txt", b"two\n").await;
+    write(&f.ws, "mode.sh", b"run\n").await;
+    let before = mem_tree(&f.ws);
+    f.rec.begin_turn(start("edit, make, chmod")).await.unwrap();
+    write(&f.rec, "a.txt", b"one, edited\n").await;
+    write(&f.rec, "d/b.txt", b"two, edited\n").await;
+    write(&f.rec, "d/new.txt", b"made\n").await;
+    write(&f.rec, "copy.txt", b"one\n").await;
+    f.rec.set_mode(&p("mode.sh"), 0o755).await.unwrap();
+    let id = f.rec.finish_turn().await.unwrap().unwrap();
+    let after = mem_tree(&f.ws);
+    assert_eq!(blob_files(f.dir.path(), ""), ["1-0.pack"]);
+    let copies = f.store.copies(id).unwrap();
+    for path in ["a.txt", "d/b.txt", "d/new.txt", "copy.txt", "mode.sh"] {
+        let bytes = read(&after, path);
+        let copy = copies.get(&ContentHash::of(&bytes)).unwrap();
+        assert_eq!(copy.as_deref(), Some(&bytes[..]), "{path}");
+    }
+
+    for _ in 0..2 {
+        f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+        assert_eq!(mem_tree(&f.ws), before);
+        assert_eq!(
+            blob_files(f.dir.path(), ""),
+            ["1-0.pack"],
+            "the undo kept nothing"
+        );
+        f.store.redo(&f.ws, UndoOptions::default()).await.unwrap();
+        assert_eq!(mem_tree(&f.ws), after);
+    }
+    // The next turn finds its pre-images in that pack: it stores only what it leaves.
+    turn(&f, "again", &[("a.txt", b"one, edited twice\n")])
+        .await
+        .unwrap();
+    f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(mem_tree(&f.ws), before);
+    assert_eq!(blob_files(f.dir.path(), ""), ["1-0.pack", "2-0.pack"]);
+    f.store.redo(&f.ws, UndoOptions::default()).await.unwrap();
+    f.store.redo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(read(&mem_tree(&f.ws), "a.txt"), b"one, edited twice\n");
+}
+
+/// A turn stores what it leaves of small files only up to `max_small_after_bytes`, each file
+/// that still fits in path order; its undo keeps the rest, as it keeps anything it finds
+/// unstored, and undo and redo restore every byte.
+#[tokio::test]
+async fn a_turn_stores_what_it_leaves_up_to_the_cap() {
+    let f = fixture(StoreOptions {
+        max_small_after_bytes: 100,
+        ..StoreOptions::default()
+    })
+    .await;
+    let before = mem_tree(&f.ws);
+    // 60 bytes fit; 60 more would not; 30 more still do.
+    let writes: [(&str, Vec<u8>); 3] = [
+        ("a", noise(60, 1)),
+        ("b", noise(60, 2)),
+        ("c", noise(30, 3)),
+    ];
+    let writes: Vec<(&str, &[u8])> = writes.iter().map(|(p, b)| (*p, &b[..])).collect();
+    let id = turn(&f, "three files", &writes).await.unwrap();
+    let after = mem_tree(&f.ws);
+    let copies = f.store.copies(id).unwrap();
+    let stored = |path: &str| {
+        copies
+            .get(&ContentHash::of(&read(&after, path)))
+            .unwrap()
+            .is_some()
+    };
+    assert_eq!([stored("a"), stored("b"), stored("c")], [true, false, true]);
+    assert_eq!(blob_files(f.dir.path(), ""), ["1-0.pack"]);
+
+    f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(mem_tree(&f.ws), before);
+    // The undo kept `b` alone, in a pack of its own.
+    assert_eq!(blob_files(f.dir.path(), ""), ["1-0.pack", "1-1.pack"]);
+    let (store, _) = reopen(f.dir.path(), &f.ws).await;
+    store.redo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(mem_tree(&f.ws), after);
+    store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(mem_tree(&f.ws), before);
+    assert_eq!(blob_files(f.dir.path(), ""), ["1-0.pack", "1-1.pack"]);
 }
 
 fn blob_count(root: &Path) -> usize {
@@ -457,7 +557,14 @@ async fn the_size_cap_drops_the_oldest_turns_and_says_so() {
         [4, 3],
         "two turns of 4000 incompressible bytes fit under 10 000"
     );
-    assert!(f.store.store_bytes().unwrap() <= 10_000);
+    // Every turn needs what the first left ("small", in turn 1's pack): that pack, rewritten
+    // with it alone, is counted as it is left, so the turns go one at a time and the notice
+    // says what the store takes.
+    let Some(shiro_undo::Notice::DroppedForSize { store_bytes, .. }) = notices.last() else {
+        panic!("{notices:?}");
+    };
+    assert_eq!(f.store.store_bytes().unwrap(), *store_bytes);
+    assert!(*store_bytes <= 10_000);
 
     // The newest turn is never dropped, even when it alone is over the cap.
     let g = fixture(StoreOptions {
@@ -488,8 +595,9 @@ async fn unreferenced_blobs_are_collected_and_shared_ones_kept() {
         "identical pre-images are stored once"
     );
     turn(&f, "two", &[("a", b"2")]).await.unwrap();
-    // Turn one was dropped (depth 1); its blob went with it. Turn two's pre-image is "1".
-    assert_eq!(blob_count(f.dir.path()), 1);
+    // Turn one was dropped (depth 1). Turn two's pre-image, "1", is in turn one's pack,
+    // which stays (rewritten without "original a"); what turn two left is in its own.
+    assert_eq!(blob_files(f.dir.path(), ""), ["1-0.pack", "2-0.pack"]);
     let hash = ContentHash::of(b"1");
     assert_eq!(f.store.blob(&hash).unwrap().unwrap(), b"1");
     assert!(
@@ -810,8 +918,12 @@ async fn a_turn_cut_short_is_recovered_on_the_next_open() {
     let log = store.log().unwrap();
     assert!(log[0].recovered);
     insta::assert_snapshot!("recovered_turn_log_line", log[0].to_string());
+    // Finished as the recorder finishes a turn: what it left is in its pack, and the undo
+    // keeps nothing.
+    assert_eq!(blob_files(f.dir.path(), ""), ["1-0.pack"]);
     store.undo(&f.ws, UndoOptions::default()).await.unwrap();
     assert_eq!(mem_tree(&f.ws), before);
+    assert_eq!(blob_files(f.dir.path(), ""), ["1-0.pack"]);
     store.redo(&f.ws, UndoOptions::default()).await.unwrap();
     assert_eq!(mem_tree(&f.ws), after);
 }

@@ -1,7 +1,7 @@
 //! The store: the log on disk, its lock, recovery, undo and redo. It makes the recorders
 //! ([`UndoStore::recorder`]), which reach it only through the [`Ledger`] it implements.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -64,6 +64,12 @@ pub struct StoreOptions {
     /// whole and uncompressed), so a turn costs about what it changed and needs no slow
     /// compression. Default 1 MiB.
     pub big_file_bytes: u64,
+    /// The most bytes of smaller files' new versions a turn stores as it finishes, in its
+    /// pack with its pre-images (one write, one flush): undoing or rewinding the turn then
+    /// finds them stored and has nothing to copy before it restores. Past it (a command that
+    /// writes a whole dependency tree), the rest are copied by the undo, if one comes, rather
+    /// than by every turn. Default 8 MiB.
+    pub max_small_after_bytes: u64,
 }
 
 impl Default for StoreOptions {
@@ -73,6 +79,7 @@ impl Default for StoreOptions {
             max_store_bytes: 1 << 30,
             lock_timeout: Duration::from_secs(10),
             big_file_bytes: 1 << 20,
+            max_small_after_bytes: 8 << 20,
         }
     }
 }
@@ -582,8 +589,7 @@ impl UndoStore {
             let Ok(pack) = Pack::open(&pack_path(dir, name)) else {
                 continue;
             };
-            let (total, kept) = pack.live_share(|hash| live.contains(hash));
-            if kept.saturating_mul(2) < total {
+            if pack.worth_rewriting(|hash| live.contains(hash)) {
                 pack.rewrite(|hash| live.contains(hash))
                     .map_err(|err| UndoError::io("rewrite a pack in", dir, err))?;
                 rewrote = true;
@@ -600,15 +606,37 @@ impl UndoStore {
     fn enforce_cap(&self, state: &mut LogState, listing: &Listing) -> Result<(), UndoError> {
         let cap = self.inner.options.max_store_bytes;
         let blobs = &self.inner.blobs;
+        // The packs the dropped turns named, opened: one that a kept turn still names (for a
+        // copy it found stored there) counts as collection leaves it, rewritten with the
+        // copies still needed when they take less than half of it. Counted whole, it would
+        // drop more turns than the cap asks: a turn finds its pre-images in the pack of the
+        // turn before it (what that one left), so every turn but the newest.
+        let mut weighed: BTreeMap<String, Pack> = BTreeMap::new();
         // What the kept turns need, with the bases of their deltas.
-        let used =
-            |state: &LogState| -> u64 { blobs.size_of(&state.hashes(), &state.packs(), listing) };
-        let mut total = used(state);
+        let used = |state: &LogState, weighed: &BTreeMap<String, Pack>| -> u64 {
+            let live = state.hashes();
+            let (reweighed, whole): (BTreeSet<String>, BTreeSet<String>) =
+                (state.packs().into_iter()).partition(|name| weighed.contains_key(name));
+            let reweighed: u64 = (reweighed.iter())
+                .filter_map(|name| weighed.get(name))
+                .map(|pack| pack.collected_size(|hash| live.contains(hash)))
+                .sum();
+            blobs.size_of(&live, &whole, listing) + reweighed
+        };
+        let mut total = used(state, &weighed);
         let mut dropped = Vec::new();
         let earlier = named_packs(state);
         while total > cap && state.undo.len() > 1 {
-            dropped.push(state.undo.remove(0).meta.id);
-            total = used(state);
+            let turn = state.undo.remove(0);
+            for name in turn.packs {
+                if !weighed.contains_key(&name)
+                    && let Ok(pack) = Pack::open(&pack_path(blobs.dir(), &name))
+                {
+                    weighed.insert(name, pack);
+                }
+            }
+            dropped.push(turn.meta.id);
+            total = used(state, &weighed);
         }
         if !dropped.is_empty() {
             self.append(
@@ -636,6 +664,10 @@ impl Ledger for UndoStore {
 
     fn big_file_bytes(&self) -> u64 {
         self.inner.options.big_file_bytes
+    }
+
+    fn max_small_after_bytes(&self) -> u64 {
+        self.inner.options.max_small_after_bytes
     }
 
     fn holds(&self, hash: &ContentHash) -> bool {

@@ -11,7 +11,7 @@ use crate::blob::{Blobs, Form, MAX_DELTA_DEPTH};
 use crate::codec::{decode_all, decode_framed, empty_file, read_optional, remove_durably};
 use crate::delta;
 use crate::error::UndoError;
-use crate::flight::{Finished, Flight};
+use crate::flight::{Finished, Flight, Keep};
 use crate::format::{
     FORMAT_VERSION, INFLIGHT_FILE, InflightLine, JOURNAL_FILE, Journal, LogLine, PROGRESS_FILE,
 };
@@ -319,10 +319,12 @@ impl UndoStore {
                 // every such path was captured first, so it is among these.
                 restore::sweep_partial_writes(workspace, flight.before.keys()).await;
                 let spares = Spares::none();
-                match flight
-                    .finish(workspace, true, self.inner.options.big_file_bytes, &spares)
-                    .await?
-                {
+                let options = &self.inner.options;
+                let keep = Keep {
+                    big: options.big_file_bytes,
+                    small: options.max_small_after_bytes,
+                };
+                match flight.finish(workspace, true, keep, &spares).await? {
                     Some(finished) => {
                         let paths = finished.record.paths.len();
                         let unrestorable = finished.record.summary().bash_unrestorable;
@@ -356,6 +358,12 @@ impl UndoStore {
     /// stored already, as a blob or in a pack the log names, is not stored again; the turn
     /// names the pack that holds it.
     ///
+    /// The after-images of small files that [`Flight::finish`] kept go into the same pack,
+    /// under the same rule: an undo or a rewind of the turn then finds what it replaces
+    /// stored already, and writes no pack of its own. They cost the turn their compression
+    /// and their bytes in the pack, not another flush; the turn refers to them (its
+    /// `after` images), so the pack stays while the turn does.
+    ///
     /// A big file's after-image is stored too, as a delta against its pre-image (a new one is
     /// stored raw, the start of a chain): the next turn on the file finds its pre-image
     /// stored already, and stores only its own delta. A chain [`MAX_DELTA_DEPTH`] deep starts
@@ -373,6 +381,7 @@ impl UndoStore {
             pending,
             held,
             afters,
+            small_afters,
         } = finished;
         let mut record = record;
         let packed = self.packed(state);
@@ -429,6 +438,18 @@ impl UndoStore {
                 };
                 (writer.add_at(*hash, bytes, Blobs::finish_level(bytes.len()))).map_err(failed)?;
             }
+        }
+        // Then what the turn left of small files, but a copy stored already or on its way.
+        let big_afters: BTreeSet<ContentHash> = items.iter().map(|(hash, _)| *hash).collect();
+        for (hash, bytes) in &small_afters {
+            if big_afters.contains(hash) || pending.contains_key(hash) || in_store(hash) {
+                continue;
+            }
+            let writer = match &mut pack {
+                Some(writer) => writer,
+                None => pack.insert(PackWriter::create(blobs.dir()).map_err(failed)?),
+            };
+            (writer.add_at(*hash, bytes, Blobs::finish_level(bytes.len()))).map_err(failed)?;
         }
         batch.extend(items);
         blobs.put_all(batch).map_err(failed)?;

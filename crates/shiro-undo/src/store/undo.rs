@@ -92,7 +92,7 @@ impl UndoStore {
         if !conflicts.is_empty() && !options.force && !options.dry_run {
             return Err(selection.refusal(conflicts));
         }
-        let stored = restore::Stored::open(&self.inner.blobs, &turn);
+        let mut stored = restore::Stored::open(&self.inner.blobs, &turn);
         // Every copy the restore writes is read back whole before anything changes.
         let writes = (plan.iter())
             .filter(|item| item.now != item.becomes)
@@ -156,11 +156,16 @@ impl UndoStore {
                 }
             }
         }
-        let stored = restore::Stored::open(&self.inner.blobs, &restored);
+        for name in &restored.packs[turn.packs.len()..] {
+            stored.open_pack(name);
+        }
         let pack = fresh_pack_name(state, &restored);
         let target = pack_path(self.inner.blobs.dir(), &pack);
         match restore::keep_copies(workspace, &stored, &plan, &target).await? {
-            Ok(true) => restored.packs.push(pack),
+            Ok(true) => {
+                stored.open_pack(&pack);
+                restored.packs.push(pack);
+            }
             Ok(false) => {}
             Err(changed) => {
                 // Changed while this restore ran: refused even when forced, since the copy
@@ -193,8 +198,7 @@ impl UndoStore {
             .iter()
             .map(|item| (item.path.clone(), item.now.clone()))
             .collect();
-        // The copies kept above are in a pack the turn did not name when `stored` was opened.
-        let stored = restore::Stored::open(&self.inner.blobs, &restored);
+        // The same `stored` as verified: what it read is written without reading it again.
         let applied = restore::apply(
             workspace,
             &stored,
