@@ -297,47 +297,12 @@ fn the_overlay_works_without_root_through_a_user_namespace() {
         eprintln!("skipped: not root, so the other tests already run without privilege");
         return;
     }
-    let setpriv = ["/usr/bin/setpriv", "/bin/setpriv"]
-        .into_iter()
-        .find(|p| std::path::Path::new(p).exists());
-    let Some(setpriv) = setpriv else {
-        eprintln!("skipped: no setpriv to drop privileges with");
+    let Some(setpriv) = support::setpriv() else {
         return;
     };
     let ws = seeded();
-    let nobody = 65534;
-    for dir in [ws.path(), ws.config.path()] {
-        std::process::Command::new("chown")
-            .args(["-R", &format!("{nobody}:{nobody}")])
-            .arg(dir)
-            .status()
-            .unwrap();
-    }
-    let as_nobody = |args: &[&str]| {
-        let out = std::process::Command::new(setpriv)
-            .args([
-                &format!("--reuid={nobody}"),
-                &format!("--regid={nobody}"),
-                "--clear-groups",
-            ])
-            .arg(support::shiro_bin())
-            .arg("-C")
-            .arg(ws.path())
-            .args(args)
-            .env("SHIRO_CONFIG_DIR", ws.config.path())
-            .env("HOME", ws.config.path())
-            .env_remove("XDG_STATE_HOME")
-            .env_remove("SHIRO_STATE_DIR")
-            .env("NO_COLOR", "1")
-            .env_remove("SHIRO_MODEL")
-            .output()
-            .unwrap();
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    support::give_to_nobody(&[ws.path(), ws.config.path()]);
+    let as_nobody = |args: &[&str]| ws.run_as_nobody(setpriv, args);
     let (code, _, stderr) = as_nobody(&["log"]);
     if code != Some(0) {
         eprintln!("skipped: nobody cannot run the shiro binary here ({stderr})");

@@ -331,34 +331,18 @@ fn without_root_the_sandbox_holds_too() {
         eprintln!("skipped: not root, so the other tests already run without privilege");
         return;
     }
-    let Some(setpriv) = ["/usr/bin/setpriv", "/bin/setpriv"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-    else {
-        eprintln!("skipped: no setpriv to drop privileges with");
+    let Some(setpriv) = support::setpriv() else {
         return;
     };
     let Some((ws, sibling)) = setting() else {
         return;
     };
-    let nobody = 65534;
     let theirs = sibling.path().join("theirs.txt");
     std::os::unix::fs::symlink(&theirs, ws.path().join("out")).unwrap();
-    for dir in [ws.path(), ws.config.path(), sibling.path()] {
-        std::process::Command::new("chown")
-            .args(["-R", &format!("{nobody}:{nobody}")])
-            .arg(dir)
-            .status()
-            .unwrap();
-    }
+    support::give_to_nobody(&[ws.path(), ws.config.path(), sibling.path()]);
     // Natively, the user may write the file: only the sandbox keeps the command off it.
-    let writable = std::process::Command::new(setpriv)
-        .args([
-            &format!("--reuid={nobody}"),
-            &format!("--regid={nobody}"),
-            "--clear-groups",
-        ])
-        .args(["test", "-w"])
+    let writable = support::nobody_command(setpriv, "test")
+        .arg("-w")
         .arg(&theirs)
         .status()
         .unwrap();
@@ -370,26 +354,8 @@ fn without_root_the_sandbox_holds_too() {
         theirs = theirs.display(),
     );
     let args = serde_json::json!({ "command": script }).to_string();
-    let out = std::process::Command::new(setpriv)
-        .args([
-            &format!("--reuid={nobody}"),
-            &format!("--regid={nobody}"),
-            "--clear-groups",
-        ])
-        .arg(support::shiro_bin())
-        .arg("-C")
-        .arg(ws.path())
-        .args(["tool", "bash", "--args", &args])
-        .env("SHIRO_CONFIG_DIR", ws.config.path())
-        .env("HOME", ws.config.path())
-        .env_remove("XDG_STATE_HOME")
-        .env_remove("SHIRO_STATE_DIR")
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    if out.status.code() != Some(0) && stderr.contains("Permission denied") {
+    let (code, stdout, stderr) = ws.run_as_nobody(setpriv, &["tool", "bash", "--args", &args]);
+    if code != Some(0) && stderr.contains("Permission denied") {
         eprintln!("skipped: nobody cannot run the shiro binary here ({stderr})");
         return;
     }

@@ -335,6 +335,69 @@ pub fn bash_layers(layers: &Path) -> Vec<PathBuf> {
         .unwrap_or_default()
 }
 
+/// The user id of `nobody`, as whom tests run `shiro` without privilege.
+pub const NOBODY: u32 = 65534;
+
+/// `setpriv`, to drop root's privileges with; `None` (the caller skips) without it.
+#[allow(clippy::print_stderr)] // The skip is said where a test's output is read.
+pub fn setpriv() -> Option<&'static str> {
+    let found = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    if found.is_none() {
+        eprintln!("skipped: no setpriv to drop privileges with");
+    }
+    found
+}
+
+/// Gives `dirs`, and everything in them, to nobody.
+pub fn give_to_nobody(dirs: &[&Path]) {
+    for dir in dirs {
+        Command::new("chown")
+            .args(["-R", &format!("{NOBODY}:{NOBODY}")])
+            .arg(dir)
+            .status()
+            .unwrap();
+    }
+}
+
+/// `PROGRAM ARGS…` as nobody, through `setpriv`.
+pub fn nobody_command(setpriv: &str, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut command = Command::new(setpriv);
+    command
+        .args([
+            &format!("--reuid={NOBODY}"),
+            &format!("--regid={NOBODY}"),
+            "--clear-groups",
+        ])
+        .arg(program);
+    command
+}
+
+impl Ws {
+    /// `shiro -C ws ARGS` as nobody, with the workspace's config directory as its home:
+    /// its exit code, stdout and stderr.
+    pub fn run_as_nobody(&self, setpriv: &str, args: &[&str]) -> (Option<i32>, String, String) {
+        let out = nobody_command(setpriv, shiro_bin())
+            .arg("-C")
+            .arg(self.path())
+            .args(args)
+            .env("SHIRO_CONFIG_DIR", self.config.path())
+            .env("HOME", self.config.path())
+            .env_remove("XDG_STATE_HOME")
+            .env_remove("SHIRO_STATE_DIR")
+            .env("NO_COLOR", "1")
+            .env_remove("SHIRO_MODEL")
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
 /// Whether `git` is missing here, saying so for the test that then skips.
 #[allow(clippy::print_stderr)] // The skip is said where a test's output is read.
 pub fn git_missing() -> bool {
