@@ -37,16 +37,20 @@ fn outside() -> Option<PathBuf> {
 /// repository that has a commit, and a sibling directory beside it; `None` (the test skips)
 /// where the sandbox cannot run.
 fn setting() -> Option<(Ws, tempfile::TempDir)> {
+    setting_in(&outside()?)
+}
+
+/// The same in `parent`.
+fn setting_in(parent: &Path) -> Option<(Ws, tempfile::TempDir)> {
     if overlay_refused().is_some() || support::git_missing() {
         return None;
     }
-    let parent = outside()?;
-    let ws = Ws::new_in(&parent);
+    let ws = Ws::new_in(parent);
     ws.write("a.txt", "a\n");
     support::git(ws.path(), &["init", "-q"]);
     support::git(ws.path(), &["add", "."]);
     support::git(ws.path(), &["commit", "-qm", "first"]);
-    let sibling = tempfile::tempdir_in(&parent).unwrap();
+    let sibling = tempfile::tempdir_in(parent).unwrap();
     std::fs::write(sibling.path().join("theirs.txt"), "theirs\n").unwrap();
     Some((ws, sibling))
 }
@@ -334,7 +338,29 @@ fn without_root_the_sandbox_holds_too() {
     let Some(setpriv) = support::setpriv() else {
         return;
     };
-    let Some((ws, sibling)) = setting() else {
+    // A directory outside the temp directories that nobody can reach (`HOME` may be
+    // `/root`, which nobody cannot enter).
+    let temp = ["/tmp", "/var/tmp", "/dev/shm"];
+    let reachable = [
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+        "/var/lib".into(),
+        "/opt".into(),
+    ]
+    .into_iter()
+    .find(|dir| {
+        let real = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+        !temp.iter().any(|t| real.starts_with(t))
+            && support::nobody_command(setpriv, "test")
+                .arg("-x")
+                .arg(dir)
+                .status()
+                .is_ok_and(|status| status.success())
+    });
+    let Some(parent) = reachable else {
+        eprintln!("skipped: no directory outside the temp directories that nobody can reach");
+        return;
+    };
+    let Some((ws, sibling)) = setting_in(&parent) else {
         return;
     };
     let theirs = sibling.path().join("theirs.txt");

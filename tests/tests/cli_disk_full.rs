@@ -348,13 +348,16 @@ fn a_full_disk_during_a_turn_an_undo_or_a_redo_loses_nothing_and_exits_truthfull
         seed,
     };
     // From a full disk to more than any of them needs (the workspace is about 300 KiB, the
-    // patch adds about 100 KiB, and a restore keeps a copy of what it replaces), at even steps with a random offset so
-    // that runs together cover every page.
+    // patch adds about 100 KiB; an undo finds the copies it keeps stored by the turn, and
+    // needs only a few KiB), at steps that grow as their square, so that the few KiB near a
+    // full disk are crossed as densely as the rest, with a random offset so that runs
+    // together cover every page.
     const MAX_FREE: u64 = 1024 * 1024;
     for op in [Op::Turn, Op::Undo, Op::Redo] {
         let mut codes = BTreeMap::new();
         for step in 0..steps {
-            let free = MAX_FREE * step / steps + rng.below(MAX_FREE / steps);
+            let free = MAX_FREE * step * step / (steps * steps)
+                + rng.below((MAX_FREE * (2 * step + 1) / (steps * steps)).max(1));
             *codes.entry(sweep.step(op, free)).or_insert(0) += 1;
         }
         eprintln!("{op:?}: exit codes and how often {codes:?}");
