@@ -29,6 +29,7 @@
 
 pub mod capture;
 mod change;
+pub mod git;
 mod mutator;
 pub mod patch;
 mod path;
