@@ -53,7 +53,8 @@ fn a_bash_turn_is_undone_and_redone_byte_for_byte() {
     insta::assert_snapshot!("bash_turn", run.show());
     // Inside the command, reads saw its own writes (`cat` after `sed -i`).
     assert!(run.stdout.starts_with("HELLO\nworld\n"), "{}", run.show());
-    // `.git` is passed through: written directly, never captured.
+    // `.git` is passed through: written directly, not captured as files; what the command
+    // did to HEAD is recorded as the repository's state (docs/undo.md, "Git").
     assert_eq!(ws.read(".git/HEAD"), "ref: x\n");
     let mut after = ws.tree();
     after.remove(".git/HEAD");
@@ -67,12 +68,17 @@ fn a_bash_turn_is_undone_and_redone_byte_for_byte() {
     let mut now = ws.tree();
     now.remove(".git/HEAD");
     assert_eq!(now, before, "{}", undo.show());
-    assert_eq!(ws.read(".git/HEAD"), "ref: x\n", "undo leaves .git alone");
+    assert_eq!(
+        ws.read(".git/HEAD"),
+        "ref: refs/heads/main\n",
+        "undo puts HEAD back"
+    );
 
     ws.ok(&["redo"]);
     let mut now = ws.tree();
     now.remove(".git/HEAD");
     assert_eq!(now, after);
+    assert_eq!(ws.read(".git/HEAD"), "ref: x\n", "redo moves HEAD again");
     assert_no_layers(&ws);
     assert_no_mounts(&ws);
 }

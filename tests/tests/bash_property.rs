@@ -181,17 +181,9 @@ fn changed(
 }
 
 /// 32 cases, or `PROPTEST_CASES` up to 300: each case runs a dozen commands, so the soak's
-/// 20,000 would take most of an hour. The `proptest!` macro would let `PROPTEST_CASES` override
-/// any configured count, so the runner is built here, from this config alone.
+/// 20,000 would take most of an hour.
 fn runner() -> TestRunner {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .map_or(32, |n: u32| n.min(300));
-    TestRunner::new(ProptestConfig {
-        cases,
-        ..ProptestConfig::default()
-    })
+    support::capped_runner(32, 300)
 }
 
 /// Runs `property` over generated turns; a failure panics with the shrunk input.

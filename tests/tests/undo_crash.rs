@@ -6,7 +6,8 @@
 //!
 //! Further tests kill a rewind of ten turns, a revert of one turn (as a new turn, merging a
 //! text file a later turn changed too), and a turn of many files (most of its time is writing its pack) and a
-//! turn whose commit drops the turn before it and rewrites that turn's pack (collection).
+//! turn whose commit drops the turn before it and rewrites that turn's pack (collection),
+//! and an undo that also moves the git repository's HEAD, refs and index back.
 //!
 //! `SHIRO_CRASH_TRIALS` sets the number of trials (default 20; `cargo xtask soak` sets 200),
 //! `SHIRO_CRASH_SEED` replays a run; the seed is printed with every failure.
@@ -691,6 +692,111 @@ fn a_killed_revert_leaves_the_tree_before_or_after_it() {
                 after,
                 "{context}: revert after an unstarted one"
             );
+        }
+    }
+}
+
+/// What `git` says of the repository at `root`: HEAD, the branch, the branches, the staged
+/// entries and the stash list.
+fn git_view(root: &Path) -> String {
+    let mut view = String::new();
+    for args in [
+        &["rev-parse", "HEAD"][..],
+        &["branch", "--show-current"],
+        &["branch", "--list", "-v", "--no-abbrev"],
+        &["ls-files", "--stage"],
+        &["stash", "list"],
+    ] {
+        let out = Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .output()
+            .unwrap();
+        view += &String::from_utf8(out.stdout).unwrap();
+    }
+    view
+}
+
+fn git(root: &Path, script: &str) {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(root)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{script}: {out:?}");
+}
+
+/// An undo of a turn that edited a file and, as a bash command would, made a branch with a
+/// commit and staged a file, killed at each of its writes: the next open completes it, files
+/// and repository alike (the repository's state is moved after the files, and moving it
+/// again is harmless).
+#[test]
+fn an_undo_cut_short_puts_the_git_state_back_on_the_next_open() {
+    if support::git_missing() {
+        return;
+    }
+    // Past the undo's last write: the last trials run it whole.
+    for k in 1..=4u64 {
+        for after in [false, true] {
+            let ws = workspace();
+            let root = ws.path();
+            std::fs::write(root.join("f"), "before\n").unwrap();
+            git(
+                root,
+                "git init -q -b main && git add -A && git commit -qm first",
+            );
+            // The files; `.git` is read through git (objects and reflogs only grow).
+            let files = || {
+                let mut files = tree(root);
+                files.retain(|path, _| !path.starts_with(".git"));
+                files
+            };
+            let (before_files, before_git) = (files(), git_view(root));
+            {
+                let (store, _) = open(root);
+                let recording = store.recorder(FsMutator::new(root).unwrap());
+                runtime().block_on(async {
+                    recording.begin_turn(TurnStart::default()).await.unwrap();
+                    let repo = shiro_tools::git::Repo::at(root).unwrap();
+                    let keep = tempfile::tempdir().unwrap();
+                    let watch = repo.before(keep.path()).unwrap();
+                    let path = shiro_tools::WorkspacePath::from_relative("f").unwrap();
+                    shiro_tools::Mutator::write(&recording, &path, b"after\n", None)
+                        .await
+                        .unwrap();
+                    git(
+                        root,
+                        "git checkout -q -b x && git commit -q --allow-empty -m agent && git add f",
+                    );
+                    let change = repo.since(watch).unwrap();
+                    assert!(!change.is_empty());
+                    recording.note_git(&change).await.unwrap();
+                    recording.finish_turn().await.unwrap().unwrap();
+                });
+            }
+            let moved = git_view(root);
+            assert_ne!(moved, before_git);
+            let finished = run_helper(root, "undo", Kill::AbortAt(k, after));
+            let (store, notices) = open(root);
+            assert!(no_damage(&notices), "k={k} after={after}: {notices:?}");
+            assert_eq!(
+                files(),
+                before_files,
+                "k={k} after={after} finished={finished}"
+            );
+            assert_eq!(
+                git_view(root),
+                before_git,
+                "k={k} after={after} finished={finished}"
+            );
+            // And redo brings all of it back.
+            redo(&store, root);
+            assert_eq!(git_view(root), moved, "k={k} after={after}");
         }
     }
 }

@@ -26,6 +26,10 @@ pub struct ToolOutput {
     /// Paths a `bash` command changed that nothing can restore (it ran without an overlay).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unrestorable: Vec<WorkspacePath>,
+    /// What a `bash` command moved in the git repository at the workspace root (HEAD,
+    /// refs, the stash list, the index), for the undo log; `None` when nothing moved.
+    #[serde(skip)]
+    pub git: Option<crate::git::GitChange>,
 }
 
 /// Why a tool call failed. The message tells the model what to do next and whether anything

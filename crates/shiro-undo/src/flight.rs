@@ -10,7 +10,9 @@ use shiro_tools::{Mutator, WorkspacePath};
 
 use crate::codec::encode;
 use crate::error::UndoError;
-use crate::format::{BashCapture, ChangeRecord, InflightLine, PathRecord, TurnMeta, TurnRecord};
+use crate::format::{
+    BashCapture, ChangeRecord, GitRecord, InflightLine, PathRecord, TurnMeta, TurnRecord,
+};
 use crate::image::{ContentHash, Image, Spares, real_image};
 
 /// A turn being assembled, from the recorder or from an in-flight file after a crash.
@@ -31,6 +33,8 @@ pub(crate) struct Flight {
     /// that finishing can store the after-images as deltas against them without reading
     /// them back.
     pub held: BTreeMap<ContentHash, Vec<u8>>,
+    /// What its `bash` calls moved in the git repository.
+    pub git: GitRecord,
 }
 
 /// A finished turn and the bytes its blobs are made from.
@@ -71,6 +75,7 @@ impl Flight {
             bash_unrestorable: BTreeSet::new(),
             pending: BTreeMap::new(),
             held: BTreeMap::new(),
+            git: GitRecord::default(),
         }
     }
 
@@ -112,6 +117,12 @@ impl Flight {
                     }
                 }
             }
+            InflightLine::Blob { hash, .. } => {
+                if let Some(bytes) = payload {
+                    self.pending.entry(hash).or_insert(bytes);
+                }
+            }
+            InflightLine::Git { git, .. } => self.git.then(&git),
         }
     }
 
@@ -163,10 +174,12 @@ impl Flight {
                 });
             }
         }
-        if paths.is_empty() && self.bash_unrestorable.is_empty() {
+        if paths.is_empty() && self.bash_unrestorable.is_empty() && self.git.is_empty() {
             return Ok(None);
         }
-        let used: BTreeSet<ContentHash> = paths.iter().filter_map(|p| p.before.hash()).collect();
+        let used: BTreeSet<ContentHash> = (paths.iter().filter_map(|p| p.before.hash()))
+            .chain(self.git.hashes())
+            .collect();
         self.pending.retain(|hash, _| used.contains(hash));
         let (held, unused): (BTreeMap<_, _>, BTreeMap<_, _>) = std::mem::take(&mut self.held)
             .into_iter()
@@ -185,6 +198,7 @@ impl Flight {
             packs: Vec::new(),
             damage: None,
             group: None,
+            git: Some(self.git).filter(|git| !git.is_empty()),
         };
         Ok(Some(Finished {
             record,

@@ -1,15 +1,16 @@
-//! The records of the on-disk format (version 8), as described in `docs/formats.md`.
+//! The records of the on-disk format (version 9), as described in `docs/formats.md`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
+use shiro_tools::git::Move;
 use shiro_tools::{Change, WorkspacePath};
 
 use crate::image::{ContentHash, Image};
 use crate::report::{Direction, TurnId, TurnSummary};
 
 /// The format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 8;
+pub const FORMAT_VERSION: u32 = 9;
 /// The `format` field of the log's header line.
 pub(crate) const LOG_FORMAT: &str = "shiro-undo-log";
 
@@ -119,6 +120,78 @@ pub(crate) struct TurnRecord {
     /// Format 7.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<TurnId>,
+    /// What the turn's `bash` calls did to the git repository at the workspace root.
+    /// Format 9.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitRecord>,
+}
+
+/// What a turn's `bash` calls moved in the git repository at the workspace root (see
+/// [`shiro_tools::git`]): each thing from before the first call that moved it to after the
+/// last.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct GitRecord {
+    /// By name: `HEAD`, `refs/…`, `logs/refs/stash`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub moved: BTreeMap<String, Move>,
+    /// The index, when its entries changed: its bytes before and after, stored as blobs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<IndexRecord>,
+}
+
+/// The index file before and after a turn, by the hash of its bytes; `None` when there was
+/// no index file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct IndexRecord {
+    pub before: Option<ContentHash>,
+    pub after: Option<ContentHash>,
+}
+
+impl GitRecord {
+    /// Adds what a later call (or turn) moved: a thing moved already keeps its first
+    /// `before` and takes the later `after`. Things back where they began are dropped.
+    pub(crate) fn then(&mut self, later: &GitRecord) {
+        for (name, moved) in &later.moved {
+            self.moved
+                .entry(name.clone())
+                .and_modify(|known| known.after = moved.after.clone())
+                .or_insert_with(|| moved.clone());
+        }
+        self.index = match (self.index, later.index) {
+            (Some(first), Some(last)) => Some(IndexRecord {
+                before: first.before,
+                after: last.after,
+            }),
+            (first, last) => first.or(last),
+        };
+        self.moved.retain(|_, moved| moved.before != moved.after);
+        self.index = self.index.filter(|index| index.before != index.after);
+    }
+
+    /// Whether it moved nothing.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.moved.is_empty() && self.index.is_none()
+    }
+
+    /// The hashes of the index bytes it keeps.
+    pub(crate) fn hashes(&self) -> impl Iterator<Item = ContentHash> + '_ {
+        self.index
+            .iter()
+            .flat_map(|index| [index.before, index.after])
+            .flatten()
+    }
+
+    /// Checks what a checksum cannot: every name is one [`shiro_tools::git`] can set.
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        match self
+            .moved
+            .keys()
+            .find(|name| !shiro_tools::git::valid_name(name))
+        {
+            Some(name) => Err(format!("invalid git name {name:?}")),
+            None => Ok(()),
+        }
+    }
 }
 
 impl TurnRecord {
@@ -143,6 +216,7 @@ impl TurnRecord {
             packs: Vec::new(),
             damage: None,
             group: None,
+            git: None,
         }
     }
 
@@ -164,6 +238,10 @@ impl TurnRecord {
                     record.path, self.meta.id
                 ));
             }
+        }
+        if let Some(git) = &self.git {
+            git.validate()
+                .map_err(|err| format!("{err} in turn {}", self.meta.id))?;
         }
         for (i, path) in self.bash_unrestorable.iter().enumerate() {
             WorkspacePath::from_relative(path)
@@ -204,6 +282,7 @@ impl TurnRecord {
             .iter()
             .flat_map(|r| [r.before.hash(), r.after.hash()])
             .flatten()
+            .chain(self.git.iter().flat_map(GitRecord::hashes))
     }
 
     pub(crate) fn summary(&self) -> TurnSummary {
@@ -232,6 +311,10 @@ impl TurnRecord {
                 .collect(),
             recovered: self.recovered,
             damage: self.damage.clone(),
+            git: self
+                .git
+                .as_ref()
+                .map(|git| shiro_tools::git::describe(&git.moved, git.index.is_some())),
         }
     }
 }
@@ -395,6 +478,20 @@ pub(crate) enum InflightLine {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         unrestorable: Vec<String>,
     },
+    /// Bytes the turn's records need stored (an index a `git` record names); this many of
+    /// them follow the line. Format 9.
+    Blob {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn: Option<TurnId>,
+        hash: ContentHash,
+        bytes: u64,
+    },
+    /// What a `bash` call moved in the git repository. Format 9.
+    Git {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn: Option<TurnId>,
+        git: GitRecord,
+    },
 }
 
 fn capture_off() -> BashCapture {
@@ -412,7 +509,9 @@ impl InflightLine {
             InflightLine::Start { .. } => None,
             InflightLine::Path { turn, .. }
             | InflightLine::Tool { turn, .. }
-            | InflightLine::Bash { turn, .. } => *turn,
+            | InflightLine::Bash { turn, .. }
+            | InflightLine::Blob { turn, .. }
+            | InflightLine::Git { turn, .. } => *turn,
         }
     }
 }
@@ -503,5 +602,104 @@ mod tests {
             Err("paths bash changed in turn #3 are not sorted, each once".to_owned())
         );
         assert!(check(&["a", "a"]).is_err());
+    }
+
+    fn moved(before: Option<&str>, after: Option<&str>) -> Move {
+        Move {
+            before: before.map(str::to_owned),
+            after: after.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn git_records_add_up_from_the_first_before_to_the_last_after() {
+        let hash = |n: u8| ContentHash::of(&[n]);
+        let mut sum = GitRecord::default();
+        sum.then(&GitRecord {
+            moved: BTreeMap::from([
+                (
+                    "HEAD".to_owned(),
+                    moved(Some("ref: refs/heads/main"), Some("ref: refs/heads/x")),
+                ),
+                ("refs/heads/x".to_owned(), moved(None, Some("1111"))),
+            ]),
+            index: Some(IndexRecord {
+                before: Some(hash(1)),
+                after: Some(hash(2)),
+            }),
+        });
+        sum.then(&GitRecord {
+            moved: BTreeMap::from([
+                (
+                    "HEAD".to_owned(),
+                    moved(Some("ref: refs/heads/x"), Some("ref: refs/heads/main")),
+                ),
+                ("refs/heads/x".to_owned(), moved(Some("1111"), Some("2222"))),
+                ("refs/tags/t".to_owned(), moved(None, Some("2222"))),
+            ]),
+            index: Some(IndexRecord {
+                before: Some(hash(2)),
+                after: None,
+            }),
+        });
+        // HEAD is back where it began: no longer a move.
+        assert_eq!(
+            sum.moved,
+            BTreeMap::from([
+                ("refs/heads/x".to_owned(), moved(None, Some("2222"))),
+                ("refs/tags/t".to_owned(), moved(None, Some("2222"))),
+            ])
+        );
+        assert_eq!(
+            sum.index,
+            Some(IndexRecord {
+                before: Some(hash(1)),
+                after: None
+            })
+        );
+        assert_eq!(sum.hashes().collect::<Vec<_>>(), [hash(1)]);
+        let mut turn = TurnRecord::empty(4);
+        turn.git = Some(sum.clone());
+        assert!(
+            turn.hashes().any(|h| h == hash(1)),
+            "collection keeps the index copies"
+        );
+        assert_eq!(turn.validate(), Ok(()));
+        let back: TurnRecord =
+            serde_json::from_value(serde_json::to_value(&turn).unwrap()).unwrap();
+        assert_eq!(back, turn);
+        // Back where it began altogether: nothing moved.
+        sum.then(&GitRecord {
+            moved: BTreeMap::from([
+                ("refs/heads/x".to_owned(), moved(Some("2222"), None)),
+                ("refs/tags/t".to_owned(), moved(Some("2222"), None)),
+            ]),
+            index: Some(IndexRecord {
+                before: None,
+                after: Some(hash(1)),
+            }),
+        });
+        assert!(sum.is_empty(), "{sum:?}");
+    }
+
+    #[test]
+    fn a_git_record_naming_anything_but_head_refs_and_the_stash_list_is_invalid() {
+        for name in [
+            "config",
+            "hooks/pre-commit",
+            "refs/../config",
+            "objects/ab/cd",
+            "/etc/passwd",
+        ] {
+            let mut turn = TurnRecord::empty(5);
+            turn.git = Some(GitRecord {
+                moved: BTreeMap::from([(name.to_owned(), moved(None, Some("1111")))]),
+                index: None,
+            });
+            assert!(
+                turn.validate().unwrap_err().contains("invalid git name"),
+                "{name}"
+            );
+        }
     }
 }

@@ -57,6 +57,7 @@ mod flight;
 mod format;
 #[cfg(test)]
 mod gc_tests;
+mod git;
 mod ground;
 mod image;
 mod lock;

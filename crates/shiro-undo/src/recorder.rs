@@ -17,7 +17,8 @@ use crate::codec::{empty_file, open_emptied};
 use crate::error::UndoError;
 use crate::flight::{Finished, Flight, Keep, append_line};
 use crate::format::{
-    BashCapture, ChangeRecord, FORMAT_VERSION, INFLIGHT_FILE, InflightLine, TurnMeta,
+    BashCapture, ChangeRecord, FORMAT_VERSION, GitRecord, INFLIGHT_FILE, IndexRecord, InflightLine,
+    TurnMeta,
 };
 use crate::image::{ContentHash, Image, Spares, real_image};
 use crate::lock::LockGuard;
@@ -193,6 +194,56 @@ impl<M: Mutator> Recording<M> {
             let _ = append_line(&mut turn.file, &line, None, sync);
             turn.flight.apply(line, None);
         }
+    }
+
+    /// Records what a `bash` call moved in the git repository at the workspace root (HEAD,
+    /// refs, the stash list, the index), so that undoing the turn moves it back. The index's
+    /// bytes, before and after, are stored with the turn. Flushed before it returns: the
+    /// call has happened, and a crash must not make it silent. Ignored outside a turn.
+    pub async fn note_git(&self, change: &shiro_tools::git::GitChange) -> Result<(), UndoError> {
+        let mut slot = self.turn.lock().await;
+        let Some(turn) = slot.as_mut() else {
+            return Ok(());
+        };
+        if change.is_empty() {
+            return Ok(());
+        }
+        let path = self.store.dir().join(INFLIGHT_FILE);
+        let failed = |err| UndoError::io("write", &path, err);
+        let id = Some(turn.flight.meta.id);
+        let mut index = None;
+        if let Some(change) = &change.index {
+            let mut hash_of = |bytes: &Option<Vec<u8>>| -> Result<_, UndoError> {
+                let Some(bytes) = bytes else {
+                    return Ok(None);
+                };
+                let hash = ContentHash::of(bytes);
+                if !self.store.holds(&hash) && !turn.flight.pending.contains_key(&hash) {
+                    let line = InflightLine::Blob {
+                        turn: id,
+                        hash,
+                        bytes: bytes.len() as u64,
+                    };
+                    append_line(&mut turn.file, &line, Some(bytes), false).map_err(failed)?;
+                    turn.flight.apply(line, Some(bytes.clone()));
+                }
+                Ok(Some(hash))
+            };
+            index = Some(IndexRecord {
+                before: hash_of(&change.before)?,
+                after: hash_of(&change.after)?,
+            });
+        }
+        let line = InflightLine::Git {
+            turn: id,
+            git: GitRecord {
+                moved: change.moved.clone(),
+                index,
+            },
+        };
+        append_line(&mut turn.file, &line, None, true).map_err(failed)?;
+        turn.flight.apply(line, None);
+        Ok(())
     }
 
     /// Finishes the turn. A turn that changed at least one path is pushed onto the log (which

@@ -81,6 +81,11 @@ pub struct TurnSummary {
     /// or abandoned, or one under way); `None` when nothing is wrong.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub damage: Option<String>,
+    /// What its `bash` calls moved in the git repository, in one line (`HEAD main →
+    /// feature; refs/heads/feature created at 1a2b3c4`), undone with the turn; `None` when
+    /// nothing moved.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git: Option<String>,
 }
 
 impl TurnSummary {
@@ -233,6 +238,10 @@ pub struct UndoOutcome {
     pub conflicts: Vec<Conflict>,
     /// Every path the turn touched, sorted.
     pub paths: Vec<PathOutcome>,
+    /// What it moves in the git repository, in the direction it moves it (`HEAD feature →
+    /// main; refs/heads/feature deleted (was 1a2b3c4)`); `None` when nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git: Option<String>,
 }
 
 impl fmt::Display for UndoOutcome {
@@ -261,6 +270,9 @@ impl fmt::Display for UndoOutcome {
         for path in &self.paths {
             let verb = path.action.describe(!self.dry_run);
             writeln!(f, "  {verb:<width$}  {}", path.path)?;
+        }
+        if let Some(git) = &self.git {
+            writeln!(f, "  git: {git}")?;
         }
         if !self.conflicts.is_empty() {
             let since = match self.direction {
@@ -363,6 +375,16 @@ pub enum ConflictKind {
         /// Its session; `None` for a headless command.
         session: Option<String>,
     },
+    /// A thing of the git repository (HEAD, a ref, the stash list, the index; the path is
+    /// `.git/<its name>`) is not where the turn (or the undo) left it: someone committed,
+    /// checked out or staged since.
+    Git {
+        /// Its value as the turn left it (an object id, `ref: …`); `None`: absent. For the
+        /// index, the hash of the stored bytes it should hold.
+        expected: Option<String>,
+        /// Its value now.
+        found: Option<String>,
+    },
 }
 
 impl ConflictKind {
@@ -399,6 +421,19 @@ impl fmt::Display for Conflict {
                     None => f.write_str("a headless command"),
                 }?;
                 f.write_str(", which this rewind does not undo")
+            }
+            ConflictKind::Git { expected, found } => {
+                let show = |value: &Option<String>| match value {
+                    Some(value) => value.trim().lines().last().unwrap_or_default().to_owned(),
+                    None => "absent".to_owned(),
+                };
+                write!(
+                    f,
+                    "{}: moved since the turn (git): now {}, expected {}",
+                    self.path,
+                    show(found),
+                    show(expected)
+                )
             }
         }
     }

@@ -68,8 +68,9 @@ impl Ws {
         shiro_undo::StateDir::of_workspace(&home, &self.path().canonicalize().unwrap())
     }
 
-    /// [`Ws::tree`] without `.git`, whose refs and objects bash still changes uncaptured
-    /// (issue 32).
+    /// [`Ws::tree`] without `.git`: an undo restores HEAD, the refs, the stash list and the
+    /// index there, but objects and reflogs only grow (tests/tests/bash_git.rs reads the
+    /// repository's state through git).
     pub fn worktree(&self) -> BTreeMap<String, String> {
         let mut tree = self.tree();
         tree.retain(|path, _| path != ".git" && !path.starts_with(".git/"));
@@ -417,4 +418,19 @@ pub fn git(root: &Path, args: &[&str]) {
         .output()
         .unwrap();
     assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// A proptest runner of `default` cases, or `PROPTEST_CASES` up to `most`: for properties
+/// whose every case runs commands, which the soak's 20,000 would make last hours. The
+/// `proptest!` macro would let `PROPTEST_CASES` override any configured count, so the runner
+/// is built here, from this config alone.
+pub fn capped_runner(default: u32, most: u32) -> proptest::test_runner::TestRunner {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .map_or(default, |n: u32| n.min(most));
+    proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+        cases,
+        ..proptest::test_runner::Config::default()
+    })
 }

@@ -69,6 +69,9 @@ pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
         for change in &turn.changes {
             writeln!(out, "    {change}")?;
         }
+        if let Some(git) = &turn.git {
+            writeln!(out, "    git: {git}")?;
+        }
         if turn.bash_uncaptured {
             writeln!(
                 out,

@@ -516,13 +516,36 @@ pub async fn call_in_turn<M: Mutator>(
         Err(_) => recording.note_tool(tool.name(), &[]).await,
     }
     if is_bash && let Ok(output) = &result {
-        let mode = output.capture.unwrap_or(CaptureMode::Off);
-        recording
-            .note_bash(undo_capture(mode), &output.unrestorable)
-            .await;
-        notices.extend(bash_note(mode, &output.unrestorable, undo));
+        notices.extend(note_bash_output(recording, output, undo).await);
     }
     Ok((result, notices))
+}
+
+/// Notes in the turn `recording` records what a `bash` call reported in `output`: how its
+/// changes were captured, the paths nothing can restore, and what it moved in the git
+/// repository. Returns what a person should read about it; `undo` names the command that
+/// reverses the turn.
+pub async fn note_bash_output<M: Mutator>(
+    recording: &Recording<M>,
+    output: &ToolOutput,
+    undo: &str,
+) -> Vec<String> {
+    let mode = output.capture.unwrap_or(CaptureMode::Off);
+    recording
+        .note_bash(undo_capture(mode), &output.unrestorable)
+        .await;
+    let mut notices: Vec<String> = bash_note(mode, &output.unrestorable, undo)
+        .into_iter()
+        .collect();
+    if let Some(git) = &output.git
+        && let Err(err) = recording.note_git(git).await
+    {
+        notices.push(format!(
+            "what the command did to the git repository could not be recorded ({err}); {undo} \
+             restores the files, and leaves HEAD, the refs and the index as they are"
+        ));
+    }
+    notices
 }
 
 /// The name of the helper binary installed beside `shiro` (`src/bin/shiro-bash-helper.rs`).

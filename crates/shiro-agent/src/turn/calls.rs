@@ -4,7 +4,6 @@
 
 use anyhow::Result;
 use serde_json::Value;
-use shiro_tools::capture::CaptureMode;
 use shiro_tools::{Change, Tool as _};
 
 use super::{Agent, Log, TurnReport};
@@ -177,14 +176,10 @@ impl Agent<'_> {
             recording.note_tool(tool.name(), changes).await;
         }
         if is_bash && let Ok(output) = &result {
-            let mode = output.capture.unwrap_or(CaptureMode::Off);
-            recording
-                .note_bash(headless::undo_capture(mode), &output.unrestorable)
-                .await;
             report.ran_bash = true;
             report
                 .undo_notes
-                .extend(headless::bash_note(mode, &output.unrestorable, "/undo"));
+                .extend(headless::note_bash_output(recording, output, "/undo").await);
         }
         self.bash_running.send_replace(false);
         match result {

@@ -157,6 +157,7 @@ impl CommandCapture for DetectCapture {
             changes: Vec::new(),
             unrestorable: paths,
             notes,
+            git: None,
         })
     }
 }

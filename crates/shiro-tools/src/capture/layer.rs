@@ -243,6 +243,7 @@ pub(super) async fn commit_layer(
         changes: plan.changes(),
         unrestorable: Vec::new(),
         notes: plan.notes.clone(),
+        git: None,
     };
     if plan.steps.is_empty() {
         layer.discard();

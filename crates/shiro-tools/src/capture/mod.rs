@@ -75,6 +75,10 @@ pub struct Captured {
     /// Things the model and the user should know: entries that were not carried over (a
     /// named pipe made by the command), a fallback to detection and why.
     pub notes: Vec<String>,
+    /// What the command moved in the git repository at the workspace root, which the
+    /// overlay binds through uncaptured (see [`crate::git`]); `None` when nothing moved or
+    /// the runner does not look.
+    pub git: Option<crate::git::GitChange>,
 }
 
 /// Why a command could not be captured.

@@ -29,8 +29,9 @@ use async_trait::async_trait;
 use tokio::process::Command;
 
 use super::layer::{Layer, commit_layer};
-use super::sandbox::Sandbox;
+use super::sandbox::{Sandbox, SandboxMode};
 use super::{BashRunner, CaptureError, CaptureMode, Captured, CommandCapture, Ended};
+use crate::git;
 use crate::mutator::Mutator;
 
 /// The first argument that runs the embedding binary as the overlay helper.
@@ -134,13 +135,36 @@ impl BashRunner for Overlay {
                 "shiro's state directory contains {c:?}, which overlay mount options cannot carry"
             )));
         }
+        // A read-only sandbox lets git change nothing: there is nothing to look at.
+        let watch_git = self.sandbox.mode != SandboxMode::ReadOnly;
+        let repo = watch_git.then(|| git::Repo::at(&root)).flatten();
+        let reftable = watch_git
+            && repo.is_none()
+            && std::fs::symlink_metadata(root.join(".git/reftable")).is_ok();
         let made = {
             let layers = self.layers.clone();
-            tokio::task::spawn_blocking(move || Layer::create(&layers))
-                .await
-                .map_err(|err| CaptureError::Other(format!("the layer setup failed: {err}")))?
+            tokio::task::spawn_blocking(move || {
+                let layer = Layer::create(&layers)?;
+                // The repository's state as the command finds it, the index kept in the
+                // layer (hidden from the command) until the command has ended.
+                let git = match repo {
+                    Some(repo) => match repo.before(&layer.dir().join(GIT_KEEP_DIR)) {
+                        Ok(before) => GitWatch::Watching(repo, before),
+                        Err(err) => GitWatch::Unread(err.to_string()),
+                    },
+                    // Said, not silent: its refs are not read, so not recorded.
+                    None if reftable => GitWatch::Unread(
+                        "the repository keeps its refs in a reftable, which shiro does not read"
+                            .to_owned(),
+                    ),
+                    None => GitWatch::None,
+                };
+                Ok::<_, std::io::Error>((layer, git))
+            })
+            .await
+            .map_err(|err| CaptureError::Other(format!("the layer setup failed: {err}")))?
         };
-        let layer = made.map_err(|err| {
+        let (layer, git) = made.map_err(|err| {
             CaptureError::NotStarted(format!(
                 "cannot make a layer in {}: {err}",
                 self.layers.display()
@@ -152,9 +176,13 @@ impl BashRunner for Overlay {
             hidden: self.hidden.clone(),
             sandbox: self.sandbox.clone(),
             layer,
+            git,
         }))
     }
 }
+
+/// Where a layer keeps the index as a command found it (see [`git::Repo::before`]).
+const GIT_KEEP_DIR: &str = "git";
 
 struct OverlayCapture {
     helper: PathBuf,
@@ -162,6 +190,34 @@ struct OverlayCapture {
     hidden: Vec<PathBuf>,
     sandbox: Sandbox,
     layer: Layer,
+    git: GitWatch,
+}
+
+/// What a capture knows of the git repository at the workspace root.
+enum GitWatch {
+    /// There is none (or the sandbox lets the command change nothing).
+    None,
+    /// Its state before the command.
+    Watching(git::Repo, git::Before),
+    /// It could not be read; the command runs, and the result says so.
+    Unread(String),
+}
+
+impl GitWatch {
+    /// What the command moved, or a note saying why that is not known.
+    async fn since(self) -> Result<Option<git::GitChange>, String> {
+        match self {
+            GitWatch::None => Ok(None),
+            GitWatch::Unread(why) => Err(why),
+            GitWatch::Watching(repo, before) => {
+                tokio::task::spawn_blocking(move || repo.since(before))
+                    .await
+                    .map_err(|err| err.to_string())?
+                    .map(|change| Some(change).filter(|change| !change.is_empty()))
+                    .map_err(|err| err.to_string())
+            }
+        }
+    }
 }
 
 #[async_trait]
@@ -208,7 +264,7 @@ impl CommandCapture for OverlayCapture {
         mutator: &dyn Mutator,
         ended: Ended,
     ) -> Result<Captured, CaptureError> {
-        let OverlayCapture { layer, .. } = *self;
+        let OverlayCapture { layer, git, .. } = *self;
         if let Ended::Exited(status) = ended
             && status.code() == Some(SETUP_FAILED)
             && let Some(why) = layer.setup_error()
@@ -216,7 +272,17 @@ impl CommandCapture for OverlayCapture {
             layer.discard();
             return Err(CaptureError::NotStarted(why));
         }
-        commit_layer(mutator, layer).await
+        // Read before the commit, which removes the layer and the index kept in it.
+        let moved = git.since().await;
+        let mut captured = commit_layer(mutator, layer).await?;
+        match moved {
+            Ok(change) => captured.git = change,
+            Err(why) => captured.notes.push(format!(
+                "what the command did to the git repository could not be read ({why}); an \
+                 undo restores the files, and leaves HEAD, the refs and the index as they are"
+            )),
+        }
+        Ok(captured)
     }
 }
 

@@ -160,8 +160,9 @@ impl Tool for Bash {
         match self.runner.mode() {
             CaptureMode::Overlay => description!(
                 "Changes the command makes to files in the workspace are recorded like the edit \
-                 tools' and can be undone; the result lists them. Changes in .git and outside \
-                 the workspace are not recorded. Still prefer the edit tools for editing files, \
+                 tools' and can be undone; the result lists them. What git does to HEAD, the \
+                 branches, the stash and the index is recorded and undone with them too; \
+                 changes outside the workspace are not recorded. Still prefer the edit tools for editing files, \
                  and read_file, grep, glob and list_dir for reading them."
             ),
             CaptureMode::Detect => description!(
@@ -266,6 +267,7 @@ impl Tool for Bash {
                 changes: captured.changes,
                 capture: captured.mode,
                 unrestorable: captured.unrestorable,
+                git: captured.git,
             });
         }
         Err(ToolError::refused(format!(
@@ -310,6 +312,10 @@ fn describe(text: &mut String, captured: &Captured) {
                 .map(ToString::to_string)
                 .collect(),
         );
+    }
+    if let Some(git) = &captured.git {
+        let moved = crate::git::describe(&git.moved, git.index.is_some());
+        let _ = write!(text, "\n[git: {moved} (recorded, undoable)]");
     }
     for note in &captured.notes {
         let _ = write!(text, "\n[note: {note}]");

@@ -90,6 +90,12 @@ impl fmt::Display for RevertOutcome {
                 "note: turn {id} ran bash without capture; what its commands did is not reverted"
             )?;
         }
+        if let Some(git) = &reverted.git {
+            writeln!(
+                f,
+                "note: turn {id} moved the git repository ({git}); a revert changes files only, and leaves HEAD, the refs and the index as they are"
+            )?;
+        }
         let outside = reverted.outside_tools();
         if !outside.is_empty() {
             writeln!(

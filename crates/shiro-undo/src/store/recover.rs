@@ -15,6 +15,7 @@ use crate::flight::{Finished, Flight, Keep};
 use crate::format::{
     FORMAT_VERSION, INFLIGHT_FILE, InflightLine, JOURNAL_FILE, Journal, LogLine, PROGRESS_FILE,
 };
+use crate::git;
 use crate::image::{ContentHash, Image, Spares};
 use crate::log::LogState;
 use crate::pack::{PackWriter, pack_path};
@@ -124,9 +125,17 @@ impl UndoStore {
             let stored = restore::Stored::open(&self.inner.blobs, &pending.turn);
             let writes = needed_writes(&pending.turn, direction, &standings, &BTreeSet::new());
             let progress = restore::Progress::resume(&progress_path, run, started);
-            let completed = match restore::verify(&stored, writes.iter().map(|(p, i)| (p, i))) {
-                Ok(()) => {
-                    restore::apply_marked_first(
+            let git = pending.turn.git.as_ref();
+            let verified = restore::verify(&stored, writes.iter().map(|(p, i)| (p, i))).and_then(
+                |()| match git {
+                    Some(record) => git::index_to_write(record, direction, &stored)
+                        .map_err(|err| UndoError::io("read", stored.dir(), err)),
+                    None => Ok(None),
+                },
+            );
+            let completed = match verified {
+                Ok(index) => {
+                    let applied = restore::apply_marked_first(
                         workspace,
                         &stored,
                         &pending.turn,
@@ -134,7 +143,15 @@ impl UndoStore {
                         &BTreeSet::new(),
                         &progress,
                     )
-                    .await
+                    .await;
+                    // The repository's state is moved again: what stands where it goes is
+                    // left alone.
+                    match (applied, git) {
+                        (Ok(_), Some(record)) => {
+                            git::apply(workspace.root(), record, direction, index)
+                        }
+                        (applied, _) => applied.map(|_| ()),
+                    }
                 }
                 Err(err) => Err(err),
             };
@@ -252,6 +269,7 @@ impl UndoStore {
         }
         let (records, bad) = decode_framed::<InflightLine>(&bytes, |line| match line {
             InflightLine::Path { bytes, .. } => *bytes,
+            InflightLine::Blob { bytes, .. } => Some(*bytes),
             _ => None,
         });
         // A torn last record is the write a crash interrupted. Each record (with the bytes it
@@ -295,7 +313,8 @@ impl UndoStore {
                             InflightLine::Path {
                                 before: Image::File { hash, .. },
                                 ..
-                            },
+                            }
+                            | InflightLine::Blob { hash, .. },
                             Some(bytes),
                         ) => {
                             if ContentHash::of(bytes) == *hash {

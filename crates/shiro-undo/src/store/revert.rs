@@ -176,6 +176,7 @@ impl UndoStore {
             packs: Vec::new(),
             damage: None,
             group: None,
+            git: None,
         };
         let blobs = &self.inner.blobs;
         let failed = |err| UndoError::io("store a copy in", blobs.dir(), err);

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use shiro_tools::WorkspacePath;
 
 use crate::error::UndoError;
-use crate::format::{PathRecord, TurnRecord};
+use crate::format::{GitRecord, PathRecord, TurnRecord};
 use crate::log::LogState;
 use crate::report::{Conflict, ConflictKind, ConflictReport, Direction, TurnId};
 use crate::restore::Planned;
@@ -71,6 +71,32 @@ impl Selection {
                 }
             }
         }
+        // What the turns moved in the git repository, joined the same way.
+        let mut git: Option<GitRecord> = None;
+        let mut movers: BTreeMap<&str, TurnId> = BTreeMap::new();
+        for member in &members {
+            let Some(record) = &member.git else {
+                continue;
+            };
+            let joined = git.get_or_insert_with(GitRecord::default);
+            for (name, moved) in &record.moved {
+                if let Some(known) = joined.moved.get(name)
+                    && known.after != moved.before
+                    && let Some(&left_by) = movers.get(name.as_str())
+                    && let Ok(path) = WorkspacePath::from_relative(&format!(".git/{name}"))
+                {
+                    between.push(Conflict {
+                        path,
+                        kind: ConflictKind::ChangedBetween {
+                            left_by,
+                            found_by: member.meta.id,
+                        },
+                    });
+                }
+                movers.insert(name, member.meta.id);
+            }
+            joined.then(record);
+        }
         let mut turn = TurnRecord {
             meta,
             tools: Vec::new(),
@@ -83,6 +109,7 @@ impl Selection {
             packs: Vec::new(),
             damage: None,
             group,
+            git: git.filter(|git| !git.is_empty()),
         };
         for member in &members {
             for tool in &member.tools {

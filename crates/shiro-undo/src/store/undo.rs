@@ -8,6 +8,7 @@ use shiro_tools::{Mutator, WorkspacePath};
 use crate::error::UndoError;
 use crate::format::TurnRecord;
 use crate::format::{LogLine, PROGRESS_FILE};
+use crate::git;
 use crate::log::LogState;
 use crate::pack::pack_path;
 use crate::report::{Action, Direction, PathOutcome, TurnId, UndoOutcome};
@@ -86,32 +87,48 @@ impl UndoStore {
         let direction = selection.direction;
         let turn = selection.turn.clone();
         let plan = restore::plan(workspace, &turn, direction).await?;
+        let mut stored = restore::Stored::open(&self.inner.blobs, &turn);
         let mut conflicts = restore::conflicts(workspace, &plan).await?;
+        if let Some(record) = &turn.git {
+            conflicts.extend(git::conflicts(
+                workspace.root(),
+                record,
+                direction,
+                &stored,
+            )?);
+        }
         conflicts.extend(selection.between.iter().cloned());
         conflicts.sort_by(|a, b| a.path.cmp(&b.path));
         if !conflicts.is_empty() && !options.force && !options.dry_run {
             return Err(selection.refusal(conflicts));
         }
-        let mut stored = restore::Stored::open(&self.inner.blobs, &turn);
         // Every copy the restore writes is read back whole before anything changes.
         let writes = (plan.iter())
             .filter(|item| item.now != item.becomes)
             .map(|item| (&item.path, &item.becomes));
-        if let Err(err) = restore::verify(&stored, writes) {
-            let id = turn.meta.id;
-            self.append(
-                state,
-                LogLine::Damaged {
-                    id,
-                    reason: format!("its {} cannot be made: {err}", direction_verb(direction)),
-                },
-            )?;
-            return Err(UndoError::Unrestorable {
-                turn: id,
-                direction,
-                source: Box::new(err),
-            });
-        }
+        let verified = restore::verify(&stored, writes).and_then(|()| match &turn.git {
+            Some(record) => git::index_to_write(record, direction, &stored)
+                .map_err(|err| UndoError::io("read", stored.dir(), err)),
+            None => Ok(None),
+        });
+        let index = match verified {
+            Ok(index) => index,
+            Err(err) => {
+                let id = turn.meta.id;
+                self.append(
+                    state,
+                    LogLine::Damaged {
+                        id,
+                        reason: format!("its {} cannot be made: {err}", direction_verb(direction)),
+                    },
+                )?;
+                return Err(UndoError::Unrestorable {
+                    turn: id,
+                    direction,
+                    source: Box::new(err),
+                });
+            }
+        };
         let (first, also) = match selection.members.split_first() {
             Some((first, later)) => (first.summary(), later.iter().map(|t| t.summary()).collect()),
             None => (turn.summary(), Vec::new()),
@@ -134,6 +151,10 @@ impl UndoStore {
                         .unwrap_or_else(|| Action::between(&item.now, &item.becomes)),
                 })
                 .collect(),
+            git: turn
+                .git
+                .as_ref()
+                .map(|record| git::describe(record, direction)),
         };
         if options.dry_run {
             return Ok(outcome(&BTreeMap::new(), true));
@@ -179,6 +200,12 @@ impl UndoStore {
                 Direction::Redo => record.before = item.now.clone(),
             }
         }
+        if let Some(record) = &mut restored.git
+            && options.force
+        {
+            // What a forced restore moves away from is what the opposite one brings back.
+            git::settle(workspace.root(), record, direction)?;
+        }
         selection.settle(&plan, &restored.packs[turn.packs.len()..]);
         // Durable before anything changes: a crash from here on is completed on the next open.
         let id = turn.meta.id;
@@ -209,6 +236,14 @@ impl UndoStore {
             &progress,
         )
         .await;
+        // The repository's state moves once the paths are restored: a crash before `done`
+        // has the recovery move it (again).
+        let applied = match (applied, &restored.git) {
+            (Ok(notes), Some(record)) => {
+                git::apply(workspace.root(), record, direction, index).map(|()| notes)
+            }
+            (applied, _) => applied,
+        };
         match applied {
             Ok(notes) => {
                 self.append(state, LogLine::Done { id })?;

@@ -1,0 +1,332 @@
+//! Git-aware undo end to end: what a `bash` command does to the repository at the workspace
+//! root (HEAD, refs, the stash list, the index) is undone with its turn, so that `git status`,
+//! `git log`, `git branch` and `git stash list` read exactly as before the command; redo puts
+//! it back; a ref moved since the turn is a conflict; and random sequences of git commands
+//! mixed with edits all undo to the exact start.
+//!
+//! The commands run over the overlay (the default capture); where the machine refuses it,
+//! the tests print why and skip.
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
+use shiro_tools::capture::{BashRunner, Overlay};
+use shiro_tools::tools::Bash;
+use shiro_tools::{FsMutator, Tool};
+use shiro_undo::{StoreOptions, TurnStart, UndoOptions, UndoStore};
+use support::{Ws, overlay_refused, shiro_bin};
+
+/// Everything a person reads of the repository's state, and the files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct GitView {
+    status: String,
+    head: String,
+    branch: String,
+    branches: String,
+    tags: String,
+    stash: String,
+    staged: String,
+    log: String,
+}
+
+fn git_out(root: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn view(root: &Path) -> GitView {
+    GitView {
+        status: git_out(root, &["status", "--porcelain", "--untracked-files=all"]),
+        head: git_out(root, &["rev-parse", "HEAD"]),
+        branch: git_out(root, &["branch", "--show-current"]),
+        branches: git_out(root, &["branch", "--list", "-v", "--no-abbrev"]),
+        tags: git_out(root, &["tag", "--list"]),
+        stash: git_out(root, &["stash", "list", "--format=%H %s"]),
+        staged: git_out(root, &["ls-files", "--stage"]),
+        log: git_out(root, &["log", "--format=%H %s", "--all"]),
+    }
+}
+
+/// A workspace holding a repository on `main` with two commits and an identity of its own;
+/// `None` (the test skips) where the overlay or git is missing.
+fn repo() -> Option<Ws> {
+    if overlay_refused().is_some() || support::git_missing() {
+        return None;
+    }
+    let ws = Ws::new();
+    let root = ws.path();
+    support::git(root, &["init", "-q", "-b", "main"]);
+    support::git(root, &["config", "user.name", "t"]);
+    support::git(root, &["config", "user.email", "t@example.com"]);
+    support::git(root, &["config", "commit.gpgsign", "false"]);
+    ws.write("a.txt", "a\n");
+    ws.write("b.txt", "b\n");
+    support::git(root, &["add", "-A"]);
+    support::git(root, &["commit", "-qm", "first"]);
+    ws.write("a.txt", "a\na2\n");
+    support::git(root, &["commit", "-qam", "second"]);
+    Some(ws)
+}
+
+/// Runs `script` as the agent's bash would, and returns what the model reads.
+fn bash(ws: &Ws, script: &str) -> String {
+    let args = serde_json::json!({ "command": script }).to_string();
+    let run = ws.run_bounded(&["tool", "bash", "--args", &args]);
+    assert_eq!(run.code, 0, "{script}:\n{}", run.show());
+    run.stdout
+}
+
+/// `script` moves the repository, `shiro undo` puts every part of it back with the files,
+/// and `shiro redo` brings the command's state back.
+fn undone_and_redone(ws: &Ws, script: &str) -> String {
+    let before = (view(ws.path()), ws.worktree());
+    let said = bash(ws, script);
+    let after = (view(ws.path()), ws.worktree());
+    assert_ne!(before, after, "{script} changed nothing");
+    ws.ok(&["undo"]);
+    assert_eq!(
+        (view(ws.path()), ws.worktree()),
+        before,
+        "after undoing {script}"
+    );
+    ws.ok(&["redo"]);
+    assert_eq!(
+        (view(ws.path()), ws.worktree()),
+        after,
+        "after redoing {script}"
+    );
+    said
+}
+
+#[test]
+fn a_new_branch_and_a_commit_are_undone() {
+    let Some(ws) = repo() else {
+        return;
+    };
+    let said = undone_and_redone(
+        &ws,
+        "git checkout -q -b feature && echo more >> b.txt && git commit -qam third",
+    );
+    assert!(said.contains("[git: HEAD main → feature; refs/heads/feature created at "));
+    let log = ws.ok(&["log"]).stdout;
+    assert!(log.contains("    git: HEAD main → feature; refs/heads/feature created at "));
+}
+
+#[test]
+fn a_hard_reset_is_undone() {
+    let Some(ws) = repo() else {
+        return;
+    };
+    ws.write("b.txt", "b\nuncommitted\n");
+    undone_and_redone(&ws, "git reset -q --hard HEAD~1");
+}
+
+#[test]
+fn a_stash_is_undone() {
+    let Some(ws) = repo() else {
+        return;
+    };
+    ws.write("b.txt", "b\nwork in progress\n");
+    let said = undone_and_redone(&ws, "git stash -q");
+    assert!(said.contains("stash: 1 entry added"), "{said}");
+    // A second stash on top of one the user made: the list keeps the user's entry.
+    support::git(ws.path(), &["stash", "-q"]);
+    ws.write("a.txt", "more work\n");
+    undone_and_redone(&ws, "git stash -q");
+}
+
+#[test]
+fn staging_is_undone() {
+    let Some(ws) = repo() else {
+        return;
+    };
+    ws.write("c.txt", "new\n");
+    ws.write("a.txt", "changed\n");
+    let said = undone_and_redone(&ws, "git add -A");
+    assert!(
+        said.contains("[git: index changed (recorded, undoable)]"),
+        "{said}"
+    );
+}
+
+#[test]
+fn a_rebase_of_two_commits_is_undone() {
+    let Some(ws) = repo() else {
+        return;
+    };
+    let root = ws.path();
+    support::git(root, &["checkout", "-q", "-b", "topic", "HEAD~1"]);
+    ws.write("c.txt", "c\n");
+    support::git(root, &["add", "c.txt"]);
+    support::git(root, &["commit", "-qm", "topic one"]);
+    ws.write("c.txt", "c\nc2\n");
+    support::git(root, &["commit", "-qam", "topic two"]);
+    undone_and_redone(&ws, "git rebase -q main");
+}
+
+#[test]
+fn a_ref_moved_since_the_turn_is_a_conflict() {
+    let Some(ws) = repo() else {
+        return;
+    };
+    let root = ws.path();
+    let before = view(root);
+    bash(
+        &ws,
+        "git checkout -q -b feature && git commit -q --allow-empty -m agent",
+    );
+    // The user commits on the agent's branch afterwards.
+    support::git(root, &["commit", "-q", "--allow-empty", "-m", "user"]);
+    let theirs = view(root);
+    let refused = ws.run(&["undo"]);
+    assert_eq!(refused.code, 3, "{}", refused.show());
+    assert!(
+        refused
+            .stderr
+            .contains(".git/refs/heads/feature: moved since the turn (git)"),
+        "{}",
+        refused.show()
+    );
+    assert_eq!(view(root), theirs, "a refused undo changes nothing");
+    // Forced, it goes back to before the turn; the user's commit stays in the reflog.
+    ws.ok(&["undo", "--force"]);
+    assert_eq!(view(root).head, before.head);
+    assert_eq!(view(root).branches, before.branches);
+    let reflog = git_out(root, &["reflog", "--format=%gs"]);
+    assert!(
+        reflog.lines().next().unwrap().contains("shiro undo"),
+        "{reflog}"
+    );
+    assert!(git_out(root, &["reflog", "--format=%s"]).contains("user"));
+}
+
+/// A repository that keeps its refs in a reftable is not read, and the result says so rather
+/// than claim the undo covers it.
+#[test]
+fn a_reftable_repository_is_named_as_not_recorded() {
+    if overlay_refused().is_some() || support::git_missing() {
+        return;
+    }
+    let ws = Ws::new();
+    let made = Command::new("git")
+        .args(["init", "-q", "--ref-format=reftable"])
+        .current_dir(ws.path())
+        .status()
+        .unwrap();
+    if !made.success() {
+        eprintln!("skipped: this git cannot make a reftable repository");
+        return;
+    }
+    let said = bash(&ws, "echo a > a.txt");
+    assert!(
+        said.contains(
+            "[note: what the command did to the git repository could not be read (the \
+             repository keeps its refs in a reftable, which shiro does not read)"
+        ),
+        "{said}"
+    );
+    assert!(!said.contains("[git:"), "{said}");
+}
+
+/// One git command (or a file edit) of a random script; each may fail, and the script goes on.
+fn command() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (0u8..3).prop_map(|n| format!("echo e{n} >> a.txt")),
+        (0u8..3).prop_map(|n| format!("echo n{n} > f{n}.txt")),
+        Just("git add -A".to_owned()),
+        (0u8..3).prop_map(|n| format!("git commit -qam c{n} --allow-empty")),
+        (0u8..3).prop_map(|n| format!("git branch -q b{n}")),
+        (0u8..3).prop_map(|n| format!("git checkout -q b{n}")),
+        Just("git checkout -q main".to_owned()),
+        (0u8..3).prop_map(|n| format!("git checkout -q -b b{n}")),
+        Just("git reset -q --hard HEAD~1".to_owned()),
+        Just("git reset -q HEAD~1".to_owned()),
+        Just("git stash -q".to_owned()),
+        Just("git stash pop -q".to_owned()),
+        (0u8..3).prop_map(|n| format!("git tag t{n}")),
+        (0u8..3).prop_map(|n| format!("git tag -d t{n}")),
+        Just("git pack-refs --all".to_owned()),
+    ]
+}
+
+/// 16 cases, or `PROPTEST_CASES` up to 200: each case runs up to six commands through the
+/// overlay.
+fn runner() -> TestRunner {
+    support::capped_runner(16, 200)
+}
+
+/// Random turns of git commands and edits, recorded; undoing every turn restores the refs,
+/// HEAD, the stash list, the index and the worktree exactly, and redoing them all brings
+/// the end back.
+#[test]
+fn undoing_random_git_turns_restores_the_repository_exactly() {
+    let turns = prop::collection::vec(prop::collection::vec(command(), 1..4), 1..6);
+    let result = runner().run(&turns, |turns| {
+        let Some(ws) = repo() else {
+            return Ok(());
+        };
+        let start = (view(ws.path()), ws.worktree());
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let store = UndoStore::open(&ws.state(), StoreOptions::default())
+                .await
+                .unwrap();
+            let runner: Arc<dyn BashRunner> =
+                Arc::new(Overlay::new(shiro_bin(), ws.state().layers_dir()));
+            let bash = Bash::new(runner);
+            let workspace = FsMutator::new(ws.path()).unwrap();
+            let recording = store.recorder(workspace.clone());
+            let mut recorded = 0;
+            for (n, script) in turns.iter().enumerate() {
+                recording
+                    .begin_turn(TurnStart {
+                        summary: format!("turn {n}"),
+                        ..TurnStart::default()
+                    })
+                    .await
+                    .unwrap();
+                let args = serde_json::json!({ "command": script.join("; ") });
+                let output = bash.call(&recording, args).await.unwrap();
+                recording.note_tool("bash", &output.changes).await;
+                if let Some(git) = &output.git {
+                    recording.note_git(git).await.unwrap();
+                }
+                if recording.finish_turn().await.unwrap().is_some() {
+                    recorded += 1;
+                }
+            }
+            let end = (view(ws.path()), ws.worktree());
+            for _ in 0..recorded {
+                store
+                    .undo(&workspace, UndoOptions::default())
+                    .await
+                    .unwrap();
+            }
+            prop_assert_eq!(&(view(ws.path()), ws.worktree()), &start);
+            for _ in 0..recorded {
+                store
+                    .redo(&workspace, UndoOptions::default())
+                    .await
+                    .unwrap();
+            }
+            prop_assert_eq!(&(view(ws.path()), ws.worktree()), &end);
+            Ok(())
+        })
+    });
+    if let Err(err) = result {
+        panic!("{err}");
+    }
+}
