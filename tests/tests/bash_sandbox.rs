@@ -329,6 +329,60 @@ fn real_tools_work_in_the_default_sandbox_as_natively() {
 
 /// Without privilege (a user namespace instead of root), the sandbox holds the same: a file
 /// outside that the user may write natively is refused to the command, however it tries.
+/// The command tries to trace, stop and write the memory of the very `shiro` that runs it:
+/// its PID namespace does not show it, Landlock scopes its signals and its ptrace to its
+/// own domain, and as root it has no `CAP_SYS_PTRACE`. Every attempt fails, and `shiro`
+/// runs to its end.
+#[test]
+fn the_command_cannot_trace_or_stop_shiro() {
+    let Some((ws, _sibling)) = setting() else {
+        return;
+    };
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: python3 (for ptrace through ctypes) is not installed");
+        return;
+    }
+    // Where the test tells the command shiro's process id, once it is known.
+    let told = tempfile::tempdir().unwrap();
+    let pid_file = told.path().join("pid");
+    let script = format!(
+        "while [ ! -s {pid_file} ]; do sleep 0.05; done; pid=$(cat {pid_file}); \
+         python3 -c 'import ctypes,sys; libc = ctypes.CDLL(None, use_errno=True); \
+         r = libc.ptrace(16, int(sys.argv[1]), None, None); \
+         print(\"attach\", r, ctypes.get_errno())' $pid; \
+         kill -STOP $pid 2>/dev/null; echo \"stop $?\"; \
+         (echo x > /proc/$pid/mem) 2>/dev/null; echo \"mem $?\"; echo done",
+        pid_file = pid_file.display(),
+    );
+    let args = serde_json::json!({ "command": script }).to_string();
+    let mut child = ws
+        .command(&["tool", "bash", "--args", &args])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::fs::write(&pid_file, child.id().to_string()).unwrap();
+    // Stopped by the command, it would never end: the test fails rather than hang.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("shiro never ended: the command stopped it");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let run = ws.finish(child);
+    assert_eq!(run.code, 0, "{}", run.show());
+    assert!(run.stdout.contains("done"), "{}", run.show());
+    assert!(run.stdout.contains("attach -1 "), "{}", run.show());
+    assert!(!run.stdout.contains("stop 0"), "{}", run.show());
+    assert!(!run.stdout.contains("mem 0"), "{}", run.show());
+}
+
 #[test]
 fn without_root_the_sandbox_holds_too() {
     if !rustix::process::geteuid().is_root() {
