@@ -200,6 +200,9 @@ pub struct BashConfig {
     pub writable: Option<Vec<String>>,
     /// Whether commands reach the network (default true).
     pub network: Option<bool>,
+    /// How many commands may run in the background at once (default 4; 0 turns
+    /// `run_in_background` off).
+    pub background_limit: Option<usize>,
 }
 
 /// How bash commands' file changes are captured (see `docs/undo.md`).
@@ -309,6 +312,8 @@ pub struct Config {
     /// `[bash] sandbox`, `writable` and `network` as merged: the workspace's config may
     /// only narrow the user's.
     pub bash_sandbox: BashSandbox,
+    /// `[bash] background_limit` as merged.
+    pub bash_background_limit: usize,
     /// The user's config directory, when there is one (user commands live there too).
     pub user_dir: Option<PathBuf>,
     /// `[commands]` as merged: which other tools' command folders are read.
@@ -406,6 +411,11 @@ impl Config {
                 .or(user.bash.capture)
                 .unwrap_or_default(),
             bash_sandbox,
+            bash_background_limit: project
+                .bash
+                .background_limit
+                .or(user.bash.background_limit)
+                .unwrap_or(shiro_tools::capture::BACKGROUND_DEFAULT_LIMIT),
             user_dir,
             ecosystems: shiro_commands::Ecosystems {
                 agents: project

@@ -32,6 +32,7 @@
 
 pub mod approve;
 pub mod attach;
+pub mod bashes;
 pub mod compact;
 pub mod config;
 pub mod conversation;

@@ -92,7 +92,22 @@ pub enum Event {
         usage: Option<Usage>,
         /// The session the turn belongs to.
         session_id: String,
+        /// The session's background commands as the turn ended, left out when it has none;
+        /// `shiro -p` stops those still running when its turn ends.
+        #[serde(skip_serializing_if = "Vec::is_empty", default)]
+        background: Vec<BackgroundCommand>,
     },
+}
+
+/// A background command, as `turn_end` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BackgroundCommand {
+    /// Its id for `bash_output` and `bash_kill` (`b1`, …).
+    pub id: String,
+    /// The command line.
+    pub command: String,
+    /// `running`, `exited with code N`, `killed`, …
+    pub status: String,
 }
 
 /// What kind of error ended a turn, in `turn_end`'s `error_kind`.
@@ -459,6 +474,11 @@ mod tests {
                 error_kind: None,
                 usage: Some(usage),
                 session_id: "20261202-120000-abcd".into(),
+                background: vec![BackgroundCommand {
+                    id: "b1".into(),
+                    command: "python3 -m http.server 8000".into(),
+                    status: "running".into(),
+                }],
             },
             Event::TurnEnd {
                 changed: Vec::new(),
@@ -468,6 +488,7 @@ mod tests {
                 error_kind: Some(ErrorKind::Interrupted),
                 usage: None,
                 session_id: "20261202-120000-abcd".into(),
+                background: Vec::new(),
             },
         ];
         let lines: Vec<String> = events

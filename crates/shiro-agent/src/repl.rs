@@ -23,8 +23,20 @@ use crate::trust;
 /// The prompt shown for the next message.
 pub const PROMPT: &str = "> ";
 
-/// Runs the loop until `/exit`, Ctrl-D or the end of the input.
+/// Runs the loop until `/exit`, Ctrl-D or the end of the input, then stops the session's
+/// background commands, naming them.
 pub async fn run(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
+    let ended = run_loop(agent, registry).await;
+    if let Some(background) = agent.ctx.bash.background() {
+        let stopped = background.stop_all().await;
+        if let Some(text) = super::bashes::stopped(&stopped) {
+            agent.printer.info(&text);
+        }
+    }
+    ended
+}
+
+async fn run_loop(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
     loop {
         // SIGTERM during a turn stopped it; the session ends with it.
         if agent.ctx.signals.terminated() {
@@ -290,6 +302,7 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
         }
         "fork" => super::travel::fork(agent, args).await,
         "sessions" => resume(agent, "").await,
+        "bashes" => super::bashes::command(ctx.bash.background().map(|b| &**b), args).await,
         "log" => match headless::log(ctx, false).await {
             Ok(report) => report.stdout,
             Err(err) => format!("error: {}", crate::headless::error_text(&err)),

@@ -198,6 +198,13 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
             }
             _ => send_prompt(&mut agent, prompt, &piped).await?,
         };
+        // Background commands end with the run (`turn_end` listed them).
+        if let Some(background) = ctx.bash.background() {
+            let stopped = background.stop_all().await;
+            if let Some(text) = shiro_agent::bashes::stopped(&stopped) {
+                agent.printer.info(&text);
+            }
+        }
         if report.interrupted {
             // The turn was finished and recorded, like one the REPL stops.
             agent.printer.info(match report.turn_id {

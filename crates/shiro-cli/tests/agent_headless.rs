@@ -443,7 +443,7 @@ async fn a_command_s_limits_end_with_its_turn() {
         ["read_file", "list_dir", "glob", "grep"]
     );
     assert_eq!(requests[1].body["model"], "mock-model");
-    assert_eq!(offered(&requests[1]).len(), 9);
+    assert_eq!(offered(&requests[1]).len(), 11);
 }
 
 /// A user's own command with `Bash(echo:*)`: `echo` runs without asking (here under `-p`,
@@ -610,4 +610,179 @@ async fn yes_with_read_only_reads_without_asking_and_writes_nothing() {
             world.normalize(&run.stderr)
         )
     );
+}
+
+/// Every process whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let line = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if line.contains(marker) {
+            found.push(format!("{}: {line}", entry.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+/// The model starts a web server in the background, fetches a page from it with a
+/// foreground command, reads the server's log with `bash_output` and stops it with
+/// `bash_kill`; no process of it is left, and `turn_end` listed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_runs_a_server_in_the_background_reads_it_and_stops_it() {
+    if std::process::Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: python3 is not installed");
+        return;
+    }
+    let world = World::new();
+    world.write("page.txt", "served by the background\n");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let marker = format!("bg-server-marker-{port}");
+    let serve = format!("exec python3 -m http.server {port} --bind 127.0.0.1 # {marker}");
+    let fetch = format!(
+        "python3 -c \"import time, urllib.request\nfor _ in range(400):\n    try:\n        \
+         print(urllib.request.urlopen('http://127.0.0.1:{port}/page.txt').read().decode(), \
+         end='')\n        break\n    except OSError:\n        time.sleep(0.05)\""
+    );
+    let model = world.replay(&serde_json::json!({"responses": [
+        {"text": "Starting it.", "tool_calls": [
+            {"name": "bash", "arguments": {"command": serve, "run_in_background": true}}]},
+        {"text": "Fetching.", "tool_calls": [
+            {"name": "bash", "arguments": {"command": fetch}}]},
+        {"text": "Its log.", "tool_calls": [
+            {"name": "bash_output", "arguments": {"id": "b1", "filter": "GET /page"}}]},
+        {"text": "Stopping it.", "tool_calls": [
+            {"name": "bash_kill", "arguments": {"id": "b1"}}]},
+        {"text": "Done."}
+    ]}));
+    let run = world
+        .run(
+            &["-p", "serve it", "--model", &model, "--yes", "--json"],
+            "",
+            &[],
+        )
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let results = world.tool_results();
+    if results[0].contains("cannot start the command") {
+        eprintln!(
+            "skipped: background commands cannot run here: {}",
+            results[0]
+        );
+        return;
+    }
+    assert!(
+        results[0].contains("started in the background as b1"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].contains("served by the background"),
+        "{results:?}"
+    );
+    assert!(
+        results[2].contains("\"GET /page.txt HTTP/1.1\" 200"),
+        "{results:?}"
+    );
+    assert!(results[3].contains("b1: stopped"), "{results:?}");
+    let turn_end = run
+        .stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|event| event["type"] == "turn_end")
+        .unwrap();
+    assert_eq!(turn_end["background"][0]["id"], "b1", "{turn_end}");
+    assert_eq!(turn_end["background"][0]["status"], "killed", "{turn_end}");
+    assert_eq!(processes_with(&marker), Vec::<String>::new());
+}
+
+/// `shiro -p` stops the background commands still running when its turn ends, says so, and
+/// leaves no process; a SIGKILL of shiro mid-turn leaves none either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_commands_end_with_the_run_and_with_a_killed_shiro() {
+    let world = World::new();
+    let marker = format!("bg-end-marker-{}", std::process::id());
+    let start = |n: u32| {
+        serde_json::json!({"name": "bash", "arguments": {
+            "command": format!("setsid sleep 600 & sleep 600 # {marker}-{n}"),
+            "run_in_background": true}})
+    };
+    let model = world.replay(&serde_json::json!({"responses": [
+        {"text": "Two.", "tool_calls": [start(1), start(2)]},
+        {"text": "Left running."}
+    ]}));
+    let run = world
+        .run(&["-p", "start two", "--model", &model, "--yes"], "", &[])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    if run.stderr.contains("cannot start the command") {
+        eprintln!(
+            "skipped: background commands cannot run here: {}",
+            run.stderr
+        );
+        return;
+    }
+    assert!(
+        run.stderr
+            .contains("stopped 2 background commands: b1 (setsid sleep 600"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(processes_with(&marker), Vec::<String>::new());
+
+    // Killed while it waits for the model, with two commands running.
+    let (url, _server) = MockServer::start(vec![
+        MockResponse::stream(vec![
+            tool_call_chunk(
+                0,
+                Some("c1"),
+                Some("bash"),
+                &start(3)["arguments"].to_string(),
+            ),
+            tool_call_chunk(
+                1,
+                Some("c2"),
+                Some("bash"),
+                &start(4)["arguments"].to_string(),
+            ),
+            finish_chunk("tool_calls"),
+        ]),
+        MockResponse::never_answer(),
+    ])
+    .await;
+    let mut child = world
+        .spawn(
+            &["-p", "start two more", "--yes"],
+            "",
+            &[
+                ("OPENAI_BASE_URL", url.as_str()),
+                ("SHIRO_MODEL", "mock-model"),
+            ],
+        )
+        .await;
+    for _ in 0..600 {
+        if processes_with(&format!("{marker}-4")).len() >= 2 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!processes_with(&format!("{marker}-3")).is_empty());
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    for _ in 0..200 {
+        if processes_with(&marker).is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(processes_with(&marker), Vec::<String>::new());
 }

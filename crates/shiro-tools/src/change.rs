@@ -35,6 +35,18 @@ pub enum Change {
     },
 }
 
+impl Change {
+    /// The paths it touched: one, or both ends of a move.
+    pub fn paths(&self) -> Vec<&WorkspacePath> {
+        match self {
+            Change::Added { path } | Change::Modified { path } | Change::Deleted { path } => {
+                vec![path]
+            }
+            Change::Moved { from, to } => vec![from, to],
+        }
+    }
+}
+
 impl fmt::Display for Change {
     /// The one-line summary: `A path`, `M path`, `D path`, `R old -> new`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -31,6 +31,7 @@ pub mod capture;
 mod change;
 pub mod git;
 mod mutator;
+mod output;
 pub mod patch;
 mod path;
 pub mod text;

@@ -291,3 +291,23 @@ fn the_description_says_how_commands_are_captured() {
         .collect();
     insta::assert_snapshot!(described.join("\n\n"));
 }
+
+/// With background commands, `bash` tells the model how to run one, and `bash_output` and
+/// `bash_kill` come with it: what a model reads of each.
+#[test]
+fn the_background_tools_describe_themselves() {
+    use shiro_tools::capture::{Background, Launch, Overlay};
+    use std::sync::Arc;
+
+    let background = Arc::new(Background::new(Launch::Direct, 4));
+    let bash = tools::Bash::new(Arc::new(Overlay::new("shiro", "/state/bash")))
+        .with_background(background);
+    let described: Vec<serde_json::Value> = tools::all_with(bash)
+        .iter()
+        .filter(|tool| tool.name().starts_with("bash"))
+        .map(|tool| {
+            json!({"name": tool.name(), "description": tool.description(), "schema": tool.schema()})
+        })
+        .collect();
+    insta::assert_json_snapshot!(described);
+}

@@ -502,6 +502,7 @@ fn a_resize_redraws_the_viewport_at_the_new_width() {
             error_kind: None,
             usage: None,
             session_id: String::new(),
+            background: Vec::new(),
         }),
         now,
     );

@@ -11,7 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context as _, Result, anyhow};
 use shiro_tools::capture::{
-    Auto, BashRunner, CaptureMode, Detect, Direct, Overlay, Sandbox, SandboxMode,
+    Auto, Background, BashRunner, CaptureMode, Detect, Direct, Launch, Overlay, Sandbox,
+    SandboxMode,
 };
 use shiro_tools::tools::Bash;
 use shiro_tools::{
@@ -35,7 +36,7 @@ pub use log::{format_time, log};
 pub use restore::{Way, dry_run_diff, restore, revert_diff, revert_summary};
 
 /// The names the agent handles itself; user commands can never take them.
-pub const BUILTINS: [(&str, &str); 20] = [
+pub const BUILTINS: [(&str, &str); 21] = [
     ("help", "list commands and keys"),
     (
         "undo",
@@ -72,6 +73,10 @@ pub const BUILTINS: [(&str, &str); 20] = [
     (
         "trust",
         "trust this workspace: run its commands' shell substitutions, offer its skills",
+    ),
+    (
+        "bashes",
+        "background commands; /bashes show ID prints one's output, /bashes kill ID stops it",
     ),
     ("exit", "leave shiro"),
     ("init", "draft AGENTS.md, instructions for agents"),
@@ -130,7 +135,22 @@ pub fn bash_tool(
         BashCapture::Detect => Arc::new(Detect),
         BashCapture::Off => Arc::new(Direct),
     };
-    let bash = Bash::new(runner).with_stop(signals.stops());
+    let mut bash = Bash::new(runner).with_stop(signals.stops());
+    // Background commands run through the same helper, on the real workspace (see
+    // `shiro_tools::capture::Background`); with capture off, directly.
+    let launch = match config.bash_capture {
+        BashCapture::Overlay | BashCapture::Detect => Some(Launch::Helper {
+            helper: helper.to_path_buf(),
+            layers: state.layers_dir(),
+            hidden: vec![state.layers_dir(), state.home().to_path_buf()],
+            sandbox: sandbox.clone(),
+        }),
+        BashCapture::Off => Some(Launch::Direct),
+    };
+    if let Some(launch) = launch.filter(|_| config.bash_background_limit > 0) {
+        let background = Background::new(launch, config.bash_background_limit);
+        bash = bash.with_background(Arc::new(background));
+    }
     // Read-only mode runs bash only in a read-only sandbox, with no fallback: where it
     // cannot be made, the command is refused.
     match (config.bash_capture, sandbox.mode) {

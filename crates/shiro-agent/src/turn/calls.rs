@@ -174,9 +174,18 @@ impl Agent<'_> {
                 .map(|output| output.changes.as_slice())
                 .unwrap_or_default();
             recording.note_tool(tool.name(), changes).await;
+            // What the agent's tools changed is recorded; a background command's watch must
+            // not name it as the command's.
+            if let Some(background) = self.ctx.bash.background() {
+                let paths: Vec<_> = changes.iter().flat_map(Change::paths).cloned().collect();
+                background.recorded(&paths).await;
+            }
         }
-        if is_bash && let Ok(output) = &result {
-            report.ran_bash = true;
+        // `bash`, and the background tools, which name what background commands changed.
+        if let Ok(output) = &result
+            && (is_bash || output.capture.is_some())
+        {
+            report.ran_bash |= is_bash;
             report
                 .undo_notes
                 .extend(headless::note_bash_output(recording, output, "/undo").await);

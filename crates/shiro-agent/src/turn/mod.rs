@@ -382,6 +382,7 @@ impl Agent<'_> {
                 error_kind: Some(ErrorKind::Config),
                 usage: None,
                 session_id: self.session.id().to_owned(),
+                background: Vec::new(),
             });
             return Ok(TurnReport {
                 error: Some(error),
@@ -453,6 +454,19 @@ impl Agent<'_> {
         }
         let repaired = self.answer_dangling_calls();
         if let (Ok(store), Ok(recording)) = (&store, &recording) {
+            // What background commands changed during the turn, named with it.
+            if let Some(background) = self.ctx.bash.background() {
+                let output = shiro_tools::ToolOutput {
+                    capture: Some(shiro_tools::capture::CaptureMode::Detect),
+                    unrestorable: background.take_changes().await,
+                    ..shiro_tools::ToolOutput::default()
+                };
+                if !output.unrestorable.is_empty() {
+                    report.undo_notes.extend(
+                        crate::headless::note_bash_output(recording, &output, "/undo").await,
+                    );
+                }
+            }
             let finished = recording.finish_turn().await;
             for notice in store.take_notices() {
                 self.printer.info(&format!("note: {notice}"));
@@ -471,6 +485,7 @@ impl Agent<'_> {
             error_kind: report.error_kind,
             usage: (self.usage.last_turn != Usage::default()).then_some(self.usage.last_turn),
             session_id: self.session.id().to_owned(),
+            background: self.background_commands(),
         });
         if !report.mcp_tools.is_empty() {
             report.undo_notes.push(mcp_note(&report.mcp_tools));
@@ -479,6 +494,22 @@ impl Agent<'_> {
             self.printer.info(note);
         }
         Ok(report)
+    }
+
+    /// The session's background commands, for `turn_end`.
+    fn background_commands(&self) -> Vec<crate::protocol::BackgroundCommand> {
+        let Some(background) = self.ctx.bash.background() else {
+            return Vec::new();
+        };
+        background
+            .list()
+            .into_iter()
+            .map(|job| crate::protocol::BackgroundCommand {
+                id: job.id,
+                command: job.command,
+                status: job.status.to_string(),
+            })
+            .collect()
     }
 
     async fn steps(

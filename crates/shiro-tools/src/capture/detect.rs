@@ -37,7 +37,7 @@ impl BashRunner for Detect {
 
 /// What one entry was: enough to see that it changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Seen {
+pub(super) struct Seen {
     kind: u32,
     mode: u32,
     ino: u64,
@@ -48,7 +48,7 @@ struct Seen {
     ctime: (i64, i64),
 }
 
-type Listing = BTreeMap<PathBuf, Seen>;
+pub(super) type Listing = BTreeMap<PathBuf, Seen>;
 
 async fn listing(root: PathBuf) -> Result<Listing, CaptureError> {
     tokio::task::spawn_blocking(move || {
@@ -60,7 +60,9 @@ async fn listing(root: PathBuf) -> Result<Listing, CaptureError> {
     .map_err(|err| CaptureError::Other(format!("listing the workspace failed: {err}")))
 }
 
-fn list(root: &Path, rel: &Path, out: &mut Listing) {
+/// Adds every entry below `rel` (relative to `root`) to `out`, `.git` and shiro's own
+/// internal paths left out.
+pub(super) fn list(root: &Path, rel: &Path, out: &mut Listing) {
     let Ok(entries) = fs::read_dir(root.join(rel)) else {
         return;
     };
@@ -79,29 +81,51 @@ fn list(root: &Path, rel: &Path, out: &mut Listing) {
         };
         let path = rel.join(&name);
         let dir = meta.is_dir();
-        out.insert(
-            path.clone(),
-            Seen {
-                kind: meta.mode() & 0o170_000,
-                mode: meta.mode() & 0o7777,
-                ino: meta.ino(),
-                len: if dir { 0 } else { meta.len() },
-                mtime: if dir {
-                    (0, 0)
-                } else {
-                    (meta.mtime(), meta.mtime_nsec())
-                },
-                ctime: if dir {
-                    (0, 0)
-                } else {
-                    (meta.ctime(), meta.ctime_nsec())
-                },
-            },
-        );
+        out.insert(path.clone(), Seen::of(&meta));
         if dir {
             list(root, &path, out);
         }
     }
+}
+
+impl Seen {
+    /// What `meta` says of an entry.
+    pub(super) fn of(meta: &fs::Metadata) -> Seen {
+        let dir = meta.is_dir();
+        Seen {
+            kind: meta.mode() & 0o170_000,
+            mode: meta.mode() & 0o7777,
+            ino: meta.ino(),
+            len: if dir { 0 } else { meta.len() },
+            mtime: if dir {
+                (0, 0)
+            } else {
+                (meta.mtime(), meta.mtime_nsec())
+            },
+            ctime: if dir {
+                (0, 0)
+            } else {
+                (meta.ctime(), meta.ctime_nsec())
+            },
+        }
+    }
+
+    /// Whether it is a directory.
+    pub(super) fn is_dir(&self) -> bool {
+        self.kind == 0o040_000
+    }
+}
+
+/// The paths whose entries differ between `before` and `after`, sorted.
+pub(super) fn changed<'a>(before: &'a Listing, after: &'a Listing) -> Vec<&'a PathBuf> {
+    let mut changed: Vec<&PathBuf> = before
+        .iter()
+        .filter(|(path, seen)| after.get(*path) != Some(seen))
+        .map(|(path, _)| path)
+        .chain(after.keys().filter(|path| !before.contains_key(*path)))
+        .collect();
+    changed.sort();
+    changed
 }
 
 struct DetectCapture {
@@ -122,13 +146,7 @@ impl CommandCapture for DetectCapture {
     ) -> Result<Captured, CaptureError> {
         let DetectCapture { root, before } = *self;
         let after = listing(root.clone()).await?;
-        let mut changed: Vec<&PathBuf> = before
-            .iter()
-            .filter(|(path, seen)| after.get(*path) != Some(seen))
-            .map(|(path, _)| path)
-            .chain(after.keys().filter(|path| !before.contains_key(*path)))
-            .collect();
-        changed.sort();
+        let changed = changed(&before, &after);
         let mut notes = Vec::new();
         let mut paths: Vec<WorkspacePath> = Vec::with_capacity(changed.len());
         for path in changed {
@@ -146,7 +164,7 @@ impl CommandCapture for DetectCapture {
             let is_dir = after
                 .get(Path::new(path.as_str()))
                 .or_else(|| before.get(Path::new(path.as_str())))
-                .is_some_and(|seen| seen.kind == 0o040_000);
+                .is_some_and(Seen::is_dir);
             let ignored = ignore
                 .matched_path_or_any_parents(path.as_str(), is_dir)
                 .is_ignore();

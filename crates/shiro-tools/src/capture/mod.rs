@@ -17,6 +17,7 @@
 //! cannot be set up.
 
 mod auto;
+mod background;
 mod detect;
 mod layer;
 mod overlay;
@@ -34,9 +35,15 @@ use crate::mutator::{Mutator, MutatorError};
 use crate::path::WorkspacePath;
 
 pub use auto::Auto;
+pub use background::{
+    BACKGROUND_DEFAULT_LIMIT, BACKGROUND_MAX_WRITABLE, Background, BackgroundError, Job,
+    JobSummary, Launch, Read, Status,
+};
 pub use detect::Detect;
 pub use layer::{LayerRecovery, recover_layers};
-pub use overlay::{HELPER_INIT, HELPER_OVERLAY, HelperExit, Overlay, is_helper_call, run_helper};
+pub use overlay::{
+    HELPER_BACKGROUND, HELPER_INIT, HELPER_OVERLAY, HelperExit, Overlay, is_helper_call, run_helper,
+};
 pub use sandbox::{PROTECTED, Sandbox, SandboxMode, TEMP_DIRS};
 
 /// How a command's changes were captured.

@@ -40,9 +40,14 @@ pub const HELPER_OVERLAY: &str = "__shiro-bash-overlay";
 /// command's PID namespace.
 pub const HELPER_INIT: &str = "__shiro-bash-init";
 
+/// The first argument that runs the embedding binary as the helper of a background command
+/// (see [`super::Background`]): no overlay, the workspace read-only but for the directories
+/// it is given.
+pub const HELPER_BACKGROUND: &str = "__shiro-bash-background";
+
 /// The exit code of a helper that could not set the overlay up; it then names why in the
 /// layer's `setup-error` file, and the command was not run.
-const SETUP_FAILED: i32 = 125;
+pub(super) const SETUP_FAILED: i32 = 125;
 
 /// Runs commands over an overlay of the workspace and commits their upper layer.
 #[derive(Debug, Clone)]
@@ -298,13 +303,15 @@ pub struct HelperExit {
 }
 
 /// Whether `args` (the process's arguments after its name) ask for a helper: their first
-/// is [`HELPER_OVERLAY`] or [`HELPER_INIT`].
+/// is [`HELPER_OVERLAY`], [`HELPER_BACKGROUND`] or [`HELPER_INIT`].
 pub fn is_helper_call(args: &[OsString]) -> bool {
-    args.first()
-        .is_some_and(|first| first == HELPER_OVERLAY || first == HELPER_INIT)
+    args.first().is_some_and(|first| {
+        first == HELPER_OVERLAY || first == HELPER_BACKGROUND || first == HELPER_INIT
+    })
 }
 
-/// Runs the helper named by `args[0]` ([`HELPER_OVERLAY`] or [`HELPER_INIT`]) and says how
+/// Runs the helper named by `args[0]` ([`HELPER_OVERLAY`], [`HELPER_BACKGROUND`] or
+/// [`HELPER_INIT`]) and says how
 /// the process should end. Call it first thing in `main`, while the process has one thread.
 pub fn run_helper(args: &[OsString]) -> HelperExit {
     #[cfg(target_os = "linux")]
@@ -335,7 +342,7 @@ mod linux {
     use rustix::process::Signal;
     use rustix::thread::UnshareFlags;
 
-    use super::{HELPER_INIT, HELPER_OVERLAY, HelperExit, SETUP_FAILED};
+    use super::{HELPER_BACKGROUND, HELPER_INIT, HELPER_OVERLAY, HelperExit, SETUP_FAILED};
     use crate::capture::layer::{INIT_PID_FILE, SETUP_ERROR_FILE, UPPER_DIR, WORK_DIR};
     use crate::capture::sandbox::{Sandbox, SandboxMode, linux as sandbox};
 
@@ -343,6 +350,10 @@ mod linux {
         match args.first().and_then(|a| a.to_str()) {
             Some(HELPER_OVERLAY) => HelperExit {
                 code: overlay(&args[1..]),
+                message: None,
+            },
+            Some(HELPER_BACKGROUND) => HelperExit {
+                code: background(&args[1..]),
                 message: None,
             },
             Some(HELPER_INIT) => init(&args[1..]),
@@ -356,13 +367,10 @@ mod linux {
     /// `ROOT LAYER N HIDDEN… SANDBOX… PROGRAM ARGS…` (N hidden directories, the sandbox as
     /// `Sandbox::to_args` writes it): sets the overlay up, then runs the init helper in it.
     fn overlay(args: &[OsString]) -> i32 {
-        let [root, layer, count, rest @ ..] = args else {
+        let [root, layer, rest @ ..] = args else {
             return SETUP_FAILED;
         };
-        let Some(count) = count.to_str().and_then(|n| n.parse::<usize>().ok()) else {
-            return SETUP_FAILED;
-        };
-        let Some((hidden, rest)) = rest.split_at_checked(count) else {
+        let Some((hidden, rest)) = counted(rest) else {
             return SETUP_FAILED;
         };
         let Some((sandbox, [program, rest @ ..])) = Sandbox::from_args(rest) else {
@@ -370,11 +378,7 @@ mod linux {
         };
         let (root, layer) = (Path::new(root), Path::new(layer));
         // Held open, since the layer's path is hidden from this namespace once it is set up.
-        let Ok(layer_fd) = rustix::fs::open(
-            layer,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) else {
+        let Some(layer_fd) = open_dir(layer) else {
             return SETUP_FAILED;
         };
         if let Err(why) = set_up(root, layer, hidden, &sandbox) {
@@ -382,6 +386,61 @@ mod linux {
             let _ = write_in(&layer_fd, SETUP_ERROR_FILE, &why);
             return SETUP_FAILED;
         }
+        run_init(&layer_fd, root, &sandbox, program, rest)
+    }
+
+    /// `N ITEM… REST…`: the N items, and the rest.
+    fn counted(args: &[OsString]) -> Option<(&[OsString], &[OsString])> {
+        let (count, rest) = args.split_first()?;
+        let count = count.to_str()?.parse::<usize>().ok()?;
+        rest.split_at_checked(count)
+    }
+
+    fn open_dir(dir: &Path) -> Option<OwnedFd> {
+        rustix::fs::open(
+            dir,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()
+    }
+
+    /// `ROOT DIR N HIDDEN… M WRITABLE… SANDBOX… PROGRAM ARGS…`: sets up the namespaces of a
+    /// background command (the workspace read-only, the M directories writable), then runs
+    /// the init helper in them. `DIR` takes the helper's notes, as a layer's do.
+    fn background(args: &[OsString]) -> i32 {
+        let [root, dir, rest @ ..] = args else {
+            return SETUP_FAILED;
+        };
+        let Some((hidden, rest)) = counted(rest) else {
+            return SETUP_FAILED;
+        };
+        let Some((writable, rest)) = counted(rest) else {
+            return SETUP_FAILED;
+        };
+        let Some((sandbox, [program, rest @ ..])) = Sandbox::from_args(rest) else {
+            return SETUP_FAILED;
+        };
+        let (root, dir) = (Path::new(root), Path::new(dir));
+        let Some(dir_fd) = open_dir(dir) else {
+            return SETUP_FAILED;
+        };
+        if let Err(why) = set_up_background(root, hidden, writable, &sandbox) {
+            let _ = write_in(&dir_fd, SETUP_ERROR_FILE, &why);
+            return SETUP_FAILED;
+        }
+        run_init(&dir_fd, root, &sandbox, program, rest)
+    }
+
+    /// Starts the init helper for `PROGRAM ARGS…`, says its id in the layer `layer_fd`, and
+    /// waits for it.
+    fn run_init(
+        layer_fd: &OwnedFd,
+        root: &Path,
+        sandbox: &Sandbox,
+        program: &OsString,
+        rest: &[OsString],
+    ) -> i32 {
         let child = Command::new("/proc/self/exe")
             .arg(HELPER_INIT)
             .arg(root)
@@ -391,14 +450,14 @@ mod linux {
             .spawn()
             .and_then(|child| {
                 // Stopping the command kills this process (see `OverlayCapture::kill`).
-                write_in(&layer_fd, INIT_PID_FILE, &child.id().to_string())?;
+                write_in(layer_fd, INIT_PID_FILE, &child.id().to_string())?;
                 Ok(child)
             });
         match child.and_then(|mut child| child.wait()) {
             Ok(status) => code_of(status),
             Err(err) => {
                 let _ = write_in(
-                    &layer_fd,
+                    layer_fd,
                     SETUP_ERROR_FILE,
                     &format!("cannot start the command's init process: {err}"),
                 );
@@ -479,12 +538,9 @@ mod linux {
         Ok(())
     }
 
-    fn set_up(
-        root: &Path,
-        layer: &Path,
-        hidden: &[OsString],
-        sandbox: &Sandbox,
-    ) -> Result<(), String> {
+    /// Leaves shiro's namespaces for new ones (mount and PID, user when not root, network
+    /// when the sandbox keeps the command off it), with private mounts.
+    fn enter_namespaces(sandbox: &Sandbox) -> Result<(), String> {
         die_with_parent().map_err(|err| format!("cannot tie the helper to shiro: {err}"))?;
         if sandbox.is_on() {
             sandbox::probe()?;
@@ -526,6 +582,64 @@ mod linux {
             MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
         )
         .map_err(|err| format!("cannot make the mounts private: {err}"))?;
+        Ok(())
+    }
+
+    /// Covers each directory of `hidden` (shiro's state) with an empty read-only file
+    /// system: it lists nothing and takes no write. A directory that is not there has
+    /// nothing to hide.
+    fn hide(hidden: &[OsString]) -> Result<(), String> {
+        for dir in hidden {
+            let dir = Path::new(dir);
+            if !dir.is_dir() {
+                continue;
+            }
+            rustix::mount::mount(
+                "shiro-hidden",
+                dir,
+                "tmpfs",
+                MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+                c"size=4k,mode=0500",
+            )
+            .map_err(|err| format!("cannot hide {} from the command: {err}", dir.display()))?;
+        }
+        Ok(())
+    }
+
+    /// A background command's namespaces: the workspace `root` bound over itself and made
+    /// read-only, each directory of `writable` (inside it) bound writable over itself first,
+    /// shiro's state hidden.
+    fn set_up_background(
+        root: &Path,
+        hidden: &[OsString],
+        writable: &[OsString],
+        sandbox: &Sandbox,
+    ) -> Result<(), String> {
+        enter_namespaces(sandbox)?;
+        rustix::mount::mount_bind_recursive(root, root)
+            .map_err(|err| format!("cannot bind the workspace: {err}"))?;
+        for dir in writable {
+            let dir = Path::new(dir);
+            if !dir.starts_with(root) {
+                return Err(format!("{} is not in the workspace", dir.display()));
+            }
+            rustix::mount::mount_bind_recursive(dir, dir)
+                .map_err(|err| format!("cannot keep {} writable: {err}", dir.display()))?;
+        }
+        sandbox::read_only_mount(root)?;
+        hide(hidden)?;
+        rustix::process::chdir(root).map_err(|err| format!("cannot enter the workspace: {err}"))?;
+        Ok(())
+    }
+
+    fn set_up(
+        root: &Path,
+        layer: &Path,
+        hidden: &[OsString],
+        sandbox: &Sandbox,
+    ) -> Result<(), String> {
+        enter_namespaces(sandbox)?;
+        let privileged = rustix::process::geteuid().is_root();
         // Opened before the overlay hides it, and bound over its merged view after. Only
         // `.git`: the rest of `.shiro` is the user's, captured like any file, and shiro's own
         // state lies outside the workspace.
@@ -588,23 +702,8 @@ mod linux {
         if sandbox.mode == SandboxMode::ReadOnly {
             sandbox::read_only_workspace(root)?;
         }
-        // Covered last, so the overlay above still reaches its layer through the path. An
-        // empty read-only tmpfs lists nothing and takes no write; a directory that is not
-        // there has nothing to hide.
-        for dir in hidden {
-            let dir = Path::new(dir);
-            if !dir.is_dir() {
-                continue;
-            }
-            rustix::mount::mount(
-                "shiro-hidden",
-                dir,
-                "tmpfs",
-                MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
-                c"size=4k,mode=0500",
-            )
-            .map_err(|err| format!("cannot hide {} from the command: {err}", dir.display()))?;
-        }
+        // Covered last, so the overlay above still reaches its layer through the path.
+        hide(hidden)?;
         // The working directory still names the workspace under the overlay.
         rustix::process::chdir(root).map_err(|err| format!("cannot enter the overlay: {err}"))?;
         Ok(())

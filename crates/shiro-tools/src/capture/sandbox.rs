@@ -332,6 +332,14 @@ pub(crate) mod linux {
         Ok(())
     }
 
+    /// Remounts the mount at `path` read-only, keeping its other flags.
+    pub(crate) fn read_only_mount(path: &Path) -> Result<(), String> {
+        let failed = |err| format!("cannot make {} read-only: {err}", path.display());
+        let kept = kept_flags(path).map_err(failed)?;
+        rustix::mount::mount_remount(path, MountFlags::BIND | MountFlags::RDONLY | kept, "")
+            .map_err(failed)
+    }
+
     fn kept_flags(path: &Path) -> rustix::io::Result<MountFlags> {
         let flags = rustix::fs::statvfs(path)?.f_flag;
         let pairs = [

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::capture::{
-    BashRunner, CaptureError, CaptureMode, Captured, CommandCapture, Direct, Ended,
+    Background, BashRunner, CaptureError, CaptureMode, Captured, CommandCapture, Direct, Ended,
 };
 use crate::mutator::Mutator;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
@@ -29,8 +29,8 @@ use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
 pub const BASH_DEFAULT_TIMEOUT_SECS: u64 = 120;
 /// The longest timeout a model may ask for.
 pub const BASH_MAX_TIMEOUT_SECS: u64 = 600;
-/// How many bytes of output are kept: the first half and the last half of this.
-pub const BASH_MAX_OUTPUT_BYTES: usize = 30_000;
+pub use crate::output::BASH_MAX_OUTPUT_BYTES;
+use crate::output::BoundedOutput;
 /// How many changed paths the result lists; the rest are counted.
 pub const BASH_MAX_LISTED_PATHS: usize = 100;
 /// How long output is still read after the shell has exited and its group was killed. Only a
@@ -44,7 +44,14 @@ pub struct Bash {
     read_only: Option<Arc<dyn BashRunner>>,
     stop: Option<watch::Receiver<u64>>,
     live: Option<Live>,
+    background: Option<Arc<Background>>,
+    /// Whether its background commands may write nowhere in the workspace (read-only mode).
+    background_read_only: bool,
 }
+
+/// How long a command started in the background is waited for before its first output is
+/// returned (it returns at once when it ends sooner).
+pub const BASH_BACKGROUND_SETTLE: Duration = Duration::from_secs(1);
 
 /// Where a running command's output goes as it comes (a terminal UI showing it live); the
 /// model still reads the whole output when the command ends.
@@ -72,7 +79,21 @@ impl Bash {
             read_only: None,
             stop: None,
             live: None,
+            background: None,
+            background_read_only: false,
         }
+    }
+
+    /// Lets it start commands in the background (`run_in_background`), kept in
+    /// `background`; without, such a call is refused.
+    pub fn with_background(mut self, background: Arc<Background>) -> Self {
+        self.background = Some(background);
+        self
+    }
+
+    /// The session's background commands, if it may start them.
+    pub fn background(&self) -> Option<&Arc<Background>> {
+        self.background.as_ref()
     }
 
     /// Stops a running command, as a timeout does, each time `stop`'s value changes; what it
@@ -110,6 +131,8 @@ impl Bash {
             read_only: None,
             stop: self.stop.clone(),
             live: self.live.clone(),
+            background: self.background.clone(),
+            background_read_only: true,
         })
     }
 }
@@ -130,25 +153,77 @@ pub struct BashArgs {
     #[serde(alias = "timeoutSecs")]
     #[schemars(range(min = 1, max = 600))]
     pub timeout_secs: Option<u64>,
+    /// Runs it in the background (a server, a watcher): the call returns at once with an id
+    /// for bash_output and bash_kill; no timeout applies.
+    #[serde(alias = "runInBackground")]
+    pub run_in_background: Option<bool>,
 }
 
 const NAME: &str = "bash";
 
-/// The description for a model: what every runner shares, then what its capture means.
+/// The description for a model: what every runner shares, then how it may run in the
+/// background, then what its capture means.
 macro_rules! description {
-    ($capture:literal) => {
+    ($background:expr, $capture:literal) => {
         concat!(
             "Runs a command with `bash -c` in the workspace root (stdin is empty) and returns \
              its combined stdout and stderr and its exit code. Use it to build, run tests, and \
              run git or other programs. It times out after `timeout_secs` (default 120, at most \
-             600); then the command and every process it started are killed. Processes left \
-             running in the background are killed when the command exits, so do not start \
-             servers expecting them to stay up. Output over 30000 bytes keeps its beginning \
-             and end. ",
+             600); then the command and every process it started are killed. Processes it \
+             leaves running are killed when it exits. Output over 30000 bytes keeps its \
+             beginning and end. ",
+            $background,
             $capture
         )
     };
 }
+
+/// What the description says of `run_in_background`, where it is offered.
+macro_rules! background {
+    (on) => {
+        "To keep a server, a watcher or another long-running command up, pass \
+         run_in_background: true: the call returns at once with an id and the first output; \
+         read more with bash_output and stop it with bash_kill. A background command sees \
+         file edits as they happen, but may write in the workspace only in directories \
+         .gitignore leaves out (build outputs, caches); its other writes there are refused, \
+         and what it changes is named and cannot be undone. "
+    };
+    (off) => {
+        "Do not start servers expecting them to stay up. "
+    };
+}
+
+macro_rules! descriptions {
+    ($background:tt) => {
+        [
+            description!(
+                background!($background),
+                "Changes the command makes to files in the workspace are recorded like the edit \
+                 tools' and can be undone; the result lists them. What git does to HEAD, the \
+                 branches, the stash and the index is recorded and undone with them too; \
+                 changes outside the workspace are not recorded. Still prefer the edit tools for editing files, \
+                 and read_file, grep, glob and list_dir for reading them."
+            ),
+            description!(
+                background!($background),
+                "Changes the command makes to files CANNOT be undone (the result names them): \
+                 change files with the edit tools, and read them with read_file, grep, glob and \
+                 list_dir rather than cat, grep or find."
+            ),
+            description!(
+                background!($background),
+                "Changes a command makes to files are NOT recorded for undo and cannot be \
+                 undone: change files with the edit tools, and read them with read_file, grep, \
+                 glob and list_dir rather than cat, grep or find."
+            ),
+        ]
+    };
+}
+
+/// The descriptions per capture mode (overlay, detect, off), with background commands and
+/// without.
+const WITH_BACKGROUND: [&str; 3] = descriptions!(on);
+const WITHOUT_BACKGROUND: [&str; 3] = descriptions!(off);
 
 #[async_trait]
 impl Tool for Bash {
@@ -157,24 +232,14 @@ impl Tool for Bash {
     }
 
     fn description(&self) -> &'static str {
+        let all = match self.background {
+            Some(_) => &WITH_BACKGROUND,
+            None => &WITHOUT_BACKGROUND,
+        };
         match self.runner.mode() {
-            CaptureMode::Overlay => description!(
-                "Changes the command makes to files in the workspace are recorded like the edit \
-                 tools' and can be undone; the result lists them. What git does to HEAD, the \
-                 branches, the stash and the index is recorded and undone with them too; \
-                 changes outside the workspace are not recorded. Still prefer the edit tools for editing files, \
-                 and read_file, grep, glob and list_dir for reading them."
-            ),
-            CaptureMode::Detect => description!(
-                "Changes the command makes to files CANNOT be undone (the result names them): \
-                 change files with the edit tools, and read them with read_file, grep, glob and \
-                 list_dir rather than cat, grep or find."
-            ),
-            CaptureMode::Off => description!(
-                "Changes a command makes to files are NOT recorded for undo and cannot be \
-                 undone: change files with the edit tools, and read them with read_file, grep, \
-                 glob and list_dir rather than cat, grep or find."
-            ),
+            CaptureMode::Overlay => all[0],
+            CaptureMode::Detect => all[1],
+            CaptureMode::Off => all[2],
         }
     }
 
@@ -193,6 +258,9 @@ impl Tool for Bash {
         args: serde_json::Value,
     ) -> Result<ToolOutput, ToolError> {
         let args: BashArgs = parse_args(NAME, args)?;
+        if args.run_in_background == Some(true) {
+            return self.start_background(mutator, &args).await;
+        }
         let secs = args.timeout_secs.unwrap_or(BASH_DEFAULT_TIMEOUT_SECS);
         if !(1..=BASH_MAX_TIMEOUT_SECS).contains(&secs) {
             return Err(ToolError::refused(format!(
@@ -274,6 +342,71 @@ impl Tool for Bash {
             "cannot run the command: {}; nothing was run",
             notes.join("; ")
         )))
+    }
+}
+
+impl Bash {
+    /// Starts `args.command` in the background and returns its first output.
+    async fn start_background(
+        &self,
+        mutator: &dyn Mutator,
+        args: &BashArgs,
+    ) -> Result<ToolOutput, ToolError> {
+        let Some(background) = &self.background else {
+            return Err(ToolError::refused(
+                "commands cannot run in the background here; run it in the foreground, with a \
+                 timeout_secs, or not at all; nothing was run",
+            ));
+        };
+        if args.command.trim().is_empty() {
+            return Err(ToolError::refused("command is empty; nothing was run"));
+        }
+        if args.timeout_secs.is_some() {
+            return Err(ToolError::refused(
+                "timeout_secs does not apply to a background command (stop it with bash_kill); \
+                 nothing was run",
+            ));
+        }
+        let root = mutator.root();
+        let job = background
+            .start(root, &args.command, self.background_read_only)
+            .await
+            .map_err(|err| {
+                ToolError::refused(format!("cannot start the command: {err}; nothing was run"))
+            })?;
+        job.settle(BASH_BACKGROUND_SETTLE).await;
+        let read = job.read(None);
+        if let crate::capture::Status::Failed(why) = &read.status {
+            return Err(ToolError::refused(format!(
+                "cannot start the command: {why}; nothing was run"
+            )));
+        }
+        let mut text = format!(
+            "[started in the background as {id}: read its output with bash_output (id {id:?}), \
+             stop it with bash_kill]\n",
+            id = job.id()
+        );
+        text.push_str(&read.text);
+        let _ = write!(text, "[{}: {}]", job.id(), read.status);
+        if let Some(note) = super::background::refused_note(&job, &text) {
+            let _ = write!(text, "\n[note: {note}]");
+        }
+        if !background.watches() {
+            text.push_str(
+                "\n[note: capture is off: what it changes is not recorded and cannot be undone]",
+            );
+        } else if job.writable().is_empty() {
+            text.push_str("\n[it may write nowhere in the workspace]");
+        } else {
+            let dirs: Vec<String> = job.writable().iter().map(|dir| format!("{dir}/")).collect();
+            let _ = write!(
+                text,
+                "\n[in the workspace it may write only in {} (left out by .gitignore); what it \
+                 changes there is named and cannot be undone]",
+                dirs.join(", ")
+            );
+        }
+        Ok(super::background::changed(background, text).await)
     }
 }
 
@@ -382,7 +515,7 @@ async fn run(
         stop.mark_unchanged();
     }
 
-    let mut output = Output::default();
+    let mut output = BoundedOutput::default();
     let mut buf = vec![0u8; 16 * 1024];
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
@@ -505,88 +638,4 @@ fn spawn(
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-}
-
-/// The output kept: the first and the last `BASH_MAX_OUTPUT_BYTES / 2` bytes, and how much
-/// fell in between.
-#[derive(Debug, Default)]
-struct Output {
-    head: Vec<u8>,
-    tail: Vec<u8>,
-    /// Bytes dropped from the front of `tail`, and the newlines among them.
-    dropped: usize,
-    dropped_lines: usize,
-    /// Whether the last byte dropped ended a line, so `tail` starts on a line of its own.
-    dropped_at_line_end: bool,
-}
-
-const HALF: usize = BASH_MAX_OUTPUT_BYTES / 2;
-
-impl Output {
-    fn push(&mut self, mut bytes: &[u8]) {
-        if self.head.len() < HALF {
-            let take = bytes.len().min(HALF - self.head.len());
-            self.head.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-        }
-        self.tail.extend_from_slice(bytes);
-        // Trim in batches so a long stream costs linear time.
-        if self.tail.len() > 2 * HALF {
-            self.drop_front(self.tail.len() - HALF);
-        }
-    }
-
-    fn drop_front(&mut self, n: usize) {
-        self.dropped += n;
-        self.dropped_lines += count_newlines(&self.tail[..n]);
-        if n > 0 {
-            self.dropped_at_line_end = self.tail[n - 1] == b'\n';
-        }
-        self.tail.drain(..n);
-    }
-
-    fn render(mut self) -> String {
-        if self.tail.len() > HALF {
-            self.drop_front(self.tail.len() - HALF);
-        }
-        if self.dropped > 0 {
-            // Cut at line breaks where there are any, so no line is shown in part.
-            if let Some(last) = self.head.iter().rposition(|&b| b == b'\n') {
-                let cut = self.head.split_off(last + 1);
-                self.dropped += cut.len();
-            }
-            let partial = !self.dropped_at_line_end;
-            if let Some(first) = self
-                .tail
-                .iter()
-                .position(|&b| b == b'\n')
-                .filter(|_| partial)
-            {
-                self.drop_front(first + 1);
-            }
-        }
-        let mut out = String::from_utf8_lossy(&self.head).into_owned();
-        if self.dropped > 0 {
-            if !out.ends_with('\n') {
-                out.push('\n');
-            }
-            let _ = writeln!(
-                out,
-                "[… {} bytes ({} lines) left out of the middle; to see everything, redirect the \
-                 output to a file and read it with read_file or grep …]",
-                self.dropped, self.dropped_lines
-            );
-        }
-        out.push_str(&String::from_utf8_lossy(&self.tail));
-        if out.is_empty() {
-            out.push_str("(no output)\n");
-        } else if !out.ends_with('\n') {
-            out.push('\n');
-        }
-        out
-    }
-}
-
-fn count_newlines(bytes: &[u8]) -> usize {
-    bytes.iter().filter(|&&b| b == b'\n').count()
 }

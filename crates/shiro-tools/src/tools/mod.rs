@@ -1,6 +1,7 @@
 //! The tools a model can call.
 
 mod apply_patch;
+mod background;
 mod bash;
 mod common;
 mod edit_file;
@@ -12,9 +13,10 @@ mod walk;
 mod write_file;
 
 pub use apply_patch::apply_patch;
+pub use background::{BashKill, BashKillArgs, BashOutput, BashOutputArgs, bash_kill, bash_output};
 pub use bash::{
-    BASH_DEFAULT_TIMEOUT_SECS, BASH_MAX_LISTED_PATHS, BASH_MAX_OUTPUT_BYTES, BASH_MAX_TIMEOUT_SECS,
-    Bash, BashArgs, Live, bash,
+    BASH_BACKGROUND_SETTLE, BASH_DEFAULT_TIMEOUT_SECS, BASH_MAX_LISTED_PATHS,
+    BASH_MAX_OUTPUT_BYTES, BASH_MAX_TIMEOUT_SECS, Bash, BashArgs, Live, bash,
 };
 pub use edit_file::{
     EditFile, EditFileArgs, EditSpec, MultiEdit, MultiEditArgs, edit_file, multi_edit,
@@ -28,6 +30,8 @@ pub use list_dir::{LIST_MAX_ENTRIES, ListDir, ListDirArgs, list_dir};
 pub use read_file::{READ_DEFAULT_LIMIT, READ_MAX_LINE_CHARS, ReadFile, ReadFileArgs, read_file};
 pub use walk::Hidden;
 pub use write_file::{WriteFile, WriteFileArgs, write_file};
+
+use std::sync::Arc;
 
 use crate::tool::Tool;
 
@@ -45,7 +49,8 @@ pub fn all_with(bash: Bash) -> Vec<Box<dyn Tool>> {
 /// Every tool, with `bash` as given, and the walking tools (`list_dir`, `glob`, `grep`) each
 /// leaving out what `hidden` gives for its name (see [`Hidden`]).
 pub fn all_hiding(bash: Bash, hidden: impl Fn(&str) -> Option<Hidden>) -> Vec<Box<dyn Tool>> {
-    vec![
+    let background = bash.background().cloned();
+    let mut tools: Vec<Box<dyn Tool>> = vec![
         Box::new(write_file()),
         Box::new(edit_file()),
         Box::new(multi_edit()),
@@ -64,7 +69,13 @@ pub fn all_hiding(bash: Bash, hidden: impl Fn(&str) -> Option<Hidden>) -> Vec<Bo
             None => grep(),
         }),
         Box::new(bash),
-    ]
+    ];
+    // With background commands, the tools that read and stop them.
+    if let Some(background) = background {
+        tools.push(Box::new(bash_output(Arc::clone(&background))));
+        tools.push(Box::new(bash_kill(background)));
+    }
+    tools
 }
 
 /// The tool called `name`, if there is one.

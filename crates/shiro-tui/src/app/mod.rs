@@ -775,6 +775,7 @@ mod tests {
                 error_kind: None,
                 usage: None,
                 session_id: String::new(),
+                background: Vec::new(),
             }),
             now,
         );
@@ -855,6 +856,7 @@ mod tests {
                 error_kind: None,
                 usage: None,
                 session_id: "s".into(),
+                background: Vec::new(),
             })
         };
         let ask = |app: &mut App, kind: ReadKind| {

@@ -1,0 +1,153 @@
+//! `/bashes`: the session's background commands, listed, shown or stopped, and what the end
+//! of a session says of those it stopped.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use shiro_tools::capture::{Background, JobSummary, Status};
+
+/// How much of a command's output `/bashes show` prints.
+const SHOW_BYTES: usize = 4000;
+
+/// `/bashes [show ID | kill ID]`.
+pub async fn command(background: Option<&Background>, args: &str) -> String {
+    let Some(background) = background else {
+        return "background commands are off ([bash] background_limit = 0)".to_owned();
+    };
+    let words: Vec<&str> = args.split_whitespace().collect();
+    match words.as_slice() {
+        [] => list(&background.list()),
+        ["show", id] => match background.job(id) {
+            Ok(job) => {
+                let mut text = job.tail(SHOW_BYTES);
+                if text.is_empty() {
+                    text.push_str("(no output yet)\n");
+                } else if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                let _ = write!(text, "[{}: {}]", job.id(), job.status());
+                text
+            }
+            Err(err) => err.0,
+        },
+        ["kill", id] => match background.job(id) {
+            Ok(job) if job.status() == Status::Running => {
+                job.kill().await;
+                format!("{id}: stopped, with every process it started")
+            }
+            Ok(job) => format!("{id} had already ended: {}", job.status()),
+            Err(err) => err.0,
+        },
+        _ => "usage: /bashes, /bashes show ID, /bashes kill ID".to_owned(),
+    }
+}
+
+/// The table `/bashes` prints.
+pub fn list(jobs: &[JobSummary]) -> String {
+    if jobs.is_empty() {
+        return "no background commands in this session (the model starts them with bash's \
+                run_in_background)"
+            .to_owned();
+    }
+    let running = jobs
+        .iter()
+        .filter(|job| job.status == Status::Running)
+        .count();
+    let mut text = format!(
+        "background commands: {running} running, {} in all\n",
+        jobs.len()
+    );
+    for job in jobs {
+        let _ = writeln!(
+            text,
+            "  {:<4} {:<22} {:>8}  {}",
+            job.id,
+            job.status.to_string(),
+            age(job.age),
+            one_line(&job.command, 60)
+        );
+        if let Some(last) = &job.last_line {
+            let _ = writeln!(text, "       last: {}", one_line(last, 70));
+        }
+    }
+    text.push_str("/bashes show ID prints its output, /bashes kill ID stops it");
+    text
+}
+
+/// What shiro says when a session's end stopped `stopped`; `None` when it stopped none.
+pub fn stopped(stopped: &[JobSummary]) -> Option<String> {
+    if stopped.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = stopped
+        .iter()
+        .map(|job| format!("{} ({})", job.id, one_line(&job.command, 40)))
+        .collect();
+    Some(format!(
+        "stopped {} background command{}: {}",
+        stopped.len(),
+        if stopped.len() == 1 { "" } else { "s" },
+        names.join(", ")
+    ))
+}
+
+/// `45s`, `3m 04s`, `2h 05m`.
+fn age(age: Duration) -> String {
+    let secs = age.as_secs();
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m {:02}s", secs / 60, secs % 60),
+        _ => format!("{}h {:02}m", secs / 3600, secs % 3600 / 60),
+    }
+}
+
+/// `text` on one line, cut at `max` characters with an ellipsis.
+fn one_line(text: &str, max: usize) -> String {
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.chars().count() <= max {
+        return line;
+    }
+    let mut cut: String = line.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(id: &str, command: &str, secs: u64, status: Status, last: Option<&str>) -> JobSummary {
+        JobSummary {
+            id: id.to_owned(),
+            command: command.to_owned(),
+            age: Duration::from_secs(secs),
+            status,
+            last_line: last.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn the_list_shows_each_command_its_status_age_and_last_line() {
+        let jobs = [
+            job(
+                "b1",
+                "python3 -m http.server 8000",
+                184,
+                Status::Running,
+                Some("127.0.0.1 - - \"GET / HTTP/1.1\" 200 -"),
+            ),
+            job(
+                "b2",
+                "cargo watch -x test -- --include-ignored a-very-long-argument-list-to-cut",
+                7300,
+                Status::Exited(101),
+                None,
+            ),
+            job("b3", "sleep 1000", 9, Status::Killed, None),
+        ];
+        insta::assert_snapshot!(list(&jobs));
+        insta::assert_snapshot!(list(&[]));
+        insta::assert_snapshot!(stopped(&jobs[..1]).unwrap_or_default());
+        assert_eq!(stopped(&[]), None);
+    }
+}

@@ -1,0 +1,216 @@
+//! The tools over background commands: `bash_output` reads what one printed since the last
+//! read, `bash_kill` stops one. `bash` with `run_in_background` starts them (see
+//! [`crate::capture::Background`]).
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::capture::{Background, CaptureMode, Job, Status};
+use crate::mutator::Mutator;
+use crate::path::WorkspacePath;
+use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
+use crate::tools::BASH_MAX_LISTED_PATHS;
+
+/// Reads a background command's new output.
+#[derive(Debug, Clone)]
+pub struct BashOutput {
+    background: Arc<Background>,
+}
+
+/// Stops a background command.
+#[derive(Debug, Clone)]
+pub struct BashKill {
+    background: Arc<Background>,
+}
+
+/// The `bash_output` tool over the session's background commands.
+pub fn bash_output(background: Arc<Background>) -> BashOutput {
+    BashOutput { background }
+}
+
+/// The `bash_kill` tool over the session's background commands.
+pub fn bash_kill(background: Arc<Background>) -> BashKill {
+    BashKill { background }
+}
+
+/// The arguments of `bash_output`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BashOutputArgs {
+    /// The id `bash` gave when it started the command (`b1`, …).
+    #[serde(alias = "bash_id", alias = "shell_id")]
+    pub id: String,
+    /// A regular expression: only the lines that match it are returned (the others are
+    /// still counted as read).
+    pub filter: Option<String>,
+}
+
+/// The arguments of `bash_kill`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BashKillArgs {
+    /// The id `bash` gave when it started the command.
+    #[serde(alias = "bash_id", alias = "shell_id")]
+    pub id: String,
+}
+
+#[async_trait]
+impl Tool for BashOutput {
+    fn name(&self) -> &'static str {
+        "bash_output"
+    }
+
+    fn description(&self) -> &'static str {
+        "Returns the output (stdout and stderr together) that a command started by bash with \
+         run_in_background printed since the last bash_output call for it, and whether it is \
+         still running or how it ended. `filter`, a regular expression, keeps only the lines \
+         that match it. The result also names files in the workspace the background command \
+         changed since it was last asked; those changes cannot be undone."
+    }
+
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<BashOutputArgs>()
+    }
+
+    /// False: it only reads what the command printed.
+    fn is_mutating(&self) -> bool {
+        false
+    }
+
+    async fn call(
+        &self,
+        _mutator: &dyn Mutator,
+        args: serde_json::Value,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: BashOutputArgs = parse_args("bash_output", args)?;
+        let filter = args
+            .filter
+            .as_deref()
+            .map(regex::Regex::new)
+            .transpose()
+            .map_err(|err| ToolError::refused(format!("filter is not a valid regex: {err}")))?;
+        let job = self.background.job(&args.id).map_err(refused)?;
+        let read = job.read(filter.as_ref());
+        let mut text = read.text;
+        let _ = write!(text, "[{}: {}]", job.id(), read.status);
+        if let Some(note) = refused_note(&job, &text) {
+            let _ = write!(text, "\n[note: {note}]");
+        }
+        Ok(changed(&self.background, text).await)
+    }
+}
+
+#[async_trait]
+impl Tool for BashKill {
+    fn name(&self) -> &'static str {
+        "bash_kill"
+    }
+
+    fn description(&self) -> &'static str {
+        "Stops a command started by bash with run_in_background, and every process it started. \
+         Its output not read yet is returned."
+    }
+
+    fn schema(&self) -> serde_json::Value {
+        schema_of::<BashKillArgs>()
+    }
+
+    /// False: it changes no file, and stops only a command of this session.
+    fn is_mutating(&self) -> bool {
+        false
+    }
+
+    async fn call(
+        &self,
+        _mutator: &dyn Mutator,
+        args: serde_json::Value,
+    ) -> Result<ToolOutput, ToolError> {
+        let args: BashKillArgs = parse_args("bash_kill", args)?;
+        let job = self.background.job(&args.id).map_err(refused)?;
+        let was = job.status();
+        job.kill().await;
+        let read = job.read(None);
+        let mut text = read.text;
+        match was {
+            Status::Running => {
+                let _ = write!(
+                    text,
+                    "[{}: stopped, with every process it started]",
+                    job.id()
+                );
+            }
+            ended => {
+                let _ = write!(text, "[{}: had already ended: {ended}]", job.id());
+            }
+        }
+        Ok(changed(&self.background, text).await)
+    }
+}
+
+fn refused(err: crate::capture::BackgroundError) -> ToolError {
+    ToolError::refused(err.0)
+}
+
+/// The result `text`, with the paths the background commands changed since they were last
+/// asked listed after it, as changes that cannot be undone.
+pub(crate) async fn changed(background: &Background, mut text: String) -> ToolOutput {
+    let paths = background.take_changes().await;
+    list_changed(&mut text, &paths);
+    ToolOutput {
+        text,
+        capture: Some(CaptureMode::Detect),
+        unrestorable: paths,
+        ..ToolOutput::default()
+    }
+}
+
+/// Appends the paths background commands changed to `text`.
+pub(crate) fn list_changed(text: &mut String, paths: &[WorkspacePath]) {
+    if paths.is_empty() {
+        return;
+    }
+    let _ = write!(
+        text,
+        "\n[paths changed by background commands ({}) that CANNOT be undone:]",
+        paths.len()
+    );
+    for path in paths.iter().take(BASH_MAX_LISTED_PATHS) {
+        let _ = write!(text, "\n{path}");
+    }
+    if paths.len() > BASH_MAX_LISTED_PATHS {
+        let _ = write!(text, "\n… and {} more", paths.len() - BASH_MAX_LISTED_PATHS);
+    }
+}
+
+/// What to say when `output` shows a write the kernel refused: the workspace is read-only to
+/// a background command but for its writable directories.
+pub(crate) fn refused_note(job: &Job, output: &str) -> Option<String> {
+    const REFUSED: &str = "Read-only file system";
+    let line = output.lines().find(|line| line.contains(REFUSED))?;
+    // `bash: line 1: a.txt: Read-only file system`: the part before the reason names it.
+    let named = line
+        .split(REFUSED)
+        .next()
+        .and_then(|before| before.trim_end().trim_end_matches(':').rsplit(": ").next())
+        .map(|word| word.trim().trim_matches(|c| matches!(c, '\'' | '"' | '`')))
+        .filter(|word| !word.is_empty());
+    let writable = if job.writable().is_empty() {
+        "nowhere in the workspace".to_owned()
+    } else {
+        let dirs: Vec<String> = job.writable().iter().map(|dir| format!("{dir}/")).collect();
+        format!("only in {}", dirs.join(", "))
+    };
+    let what = match named {
+        Some(path) => format!("a write to {path} was refused"),
+        None => "a write was refused".to_owned(),
+    };
+    Some(format!(
+        "{what}: a background command may write in the workspace {writable} (directories \
+         .gitignore leaves out), so that nothing it does goes unrecorded; change files with \
+         the edit tools or a foreground bash command, whose changes are recorded and undoable"
+    ))
+}

@@ -1,0 +1,290 @@
+//! Background commands through the real helper (the built `shiro`): they see edits as they
+//! happen, may write in the workspace only where `.gitignore` leaves paths out, and name
+//! every change they make there; `bash_kill` and the end of the session leave no process.
+//!
+//! They need the helper's namespaces; where the machine refuses them, the tests print why and
+//! skip. Waiting for a condition is bounded by generous deadlines that only a hang reaches.
+#![allow(clippy::unwrap_used, clippy::print_stderr)]
+
+mod support;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use shiro_tools::capture::{Background, Launch, Sandbox, Status};
+use shiro_tools::tools::{bash_kill, bash_output};
+use shiro_tools::{FsMutator, Mutator, Tool, tools};
+use support::{Ws, overlay_refused, shiro_bin};
+
+/// The session's background commands, with shiro's helper, the state dirs in `state`.
+fn background(state: &Path) -> Arc<Background> {
+    Arc::new(Background::new(
+        Launch::Helper {
+            helper: shiro_bin(),
+            layers: state.join("layers"),
+            hidden: vec![state.to_path_buf()],
+            sandbox: Sandbox::off(),
+        },
+        4,
+    ))
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Every process whose command line holds `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let line = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if line.contains(marker) {
+            found.push(format!("{}: {line}", entry.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+/// Reads `id`'s output through `bash_output` until `done` holds for all of it, or the
+/// command ended; returns all of it.
+async fn read_until(
+    tool: &dyn Tool,
+    m: &FsMutator,
+    id: &str,
+    done: impl Fn(&str) -> bool,
+) -> String {
+    let mut all = String::new();
+    for _ in 0..600 {
+        let out = tool.call(m, serde_json::json!({ "id": id })).await.unwrap();
+        all.push_str(&out.text);
+        if done(&all) || !out.text.contains(": running]") {
+            return all;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("never came: {all}");
+}
+
+fn start_args(command: &str) -> serde_json::Value {
+    serde_json::json!({ "command": command, "run_in_background": true })
+}
+
+/// A loop that prints a file every 200 ms shows an edit made through the workspace's
+/// mutator (as `edit_file` makes it) while it runs: the command sees the live workspace.
+#[test]
+fn a_background_loop_sees_an_edit_as_it_happens() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    let ws = Ws::new();
+    ws.write("page.txt", "version one\n");
+    let state = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let background = background(state.path());
+        let bash = tools::Bash::default().with_background(Arc::clone(&background));
+        let m = FsMutator::new(ws.path()).unwrap();
+        let started = bash
+            .call(
+                &m,
+                start_args("while true; do cat page.txt; sleep 0.2; done # hot-reload-marker"),
+            )
+            .await
+            .unwrap();
+        assert!(
+            started.text.contains("started in the background as b1"),
+            "{}",
+            started.text
+        );
+        let output = bash_output(Arc::clone(&background));
+        read_until(&output, &m, "b1", |all| all.contains("version one")).await;
+        let path = shiro_tools::WorkspacePath::from_relative("page.txt").unwrap();
+        m.write(&path, b"version two\n", None).await.unwrap();
+        let seen = read_until(&output, &m, "b1", |all| all.contains("version two")).await;
+        assert!(seen.contains("version two"), "{seen}");
+        let killed = bash_kill(Arc::clone(&background))
+            .call(&m, serde_json::json!({ "id": "b1" }))
+            .await
+            .unwrap();
+        assert!(killed.text.contains("b1: stopped"), "{}", killed.text);
+        assert_eq!(background.list()[0].status, Status::Killed);
+    });
+    assert_eq!(processes_with("hot-reload-marker"), Vec::<String>::new());
+}
+
+/// A write to a tracked file is refused by the kernel and named; a write in an ignored
+/// directory lands and is named as not restorable; `bash_kill` and dropping the session's
+/// commands leave no process, including one that left the process group.
+#[test]
+fn writes_outside_ignored_directories_are_refused_and_the_rest_named() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    let ws = Ws::new();
+    ws.write(".gitignore", "target/\n");
+    ws.write("src/main.rs", "fn main() {}\n");
+    ws.write("target/old.o", "old\n");
+    let state = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let background = background(state.path());
+        let bash = tools::Bash::default().with_background(Arc::clone(&background));
+        let m = FsMutator::new(ws.path()).unwrap();
+        let script = "echo changed > src/main.rs; echo built > target/app; rm target/old.o; \
+                      echo done";
+        let out = bash.call(&m, start_args(script)).await.unwrap();
+        let text = read_until(&bash_output(Arc::clone(&background)), &m, "b1", |_| false).await;
+        let all = format!("{}{text}", out.text);
+        assert!(all.contains("a write to src/main.rs was refused"), "{all}");
+        assert!(all.contains("may write only in target/"), "{all}");
+        // Named: by the start's result or the reads after it, and nothing twice.
+        let named = background.take_changes().await;
+        assert!(named.is_empty(), "already named: {named:?}");
+        assert!(
+            all.contains("target/app") && all.contains("target/old.o"),
+            "{all}"
+        );
+
+        // Two commands that outlive their shell's group, then the session ends.
+        for _ in 0..2 {
+            bash.call(
+                &m,
+                start_args("setsid sleep 300 & sleep 300 # session-end-marker"),
+            )
+            .await
+            .unwrap();
+        }
+        assert_eq!(background.running(), 2);
+        drop(bash);
+        drop(background);
+    });
+    assert_eq!(ws.read("src/main.rs"), "fn main() {}\n");
+    assert_eq!(ws.read("target/app"), "built\n");
+    // The helpers die with their parent-death signal or their kill: wait for the kernel.
+    for _ in 0..200 {
+        if processes_with("session-end-marker").is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(processes_with("session-end-marker"), Vec::<String>::new());
+}
+
+/// One write a command may try.
+#[derive(Debug, Clone)]
+enum Write {
+    /// Overwrite (or create) the file.
+    Put(&'static str, u8),
+    /// Append to it.
+    Append(&'static str, u8),
+    Remove(&'static str),
+    Rename(&'static str, &'static str),
+    Mkdir(&'static str),
+}
+
+const PATHS: [&str; 8] = [
+    "a.txt",
+    "src/b.txt",
+    "new.txt",
+    "build/x.o",
+    "build/y.o",
+    "build/sub/z.o",
+    "logs/run.log",
+    "build/new.o",
+];
+
+fn write() -> impl Strategy<Value = Write> {
+    let path = proptest::sample::select(&PATHS[..]);
+    prop_oneof![
+        (path.clone(), any::<u8>()).prop_map(|(p, b)| Write::Put(p, b)),
+        (path.clone(), any::<u8>()).prop_map(|(p, b)| Write::Append(p, b)),
+        path.clone().prop_map(Write::Remove),
+        (path.clone(), path).prop_map(|(a, b)| Write::Rename(a, b)),
+        proptest::sample::select(&["build/sub", "build/d", "d", "logs/x"][..])
+            .prop_map(Write::Mkdir),
+    ]
+}
+
+fn script(writes: &[Write]) -> String {
+    let mut script = String::new();
+    for write in writes {
+        let line = match write {
+            Write::Put(path, byte) => format!("printf '%03d' {byte} > {path}"),
+            Write::Append(path, byte) => format!("printf '%03d' {byte} >> {path}"),
+            Write::Remove(path) => format!("rm -f {path}"),
+            Write::Rename(from, to) => format!("mv -f {from} {to}"),
+            Write::Mkdir(dir) => format!("mkdir -p {dir}"),
+        };
+        script.push_str(&line);
+        script.push_str(" 2>/dev/null; ");
+    }
+    script.push_str("true");
+    script
+}
+
+/// Whatever a background command tries to write, nothing outside the ignored directories
+/// changes, and every path that changed inside them is named.
+#[test]
+fn no_change_a_background_command_makes_goes_unreported() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    let mut runner = support::capped_runner(12, 64);
+    runner
+        .run(&proptest::collection::vec(write(), 1..12), |writes| {
+            let ws = Ws::new();
+            ws.write(".gitignore", "build/\nlogs/\n");
+            ws.write("a.txt", "a\n");
+            ws.write("src/b.txt", "b\n");
+            ws.write("build/x.o", "x\n");
+            ws.write("build/sub/z.o", "z\n");
+            std::fs::create_dir(ws.path().join("logs")).unwrap();
+            let before = ws.tree();
+            let state = tempfile::tempdir().unwrap();
+            let named = runtime().block_on(async {
+                let background = background(state.path());
+                let bash = tools::Bash::default().with_background(Arc::clone(&background));
+                let m = FsMutator::new(ws.path()).unwrap();
+                let started = bash.call(&m, start_args(&script(&writes))).await.unwrap();
+                let job = background.job("b1").unwrap();
+                job.settle(Duration::from_secs(60)).await;
+                let mut named = started.unrestorable;
+                named.extend(background.take_changes().await);
+                named
+            });
+            let after = ws.tree();
+            let writable = |path: &str| path.starts_with("build/") || path.starts_with("logs/");
+            for (path, held) in &before {
+                if !writable(path) {
+                    prop_assert_eq!(after.get(path), Some(held), "{} changed", path);
+                }
+            }
+            for path in after.keys() {
+                prop_assert!(
+                    before.contains_key(path) || writable(path),
+                    "{} appeared",
+                    path
+                );
+            }
+            let named: Vec<String> = named.iter().map(ToString::to_string).collect();
+            for path in before.keys().chain(after.keys()) {
+                if before.get(path) != after.get(path) {
+                    prop_assert!(
+                        named.contains(path),
+                        "{} changed unnamed: {:?}",
+                        path,
+                        named
+                    );
+                }
+            }
+            Ok(())
+        })
+        .unwrap();
+}
