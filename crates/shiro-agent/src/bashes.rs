@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use shiro_providers::{Message, Role};
 use shiro_tools::capture::{Background, JobSummary, Status};
 
 /// How much of a command's output `/bashes show` prints.
@@ -91,6 +92,62 @@ pub fn stopped(stopped: &[JobSummary]) -> Option<String> {
     ))
 }
 
+/// The background commands a conversation started and never saw end (so they were running
+/// when its session ended, and ended with it), as (id, command), and the highest id it gave.
+pub fn left_running(messages: &[Message]) -> (Vec<(String, String)>, u32) {
+    const STARTED: &str = "started in the background as b";
+    let command_of = |call_id: &str| {
+        messages
+            .iter()
+            .flat_map(|message| &message.tool_calls)
+            .find(|call| call.id == call_id)
+            .and_then(|call| serde_json::from_str::<serde_json::Value>(&call.arguments).ok())
+            .and_then(|args| args["command"].as_str().map(str::to_owned))
+            .unwrap_or_default()
+    };
+    let mut started: Vec<(String, String)> = Vec::new();
+    let mut highest = 0;
+    for message in messages.iter().filter(|message| message.role == Role::Tool) {
+        let text = &message.content;
+        if let Some(at) = text.find(STARTED) {
+            let digits: String = text[at + STARTED.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if let Ok(n) = digits.parse::<u32>() {
+                highest = highest.max(n);
+                let call = message.tool_call_id.as_deref().unwrap_or_default();
+                started.push((format!("b{n}"), command_of(call)));
+            }
+        }
+        // An end it saw: a kill, or a read after the command had ended.
+        started.retain(|(id, _)| {
+            let ended = ["stopped", "had already ended", "exited", "killed"]
+                .iter()
+                .any(|how| text.contains(&format!("[{id}: {how}")));
+            !ended
+        });
+    }
+    (started, highest)
+}
+
+/// What a resumed session says of the background commands that were running when it last
+/// ended: they are not restarted.
+pub fn left_running_note(left: &[(String, String)]) -> Option<String> {
+    if left.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = left
+        .iter()
+        .map(|(id, command)| format!("{id} ({})", one_line(command, 40)))
+        .collect();
+    Some(format!(
+        "when this session last ended, background commands were running: {}; they ended with it \
+         and are not restarted (ask for them again if you need them)",
+        names.join(", ")
+    ))
+}
+
 /// `45s`, `3m 04s`, `2h 05m`.
 fn age(age: Duration) -> String {
     let secs = age.as_secs();
@@ -124,6 +181,62 @@ mod tests {
             status,
             last_line: last.map(str::to_owned),
         }
+    }
+
+    #[test]
+    fn a_resumed_conversation_names_the_commands_it_never_saw_end() {
+        let call = |id: &str, name: &str, args: &str| Message {
+            role: Role::Assistant,
+            content: String::new(),
+            tool_calls: vec![shiro_providers::ToolCall {
+                id: id.to_owned(),
+                name: name.to_owned(),
+                arguments: args.to_owned(),
+            }],
+            tool_call_id: None,
+        };
+        let result = |id: &str, text: &str| Message {
+            role: Role::Tool,
+            content: text.to_owned(),
+            tool_calls: Vec::new(),
+            tool_call_id: Some(id.to_owned()),
+        };
+        let messages = [
+            call(
+                "c1",
+                "bash",
+                r#"{"command": "npm run dev", "run_in_background": true}"#,
+            ),
+            result(
+                "c1",
+                "[started in the background as b1: read …]\n[b1: running]",
+            ),
+            call(
+                "c2",
+                "bash",
+                r#"{"command": "cargo watch", "run_in_background": true}"#,
+            ),
+            result(
+                "c2",
+                "[started in the background as b2: read …]\n[b2: running]",
+            ),
+            call(
+                "c3",
+                "bash",
+                r#"{"command": "true", "run_in_background": true}"#,
+            ),
+            result(
+                "c3",
+                "[started in the background as b3: read …]\n[b3: exited with code 0]",
+            ),
+            call("c4", "bash_kill", r#"{"id": "b2"}"#),
+            result("c4", "[b2: stopped, with every process it started]"),
+        ];
+        let (left, highest) = left_running(&messages);
+        assert_eq!(left, [("b1".to_owned(), "npm run dev".to_owned())]);
+        assert_eq!(highest, 3);
+        insta::assert_snapshot!(left_running_note(&left).unwrap_or_default());
+        assert_eq!(left_running_note(&[]), None);
     }
 
     #[test]

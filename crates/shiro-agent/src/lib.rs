@@ -257,6 +257,9 @@ pub async fn resume_session(agent: &mut Agent<'_>, id: &str) -> Result<String> {
     for notice in travel::reconcile(agent).await {
         text.push_str(&format!("note: {notice}\n"));
     }
+    if let Some(note) = resumed_background(agent) {
+        text.push_str(&format!("note: {note}\n"));
+    }
     let turns = agent.history.prompts();
     text.push_str(&format!(
         "resumed session {} ({turns} {}); the conversation goes on from its last message, and /undo rewinds its turns",
@@ -264,6 +267,16 @@ pub async fn resume_session(agent: &mut Agent<'_>, id: &str) -> Result<String> {
         if turns == 1 { "turn" } else { "turns" }
     ));
     Ok(text)
+}
+
+/// What a resumed conversation's background commands became: those it never saw end are
+/// named (they ended with the session, and are not restarted), and new ids follow its own.
+pub fn resumed_background(agent: &Agent<'_>) -> Option<String> {
+    let (left, highest) = bashes::left_running(agent.history.transcript());
+    if let Some(background) = agent.ctx.bash.background() {
+        background.continue_after(highest);
+    }
+    bashes::left_running_note(&left)
 }
 
 /// Expands a user command and runs it as one turn: its `allowed-tools` limit the turn's tools

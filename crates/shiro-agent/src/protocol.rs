@@ -311,6 +311,8 @@ pub struct StatusInfo {
     pub undo_depth: Option<usize>,
     /// Set when bash's changes are detected but cannot all be undone.
     pub capture_note: Option<String>,
+    /// How many background commands run; `None` when bash cannot start them.
+    pub background: Option<usize>,
 }
 
 /// A session the picker offers.

@@ -148,6 +148,7 @@ async fn status(agent: &Agent<'_>) -> StatusInfo {
         context_used: usage.last.map(|last| last.total()),
         undo_depth,
         capture_note,
+        background: ctx.bash.background().map(|background| background.running()),
     }
 }
 
@@ -203,6 +204,12 @@ pub fn status_text(
             let _ = writeln!(out, "undoable turns: {depth}");
         }
         None => out.push_str("undoable turns: unknown (the undo log cannot be read)\n"),
+    }
+    if let Some(running) = status.background {
+        let _ = writeln!(
+            out,
+            "background commands running: {running} (/bashes lists them)"
+        );
     }
     let window = status.context_window.map_or_else(
         || "unknown (set [model] context_window)".to_owned(),
@@ -639,12 +646,14 @@ mod tests {
             context_used: usage.last.map(|last| last.total()),
             undo_depth: Some(2),
             capture_note: Some("bash: changes detected, not undoable".into()),
+            background: Some(1),
         };
         insta::assert_snapshot!(status_text(&status, "20261201-101500-abcd", &usage, Mode::AutoEdit, "compactions: none; automatic at about 102400 tokens of the window of 128000"), @r"
         model: gpt-4o
         workspace: ~/src/shop
         session: 20261201-101500-abcd
         undoable turns: 2
+        background commands running: 1 (/bashes lists them)
         context: 1230 tokens in the last request (under 1%), of a window of 128000
         compactions: none; automatic at about 102400 tokens of the window of 128000
         bash: changes detected, not undoable

@@ -49,6 +49,9 @@ struct Shared {
     /// Bumped by every first signal under [`Handling::Cancel`] or [`Handling::Finish`]: a
     /// running `bash` command stops on it and still commits what it changed.
     stop: watch::Sender<u64>,
+    /// Bumped by Ctrl-B in the terminal UI: a running `bash` command moves to the
+    /// background.
+    background: watch::Sender<u64>,
 }
 
 #[derive(Debug)]
@@ -123,6 +126,7 @@ impl Signals {
     fn build(handling: Handling, hook: Option<Hook>) -> Self {
         let (hand, handed) = watch::channel(0);
         let (stop, _) = watch::channel(0);
+        let (background, _) = watch::channel(0);
         Self {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -133,6 +137,7 @@ impl Signals {
                 hook,
                 hand,
                 stop,
+                background,
             }),
             handed,
         }
@@ -149,6 +154,18 @@ impl Signals {
     /// [`Handling::Cancel`] or [`Handling::Finish`]); the `bash` tool watches it.
     pub fn stops(&self) -> watch::Receiver<u64> {
         self.shared.stop.subscribe()
+    }
+
+    /// Changes each time the person asks for the running `bash` command to go to the
+    /// background (Ctrl-B); the `bash` tool watches it.
+    pub fn backgrounds(&self) -> watch::Receiver<u64> {
+        self.shared.background.subscribe()
+    }
+
+    /// Asks the running `bash` command, if any, to go to the background (the terminal UI's
+    /// Ctrl-B); nothing happens when none runs.
+    pub fn to_background(&self) {
+        self.shared.background.send_modify(|n| *n += 1);
     }
 
     /// Acts as if Ctrl-C was pressed: the terminal UI reads Ctrl-C and Esc as keys, and

@@ -178,6 +178,9 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
     for notice in shiro_agent::travel::reconcile(&mut agent).await {
         agent.printer.info(&format!("note: {notice}"));
     }
+    if let Some(note) = shiro_agent::resumed_background(&agent) {
+        agent.printer.info(&format!("note: {note}"));
+    }
     if let Some(prompt) = &args.prompt {
         agent.printer.event(&Event::SessionStart {
             session_id: agent.session.id().to_owned(),
@@ -263,6 +266,7 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         "shiro: session {} ({state}), model {model}; /help lists commands, /undo takes a turn back",
         agent.session.id(),
     ));
+
     // Hot reload of user commands; without it (no inotify, say) commands load once.
     let _watch = registry.watch().ok();
     if pick {

@@ -612,21 +612,6 @@ async fn yes_with_read_only_reads_without_asking_and_writes_nothing() {
     );
 }
 
-/// Every process whose command line holds `marker`.
-fn processes_with(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let line = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if line.contains(marker) {
-            found.push(format!("{}: {line}", entry.file_name().to_string_lossy()));
-        }
-    }
-    found
-}
-
 /// The model starts a web server in the background, fetches a page from it with a
 /// foreground command, reads the server's log with `bash_output` and stops it with
 /// `bash_kill`; no process of it is left, and `turn_end` listed it.
@@ -702,7 +687,7 @@ async fn the_model_runs_a_server_in_the_background_reads_it_and_stops_it() {
         .unwrap();
     assert_eq!(turn_end["background"][0]["id"], "b1", "{turn_end}");
     assert_eq!(turn_end["background"][0]["status"], "killed", "{turn_end}");
-    assert_eq!(processes_with(&marker), Vec::<String>::new());
+    assert_eq!(support::processes_with(&marker), Vec::<String>::new());
 }
 
 /// `shiro -p` stops the background commands still running when its turn ends, says so, and
@@ -737,7 +722,31 @@ async fn background_commands_end_with_the_run_and_with_a_killed_shiro() {
         "{}",
         run.stderr
     );
-    assert_eq!(processes_with(&marker), Vec::<String>::new());
+    assert_eq!(support::processes_with(&marker), Vec::<String>::new());
+
+    // Resumed, the session names them and does not restart them.
+    let session = world.sessions()[0]
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let model = world.replay(&serde_json::json!({"responses": [{"text": "Noted."}]}));
+    let run = world
+        .run(
+            &["-p", "what runs?", "--resume", &session, "--model", &model],
+            "",
+            &[],
+        )
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stderr.contains(
+            "when this session last ended, background commands were running: b1 (setsid sleep \
+             600"
+        ) && run.stderr.contains("b2 (setsid"),
+        "{}",
+        run.stderr
+    );
 
     // Killed while it waits for the model, with two commands running.
     let (url, _server) = MockServer::start(vec![
@@ -770,19 +779,19 @@ async fn background_commands_end_with_the_run_and_with_a_killed_shiro() {
         )
         .await;
     for _ in 0..600 {
-        if processes_with(&format!("{marker}-4")).len() >= 2 {
+        if support::processes_with(&format!("{marker}-4")).len() >= 2 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert!(!processes_with(&format!("{marker}-3")).is_empty());
+    assert!(!support::processes_with(&format!("{marker}-3")).is_empty());
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     for _ in 0..200 {
-        if processes_with(&marker).is_empty() {
+        if support::processes_with(&marker).is_empty() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert_eq!(processes_with(&marker), Vec::<String>::new());
+    assert_eq!(support::processes_with(&marker), Vec::<String>::new());
 }

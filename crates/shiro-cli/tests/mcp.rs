@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::print_stderr)] // A test says why it skips.
 
 mod agent_common;
+mod support;
 
 use std::process::Stdio;
 
@@ -630,4 +631,45 @@ async fn over_http_a_token_and_a_loopback_address_are_required() {
         errors.push(run.stderr.trim_end().to_owned());
     }
     insta::assert_snapshot!(errors.join("\n"));
+}
+
+/// `shiro mcp` runs background commands as the agent does: started with `bash`, read with
+/// `bash_output`, and ended when the client goes away (the server's pipes close).
+#[tokio::test]
+async fn background_commands_end_when_the_client_goes_away() {
+    if !overlays_work().await {
+        return;
+    }
+    let world = World::new();
+    let marker = format!("mcp-bg-marker-{}", std::process::id());
+    let mut child = world.command(&["mcp"], &[]).spawn().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let client = client_config().serve((stdout, stdin)).await.unwrap();
+    let command = format!("echo up; sleep 600 # {marker}");
+    let started = call(
+        &client,
+        "bash",
+        json!({"command": command, "run_in_background": true}),
+    )
+    .await;
+    assert!(!failed(&started), "{}", text(&started));
+    assert!(
+        text(&started).contains("started in the background as b1"),
+        "{}",
+        text(&started)
+    );
+    let read = call(&client, "bash_output", json!({"id": "b1"})).await;
+    assert!(text(&read).ends_with("[b1: running]"), "{}", text(&read));
+    assert!(!support::processes_with(&marker).is_empty());
+    drop(client);
+    let status = child.wait().await.unwrap();
+    assert!(status.success(), "{status:?}");
+    for _ in 0..200 {
+        if support::processes_with(&marker).is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(support::processes_with(&marker), Vec::<String>::new());
 }

@@ -94,10 +94,15 @@ fn wait_idle(pty: &mut Pty) {
 fn spinner(pty: &Pty) -> Option<(char, String, u64)> {
     let screen = pty.screen();
     let line = screen.lines().find(|line| line.ends_with(SPINNER_END))?;
-    // `⠋ Waiting for the model · 3s · esc to stop`
-    let mut parts = line.split(" · ");
-    let head = parts.next()?;
-    let seconds = parts.next()?.strip_suffix('s')?.parse().ok()?;
+    // `⠋ Waiting for the model · 3s · esc to stop`, or with a hint before the seconds
+    // (`⠋ Running bash · ctrl+b to background · 3s · esc to stop`).
+    let parts: Vec<&str> = line.split(" · ").collect();
+    let head = parts.first()?;
+    let seconds = parts
+        .get(parts.len().checked_sub(2)?)?
+        .strip_suffix('s')?
+        .parse()
+        .ok()?;
     let mut chars = head.chars();
     let frame = chars.next()?;
     let what = chars.as_str().trim().to_owned();
@@ -635,4 +640,56 @@ fn esc_esc_rewinds_files_and_conversation_and_redo_brings_them_back() {
     wait_idle(&mut pty);
     assert_eq!(tree(&world.root()), after, "{}", pty.dump());
     exit_with_ctrl_d(&mut pty);
+}
+
+/// Ctrl-B while a bash call runs moves it to the background: the call ends with what the
+/// command changed so far kept, the command runs again in the background, where the model
+/// reads it with `bash_output`; the status line counts it, `/bashes` lists it, and leaving
+/// stops it.
+#[test]
+fn ctrl_b_moves_a_running_bash_call_to_the_background() {
+    let world = World::new();
+    let marker = format!("ctrl-b-marker-{}", std::process::id());
+    let model = world.replay(&json!({"responses": [
+        {"text": "Watching.", "tool_calls": [
+            {"name": "bash", "arguments": {
+                "command": format!("while true; do echo tick; sleep 0.2; done # {marker}")}}]},
+        {"text": "Reading it.", "tool_calls": [
+            {"name": "bash_output", "arguments": {"id": "b1", "filter": "^tick$"}}]},
+        {"text": "It ticks in the background."}
+    ]}));
+    let Some(mut pty) = spawn_shiro(&world, &["--model", &model, "--yes"]) else {
+        return;
+    };
+    wait_idle(&mut pty);
+    pty.send("watch it\r");
+    pty.wait_until("bash running, ticking, the hint shown", WAIT, |pty| {
+        let screen = pty.screen();
+        spinner(pty).is_some_and(|(_, what, _)| what == "Running bash")
+            && screen.contains("ctrl+b to background")
+            && screen.lines().any(|line| line.trim() == "tick")
+    });
+    pty.send("\x02");
+    pty.wait_for("It ticks in the background.", WAIT);
+    wait_idle(&mut pty);
+    pty.wait_for("1 background command running", WAIT);
+    pty.send("/bashes\r");
+    pty.wait_for("background commands: 1 running, 1 in all", WAIT);
+    exit_with_ctrl_d(&mut pty);
+    let results = world.tool_results();
+    assert!(
+        results[0].contains("moved to the background by the user (Ctrl-B)")
+            && results[0].contains("started in the background as b1"),
+        "{results:?}"
+    );
+    // What it printed since is timing's business; that it runs is not.
+    assert!(results[1].ends_with("[b1: running]"), "{results:?}");
+    // Gone with the session: the helper's kill or its parent-death signal.
+    for _ in 0..200 {
+        if support::processes_with(&marker).is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(support::processes_with(&marker), Vec::<String>::new());
 }

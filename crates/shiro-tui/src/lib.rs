@@ -213,11 +213,11 @@ fn run<B: ratatui::backend::Backend>(
             let now = Instant::now();
             match message {
                 Msg::Agent(message) => app.on_agent(message, now),
-                Msg::Term(TermEvent::Key(key)) => {
-                    if app.on_key(key, now) == Effect::Cancel {
-                        signals.interrupt();
-                    }
-                }
+                Msg::Term(TermEvent::Key(key)) => match app.on_key(key, now) {
+                    Effect::Cancel => signals.interrupt(),
+                    Effect::Background => signals.to_background(),
+                    Effect::None => {}
+                },
                 Msg::Term(TermEvent::Paste(text)) => app.on_paste(&text),
                 Msg::Term(TermEvent::Resize(..)) => {
                     screen.resized()?;

@@ -37,6 +37,7 @@ fn app(width: u16) -> App {
         context_used: Some(9_876),
         undo_depth: Some(3),
         capture_note: None,
+        background: None,
     };
     app
 }
@@ -368,6 +369,7 @@ fn the_status_line() {
     let now = Instant::now();
     let mut app = app(100);
     app.status.capture_note = Some("bash: changes detected, not undoable".into());
+    app.status.background = Some(2);
     app.hint = Some("/undo reverts turn #3".into());
     let _replies = prompt(&mut app, now);
     let full = shot(&mut app, now);
@@ -467,6 +469,29 @@ fn bash_output_streams_live_with_a_cap() {
         "{live}\n\n--- after the call:\n{}",
         shot(&mut app, now + Duration::from_secs(8))
     ));
+}
+
+/// While bash runs in a session that can start background commands, the spinner offers
+/// Ctrl-B, Ctrl-B asks for it, and the status line counts the commands running.
+#[test]
+fn a_running_bash_call_offers_ctrl_b() {
+    let now = Instant::now();
+    let mut app = app(100);
+    app.status.background = Some(1);
+    let _replies = prompt(&mut app, now);
+    send(&mut app, "start the server", now);
+    app.on_agent(
+        ToFront::Event(Event::ToolCall {
+            id: "call_1".into(),
+            name: "bash".into(),
+            arguments: serde_json::json!({"command": "npm run dev"}),
+        }),
+        now,
+    );
+    app.on_agent(ToFront::BashOutput("ready on :5173\n".into()), now);
+    let ctrl_b = KeyEvent::new(KeyCode::Char('b'), KeyModifiers::CONTROL);
+    assert_eq!(app.on_key(ctrl_b, now), super::app::Effect::Background);
+    insta::assert_snapshot!(shot(&mut app, now + Duration::from_secs(3)));
 }
 
 /// On a terminal emulator: the transcript printed above the viewport, then a shrink of the

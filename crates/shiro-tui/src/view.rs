@@ -91,11 +91,19 @@ pub fn lines(app: &App, now: Instant) -> (Vec<Line<'static>>, Option<(u16, u16)>
         );
     }
     if let Some((frame, what, elapsed)) = app.activity(now) {
+        let hint = if app.can_background() {
+            " · ctrl+b to background"
+        } else {
+            ""
+        };
         wrapped(
             Line::from(vec![
                 Span::styled(format!("{frame} "), color(Color::Cyan)),
                 Span::raw(what),
-                Span::styled(format!(" · {}s · esc to stop", elapsed.as_secs()), dim()),
+                Span::styled(
+                    format!("{hint} · {}s · esc to stop", elapsed.as_secs()),
+                    dim(),
+                ),
             ]),
             &mut out,
         );
@@ -300,6 +308,9 @@ fn status_line(app: &App, now: Instant, width: u16) -> Line<'static> {
     }
     if let Some(depth) = status.undo_depth {
         parts.push(plural(depth, "undoable turn"));
+    }
+    if let Some(running) = status.background.filter(|running| *running > 0) {
+        parts.push(format!("{} running", plural(running, "background command")));
     }
     match (status.tokens, status.context_used, status.context_window) {
         (Some(tokens), Some(used), Some(window)) if window > 0 => parts.push(format!(

@@ -135,7 +135,9 @@ pub fn bash_tool(
         BashCapture::Detect => Arc::new(Detect),
         BashCapture::Off => Arc::new(Direct),
     };
-    let mut bash = Bash::new(runner).with_stop(signals.stops());
+    let mut bash = Bash::new(runner)
+        .with_stop(signals.stops())
+        .with_to_background(signals.backgrounds());
     // Background commands run through the same helper, on the real workspace (see
     // `shiro_tools::capture::Background`); with capture off, directly.
     let launch = match config.bash_capture {

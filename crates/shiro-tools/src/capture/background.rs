@@ -326,6 +326,13 @@ impl Background {
         Ok(job)
     }
 
+    /// Gives the next command an id after `b{highest}`: a resumed conversation's ids keep
+    /// naming the commands it started, which are gone.
+    pub fn continue_after(&self, highest: u32) {
+        let mut jobs = lock(&self.jobs);
+        jobs.next = jobs.next.max(highest);
+    }
+
     /// Whether it keeps the workspace safe from its commands and names what they change
     /// (through the helper), rather than running them directly (capture off).
     pub fn watches(&self) -> bool {

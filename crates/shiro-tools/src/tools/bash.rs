@@ -43,6 +43,8 @@ pub struct Bash {
     runner: Arc<dyn BashRunner>,
     read_only: Option<Arc<dyn BashRunner>>,
     stop: Option<watch::Receiver<u64>>,
+    /// Changes when the person asks for the running command to go to the background.
+    to_background: Option<watch::Receiver<u64>>,
     live: Option<Live>,
     background: Option<Arc<Background>>,
     /// Whether its background commands may write nowhere in the workspace (read-only mode).
@@ -78,6 +80,7 @@ impl Bash {
             runner,
             read_only: None,
             stop: None,
+            to_background: None,
             live: None,
             background: None,
             background_read_only: false,
@@ -101,6 +104,16 @@ impl Bash {
     /// record of a command, where dropping the call would lose it).
     pub fn with_stop(mut self, stop: watch::Receiver<u64>) -> Self {
         self.stop = Some(stop);
+        self
+    }
+
+    /// Moves a running command to the background each time `to_background`'s value
+    /// changes (Ctrl-B), where the tool can start background commands: the command is
+    /// stopped, what it changed so far is captured as after a stop, and it is started again
+    /// in the background. An overlay cannot be taken off a running process, so this is the
+    /// one way to keep both the command and the record of what it did.
+    pub fn with_to_background(mut self, to_background: watch::Receiver<u64>) -> Self {
+        self.to_background = Some(to_background);
         self
     }
 
@@ -130,6 +143,7 @@ impl Bash {
             runner,
             read_only: None,
             stop: self.stop.clone(),
+            to_background: self.to_background.clone(),
             live: self.live.clone(),
             background: self.background.clone(),
             background_read_only: true,
@@ -289,11 +303,15 @@ impl Tool for Bash {
             let capture = self.runner.begin(mutator).await.map_err(|err| {
                 ToolError::refused(format!("cannot run the command: {err}; nothing was run"))
             })?;
-            let (mut text, ended) = run(
+            let to_background = self
+                .to_background
+                .clone()
+                .filter(|_| self.background.is_some());
+            let (mut text, ended, moved) = run(
                 &*capture,
                 &args.command,
                 timeout,
-                self.stop.clone(),
+                [self.stop.clone(), to_background],
                 self.live.as_ref(),
             )
             .await
@@ -330,11 +348,29 @@ impl Tool for Bash {
                 }
             };
             describe(&mut text, &captured);
+            let mut unrestorable = captured.unrestorable;
+            if moved {
+                let again = BashArgs {
+                    command: args.command.clone(),
+                    timeout_secs: None,
+                    run_in_background: Some(true),
+                };
+                match self.start_background(mutator, &again).await {
+                    Ok(started) => {
+                        let _ = write!(text, "\n{}", started.text);
+                        unrestorable.extend(started.unrestorable);
+                    }
+                    Err(err) => {
+                        let _ =
+                            write!(text, "\n[it could not be started in the background: {err}]");
+                    }
+                }
+            }
             return Ok(ToolOutput {
                 text,
                 changes: captured.changes,
                 capture: captured.mode,
-                unrestorable: captured.unrestorable,
+                unrestorable,
                 git: captured.git,
             });
         }
@@ -481,19 +517,24 @@ enum Ending {
     TimedOut,
     /// Stopped through [`Bash::with_stop`].
     Stopped,
+    /// Stopped through [`Bash::with_to_background`], to be started again in the background.
+    Moved,
     /// `wait` itself failed; the group was killed.
     Lost(io::Error),
 }
 
-/// Runs the command `capture` readies, and returns the text the model reads and how it
-/// ended. When this returns, every process of the command's group is gone.
+/// Runs the command `capture` readies, and returns the text the model reads, how it ended,
+/// and whether it was stopped to go to the background. `stops` are what stop it, and what
+/// stops it to go to the background. When this returns, every process of the command's
+/// group is gone.
 async fn run(
     capture: &dyn CommandCapture,
     command: &str,
     timeout: Duration,
-    mut stop: Option<watch::Receiver<u64>>,
+    stops: [Option<watch::Receiver<u64>>; 2],
     live: Option<&Live>,
-) -> io::Result<(String, Ended)> {
+) -> io::Result<(String, Ended, bool)> {
+    let [mut stop, mut to_background] = stops;
     // One pipe for stdout and stderr, so the model reads them interleaved as a terminal shows.
     let (writer, mut reader) = tokio::net::unix::pipe::pipe()?;
     let writer = writer.into_blocking_fd()?;
@@ -510,8 +551,11 @@ async fn run(
         .and_then(|id| i32::try_from(id).ok())
         .and_then(Pid::from_raw);
     let mut group = GroupGuard(pid);
-    if let Some(stop) = stop.as_mut() {
-        // Only a stop that comes from now on counts.
+    // Only a stop that comes from now on counts.
+    for stop in [stop.as_mut(), to_background.as_mut()]
+        .into_iter()
+        .flatten()
+    {
         stop.mark_unchanged();
     }
 
@@ -559,6 +603,14 @@ async fn run(
                     stop = None;
                 }
             },
+            changed = stopped(to_background.as_mut()), if ending.is_none() && killed.is_none() => {
+                if changed {
+                    killed = Some(Ending::Moved);
+                    kill(capture, &mut child, &mut group);
+                } else {
+                    to_background = None;
+                }
+            },
             () = &mut drain, if ending.is_some() => break,
         }
     }
@@ -573,6 +625,7 @@ async fn run(
         Some(Ending::Exited(status)) => Ended::Exited(*status),
         _ => Ended::Killed,
     };
+    let moved = matches!(ending, Some(Ending::Moved));
     match ending {
         Some(Ending::Exited(status)) => match (status.code(), status.signal()) {
             (Some(code), _) => {
@@ -594,6 +647,11 @@ async fn run(
         Some(Ending::Stopped) => out.push_str(
             "[stopped by the user: the command and every process it started were killed]",
         ),
+        Some(Ending::Moved) => out.push_str(
+            "[moved to the background by the user (Ctrl-B): the command was stopped here, and \
+             what it changed so far is kept like any command's changes; it is started again in \
+             the background, below]",
+        ),
         Some(Ending::Lost(err)) => {
             let _ = write!(
                 out,
@@ -602,7 +660,7 @@ async fn run(
         }
         None => out.push_str("[the command's end was not seen; its processes were killed]"),
     }
-    Ok((out, ended))
+    Ok((out, ended, moved))
 }
 
 /// Kills a command that must stop: through its capture where that knows how (the overlay

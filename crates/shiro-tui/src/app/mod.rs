@@ -26,6 +26,8 @@ pub enum Effect {
     None,
     /// Stop the running turn (as Ctrl-C does to a process).
     Cancel,
+    /// Move the running `bash` command to the background (Ctrl-B).
+    Background,
 }
 
 /// The `/` and `@` menu.
@@ -408,6 +410,9 @@ impl App {
             return Effect::None;
         }
         let busy = self.turn_started.is_some() || self.approval();
+        if key.code == KeyCode::Char('b') && ctrl && self.can_background() {
+            return Effect::Background;
+        }
         match key.code {
             KeyCode::Char('c') if ctrl => {
                 if busy {
@@ -690,6 +695,16 @@ impl App {
             (Some(_), KeyCode::Esc) => picker.scope = None,
             _ => {}
         }
+    }
+
+    /// Whether Ctrl-B would move something to the background now: a `bash` call runs and
+    /// the session can start background commands.
+    pub fn can_background(&self) -> bool {
+        let bash = matches!(&self.phase, Some((Phase::Tool(name), _)) if name == "bash");
+        bash && self.turn_started.is_some()
+            && !self.stopping
+            && !self.approval()
+            && self.status.background.is_some()
     }
 
     /// The spinner's frame and what the running turn does, e.g. `Waiting for the model`.
