@@ -6,16 +6,19 @@
 //! skip. Waiting for a condition is bounded by generous deadlines that only a hang reaches.
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+#[path = "../../crates/shiro-cli/tests/support/procs.rs"]
+mod procs;
 mod support;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use procs::processes_with;
 use proptest::prelude::*;
 use shiro_tools::capture::{Background, Launch, Sandbox, Status};
 use shiro_tools::tools::{bash_kill, bash_output};
-use shiro_tools::{FsMutator, Mutator, Tool, tools};
+use shiro_tools::{FsMutator, Tool, tools};
 use support::{Ws, overlay_refused, shiro_bin};
 
 /// The session's background commands, with shiro's helper, the state dirs in `state`.
@@ -37,21 +40,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
-}
-
-/// Every process whose command line holds `marker`.
-fn processes_with(marker: &str) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let line = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        if line.contains(marker) {
-            found.push(format!("{}: {line}", entry.file_name().to_string_lossy()));
-        }
-    }
-    found
 }
 
 /// Reads `id`'s output through `bash_output` until `done` holds for all of it, or the
@@ -78,8 +66,9 @@ fn start_args(command: &str) -> serde_json::Value {
     serde_json::json!({ "command": command, "run_in_background": true })
 }
 
-/// A loop that prints a file every 200 ms shows an edit made through the workspace's
-/// mutator (as `edit_file` makes it) while it runs: the command sees the live workspace.
+/// A loop that prints a file every 200 ms shows an `edit_file` change while it runs: the
+/// command sees the live workspace (within the loop's period; the test waits for it rather
+/// than timing it).
 #[test]
 fn a_background_loop_sees_an_edit_as_it_happens() {
     if overlay_refused().is_some() {
@@ -106,8 +95,13 @@ fn a_background_loop_sees_an_edit_as_it_happens() {
         );
         let output = bash_output(Arc::clone(&background));
         read_until(&output, &m, "b1", |all| all.contains("version one")).await;
-        let path = shiro_tools::WorkspacePath::from_relative("page.txt").unwrap();
-        m.write(&path, b"version two\n", None).await.unwrap();
+        tools::edit_file()
+            .call(
+                &m,
+                serde_json::json!({"path": "page.txt", "old_string": "one", "new_string": "two"}),
+            )
+            .await
+            .unwrap();
         let seen = read_until(&output, &m, "b1", |all| all.contains("version two")).await;
         assert!(seen.contains("version two"), "{seen}");
         let killed = bash_kill(Arc::clone(&background))

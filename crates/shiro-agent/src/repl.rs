@@ -205,7 +205,7 @@ pub fn status_text(
         }
         None => out.push_str("undoable turns: unknown (the undo log cannot be read)\n"),
     }
-    if let Some(running) = status.background {
+    if let Some(running) = status.background.filter(|running| *running > 0) {
         let _ = writeln!(
             out,
             "background commands running: {running} (/bashes lists them)"

@@ -266,7 +266,6 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         "shiro: session {} ({state}), model {model}; /help lists commands, /undo takes a turn back",
         agent.session.id(),
     ));
-
     // Hot reload of user commands; without it (no inotify, say) commands load once.
     let _watch = registry.watch().ok();
     if pick {

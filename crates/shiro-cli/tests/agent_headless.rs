@@ -687,7 +687,10 @@ async fn the_model_runs_a_server_in_the_background_reads_it_and_stops_it() {
         .unwrap();
     assert_eq!(turn_end["background"][0]["id"], "b1", "{turn_end}");
     assert_eq!(turn_end["background"][0]["status"], "killed", "{turn_end}");
-    assert_eq!(support::processes_with(&marker), Vec::<String>::new());
+    assert_eq!(
+        support::procs::processes_with(&marker),
+        Vec::<String>::new()
+    );
 }
 
 /// `shiro -p` stops the background commands still running when its turn ends, says so, and
@@ -722,7 +725,10 @@ async fn background_commands_end_with_the_run_and_with_a_killed_shiro() {
         "{}",
         run.stderr
     );
-    assert_eq!(support::processes_with(&marker), Vec::<String>::new());
+    assert_eq!(
+        support::procs::processes_with(&marker),
+        Vec::<String>::new()
+    );
 
     // Resumed, the session names them and does not restart them.
     let session = world.sessions()[0]
@@ -779,19 +785,75 @@ async fn background_commands_end_with_the_run_and_with_a_killed_shiro() {
         )
         .await;
     for _ in 0..600 {
-        if support::processes_with(&format!("{marker}-4")).len() >= 2 {
+        if support::procs::processes_with(&format!("{marker}-4")).len() >= 2 {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert!(!support::processes_with(&format!("{marker}-3")).is_empty());
+    assert!(!support::procs::processes_with(&format!("{marker}-3")).is_empty());
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     for _ in 0..200 {
-        if support::processes_with(&marker).is_empty() {
+        if support::procs::processes_with(&marker).is_empty() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert_eq!(support::processes_with(&marker), Vec::<String>::new());
+    assert_eq!(
+        support::procs::processes_with(&marker),
+        Vec::<String>::new()
+    );
+}
+
+/// What a background command changes in an ignored directory is named with a turn: in
+/// `shiro log`, and by `shiro undo`, which cannot restore it. The second prompt is sent once
+/// the change is on disk, so its turn's end has it to name if the start's result did not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_change_is_named_by_the_log_and_by_undo() {
+    use tokio::io::AsyncWriteExt as _;
+    let world = World::new();
+    world.write(".gitignore", "build/\n");
+    world.write("build/old.o", "old\n");
+    world.write("notes.txt", "mine\n");
+    let model = world.replay(&serde_json::json!({"responses": [
+        {"text": "Building.", "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "notes.txt", "content": "theirs\n"}},
+            {"name": "bash", "arguments": {
+                "command": "echo new > build/new.o", "run_in_background": true}}]},
+        {"text": "Started."},
+        {"text": "Noted."}
+    ]}));
+    let mut child = world
+        .command(&["--model", &model, "--yes"], &[])
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"build it\n").await.unwrap();
+    for _ in 0..1200 {
+        if world.read("build/new.o").is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    stdin.write_all(b"what changed?\n").await.unwrap();
+    drop(stdin);
+    let run = agent_common::finish(child).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    if world.tool_results()[1].contains("cannot start the command") {
+        eprintln!("skipped: background commands cannot run here");
+        return;
+    }
+    assert_eq!(world.read("build/new.o").as_deref(), Some("new\n"));
+    let log = world.run(&["log"], "", &[]).await;
+    assert!(log.stdout.contains("build/new.o"), "{}", log.stdout);
+    let mut undone = String::new();
+    for _ in 0..2 {
+        let undo = world.run(&["undo"], "", &[]).await;
+        undone.push_str(&undo.stdout);
+        undone.push_str(&undo.stderr);
+    }
+    assert!(undone.contains("build/new.o"), "{undone}");
+    // The recorded edit is undone; the background change is named, and stays.
+    assert_eq!(world.read("notes.txt").as_deref(), Some("mine\n"));
+    assert_eq!(world.read("build/new.o").as_deref(), Some("new\n"));
 }

@@ -661,15 +661,18 @@ async fn background_commands_end_when_the_client_goes_away() {
     );
     let read = call(&client, "bash_output", json!({"id": "b1"})).await;
     assert!(text(&read).ends_with("[b1: running]"), "{}", text(&read));
-    assert!(!support::processes_with(&marker).is_empty());
+    assert!(!support::procs::processes_with(&marker).is_empty());
     drop(client);
     let status = child.wait().await.unwrap();
     assert!(status.success(), "{status:?}");
     for _ in 0..200 {
-        if support::processes_with(&marker).is_empty() {
+        if support::procs::processes_with(&marker).is_empty() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    assert_eq!(support::processes_with(&marker), Vec::<String>::new());
+    assert_eq!(
+        support::procs::processes_with(&marker),
+        Vec::<String>::new()
+    );
 }

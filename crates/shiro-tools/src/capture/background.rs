@@ -220,6 +220,13 @@ impl Background {
             }
             _ => (Vec::new(), Vec::new()),
         };
+        // Taken before the command starts, so that nothing it writes is in it.
+        let seen = {
+            let (root, writable) = (root.to_path_buf(), writable.clone());
+            tokio::task::spawn_blocking(move || listing(&root, &writable))
+                .await
+                .unwrap_or_default()
+        };
         let (writer, reader) = tokio::net::unix::pipe::pipe()
             .map_err(|err| BackgroundError(format!("cannot make a pipe: {err}")))?;
         let writer = writer
@@ -289,12 +296,6 @@ impl Background {
         let kill = match &layer {
             Some(layer) => Some(Kill::Init(layer.dir().to_path_buf())),
             None => pid.map(Kill::Group),
-        };
-        let seen = {
-            let (root, writable) = (root.to_path_buf(), writable.clone());
-            tokio::task::spawn_blocking(move || listing(&root, &writable))
-                .await
-                .unwrap_or_default()
         };
         let id = {
             let mut jobs = lock(&self.jobs);
@@ -719,6 +720,7 @@ fn ignored_dirs(root: &Path) -> (Vec<WorkspacePath>, Vec<String>) {
         .hidden(false)
         .require_git(false)
         .follow_links(false)
+        .filter_entry(|entry| entry.file_name() != ".git")
         .build();
     for entry in walk.flatten() {
         if entry.file_type().is_some_and(|kind| kind.is_dir()) {
@@ -828,8 +830,34 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_writable_directories_are_the_outermost_ignored_real_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let make = |rel: &str| std::fs::create_dir_all(root.join(rel)).unwrap();
+        std::fs::write(root.join(".gitignore"), "target/\n*.cache\nlink\n").unwrap();
+        make("target/debug/deps");
+        make("src/web/node_modules/x");
+        std::fs::write(root.join("src/web/.gitignore"), "node_modules/\n").unwrap();
+        make("src/a.cache");
+        make(".git/objects");
+        std::fs::write(root.join(".git/info"), "").unwrap();
+        std::os::unix::fs::symlink("/etc", root.join("link")).unwrap();
+        let (dirs, notes) = ignored_dirs(root);
+        let dirs: Vec<&str> = dirs.iter().map(WorkspacePath::as_str).collect();
+        assert_eq!(dirs, ["src/a.cache", "src/web/node_modules", "target"]);
+        assert!(notes.is_empty(), "{notes:?}");
+        for n in 0..=BACKGROUND_MAX_WRITABLE {
+            make(&format!("many/d{n}.cache"));
+        }
+        let (dirs, notes) = ignored_dirs(root);
+        assert_eq!(dirs.len(), BACKGROUND_MAX_WRITABLE);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+    }
 
     #[test]
     fn reads_return_what_came_since_the_last_and_say_what_was_not_kept() {
