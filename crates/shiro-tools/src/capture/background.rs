@@ -120,6 +120,9 @@ struct JobState {
     seen: Listing,
     /// Whether its end was reported by [`Background::take_changes`] yet.
     swept: bool,
+    /// A second descriptor of its output pipe's read end, to see what waits in the pipe;
+    /// closed once the output has been read to its end.
+    pipe: Option<OwnedFd>,
 }
 
 #[derive(Debug, Clone)]
@@ -315,6 +318,7 @@ impl Background {
                 kill,
                 seen,
                 swept: false,
+                pipe: rustix::io::dup(&reader).ok(),
             }),
             stop: Notify::new(),
             ended: watch::Sender::new(false),
@@ -450,8 +454,10 @@ impl Job {
     }
 
     /// The output since the last read, its lines kept only where `filter` matches them,
-    /// bounded like a foreground command's, and where the command stands.
-    pub fn read(&self, filter: Option<&regex::Regex>) -> Read {
+    /// bounded like a foreground command's, and where the command stands. Everything the
+    /// command wrote before the call is in it.
+    pub async fn read(&self, filter: Option<&regex::Regex>) -> Read {
+        self.caught_up().await;
         let mut state = lock(&self.state);
         let (bytes, dropped) = state.output.unread();
         let status = state.status.clone();
@@ -496,6 +502,24 @@ impl Job {
         match text.find('\n') {
             Some(at) if bytes.len() == max => text[at + 1..].to_owned(),
             _ => text,
+        }
+    }
+
+    /// Waits until the bytes that were in the output pipe when it was called have been
+    /// taken into the buffer (the task that reads the pipe may not have run yet); a few
+    /// seconds at most, should that task be starved.
+    async fn caught_up(&self) {
+        let pending = (lock(&self.state).pipe.as_ref())
+            .map_or(0, |pipe| rustix::io::ioctl_fionread(pipe).unwrap_or(0));
+        if pending == 0 {
+            return;
+        }
+        let target = lock(&self.state).output.total + pending;
+        for _ in 0..2000 {
+            if lock(&self.state).output.total >= target || *self.ended.borrow() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
         }
     }
 
@@ -694,6 +718,7 @@ async fn supervise(
         if state.status == Status::Running || matches!(status, Status::Failed(_)) {
             state.status = status;
         }
+        state.pipe = None;
     }
     job.ended.send_replace(true);
 }

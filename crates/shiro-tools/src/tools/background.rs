@@ -94,7 +94,7 @@ impl Tool for BashOutput {
             .transpose()
             .map_err(|err| ToolError::refused(format!("filter is not a valid regex: {err}")))?;
         let job = self.background.job(&args.id).map_err(refused)?;
-        let read = job.read(filter.as_ref());
+        let read = job.read(filter.as_ref()).await;
         let mut text = read.text;
         let _ = write!(text, "[{}: {}]", job.id(), read.status);
         if let Some(note) = refused_note(&job, &text) {
@@ -133,7 +133,7 @@ impl Tool for BashKill {
         let job = self.background.job(&args.id).map_err(refused)?;
         let was = job.status();
         job.kill().await;
-        let read = job.read(None);
+        let read = job.read(None).await;
         let mut text = read.text;
         match was {
             Status::Running => {

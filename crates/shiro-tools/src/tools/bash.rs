@@ -411,7 +411,7 @@ impl Bash {
                 ToolError::refused(format!("cannot start the command: {err}; nothing was run"))
             })?;
         job.settle(BASH_BACKGROUND_SETTLE).await;
-        let read = job.read(None);
+        let read = job.read(None).await;
         if let crate::capture::Status::Failed(why) = &read.status {
             return Err(ToolError::refused(format!(
                 "cannot start the command: {why}; nothing was run"
