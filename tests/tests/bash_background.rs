@@ -76,6 +76,8 @@ fn a_background_loop_sees_an_edit_as_it_happens() {
     }
     let ws = Ws::new();
     ws.write("page.txt", "version one\n");
+    // Its own marker, so that another run of the suite beside it is not taken for it.
+    let marker = format!("hot-reload-marker-{}", std::process::id());
     let state = tempfile::tempdir().unwrap();
     runtime().block_on(async {
         let background = background(state.path());
@@ -84,7 +86,9 @@ fn a_background_loop_sees_an_edit_as_it_happens() {
         let started = bash
             .call(
                 &m,
-                start_args("while true; do cat page.txt; sleep 0.2; done # hot-reload-marker"),
+                start_args(&format!(
+                    "while true; do cat page.txt; sleep 0.2; done # {marker}"
+                )),
             )
             .await
             .unwrap();
@@ -111,7 +115,7 @@ fn a_background_loop_sees_an_edit_as_it_happens() {
         assert!(killed.text.contains("b1: stopped"), "{}", killed.text);
         assert_eq!(background.list()[0].status, Status::Killed);
     });
-    assert_eq!(processes_with("hot-reload-marker"), Vec::<String>::new());
+    assert_eq!(processes_with(&marker), Vec::<String>::new());
 }
 
 /// A write to a tracked file is refused by the kernel and named; a write in an ignored
@@ -126,6 +130,7 @@ fn writes_outside_ignored_directories_are_refused_and_the_rest_named() {
     ws.write(".gitignore", "target/\n");
     ws.write("src/main.rs", "fn main() {}\n");
     ws.write("target/old.o", "old\n");
+    let marker = format!("session-end-marker-{}", std::process::id());
     let state = tempfile::tempdir().unwrap();
     runtime().block_on(async {
         let background = background(state.path());
@@ -150,7 +155,7 @@ fn writes_outside_ignored_directories_are_refused_and_the_rest_named() {
         for _ in 0..2 {
             bash.call(
                 &m,
-                start_args("setsid sleep 300 & sleep 300 # session-end-marker"),
+                start_args(&format!("setsid sleep 300 & sleep 300 # {marker}")),
             )
             .await
             .unwrap();
@@ -163,12 +168,12 @@ fn writes_outside_ignored_directories_are_refused_and_the_rest_named() {
     assert_eq!(ws.read("target/app"), "built\n");
     // The helpers die with their parent-death signal or their kill: wait for the kernel.
     for _ in 0..200 {
-        if processes_with("session-end-marker").is_empty() {
+        if processes_with(&marker).is_empty() {
             break;
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(processes_with("session-end-marker"), Vec::<String>::new());
+    assert_eq!(processes_with(&marker), Vec::<String>::new());
 }
 
 /// One write a command may try.
