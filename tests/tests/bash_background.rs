@@ -167,13 +167,7 @@ fn writes_outside_ignored_directories_are_refused_and_the_rest_named() {
     assert_eq!(ws.read("src/main.rs"), "fn main() {}\n");
     assert_eq!(ws.read("target/app"), "built\n");
     // The helpers die with their parent-death signal or their kill: wait for the kernel.
-    for _ in 0..200 {
-        if processes_with(&marker).is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(processes_with(&marker), Vec::<String>::new());
+    assert_eq!(procs::left_after_kill(&marker), Vec::<String>::new());
 }
 
 /// One write a command may try.

@@ -685,14 +685,8 @@ fn ctrl_b_moves_a_running_bash_call_to_the_background() {
     // What it printed since is timing's business; that it runs is not.
     assert!(results[1].ends_with("[b1: running]"), "{results:?}");
     // Gone with the session: the helper's kill or its parent-death signal.
-    for _ in 0..200 {
-        if support::procs::processes_with(&marker).is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
     assert_eq!(
-        support::procs::processes_with(&marker),
+        support::procs::left_after_kill(&marker),
         Vec::<String>::new()
     );
 }

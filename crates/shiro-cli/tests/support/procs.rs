@@ -18,3 +18,15 @@ pub fn processes_with(marker: &str) -> Vec<String> {
     }
     found
 }
+
+/// The processes that still hold `marker` once the kernel has had time to end them: polled
+/// for up to ten seconds (a killed namespace's processes go in a moment, but not at once).
+pub fn left_after_kill(marker: &str) -> Vec<String> {
+    for _ in 0..200 {
+        if processes_with(marker).is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    processes_with(marker)
+}
