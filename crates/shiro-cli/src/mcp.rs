@@ -3,6 +3,7 @@
 //! commands `shiro tool`, `shiro undo`, `shiro redo` and `shiro log` run, so a client's
 //! calls and a terminal's commands are turns of the one undo log.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
@@ -10,6 +11,7 @@ use shiro_agent::headless::{self, Context, Report, RestoreArgs};
 use shiro_agent::render::Color;
 use shiro_agent::signals::INTERRUPTED;
 use shiro_mcp::server::{self, Outcome, Restore, Serve, Way, Workspace, with_lines};
+use shiro_tools::capture::Background;
 use shiro_tools::{FsMutator, Tool, ToolError, ToolOutput};
 use shiro_undo::{Recording, UndoStore};
 use tokio::sync::watch;
@@ -58,13 +60,29 @@ impl Workspace for HeadlessWorkspace {
         self.0.tools()
     }
 
-    fn tool(&self, name: &str, stop: Option<watch::Receiver<u64>>) -> Option<Box<dyn Tool>> {
-        match stop {
-            Some(stop) if name == shiro_commands::tool::BASH => {
-                Some(Box::new(self.0.bash.clone().with_stop(stop)))
-            }
-            _ => self.0.tool(name),
+    fn tool(
+        &self,
+        name: &str,
+        stop: Option<watch::Receiver<u64>>,
+        background: Option<&Arc<Background>>,
+    ) -> Option<Box<dyn Tool>> {
+        let mut bash = self.0.bash.clone();
+        if let Some(stop) = stop {
+            bash = bash.with_stop(stop);
         }
+        if let Some(background) = background {
+            bash = bash.with_background(Arc::clone(background));
+        }
+        shiro_tools::tools::all_with(bash)
+            .into_iter()
+            .find(|tool| tool.name() == name)
+    }
+
+    fn session_background(&self) -> Option<Background> {
+        self.0
+            .bash
+            .background()
+            .map(|background| background.fresh())
     }
 
     fn stops(&self) -> watch::Receiver<u64> {

@@ -516,14 +516,12 @@ fn the_configuration_blocks_in_docs_mcp_are_valid() {
     insta::assert_snapshot!("mcp_docs_configuration", checked.join("\n"));
 }
 
-/// `shiro mcp --http`: two clients reach one server with the token and share its undo log;
-/// a request without the token, from a browser page (`Origin`) or under another `Host` is
-/// refused; SIGINT stops the server, which says why it ended.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn over_http_clients_share_one_log_and_need_the_token() {
-    const TOKEN: &str = "tok-http-0123456789abcdef";
-    let world = World::new();
-    world.write("a.txt", "one\n");
+/// The token the HTTP tests' servers take.
+const TOKEN: &str = "tok-http-0123456789abcdef";
+
+/// `shiro mcp --http` on a port the system picks, in `world`, taking [`TOKEN`]: the server,
+/// and the URL it said it serves at.
+async fn serve_http(world: &World) -> (tokio::process::Child, String) {
     let mut command = world.command(
         &["mcp", "--http", "127.0.0.1:0"],
         &[("SHIRO_MCP_TOKEN", TOKEN)],
@@ -546,6 +544,27 @@ async fn over_http_clients_share_one_log_and_need_the_token() {
         url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
         "{url}"
     );
+    (server, url)
+}
+
+/// Stops `server` with SIGINT, as a person does with Ctrl-C: it exits 130.
+async fn interrupt(mut server: tokio::process::Child) {
+    std::process::Command::new("kill")
+        .args(["-INT", &server.id().unwrap().to_string()])
+        .status()
+        .unwrap();
+    let status = server.wait().await.unwrap();
+    assert_eq!(status.code(), Some(130));
+}
+
+/// `shiro mcp --http`: two clients reach one server with the token and share its undo log;
+/// a request without the token, from a browser page (`Origin`) or under another `Host` is
+/// refused; SIGINT stops the server, which says why it ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_clients_share_one_log_and_need_the_token() {
+    let world = World::new();
+    world.write("a.txt", "one\n");
+    let (server, url) = serve_http(&world).await;
 
     let writer = shiro_mcp::http::connect(&url, Some(TOKEN.to_owned()), client_config())
         .await
@@ -602,12 +621,7 @@ async fn over_http_clients_share_one_log_and_need_the_token() {
     writer.cancel().await.unwrap();
     other.cancel().await.unwrap();
 
-    std::process::Command::new("kill")
-        .args(["-INT", &server.id().unwrap().to_string()])
-        .status()
-        .unwrap();
-    let status = server.wait().await.unwrap();
-    assert_eq!(status.code(), Some(130));
+    interrupt(server).await;
     assert_eq!(world.read("a.txt").unwrap(), "one\n");
 }
 
@@ -667,6 +681,63 @@ async fn background_commands_end_when_the_client_goes_away() {
     assert!(status.success(), "{status:?}");
     assert_eq!(
         support::procs::left_after_kill(&marker),
+        Vec::<String>::new()
+    );
+}
+
+/// Over HTTP, each client's session has background commands of its own: another client can
+/// neither read nor stop them, and they end when their session does (the client closes it),
+/// while the other session's keep running until the server stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_background_commands_belong_to_their_session() {
+    if !overlays_work().await {
+        return;
+    }
+    let world = World::new();
+    let (server, url) = serve_http(&world).await;
+    let connect = || shiro_mcp::http::connect(&url, Some(TOKEN.to_owned()), client_config());
+    let first = connect().await.unwrap();
+    let second = connect().await.unwrap();
+    let marker = |who: &str| format!("mcp-http-bg-{who}-{}", std::process::id());
+    let start = |client, who: &str| {
+        let command = format!("echo up; sleep 600 # {}", marker(who));
+        call(
+            client,
+            "bash",
+            json!({"command": command, "run_in_background": true}),
+        )
+    };
+    let started = start(&first, "first").await;
+    assert!(
+        text(&started).contains("started in the background as b1"),
+        "{}",
+        text(&started)
+    );
+    // The second session sees none of the first one's commands, and numbers its own anew.
+    let foreign = call(&second, "bash_output", json!({"id": "b1"})).await;
+    assert!(failed(&foreign), "{}", text(&foreign));
+    let refused = call(&second, "bash_kill", json!({"id": "b1"})).await;
+    assert!(failed(&refused), "{}", text(&refused));
+    let started = start(&second, "second").await;
+    assert!(
+        text(&started).contains("started in the background as b1"),
+        "{}",
+        text(&started)
+    );
+    assert!(!support::procs::processes_with(&marker("first")).is_empty());
+
+    first.cancel().await.unwrap();
+    assert_eq!(
+        support::procs::left_after_kill(&marker("first")),
+        Vec::<String>::new()
+    );
+    let read = call(&second, "bash_output", json!({"id": "b1"})).await;
+    assert!(text(&read).ends_with("[b1: running]"), "{}", text(&read));
+    assert!(!support::procs::processes_with(&marker("second")).is_empty());
+
+    interrupt(server).await;
+    assert_eq!(
+        support::procs::left_after_kill(&marker("second")),
         Vec::<String>::new()
     );
 }

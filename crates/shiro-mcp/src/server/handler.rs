@@ -4,7 +4,7 @@
 //! macros, because shiro's tools are values (`Box<dyn Tool>`) that carry their own schemas.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rmcp::ErrorData;
 use rmcp::ServerHandler;
@@ -14,6 +14,7 @@ use rmcp::model::{
     ToolAnnotations,
 };
 use rmcp::service::{MaybeSendFuture, RequestContext, RoleServer};
+use shiro_tools::capture::Background;
 use shiro_tools::schema_of;
 
 use super::turns::{BeginTurnArgs, NoArgs, RestoreToolArgs, Turns, UndoToolArgs};
@@ -28,20 +29,17 @@ const UNDO: &str = "Undo the newest turn in this workspace (a call, a group, or 
 const REDO: &str = "Redo the turn undone last (possible until a new turn is recorded). Refused, changing nothing, if a file changed since the undo, unless force is set; dry_run shows the diff and changes nothing.";
 const LOG: &str = "List the turns that can be undone, newest first, with what each changed and whether the next undo would be refused; and the turns that can be redone.";
 
-/// The server of one `shiro mcp` process.
+/// The server of one `shiro mcp` process; over HTTP, one per client's session (see
+/// [`ShiroServer::for_session`]), all sharing the one [`Turns`].
 #[derive(Debug)]
 pub struct ShiroServer<W> {
     turns: Arc<Turns<W>>,
     tools: Arc<Vec<Tool>>,
-}
-
-impl<W> Clone for ShiroServer<W> {
-    fn clone(&self) -> Self {
-        Self {
-            turns: Arc::clone(&self.turns),
-            tools: Arc::clone(&self.tools),
-        }
-    }
+    /// The background commands of this handler's HTTP session: made at its first call that
+    /// needs them, and killed when the session ends (the client closes it, or it idles out)
+    /// and its handler is dropped. Calls outside a session (stdio, or a stateless request)
+    /// use the workspace's own registry, whose commands end with the server.
+    session_background: OnceLock<Option<Arc<Background>>>,
 }
 
 impl<W: Workspace> ShiroServer<W> {
@@ -88,6 +86,17 @@ impl<W: Workspace> ShiroServer<W> {
         Self {
             turns,
             tools: Arc::new(listed),
+            session_background: OnceLock::new(),
+        }
+    }
+
+    /// A handler for a new client's session (or a request that has none): the same turns
+    /// and tools, and no background commands of its own yet.
+    pub fn for_session(&self) -> Self {
+        Self {
+            turns: Arc::clone(&self.turns),
+            tools: Arc::clone(&self.tools),
+            session_background: OnceLock::new(),
         }
     }
 
@@ -97,13 +106,15 @@ impl<W: Workspace> ShiroServer<W> {
     }
 
     /// Runs one call, which `stop` stops (see [`Turns::tool_stopped_by`]); every failure is
-    /// a result the client's model reads.
+    /// a result the client's model reads. `in_session`: the call came in a client's HTTP
+    /// session, whose background commands are its own.
     async fn run(
         &self,
         client: &str,
         name: &str,
         args: serde_json::Value,
         stop: tokio::sync::watch::Receiver<u64>,
+        in_session: bool,
     ) -> Outcome {
         match name {
             "begin_turn" => self.turns.begin(client, args).await,
@@ -111,7 +122,10 @@ impl<W: Workspace> ShiroServer<W> {
             "undo" => self.turns.restore(Way::Undo, args).await,
             "redo" => self.turns.restore(Way::Redo, args).await,
             "log" => self.turns.log(args).await,
-            _ => match self.turns.tool_stopped_by(name, stop) {
+            _ => match self
+                .turns
+                .tool_stopped_by(name, stop, self.background(in_session))
+            {
                 Some(tool) => self.turns.call(client, tool, args).await,
                 None => {
                     let names: Vec<&str> =
@@ -126,6 +140,30 @@ impl<W: Workspace> ShiroServer<W> {
         }
     }
 }
+
+impl<W: Workspace> ShiroServer<W> {
+    /// The background commands a call uses: its session's, made at the first call; `None`
+    /// (the workspace's own) outside a session.
+    fn background(&self, in_session: bool) -> Option<&Arc<Background>> {
+        if !in_session {
+            return None;
+        }
+        self.session_background
+            .get_or_init(|| self.turns.session_background().map(Arc::new))
+            .as_ref()
+    }
+}
+
+/// Whether a request came in a client's HTTP session (it names one with `Mcp-Session-Id`).
+fn in_session(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .extensions
+        .get::<hyper::http::request::Parts>()
+        .is_some_and(|parts| parts.headers.contains_key(SESSION_HEADER))
+}
+
+/// The header an HTTP client's requests name their session in.
+const SESSION_HEADER: &str = "mcp-session-id";
 
 /// A schema as the JSON object MCP wants (a schema that is not one is replaced by the
 /// schema of an object with any properties).
@@ -178,12 +216,15 @@ impl<W: Workspace> ServerHandler for ShiroServer<W> {
         let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
         // The client's cancellation stops a running bash command, as Ctrl-C does in a
         // terminal; the call still finishes and its turn is recorded.
+        let in_session = in_session(&context);
         let cancelled = context.ct;
         let (stop, forward) = self
             .turns
             .call_stop(async move { cancelled.cancelled().await });
         async move {
-            let outcome = self.run(&client, &request.name, args, stop).await;
+            let outcome = self
+                .run(&client, &request.name, args, stop, in_session)
+                .await;
             forward.abort();
             Ok(result(outcome).into())
         }

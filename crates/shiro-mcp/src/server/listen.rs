@@ -7,12 +7,13 @@
 //! token the user set, refuses requests that carry a browser's `Origin`, and takes only
 //! loopback `Host` names (rmcp's guard against DNS rebinding). Every session shares one
 //! [`super::Turns`]: the calls of all clients are recorded in the one undo log, grouped as one
-//! client's would be.
+//! client's would be. Background commands are each session's own, and end with it.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use http_body_util::Full;
@@ -57,6 +58,9 @@ pub fn refuse_token(token: &str) -> Option<String> {
     }
 }
 
+/// How long a session lasts without a request; its background commands end with it.
+pub const SESSION_IDLE: Duration = Duration::from_secs(60 * 60);
+
 /// The shortest token taken.
 const MIN_TOKEN: usize = 16;
 
@@ -96,9 +100,14 @@ impl Listener {
     ) {
         let config = StreamableHttpServerConfig::default().enforce_origin_validation();
         let stopping = config.cancellation_token.clone();
+        // A session ends when its client closes it, or after this long without a request
+        // (rmcp's default is five minutes, which would end a dev server the client started
+        // while its user read for a while).
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = Some(SESSION_IDLE);
         let mcp = TowerToHyperService::new(StreamableHttpService::new(
-            move || Ok(server.clone()),
-            Arc::new(LocalSessionManager::default()),
+            move || Ok(server.for_session()),
+            Arc::new(sessions),
             config,
         ));
         let expected: Arc<[u8]> = format!("Bearer {}", token.trim()).into_bytes().into();

@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use rmcp::ServiceExt as _;
+use shiro_tools::capture::Background;
 use shiro_tools::{FsMutator, Tool, ToolError, ToolOutput};
 use shiro_undo::{Recording, UndoStore};
 use tokio::sync::watch;
@@ -68,8 +69,20 @@ pub trait Workspace: Send + Sync + 'static {
     fn tools(&self) -> Vec<Box<dyn Tool>>;
 
     /// The tool called `name`, if there is one. With `stop`, a running `bash` command is
-    /// killed when it changes (what it changed is still recorded).
-    fn tool(&self, name: &str, stop: Option<watch::Receiver<u64>>) -> Option<Box<dyn Tool>>;
+    /// killed when it changes (what it changed is still recorded). With `background`,
+    /// `bash`, `bash_output` and `bash_kill` start, read and stop the background commands of
+    /// that registry rather than the workspace's own.
+    fn tool(
+        &self,
+        name: &str,
+        stop: Option<watch::Receiver<u64>>,
+        background: Option<&Arc<Background>>,
+    ) -> Option<Box<dyn Tool>>;
+
+    /// A registry of background commands of its own, for one client's session: empty, run
+    /// as the workspace's are, and killed when dropped. `None` when background commands are
+    /// off.
+    fn session_background(&self) -> Option<Background>;
 
     /// Changes each time a signal asks the call under way to stop.
     fn stops(&self) -> watch::Receiver<u64>;

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::Deserialize;
+use shiro_tools::capture::Background;
 use shiro_tools::{Change, FsMutator, Tool, parse_args};
 use shiro_undo::{Recording, TurnId, TurnStart, UndoStore};
 use tokio::sync::Mutex;
@@ -151,15 +152,23 @@ impl<W: Workspace> Turns<W> {
         self.workspace.tools()
     }
 
+    /// A registry of background commands for one client's session (see
+    /// [`Workspace::session_background`]).
+    pub fn session_background(&self) -> Option<Background> {
+        self.workspace.session_background()
+    }
+
     /// The tool called `name` for one call that `stop` stops (the client cancelled it, or a
     /// signal came): for `bash`, a running command is then killed, and what it changed is
-    /// still recorded; the other tools finish quickly.
+    /// still recorded; the other tools finish quickly. With `background`, the background
+    /// commands are that registry's (see [`Workspace::tool`]).
     pub fn tool_stopped_by(
         &self,
         name: &str,
         stop: tokio::sync::watch::Receiver<u64>,
+        background: Option<&Arc<Background>>,
     ) -> Option<Box<dyn Tool>> {
-        self.workspace.tool(name, Some(stop))
+        self.workspace.tool(name, Some(stop), background)
     }
 
     /// A stop for one call: it changes when `cancelled` resolves (the client's cancellation)

@@ -193,6 +193,12 @@ impl Background {
         }
     }
 
+    /// Another session's registry: launched and limited as this one, with no commands (the
+    /// limit counts each registry's own).
+    pub fn fresh(&self) -> Self {
+        Self::new(self.launch.clone(), self.limit)
+    }
+
     /// Starts `command` with `bash -c` in `root`; a `read_only` session's command may write
     /// nowhere in the workspace. Returns the job once it has started.
     pub async fn start(
