@@ -7,6 +7,9 @@ use std::time::Duration;
 use shiro_providers::{Message, Role};
 use shiro_tools::capture::{Background, JobSummary, Status};
 
+use crate::events::Printer;
+use crate::protocol::{BackgroundAction, BackgroundChoice, BackgroundItem, ToFront};
+
 /// How much of a command's output `/bashes show` prints.
 const SHOW_BYTES: usize = 4000;
 
@@ -41,6 +44,49 @@ pub async fn command(background: Option<&Background>, args: &str) -> String {
         },
         _ => "usage: /bashes, /bashes show ID, /bashes kill ID".to_owned(),
     }
+}
+
+/// `/bashes` in the terminal UI: the person picks a command and what to do with it, and
+/// this does it. Nothing is shown when they pick none.
+pub(crate) async fn pick(printer: &mut Printer, background: Option<&Background>) -> String {
+    let jobs = match background {
+        Some(background) => background.list(),
+        None => return command(None, "").await,
+    };
+    if jobs.is_empty() {
+        return list(&jobs);
+    }
+    let (reply, chosen) = std::sync::mpsc::channel();
+    printer.ui(ToFront::PickBackground {
+        commands: items(&jobs),
+        reply,
+    });
+    // The UI answers at once when it cannot show a picker; waiting blocks this thread as a
+    // prompt does.
+    match chosen.recv().ok().flatten() {
+        Some(BackgroundChoice { id, action }) => {
+            let verb = match action {
+                BackgroundAction::Show => "show",
+                BackgroundAction::Kill => "kill",
+            };
+            command(background, &format!("{verb} {id}")).await
+        }
+        None => String::new(),
+    }
+}
+
+/// The rows of the `/bashes` picker.
+pub fn items(jobs: &[JobSummary]) -> Vec<BackgroundItem> {
+    jobs.iter()
+        .map(|job| BackgroundItem {
+            id: job.id.clone(),
+            command: one_line(&job.command, 200),
+            status: job.status.to_string(),
+            running: job.status == Status::Running,
+            age: age(job.age),
+            last_line: job.last_line.as_deref().map(|line| one_line(line, 200)),
+        })
+        .collect()
 }
 
 /// The table `/bashes` prints.

@@ -192,6 +192,49 @@ pub enum ToFront {
     /// Text to put in the input box, for the person to edit and send (a rewound turn's
     /// prompt).
     Prefill(String),
+    /// Asks the person to pick a background command (`/bashes`) and what to do with it;
+    /// `None` when they choose none.
+    PickBackground {
+        /// The session's background commands, oldest first.
+        commands: Vec<BackgroundItem>,
+        /// Where the choice goes.
+        reply: Sender<Option<BackgroundChoice>>,
+    },
+}
+
+/// A background command, as the `/bashes` picker shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackgroundItem {
+    /// Its id (`b1`).
+    pub id: String,
+    /// Its command line, on one line.
+    pub command: String,
+    /// Where it stands (`running`, `exited with status 0`, …).
+    pub status: String,
+    /// Whether it still runs.
+    pub running: bool,
+    /// How long ago it started (`2m 5s`).
+    pub age: String,
+    /// The last line it printed, if any.
+    pub last_line: Option<String>,
+}
+
+/// What the person chose in the `/bashes` picker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackgroundChoice {
+    /// The command's id.
+    pub id: String,
+    /// What to do with it.
+    pub action: BackgroundAction,
+}
+
+/// What to do with a picked background command.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackgroundAction {
+    /// Show its output (`/bashes show ID`).
+    Show,
+    /// Stop it, with everything it started (`/bashes kill ID`).
+    Kill,
 }
 
 /// A turn of the session, as the rewind picker shows it.

@@ -309,6 +309,14 @@ async fn builtin(agent: &mut Agent<'_>, registry: &Registry, name: &str, args: &
         }
         "fork" => super::travel::fork(agent, args).await,
         "sessions" => resume(agent, "").await,
+        "bashes" if args.trim().is_empty() && agent.printer.has_ui() => {
+            let background = ctx.bash.background().map(|b| &**b);
+            let text = super::bashes::pick(&mut agent.printer, background).await;
+            if text.is_empty() {
+                return Ok(());
+            }
+            text
+        }
         "bashes" => super::bashes::command(ctx.bash.background().map(|b| &**b), args).await,
         "log" => match headless::log(ctx, false).await {
             Ok(report) => report.stdout,

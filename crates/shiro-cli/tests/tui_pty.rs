@@ -644,8 +644,8 @@ fn esc_esc_rewinds_files_and_conversation_and_redo_brings_them_back() {
 
 /// Ctrl-B while a bash call runs moves it to the background: the call ends with what the
 /// command changed so far kept, the command runs again in the background, where the model
-/// reads it with `bash_output`; the status line counts it, `/bashes` lists it, and leaving
-/// stops it.
+/// reads it with `bash_output`; the status line counts it, and the `/bashes` picker lists it
+/// and stops it.
 #[test]
 fn ctrl_b_moves_a_running_bash_call_to_the_background() {
     let world = World::new();
@@ -673,8 +673,16 @@ fn ctrl_b_moves_a_running_bash_call_to_the_background() {
     pty.wait_for("It ticks in the background.", WAIT);
     wait_idle(&mut pty);
     pty.wait_for("1 background command running", WAIT);
+    // `/bashes` opens the picker; `k` stops the selected command, and everything it started.
     pty.send("/bashes\r");
-    pty.wait_for("background commands: 1 running, 1 in all", WAIT);
+    pty.wait_for("Background commands · ↑↓ to choose", WAIT);
+    pty.wait_for("› b1   running", WAIT);
+    pty.send("k");
+    pty.wait_for("b1: stopped, with every process it started", WAIT);
+    assert_eq!(
+        support::procs::left_after_kill(&marker),
+        Vec::<String>::new()
+    );
     exit_with_ctrl_d(&mut pty);
     let results = world.tool_results();
     assert!(
@@ -684,9 +692,4 @@ fn ctrl_b_moves_a_running_bash_call_to_the_background() {
     );
     // What it printed since is timing's business; that it runs is not.
     assert!(results[1].ends_with("[b1: running]"), "{results:?}");
-    // Gone with the session: the helper's kill or its parent-death signal.
-    assert_eq!(
-        support::procs::left_after_kill(&marker),
-        Vec::<String>::new()
-    );
 }

@@ -8,8 +8,10 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::text::Line;
+use shiro_agent::protocol::{
+    BackgroundAction, BackgroundChoice, BackgroundItem, Op, RewindChoice, RewindScope,
+};
 use shiro_agent::protocol::{Event, Status};
-use shiro_agent::protocol::{Op, RewindChoice, RewindScope};
 use shiro_commands::{Registry, Sources};
 use shiro_providers::{Message, ToolCall};
 use shiro_tools::{Change, WorkspacePath};
@@ -622,5 +624,78 @@ fn the_slash_menu_shows_skills() {
     insta::assert_snapshot!(format!(
         "{untrusted}\n\n--- trusted, after typing `r`:\n{}",
         shot(&mut app, now)
+    ));
+}
+
+/// `/bashes` in the terminal UI: a picker of the session's background commands; Enter shows
+/// the selected one's output, `k` stops it (only while it runs), Esc closes.
+#[test]
+fn the_bashes_picker() {
+    let now = Instant::now();
+    let mut app = app(80);
+    let key = |code| KeyEvent::new(code, KeyModifiers::NONE);
+    let _replies = prompt(&mut app, now);
+    let commands = vec![
+        BackgroundItem {
+            id: "b1".into(),
+            command: "npm run dev".into(),
+            status: "running".into(),
+            running: true,
+            age: "4m 10s".into(),
+            last_line: Some("ready - started server on http://localhost:3000".into()),
+        },
+        BackgroundItem {
+            id: "b2".into(),
+            command: "cargo test --workspace".into(),
+            status: "exited with status 101".into(),
+            running: false,
+            age: "35s".into(),
+            last_line: None,
+        },
+    ];
+    let open = |app: &mut App| {
+        let (reply, chosen) = channel();
+        app.on_agent(
+            ToFront::PickBackground {
+                commands: commands.clone(),
+                reply,
+            },
+            now,
+        );
+        chosen
+    };
+
+    let chosen = open(&mut app);
+    let ended = shot(&mut app, now);
+    // `k` on a command that has ended does nothing; on a running one it stops it.
+    app.on_key(key(KeyCode::Char('k')), now);
+    assert!(app.bashes_picker.is_some());
+    app.on_key(key(KeyCode::Up), now);
+    let running = shot(&mut app, now);
+    app.on_key(key(KeyCode::Char('k')), now);
+    assert_eq!(
+        chosen.try_recv(),
+        Ok(Some(BackgroundChoice {
+            id: "b1".into(),
+            action: BackgroundAction::Kill
+        }))
+    );
+    assert!(app.bashes_picker.is_none());
+
+    let chosen = open(&mut app);
+    app.on_key(key(KeyCode::Enter), now);
+    assert_eq!(
+        chosen.try_recv(),
+        Ok(Some(BackgroundChoice {
+            id: "b2".into(),
+            action: BackgroundAction::Show
+        }))
+    );
+    let chosen = open(&mut app);
+    app.on_key(key(KeyCode::Esc), now);
+    assert_eq!(chosen.try_recv(), Ok(None));
+    let closed = shot(&mut app, now);
+    insta::assert_snapshot!(format!(
+        "--- the newest, which has ended:\n{ended}\n\n--- a running one:\n{running}\n\n--- closed:\n{closed}"
     ));
 }

@@ -13,7 +13,7 @@ use unicode_width::UnicodeWidthStr as _;
 
 use shiro_agent::protocol::RewindScope;
 
-use super::app::{App, ReadKind, TurnPicker};
+use super::app::{App, BashesPicker, ReadKind, TurnPicker};
 use super::markdown::wrap;
 
 /// The most lines of streamed text, diff or output shown live.
@@ -121,6 +121,8 @@ pub fn lines(app: &App, now: Instant) -> (Vec<Line<'static>>, Option<(u16, u16)>
     let mut cursor = None;
     if let Some(picker) = &app.turn_picker {
         turn_picker(picker, width, &mut out);
+    } else if let Some(picker) = &app.bashes_picker {
+        bashes_picker(picker, width, &mut out);
     } else if let Some(picker) = &app.picker {
         wrapped(
             Line::from(vec![
@@ -289,6 +291,66 @@ fn turn_picker(picker: &TurnPicker, width: u16, out: &mut Vec<Line<'static>>) {
                 ));
             }
         }
+    }
+}
+
+/// The `/bashes` picker: the session's background commands, and the last line the selected
+/// one printed.
+fn bashes_picker(picker: &BashesPicker, width: u16, out: &mut Vec<Line<'static>>) {
+    let stop = if picker.command().is_some_and(|command| command.running) {
+        " · k stops it"
+    } else {
+        ""
+    };
+    out.extend(wrap(
+        &Line::from(vec![
+            Span::styled(
+                "Background commands",
+                Style::default().add_modifier(Modifier::BOLD),
+            ),
+            Span::styled(
+                format!(" · ↑↓ to choose · enter shows its output{stop} · esc closes"),
+                dim(),
+            ),
+        ]),
+        width,
+        "  ",
+    ));
+    let first = picker.selected.saturating_sub(MENU_ROWS - 1);
+    for (index, command) in picker
+        .commands
+        .iter()
+        .enumerate()
+        .skip(first)
+        .take(MENU_ROWS)
+    {
+        let selected = index == picker.selected;
+        let text = format!(
+            "{} {:<4} {} · {} · {}",
+            if selected { "›" } else { " " },
+            command.id,
+            command.status,
+            command.age,
+            command.command
+        );
+        let style = if selected {
+            Style::default().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::default()
+        };
+        out.push(Line::styled(cut(&text, width), style));
+    }
+    if picker.commands.len() > MENU_ROWS {
+        out.push(Line::styled(
+            format!("  … {} in all", picker.commands.len()),
+            dim(),
+        ));
+    }
+    if let Some(last) = picker
+        .command()
+        .and_then(|command| command.last_line.as_deref())
+    {
+        out.push(Line::styled(cut(&format!("  last: {last}"), width), dim()));
     }
 }
 

@@ -57,7 +57,7 @@ impl App {
     }
 
     pub(super) fn menu_for(&self, forced: bool) -> Option<Menu> {
-        if self.approval() || self.picker.is_some() {
+        if self.approval() || self.picking() {
             return None;
         }
         let (start, word) = self.editor.word_before_cursor();

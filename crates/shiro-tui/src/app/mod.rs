@@ -11,11 +11,14 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use shiro_agent::protocol::{Answer, Op, RewindChoice, RewindScope, Scope};
 pub use shiro_agent::protocol::{Phase, PickItem, ReadKind, StatusInfo, ToFront, TurnItem};
+
+pub use self::bashes::BashesPicker;
 use shiro_commands::Registry;
 
 use super::editor::Editor;
 use super::markdown::{self, MarkdownStream, Options};
 
+mod bashes;
 mod menu;
 mod transcript;
 
@@ -142,6 +145,8 @@ pub struct App {
     pub picker: Option<Picker>,
     /// The open rewind picker.
     pub turn_picker: Option<TurnPicker>,
+    /// The open `/bashes` picker.
+    pub bashes_picker: Option<BashesPicker>,
     /// Esc was pressed on an empty prompt: another opens the rewind picker.
     pub esc_armed: bool,
     /// The status line's facts.
@@ -190,6 +195,7 @@ impl App {
             menu_dismissed: None,
             picker: None,
             turn_picker: None,
+            bashes_picker: None,
             esc_armed: false,
             status: StatusInfo::default(),
             hint: None,
@@ -358,6 +364,13 @@ impl App {
                 self.editor.insert(&text);
                 self.menu = None;
             }
+            ToFront::PickBackground { commands, reply } => {
+                if self.quit || commands.is_empty() {
+                    let _ = reply.send(None);
+                } else {
+                    self.bashes_picker = Some(BashesPicker::new(commands, reply));
+                }
+            }
             ToFront::Pick { sessions, reply } => {
                 self.end_turn();
                 if self.quit {
@@ -387,7 +400,7 @@ impl App {
 
     /// Handles pasted text: it goes into the prompt as typed, newlines kept.
     pub fn on_paste(&mut self, text: &str) {
-        if self.picker.is_none() && self.turn_picker.is_none() {
+        if !self.picking() {
             self.editor.insert(text);
             self.refresh_menu();
         }
@@ -407,6 +420,10 @@ impl App {
         }
         if self.turn_picker.is_some() {
             self.turn_picker_key(key.code, ctrl);
+            return Effect::None;
+        }
+        if self.bashes_picker.is_some() {
+            self.bashes_picker_key(key.code, ctrl);
             return Effect::None;
         }
         let busy = self.turn_started.is_some() || self.approval();
@@ -695,6 +712,11 @@ impl App {
             (Some(_), KeyCode::Esc) => picker.scope = None,
             _ => {}
         }
+    }
+
+    /// Whether a picker is open in the prompt's place.
+    pub fn picking(&self) -> bool {
+        self.picker.is_some() || self.turn_picker.is_some() || self.bashes_picker.is_some()
     }
 
     /// Whether Ctrl-B would move something to the background now: a `bash` call runs and
