@@ -192,6 +192,8 @@ pub enum ToFront {
     /// Text to put in the input box, for the person to edit and send (a rewound turn's
     /// prompt).
     Prefill(String),
+    /// How many background commands run now: one started or ended (between turns too).
+    BackgroundRunning(usize),
     /// Asks the person to pick a background command (`/bashes`) and what to do with it;
     /// `None` when they choose none.
     PickBackground {

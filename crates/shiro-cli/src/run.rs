@@ -134,6 +134,9 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         Some(ui) => ctx.bash.clone().with_live_output(live_output(ui.front())),
         None => ctx.bash.clone(),
     };
+    if let (Some(ui), Some(background)) = (&ui, bash.background()) {
+        count_background(ui.front(), background);
+    }
     // A search of the whole workspace leaves out what a deny rule refuses to let it read.
     let tools = shiro_tools::tools::all_hiding(bash, |tool| approvals.rules.hidden(tool));
     let (mcp_servers, mcp_notes) = mcp_servers(ctx);
@@ -324,6 +327,22 @@ fn tui_fits(env: impl Fn(&str) -> Result<String, std::env::VarError>) -> bool {
     std::io::stdin().is_terminal()
         && std::io::stdout().is_terminal()
         && env("TERM").map_or(true, |term| term != "dumb")
+}
+
+/// Keeps the UI's count of running background commands live: a command that ends between
+/// turns leaves the status line at once, not at the next prompt. The task ends with the
+/// registry.
+fn count_background(front: FrontSink, background: &Arc<shiro_tools::capture::Background>) {
+    let mut changes = background.changes();
+    let background = Arc::downgrade(background);
+    tokio::spawn(async move {
+        while changes.changed().await.is_ok() {
+            let Some(background) = background.upgrade() else {
+                return;
+            };
+            front(ToFront::BackgroundRunning(background.running()));
+        }
+    });
 }
 
 /// Hands a running command's output to the UI, whole characters at a time.

@@ -693,3 +693,35 @@ fn ctrl_b_moves_a_running_bash_call_to_the_background() {
     // What it printed since is timing's business; that it runs is not.
     assert!(results[1].ends_with("[b1: running]"), "{results:?}");
 }
+
+/// The status line counts background commands as they end, not only at the next prompt: a
+/// command that ends while the person reads leaves the count at once.
+#[test]
+fn the_status_line_counts_a_background_command_that_ends_between_turns() {
+    let world = World::new();
+    let marker = format!("bg-count-marker-{}", std::process::id());
+    let model = world.replay(&json!({"responses": [
+        {"text": "Waiting for go.", "tool_calls": [
+            {"name": "bash", "arguments": {"run_in_background": true,
+                "command": format!("until [ -e go ]; do sleep 0.05; done # {marker}")}}]},
+        {"text": "It waits for go."}
+    ]}));
+    let Some(mut pty) = spawn_shiro(&world, &["--model", &model, "--yes"]) else {
+        return;
+    };
+    wait_idle(&mut pty);
+    pty.send("wait for go\r");
+    pty.wait_for("It waits for go.", WAIT);
+    wait_idle(&mut pty);
+    pty.wait_for("1 background command running", WAIT);
+    // The command reads the workspace live: the file lets it end, with no key pressed.
+    std::fs::write(world.root().join("go"), "").unwrap();
+    pty.wait_until("the count gone from the status line", WAIT, |pty| {
+        !pty.screen().contains("background command running")
+    });
+    assert_eq!(
+        support::procs::left_after_kill(&marker),
+        Vec::<String>::new()
+    );
+    exit_with_ctrl_d(&mut pty);
+}

@@ -80,6 +80,8 @@ pub struct Background {
     launch: Launch,
     limit: usize,
     jobs: Mutex<Jobs>,
+    /// Ticks each time a command starts or ends.
+    changes: Arc<watch::Sender<u64>>,
 }
 
 #[derive(Debug, Default)]
@@ -105,6 +107,8 @@ pub struct Job {
     state: Mutex<JobState>,
     stop: Notify,
     ended: watch::Sender<bool>,
+    /// Its registry's [`Background::changes`].
+    changes: Arc<watch::Sender<u64>>,
 }
 
 #[derive(Debug)]
@@ -190,7 +194,14 @@ impl Background {
             launch,
             limit,
             jobs: Mutex::new(Jobs::default()),
+            changes: Arc::new(watch::Sender::new(0)),
         }
+    }
+
+    /// Changes each time a command starts or ends (by itself or killed): the moment to look
+    /// at [`Background::running`] again, e.g. for a status line.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// Another session's registry: launched and limited as this one, with no commands (the
@@ -328,8 +339,10 @@ impl Background {
             }),
             stop: Notify::new(),
             ended: watch::Sender::new(false),
+            changes: Arc::clone(&self.changes),
         });
         lock(&self.jobs).list.push(Arc::clone(&job));
+        job.changed();
         tokio::spawn(supervise(Arc::clone(&job), child, reader, layer));
         for note in notes.drain(..) {
             job.push(format!("[note: {note}]\n").as_bytes());
@@ -529,6 +542,12 @@ impl Job {
         }
     }
 
+    /// Tells its registry's watchers that it started or ended.
+    fn changed(&self) {
+        self.changes
+            .send_modify(|tick| *tick = tick.wrapping_add(1));
+    }
+
     /// Stops it and everything it started, and waits (a few seconds at most) for its end.
     pub async fn kill(&self) {
         {
@@ -537,6 +556,7 @@ impl Job {
                 state.status = Status::Killed;
             }
         }
+        self.changed();
         self.kill_now();
         self.stop.notify_one();
         self.settle(DRAIN_GRACE * 2).await;
@@ -727,6 +747,7 @@ async fn supervise(
         state.pipe = None;
     }
     job.ended.send_replace(true);
+    job.changed();
 }
 
 /// The listing of the directories `writable` of `root`, with the directories themselves.

@@ -344,6 +344,11 @@ impl App {
                 self.reading = Some((kind, reply));
             }
             ToFront::Status(status) => self.status = status,
+            ToFront::BackgroundRunning(running) => {
+                if let Some(count) = &mut self.status.background {
+                    *count = running;
+                }
+            }
             ToFront::Replay(conversation) => self.replay(&conversation),
             ToFront::PickTurn { turns, reply } => {
                 // The agent waits for the person now, not the other way round.
