@@ -186,18 +186,44 @@ pub(crate) fn list_changed(text: &mut String, paths: &[WorkspacePath]) {
     }
 }
 
+/// The path a line that says `reason` names, as the common tools word it:
+/// - `bash: line 1: a.txt: REASON` (the last part before the reason; with a message before
+///   it, as in `sed: couldn't open temporary file ./sedAb12: REASON`, the path at its end);
+/// - `touch: cannot touch 'a.txt': REASON`, `cp: cannot create regular file ‘a’: REASON`
+///   (the last quoted part before it);
+/// - `OSError: [Errno 30] REASON: 'a.txt'` (the quoted part after it).
+fn refused_path<'a>(line: &'a str, reason: &str) -> Option<&'a str> {
+    let (before, after) = line.split_once(reason)?;
+    let quoted = |text: &'a str, last: bool| {
+        let mut parts = text.split(['\'', '"', '`', '‘', '’']).skip(1).step_by(2);
+        let found = if last { parts.last() } else { parts.next() };
+        found.filter(|part| !part.trim().is_empty())
+    };
+    // A quoted part ends before the reason only if its closing quote does.
+    let closed = before.trim_end().trim_end_matches(':').trim_end();
+    let named = if closed.ends_with(['\'', '"', '`', '’']) {
+        quoted(closed, true)
+    } else if closed.is_empty() || closed.ends_with(']') {
+        quoted(after, false)
+    } else {
+        // A message before the path (`couldn't open temporary file ./sedAb12`) ends in it.
+        closed
+            .rsplit(": ")
+            .next()
+            .map(|part| match part.rsplit_once(char::is_whitespace) {
+                Some((_, last)) if last.starts_with(['.', '/']) => last,
+                _ => part,
+            })
+    };
+    named.map(str::trim).filter(|path| !path.is_empty())
+}
+
 /// What to say when `output` shows a write the kernel refused: the workspace is read-only to
 /// a background command but for its writable directories.
 pub(crate) fn refused_note(job: &Job, output: &str) -> Option<String> {
     const REFUSED: &str = "Read-only file system";
     let line = output.lines().find(|line| line.contains(REFUSED))?;
-    // `bash: line 1: a.txt: Read-only file system`: the part before the reason names it.
-    let named = line
-        .split(REFUSED)
-        .next()
-        .and_then(|before| before.trim_end().trim_end_matches(':').rsplit(": ").next())
-        .map(|word| word.trim().trim_matches(|c| matches!(c, '\'' | '"' | '`')))
-        .filter(|word| !word.is_empty());
+    let named = refused_path(line, REFUSED);
     let writable = if job.writable().is_empty() {
         "nowhere in the workspace".to_owned()
     } else {
@@ -213,4 +239,42 @@ pub(crate) fn refused_note(job: &Job, output: &str) -> Option<String> {
          .gitignore leaves out), so that nothing it does goes unrecorded; change files with \
          the edit tools or a foreground bash command, whose changes are recorded and undoable"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_refused_path_is_found_as_the_common_tools_word_it() {
+        const RO: &str = "Read-only file system";
+        let cases = [
+            ("bash: line 1: a.txt: Read-only file system", Some("a.txt")),
+            (
+                "bash: line 1: my notes: Read-only file system",
+                Some("my notes"),
+            ),
+            (
+                "touch: cannot touch 'a.txt': Read-only file system",
+                Some("a.txt"),
+            ),
+            (
+                "cp: cannot create regular file ‘src/x y.rs’: Read-only file system",
+                Some("src/x y.rs"),
+            ),
+            (
+                "sed: couldn't open temporary file ./sedAb12: Read-only file system",
+                Some("./sedAb12"),
+            ),
+            (
+                "OSError: [Errno 30] Read-only file system: 'out/a.txt'",
+                Some("out/a.txt"),
+            ),
+            ("Read-only file system", None),
+            ("mkdir: '': Read-only file system", None),
+        ];
+        for (line, path) in cases {
+            assert_eq!(refused_path(line, RO), path, "{line}");
+        }
+    }
 }
