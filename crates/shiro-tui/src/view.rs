@@ -145,24 +145,17 @@ pub fn lines(app: &App, now: Instant) -> (Vec<Line<'static>>, Option<(u16, u16)>
             .skip(first)
             .take(MENU_ROWS)
         {
-            let selected = index == picker.selected;
             let fork = match item.forked_at {
                 Some(turn) => format!("{}↳ fork before turn {turn} · ", "  ".repeat(item.depth)),
                 None => String::new(),
             };
             let text = format!(
-                "{} {fork}{} · {} · {}",
-                if selected { "›" } else { " " },
+                "{fork}{} · {} · {}",
                 item.when,
                 plural(item.turns, "prompt"),
                 item.first_prompt
             );
-            let style = if selected {
-                Style::default().add_modifier(Modifier::REVERSED)
-            } else {
-                Style::default()
-            };
-            out.push(Line::styled(cut(&text, width), style));
+            out.push(picker_row(index == picker.selected, &text, width));
         }
     } else {
         let inner = width.saturating_sub(2).max(1);
@@ -234,12 +227,7 @@ pub fn lines(app: &App, now: Instant) -> (Vec<Line<'static>>, Option<(u16, u16)>
 /// The rewind picker: the session's turns, then, once one is chosen, what to take back.
 fn turn_picker(picker: &TurnPicker, width: u16, out: &mut Vec<Line<'static>>) {
     let bold = Style::default().add_modifier(Modifier::BOLD);
-    let reversed = Style::default().add_modifier(Modifier::REVERSED);
-    let row = |selected: bool, text: String| {
-        let mark = if selected { "› " } else { "  " };
-        let style = if selected { reversed } else { Style::default() };
-        Line::styled(cut(&format!("{mark}{text}"), width), style)
-    };
+    let row = |selected: bool, text: String| picker_row(selected, &text, width);
     match (picker.scope, picker.turn()) {
         (Some(scope), Some(turn)) => {
             let title = format!("Rewind to before turn {} ", turn.number);
@@ -294,6 +282,18 @@ fn turn_picker(picker: &TurnPicker, width: u16, out: &mut Vec<Line<'static>>) {
     }
 }
 
+/// A row of a picker, cut to `width`: marked and reversed when selected, so that it shows
+/// without colours too.
+fn picker_row(selected: bool, text: &str, width: u16) -> Line<'static> {
+    let mark = if selected { "› " } else { "  " };
+    let style = if selected {
+        Style::default().add_modifier(Modifier::REVERSED)
+    } else {
+        Style::default()
+    };
+    Line::styled(cut(&format!("{mark}{text}"), width), style)
+}
+
 /// The `/bashes` picker: the session's background commands, and the last line the selected
 /// one printed.
 fn bashes_picker(picker: &BashesPicker, width: u16, out: &mut Vec<Line<'static>>) {
@@ -324,21 +324,11 @@ fn bashes_picker(picker: &BashesPicker, width: u16, out: &mut Vec<Line<'static>>
         .skip(first)
         .take(MENU_ROWS)
     {
-        let selected = index == picker.selected;
         let text = format!(
-            "{} {:<4} {} · {} · {}",
-            if selected { "›" } else { " " },
-            command.id,
-            command.status,
-            command.age,
-            command.command
+            "{:<4} {} · {} · {}",
+            command.id, command.status, command.age, command.command
         );
-        let style = if selected {
-            Style::default().add_modifier(Modifier::REVERSED)
-        } else {
-            Style::default()
-        };
-        out.push(Line::styled(cut(&text, width), style));
+        out.push(picker_row(index == picker.selected, &text, width));
     }
     if picker.commands.len() > MENU_ROWS {
         out.push(Line::styled(
