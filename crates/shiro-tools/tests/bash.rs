@@ -197,6 +197,74 @@ async fn is_approved_but_not_recorded() {
     );
 }
 
+/// A stop that lands while the command is being started (after the call began, before the
+/// runner watches) stops it: it is not taken for one from before the call. The runner here
+/// sends the stop from inside the start itself, where a signal can land at any time.
+#[tokio::test]
+async fn a_stop_that_lands_while_the_command_starts_stops_it() {
+    use async_trait::async_trait;
+    use shiro_tools::Mutator;
+    use shiro_tools::capture::{
+        BashRunner, CaptureError, CaptureMode, Captured, CommandCapture, Ended,
+    };
+    use std::sync::Arc;
+    use tokio::sync::watch;
+
+    /// Runs commands directly, and asks to stop each one as it starts it.
+    #[derive(Debug)]
+    struct StopsAsItStarts(Arc<watch::Sender<u64>>);
+    struct Starting(std::path::PathBuf, Arc<watch::Sender<u64>>);
+
+    #[async_trait]
+    impl BashRunner for StopsAsItStarts {
+        fn mode(&self) -> CaptureMode {
+            CaptureMode::Off
+        }
+        async fn begin(
+            &self,
+            mutator: &dyn Mutator,
+        ) -> Result<Box<dyn CommandCapture>, CaptureError> {
+            Ok(Box::new(Starting(
+                mutator.root().to_path_buf(),
+                Arc::clone(&self.0),
+            )))
+        }
+    }
+
+    #[async_trait]
+    impl CommandCapture for Starting {
+        fn command(&self, program: &str, script: &str) -> tokio::process::Command {
+            self.1.send_modify(|n| *n += 1);
+            let mut command = tokio::process::Command::new(program);
+            command.arg("-c").arg(script).current_dir(&self.0);
+            command
+        }
+        async fn finish(
+            self: Box<Self>,
+            _mutator: &dyn Mutator,
+            _ended: Ended,
+        ) -> Result<Captured, CaptureError> {
+            Ok(Captured::default())
+        }
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let stop = Arc::new(watch::Sender::new(0));
+    let bash =
+        tools::Bash::new(Arc::new(StopsAsItStarts(Arc::clone(&stop)))).with_stop(stop.subscribe());
+    let m = FsMutator::new(dir.path()).unwrap();
+    // Forgotten, the stop would leave the command to its timeout, and the result would say so.
+    let output = bash
+        .call(&m, json!({"command": "sleep 600", "timeout_secs": 30}))
+        .await
+        .unwrap();
+    assert!(
+        output.text.contains("[stopped by the user"),
+        "{}",
+        output.text
+    );
+}
+
 /// A runner that cannot set its overlay up falls back to detection once, says why in the
 /// first result, and runs the command exactly once.
 #[tokio::test]

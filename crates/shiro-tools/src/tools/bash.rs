@@ -535,6 +535,15 @@ async fn run(
     live: Option<&Live>,
 ) -> io::Result<(String, Ended, bool)> {
     let [mut stop, mut to_background] = stops;
+    // Only a stop that comes from now on counts. Marked before the command starts: a stop
+    // that lands while it starts (it may already run and write before this task goes on)
+    // must still stop it, not be forgotten.
+    for stop in [stop.as_mut(), to_background.as_mut()]
+        .into_iter()
+        .flatten()
+    {
+        stop.mark_unchanged();
+    }
     // One pipe for stdout and stderr, so the model reads them interleaved as a terminal shows.
     let (writer, mut reader) = tokio::net::unix::pipe::pipe()?;
     let writer = writer.into_blocking_fd()?;
@@ -551,13 +560,6 @@ async fn run(
         .and_then(|id| i32::try_from(id).ok())
         .and_then(Pid::from_raw);
     let mut group = GroupGuard(pid);
-    // Only a stop that comes from now on counts.
-    for stop in [stop.as_mut(), to_background.as_mut()]
-        .into_iter()
-        .flatten()
-    {
-        stop.mark_unchanged();
-    }
 
     let mut output = BoundedOutput::default();
     let mut buf = vec![0u8; 16 * 1024];
