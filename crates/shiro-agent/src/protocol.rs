@@ -215,7 +215,7 @@ pub struct BackgroundItem {
     pub status: String,
     /// Whether it still runs.
     pub running: bool,
-    /// How long ago it started (`2m 5s`).
+    /// How long ago it started (`2m 05s`).
     pub age: String,
     /// The last line it printed, if any.
     pub last_line: Option<String>,

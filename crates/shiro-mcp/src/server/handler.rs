@@ -105,6 +105,17 @@ impl<W: Workspace> ShiroServer<W> {
         &self.tools
     }
 
+    /// The background commands a call uses: its session's, made at the first call; `None`
+    /// (the workspace's own) outside a session.
+    fn background(&self, in_session: bool) -> Option<&Arc<Background>> {
+        if !in_session {
+            return None;
+        }
+        self.session_background
+            .get_or_init(|| self.turns.session_background().map(Arc::new))
+            .as_ref()
+    }
+
     /// Runs one call, which `stop` stops (see [`Turns::tool_stopped_by`]); every failure is
     /// a result the client's model reads. `in_session`: the call came in a client's HTTP
     /// session, whose background commands are its own.
@@ -138,19 +149,6 @@ impl<W: Workspace> ShiroServer<W> {
                 }
             },
         }
-    }
-}
-
-impl<W: Workspace> ShiroServer<W> {
-    /// The background commands a call uses: its session's, made at the first call; `None`
-    /// (the workspace's own) outside a session.
-    fn background(&self, in_session: bool) -> Option<&Arc<Background>> {
-        if !in_session {
-            return None;
-        }
-        self.session_background
-            .get_or_init(|| self.turns.session_background().map(Arc::new))
-            .as_ref()
     }
 }
 

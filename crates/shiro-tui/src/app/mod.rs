@@ -11,10 +11,9 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Line;
 use shiro_agent::protocol::{Answer, Op, RewindChoice, RewindScope, Scope};
 pub use shiro_agent::protocol::{Phase, PickItem, ReadKind, StatusInfo, ToFront, TurnItem};
-
-pub use self::bashes::BashesPicker;
 use shiro_commands::Registry;
 
+pub use self::bashes::BashesPicker;
 use super::editor::Editor;
 use super::markdown::{self, MarkdownStream, Options};
 
