@@ -6,9 +6,8 @@
 //! skip. Waiting for a condition is bounded by generous deadlines that only a hang reaches.
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
-#[path = "../../crates/shiro-cli/tests/support/procs.rs"]
-mod procs;
-mod support;
+use crate::procs;
+use crate::support;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! run.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 

@@ -4,7 +4,7 @@
 //! says which. 20 rounds here; `cargo xtask soak` runs 200 (`SHIRO_BASH_CRASH_ROUNDS`).
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

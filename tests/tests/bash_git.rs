@@ -8,7 +8,7 @@
 //! the tests print why and skip.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

@@ -7,7 +7,7 @@
 //! undos and redos, each of which is exact.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

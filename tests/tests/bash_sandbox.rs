@@ -9,7 +9,7 @@
 //! temp directories, which the sandbox leaves writable.
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

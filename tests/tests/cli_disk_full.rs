@@ -9,7 +9,7 @@
 //! `SHIRO_DISK_FULL_SEED` replays a run.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;

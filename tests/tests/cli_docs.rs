@@ -3,7 +3,7 @@
 //! the synopsis in docs/cli.md names a real command whose help lists each of its flags.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 

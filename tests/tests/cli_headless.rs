@@ -2,7 +2,7 @@
 //! command, every exit code, outputs and `--help` as reviewed snapshots.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use support::{Ws, normalize_times};
 

@@ -10,7 +10,7 @@
 //! `SHIRO_SIGNAL_SEED` replays a run; the seed is printed with every failure.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;

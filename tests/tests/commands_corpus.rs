@@ -6,7 +6,7 @@
 //! expand` of each of its commands, in an untrusted workspace and with `--trust`.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

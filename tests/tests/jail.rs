@@ -2,7 +2,7 @@
 //! the `shiro` binary: each test reproduces one report and fails on the jail that came before.
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::{FileTypeExt, PermissionsExt, symlink};
 use std::process::Command;

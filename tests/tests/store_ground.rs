@@ -2,7 +2,7 @@
 //! through the `shiro` binary (issue #13, items 3, 4 and 8).
 #![allow(clippy::unwrap_used)]
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@
 //! store or layers, and shiro's state directory is empty and read-only.
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use shiro_tools::FsMutator;
 use shiro_undo::{Notice, StoreOptions, TurnStart, UndoOptions, UndoStore};
 
-mod support;
+use crate::support;
 
 use support::Rng;
 

@@ -1,8 +1,8 @@
 //! `shiro -p` end to end against the mock OpenAI-compatible server on 127.0.0.1.
 #![allow(clippy::unwrap_used)]
 
-mod agent_common;
-mod support;
+use crate::agent_common;
+use crate::support;
 
 use agent_common::World;
 use support::mock_openai::{

@@ -2,7 +2,7 @@
 //! message, and `/init`, which drafts one in an undoable turn.
 #![allow(clippy::unwrap_used)]
 
-mod agent_common;
+use crate::agent_common;
 
 use agent_common::World;
 use serde_json::json;

@@ -5,8 +5,8 @@
 //! run for each [`Wire`]; `/model` switching between the two has its own test.
 #![allow(clippy::unwrap_used)]
 
-mod agent_common;
-mod support;
+use crate::agent_common;
+use crate::support;
 
 use agent_common::{Run, World};
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! the `shiro demo` run.
 #![allow(clippy::unwrap_used)]
 
-mod agent_common;
+use crate::agent_common;
 
 use agent_common::{World, normalize_times, replay_history, tree};
 use serde_json::json;

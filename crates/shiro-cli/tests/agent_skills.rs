@@ -4,8 +4,8 @@
 //! through bash and undone. The model is the mock OpenAI-compatible server on 127.0.0.1.
 #![allow(clippy::unwrap_used)]
 
-mod agent_common;
-mod support;
+use crate::agent_common;
+use crate::support;
 
 use std::path::Path;
 

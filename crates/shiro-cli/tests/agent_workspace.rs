@@ -2,7 +2,7 @@
 //! state directory, and a workspace whose state cannot be kept, where questions still work.
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
-mod agent_common;
+use crate::agent_common;
 
 use std::os::unix::fs::PermissionsExt as _;
 

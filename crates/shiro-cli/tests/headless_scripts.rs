@@ -3,8 +3,8 @@
 //! OpenAI-compatible server on 127.0.0.1.
 #![allow(clippy::unwrap_used)]
 
-mod agent_common;
-mod support;
+use crate::agent_common;
+use crate::support;
 
 use agent_common::World;
 use serde_json::{Value, json};

@@ -4,8 +4,8 @@
 //! log` share the same undo log.
 #![allow(clippy::unwrap_used, clippy::print_stderr)] // A test says why it skips.
 
-mod agent_common;
-mod support;
+use crate::agent_common;
+use crate::support;
 
 use std::process::Stdio;
 

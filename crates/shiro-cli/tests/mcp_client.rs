@@ -4,8 +4,8 @@
 //! fails to start or dies.
 #![allow(clippy::unwrap_used)]
 
-mod agent_common;
-mod support;
+use crate::agent_common;
+use crate::support;
 
 use std::path::PathBuf;
 

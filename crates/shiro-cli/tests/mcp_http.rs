@@ -4,7 +4,7 @@
 //! refuses the token or nothing listens.
 #![allow(clippy::unwrap_used)]
 
-mod agent_common;
+use crate::agent_common;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};

@@ -2,7 +2,7 @@
 //! `shiro` with the replay provider (no network).
 #![allow(clippy::unwrap_used)]
 
-mod agent_common;
+use crate::agent_common;
 
 use agent_common::{Run, World};
 use serde_json::{Value, json};

@@ -8,8 +8,8 @@
 // A skipped test says why, and a bash test which capture it saw, on stderr.
 #![allow(clippy::print_stderr)]
 
-mod agent_common;
-mod support;
+use crate::agent_common;
+use crate::support;
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;

@@ -11,7 +11,7 @@
 //! undo is exact or a clear error, and the store goes on working.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

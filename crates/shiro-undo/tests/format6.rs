@@ -3,7 +3,7 @@
 //! after recording the turns of [`turns`] and undoing the last one (see its README).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -9,7 +9,7 @@
 //! endings: `a` LF, `b` CRLF, `c` a byte-order mark and no final newline.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 

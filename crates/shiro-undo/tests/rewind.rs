@@ -7,7 +7,7 @@
 //! refusal leaves it byte-identical.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

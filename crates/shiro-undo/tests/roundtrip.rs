@@ -7,7 +7,7 @@
 //! shrinking gives short, readable counterexamples (the resolved operations are printed).
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fmt;

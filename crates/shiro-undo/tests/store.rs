@@ -3,7 +3,7 @@
 //! for people is an insta snapshot.
 #![allow(clippy::unwrap_used)]
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,0 +1,25 @@
+//! The cross-crate property, crash and end-to-end tests, one module per subject, linked
+//! into one test binary (one link instead of one per file; `cargo test -p shiro-tests
+//! --test integration bash_git::` runs one subject).
+
+#[path = "../../crates/shiro-cli/tests/support/procs.rs"]
+mod procs;
+mod support;
+
+mod bash_background;
+mod bash_capture;
+mod bash_crash;
+mod bash_git;
+mod bash_property;
+mod bash_sandbox;
+mod cli_disk_full;
+mod cli_docs;
+mod cli_headless;
+mod cli_signals;
+mod commands_corpus;
+mod hostile_tree;
+mod jail;
+mod jail_race;
+mod store_ground;
+mod store_reach;
+mod undo_crash;
