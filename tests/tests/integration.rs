@@ -12,6 +12,7 @@ mod bash_crash;
 mod bash_git;
 mod bash_property;
 mod bash_sandbox;
+mod big_files;
 mod cli_disk_full;
 mod cli_docs;
 mod cli_headless;

@@ -91,6 +91,10 @@ fn setup(root: &Path) {
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
     write("big.bin", &big, 0o644);
+    let huge: Vec<u8> = (0..640 * 1024u32)
+        .map(|i| (i.wrapping_mul(40_503) >> 7) as u8)
+        .collect();
+    write("huge.bin", &huge, 0o644);
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -163,9 +167,10 @@ fn open(root: &Path) -> (UndoStore, Vec<Notice>) {
 
 /// Opens the store with the log `depth` deep.
 fn open_deep(root: &Path, depth: usize) -> (UndoStore, Vec<Notice>) {
-    // As the helper's: `big.bin` is stored as deltas.
+    // As the helper's: `big.bin` is stored as deltas, `huge.bin` streamed.
     let options = StoreOptions {
         big_file_bytes: 64 * 1024,
+        stream_file_bytes: 512 * 1024,
         depth,
         ..StoreOptions::default()
     };

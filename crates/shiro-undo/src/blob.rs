@@ -164,6 +164,31 @@ impl Blobs {
         Ok(temp)
     }
 
+    /// Removes the raw blobs of `hashes` (one that is not there is no error).
+    pub(crate) fn remove_raw(&self, hashes: &[ContentHash]) -> io::Result<()> {
+        for hash in hashes {
+            match fs::remove_file(self.path(hash)) {
+                Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(err),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// A raw blob to write a piece at a time (see [`RawWriter`]).
+    pub(crate) fn raw_writer(&self) -> io::Result<RawWriter> {
+        let mut temp = tempfile::Builder::new()
+            .prefix(".tmp-")
+            .tempfile_in(&self.dir)?;
+        temp.as_file_mut().write_all(&[RAW])?;
+        Ok(RawWriter {
+            temp: io::BufWriter::with_capacity(RawWriter::BUFFER, temp),
+            hasher: blake3::Hasher::new(),
+            len: 0,
+            target: self.dir.clone(),
+        })
+    }
+
     /// Removes the stored form of each of `hashes` that does not read back as its bytes.
     ///
     /// Blobs are flushed before they are renamed into place, but a disk error, or a store
@@ -454,6 +479,59 @@ impl Blobs {
             }
         }
         Ok(listing)
+    }
+}
+
+/// The bytes of a file too big to hold in memory, stored raw as they are read: each piece is
+/// hashed and appended to a temporary file in `blobs/`, and [`RawWriter::finish`] names the
+/// file by the hash. Memory stays at one buffer, whatever the file's size.
+pub(crate) struct RawWriter {
+    temp: io::BufWriter<tempfile::NamedTempFile>,
+    hasher: blake3::Hasher,
+    len: u64,
+    /// The `blobs/` directory.
+    target: PathBuf,
+}
+
+impl RawWriter {
+    const BUFFER: usize = 1 << 20;
+
+    /// Appends the next piece of the bytes.
+    pub(crate) fn write(&mut self, piece: &[u8]) -> io::Result<()> {
+        self.hasher.update(piece);
+        self.len += piece.len() as u64;
+        self.temp.write_all(piece)
+    }
+
+    /// The hash and length of what was written so far.
+    pub(crate) fn peek(&self) -> (ContentHash, u64) {
+        let hash = ContentHash::from_bytes(*self.hasher.finalize().as_bytes());
+        (hash, self.len)
+    }
+
+    /// Makes what was written a blob, named by its hash (see [`RawWriter::peek`]): flushed
+    /// and renamed into place, then the directory flushed, as [`Blobs::put_all`] stores one.
+    /// Where a blob of the hash exists already, the copy is dropped. Dropping the writer
+    /// instead of finishing it leaves nothing behind.
+    pub(crate) fn finish(self) -> io::Result<()> {
+        let (hash, _) = self.peek();
+        let blobs = Blobs::new(self.target);
+        if present(&blobs.path(&hash)) || present(&blobs.delta_path(&hash)) {
+            return Ok(());
+        }
+        let temp = (self.temp.into_inner()).map_err(io::IntoInnerError::into_error)?;
+        temp.as_file().sync_data()?;
+        temp.persist(blobs.path(&hash)).map_err(|err| err.error)?;
+        open_read(blobs.dir())?.sync_all()
+    }
+}
+
+impl std::fmt::Debug for RawWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawWriter")
+            .field("len", &self.len)
+            .field("target", &self.target)
+            .finish_non_exhaustive()
     }
 }
 

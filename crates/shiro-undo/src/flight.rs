@@ -13,7 +13,7 @@ use crate::error::UndoError;
 use crate::format::{
     BashCapture, ChangeRecord, GitRecord, InflightLine, PathRecord, TurnMeta, TurnRecord,
 };
-use crate::image::{ContentHash, Image, Spares, real_image};
+use crate::image::{ContentHash, Image, Spares, bounded_image};
 
 /// A turn being assembled, from the recorder or from an in-flight file after a crash.
 #[derive(Debug)]
@@ -61,6 +61,9 @@ pub(crate) struct Keep {
     /// The most bytes of other files' new versions kept, in all
     /// (`StoreOptions::max_small_after_bytes`).
     pub small: u64,
+    /// Files of at least this many bytes after the turn are hashed as they are read, and
+    /// none of their bytes is kept (`StoreOptions::stream_file_bytes`).
+    pub stream: u64,
 }
 
 impl Flight {
@@ -145,7 +148,7 @@ impl Flight {
         let mut small_afters = BTreeMap::new();
         let mut small_bytes = 0u64;
         for (path, before) in self.before {
-            let (after, bytes) = real_image(workspace, &path, spares).await?;
+            let (after, bytes) = bounded_image(workspace, &path, keep.stream, spares).await?;
             match (&before, &after, bytes) {
                 (Image::File { len, .. }, Image::File { hash, .. }, Some(bytes))
                     if *len >= keep.big && after != before =>
@@ -306,6 +309,7 @@ mod tests {
         let keep = Keep {
             big: u64::MAX,
             small: 0,
+            stream: u64::MAX,
         };
         let finish = |lines| flight(lines).finish(&workspace, false, keep, &spares);
         let finished = finish(vec![bash(BashCapture::Detect, &["b", "a"])])

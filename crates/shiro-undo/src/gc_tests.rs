@@ -28,7 +28,7 @@ enum Step {
 }
 
 fn step() -> impl Strategy<Value = Step> {
-    let write = (0..PATHS.len(), prop::option::weighted(0.8, 0..5u8));
+    let write = (0..PATHS.len(), prop::option::weighted(0.8, 0..6u8));
     prop_oneof![
         4 => prop::collection::vec(write, 1..4).prop_map(Step::Turn),
         2 => Just(Step::Undo),
@@ -37,10 +37,13 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-/// A few contents, so that turns share pre-images across packs; some over the big-file size.
+/// A few contents, so that turns share pre-images across packs; one over the big-file size,
+/// one over the streaming size.
 fn content(seed: u8) -> Vec<u8> {
-    if seed == 4 {
-        return (0..300u32).map(|i| (i % 7) as u8).collect();
+    match seed {
+        4 => return (0..300u32).map(|i| (i % 7) as u8).collect(),
+        5 => return (0..600u32).map(|i| (i % 11) as u8).collect(),
+        _ => {}
     }
     format!("content {seed}\n").into_bytes()
 }
@@ -49,6 +52,7 @@ fn options(depth: usize) -> StoreOptions {
     StoreOptions {
         depth,
         big_file_bytes: 256,
+        stream_file_bytes: 512,
         ..StoreOptions::default()
     }
 }
@@ -162,7 +166,9 @@ async fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    // PROPTEST_CASES cases (256 in `cargo xtask test`, 20,000 in the soak): at 48, a blob
+    // left by a turn that changed nothing went unseen.
+    #![proptest_config(ProptestConfig::default())]
 
     #[test]
     fn collection_keeps_what_turns_need_and_nothing_else(

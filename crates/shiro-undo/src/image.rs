@@ -157,6 +157,52 @@ pub(crate) async fn hashed_image(
     })
 }
 
+/// As [`real_image`], but a file of `stream` bytes or more is hashed a piece at a time and
+/// its bytes are not returned: a file of any size then costs bounded memory.
+pub(crate) async fn bounded_image(
+    mutator: &dyn Mutator,
+    path: &WorkspacePath,
+    stream: u64,
+    spares: &Spares,
+) -> Result<(Image, Option<Vec<u8>>), MutatorError> {
+    match mutator.real_stat(path).await? {
+        Stat::File { mode, len } if len >= stream => {
+            let (len, hash) = hash_file(mutator, path).await?;
+            Ok((Image::File { mode, len, hash }, None))
+        }
+        stat => image_of(mutator, path, stat, spares).await,
+    }
+}
+
+/// Hands the file at `path` to `sink` a piece at a time, and stops handing at the first
+/// piece the sink fails to take; `op` names what failed in the error (as
+/// [`MutatorError::Io`] does).
+pub(crate) async fn copy_into(
+    mutator: &dyn Mutator,
+    path: &WorkspacePath,
+    sink: &mut (dyn FnMut(&[u8]) -> std::io::Result<()> + Send),
+    op: &'static str,
+) -> Result<(), MutatorError> {
+    let mut failed = None;
+    mutator
+        .read_with(path, &mut |piece| {
+            if failed.is_none()
+                && let Err(err) = sink(piece)
+            {
+                failed = Some(err);
+            }
+        })
+        .await?;
+    match failed {
+        Some(source) => Err(MutatorError::Io {
+            op,
+            path: path.clone(),
+            source,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The length and hash of the file at `path`, read a piece at a time.
 pub(crate) async fn hash_file(
     mutator: &dyn Mutator,
@@ -173,7 +219,7 @@ pub(crate) async fn hash_file(
 
 /// The image of what `stat` found at `path`, reading the bytes of a file (into a spare
 /// buffer, when there is one for a file that big).
-async fn image_of(
+pub(crate) async fn image_of(
     mutator: &dyn Mutator,
     path: &WorkspacePath,
     stat: Stat,

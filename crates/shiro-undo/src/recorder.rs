@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use shiro_tools::{Change, DirEntry, Mutator, MutatorError, Stat, WorkspacePath};
 use tokio::sync::Mutex;
 
+use crate::blob::RawWriter;
 use crate::codec::{empty_file, open_emptied};
 use crate::error::UndoError;
 use crate::flight::{Finished, Flight, Keep, append_line};
@@ -20,7 +21,7 @@ use crate::format::{
     BashCapture, ChangeRecord, FORMAT_VERSION, GitRecord, INFLIGHT_FILE, IndexRecord, InflightLine,
     TurnMeta,
 };
-use crate::image::{ContentHash, Image, Spares, real_image};
+use crate::image::{ContentHash, Image, Spares, copy_into, image_of};
 use crate::lock::LockGuard;
 use crate::report::TurnId;
 
@@ -36,6 +37,9 @@ pub struct TurnStart {
     pub session: Option<String>,
 }
 
+/// What capturing a pre-image is called in an error.
+const OP_CAPTURE: &str = "record the undo pre-image of";
+
 /// What a recorder needs of the store it records turns into, which
 /// [`UndoStore`](crate::UndoStore) provides. The recorder writes the in-flight file; the store
 /// keeps the log, its lock, the blobs, and recovery.
@@ -50,6 +54,17 @@ pub(crate) trait Ledger: Send + Sync + 'static {
     /// The most bytes of small files' after-images a turn stores as it finishes
     /// (`StoreOptions::max_small_after_bytes`).
     fn max_small_after_bytes(&self) -> u64;
+
+    /// The size from which a file is streamed rather than read whole
+    /// (`StoreOptions::stream_file_bytes`).
+    fn stream_file_bytes(&self) -> u64;
+
+    /// A new raw blob, to write a file's bytes into a piece at a time.
+    fn raw_writer(&self) -> std::io::Result<RawWriter>;
+
+    /// Under the lock: removes the blobs of `hashes`, which the in-flight turn stored as it
+    /// captured them (none held those bytes before) and then did not keep.
+    fn discard_streamed(&self, hashes: &[ContentHash]) -> Result<(), UndoError>;
 
     /// Whether a blob holds the bytes of `hash` already.
     fn holds(&self, hash: &ContentHash) -> bool;
@@ -85,6 +100,9 @@ struct InFlight {
     _lock: LockGuard,
     file: File,
     flight: Flight,
+    /// The blobs this turn stored as it captured files too big to hold: a turn that ends up
+    /// changing nothing removes them, since no turn refers to them.
+    streamed: Vec<ContentHash>,
 }
 
 impl<M> std::fmt::Debug for Recording<M> {
@@ -154,6 +172,7 @@ impl<M: Mutator> Recording<M> {
             _lock: lock,
             file,
             flight: Flight::new(meta),
+            streamed: Vec::new(),
         });
         Ok(id)
     }
@@ -258,6 +277,7 @@ impl<M: Mutator> Recording<M> {
             _lock,
             file,
             flight,
+            streamed,
         }) = self.turn.lock().await.take()
         else {
             return Ok(None);
@@ -267,6 +287,7 @@ impl<M: Mutator> Recording<M> {
         let keep = Keep {
             big: self.store.big_file_bytes(),
             small: self.store.max_small_after_bytes(),
+            stream: self.store.stream_file_bytes(),
         };
         let record = flight
             .finish(&self.inner, false, keep, &self.spares)
@@ -287,6 +308,7 @@ impl<M: Mutator> Recording<M> {
                 // Flushed: a leftover of an empty turn would be recovered against whatever
                 // the workspace holds by then.
                 empty_file(&path, true).map_err(|err| UndoError::io("empty", &path, err))?;
+                self.store.discard_streamed(&streamed)?;
                 drop(_lock);
                 Ok(None)
             }
@@ -322,11 +344,31 @@ impl<M: Mutator> Recording<M> {
             }
             // The entry at the path itself: a mutation never acts through a link, so what a
             // link on the way leads to is another path's, and this one is absent.
-            let (image, bytes) = real_image(&self.inner, path, &self.spares).await?;
             let failed = |source: std::io::Error| MutatorError::Io {
-                op: "record the undo pre-image of",
+                op: OP_CAPTURE,
                 path: path.clone(),
                 source,
+            };
+            let (image, bytes) = match self.inner.real_stat(path).await? {
+                // Too big to hold: copied into a blob of its own on the way, durably, before
+                // its record says the store holds it.
+                Stat::File { mode, len } if len >= self.store.stream_file_bytes() => {
+                    let mut writer = self.store.raw_writer().map_err(failed)?;
+                    copy_into(
+                        &self.inner,
+                        path,
+                        &mut |piece| writer.write(piece),
+                        OP_CAPTURE,
+                    )
+                    .await?;
+                    let (hash, len) = writer.peek();
+                    if !self.store.holds(&hash) {
+                        writer.finish().map_err(failed)?;
+                        turn.streamed.push(hash);
+                    }
+                    (Image::File { mode, len, hash }, None)
+                }
+                stat => image_of(&self.inner, path, stat, &self.spares).await?,
             };
             // The bytes go into the in-flight file with their record (one flush for both),
             // unless a blob already holds them or this turn already carries them; they become
@@ -361,7 +403,7 @@ impl<M: Mutator> Recording<M> {
             && !appended.is_empty()
         {
             turn.file.sync_data().map_err(|source| MutatorError::Io {
-                op: "record the undo pre-image of",
+                op: OP_CAPTURE,
                 path: first.clone(),
                 source,
             })?;

@@ -15,7 +15,7 @@ use shiro_tools::{Mutator, MutatorError, Stat, WorkspacePath, create_parent_dirs
 use crate::blob::Blobs;
 use crate::error::UndoError;
 use crate::format::TurnRecord;
-use crate::image::{ContentHash, Image, Spares, hash_file, hashed_image, real_image};
+use crate::image::{ContentHash, Image, Spares, copy_into, hash_file, hashed_image, real_image};
 use crate::pack::{PACK_SUFFIX, Pack, PackWriter, pack_path};
 use crate::report::{Action, Conflict, ConflictKind, Direction};
 
@@ -285,14 +285,16 @@ impl<'a> Stored<'a> {
 /// Keeps a copy of each file the restore will replace that the store lacks, so that the
 /// opposite operation can bring it back: all of them in one new pack, flushed once (see
 /// [`crate::pack`]), at `target`. Each file is read again, compressed and appended at once,
-/// so memory stays bounded however much the turn touched. Returns whether it wrote the pack
-/// (none was needed otherwise), or the paths whose bytes no longer match what the plan saw
-/// (changed meanwhile): their copies are not kept, and the caller must not go on.
+/// so memory stays bounded however much the turn touched; a file of `stream` bytes or more
+/// is copied into a raw blob of its own a piece at a time instead. Returns whether it wrote
+/// the pack (none was needed otherwise), or the paths whose bytes no longer match what the
+/// plan saw (changed meanwhile): their copies are not kept, and the caller must not go on.
 pub(crate) async fn keep_copies(
     mutator: &dyn Mutator,
     stored: &Stored<'_>,
     plan: &[Planned],
     target: &std::path::Path,
+    stream: u64,
 ) -> Result<Result<bool, Vec<Conflict>>, UndoError> {
     let dir = stored.blobs.dir();
     let failed = |err| UndoError::io("keep a copy in", dir, err);
@@ -303,6 +305,14 @@ pub(crate) async fn keep_copies(
         };
         if pack.as_ref().is_some_and(|pack| pack.contains(&hash)) {
             continue;
+        }
+        if let Image::File { len, .. } = item.now
+            && len >= stream
+        {
+            match keep_raw(mutator, stored.blobs, &item.path, &item.now).await? {
+                Ok(()) => continue,
+                Err(conflict) => return Ok(Err(vec![conflict])),
+            }
         }
         let (found, bytes) = real_image(mutator, &item.path, &Spares::none()).await?;
         match bytes {
@@ -331,6 +341,43 @@ pub(crate) async fn keep_copies(
         }
         _ => Ok(Ok(false)),
     }
+}
+
+/// Copies the file at `path` into a raw blob of its own, a piece at a time, if it still is
+/// `expected`; otherwise nothing is kept and the change is the conflict.
+async fn keep_raw(
+    mutator: &dyn Mutator,
+    blobs: &Blobs,
+    path: &WorkspacePath,
+    expected: &Image,
+) -> Result<Result<(), Conflict>, UndoError> {
+    let changed = |found: Image| Conflict {
+        path: path.clone(),
+        kind: ConflictKind::Changed {
+            expected: expected.clone(),
+            found,
+        },
+    };
+    let Stat::File { mode, .. } = mutator.real_stat(path).await? else {
+        let found = real_image(mutator, path, &Spares::none()).await?.0;
+        return Ok(Err(changed(found)));
+    };
+    let failed = |err| UndoError::io("keep a copy in", blobs.dir(), err);
+    let mut writer = blobs.raw_writer().map_err(failed)?;
+    copy_into(
+        mutator,
+        path,
+        &mut |piece| writer.write(piece),
+        "keep a copy of",
+    )
+    .await?;
+    let (hash, len) = writer.peek();
+    let found = Image::File { mode, len, hash };
+    if found != *expected {
+        return Ok(Err(changed(found)));
+    }
+    writer.finish().map_err(failed)?;
+    Ok(Ok(()))
 }
 
 /// Reads every stored copy a restore will write to `targets` in full and checks it against its
@@ -969,18 +1016,25 @@ mod tests {
         };
         let unchanged = [planned(&kept, b"as planned"), planned(&also, b"as planned")];
         let none_yet = Stored::open(&blobs, &turn);
-        let wrote = keep_copies(&ws, &none_yet, &unchanged, &target).await;
+        let wrote = keep_copies(&ws, &none_yet, &unchanged, &target, u64::MAX).await;
         assert!(matches!(wrote, Ok(Ok(true))), "{wrote:?}");
         let stored = Stored::open(&blobs, &turn);
         let hash = ContentHash::of(b"as planned");
         assert_eq!(stored.get(&hash).unwrap().unwrap(), b"as planned");
         // Kept already: no second pack.
-        let again = keep_copies(&ws, &stored, &unchanged, &pack_path(dir.path(), "1-1")).await;
+        let again = keep_copies(
+            &ws,
+            &stored,
+            &unchanged,
+            &pack_path(dir.path(), "1-1"),
+            u64::MAX,
+        )
+        .await;
         assert!(matches!(again, Ok(Ok(false))), "{again:?}");
 
         let raced = [planned(&changed, b"what the plan saw")];
         let other = pack_path(dir.path(), "1-2");
-        let Ok(Err(conflicts)) = keep_copies(&ws, &stored, &raced, &other).await else {
+        let Ok(Err(conflicts)) = keep_copies(&ws, &stored, &raced, &other, u64::MAX).await else {
             panic!("the change is not reported");
         };
         assert_eq!(conflicts.len(), 1);

@@ -591,6 +591,25 @@ proptest! {
         let options = StoreOptions { big_file_bytes: 8, ..StoreOptions::default() };
         run(&Mem(MemMutator::new()), state.path(), options, &setup, &turns)?;
     }
+
+    /// Files of 16 bytes and more are streamed (copied into raw blobs a piece at a time, and
+    /// their new versions stored only when an undo needs them); those of 8 to 15 are big
+    /// (deltas). Turns move files between the three kinds as they grow and shrink them.
+    #[test]
+    fn undo_then_redo_every_turn_streamed((setup, turns) in scenario()) {
+        let state = fast_tempdir();
+        let options = streamed();
+        run(&Mem(MemMutator::new()), state.path(), options, &setup, &turns)?;
+    }
+}
+
+/// Options under which files of 16 bytes and more are streamed, and of 8 to 15 are big.
+fn streamed() -> StoreOptions {
+    StoreOptions {
+        big_file_bytes: 8,
+        stream_file_bytes: 16,
+        ..StoreOptions::default()
+    }
 }
 
 proptest! {
@@ -601,5 +620,13 @@ proptest! {
         let dir = fast_tempdir();
         let fs = FsMutator::new(dir.path()).unwrap();
         run(&Disk(fs, dir.path().to_path_buf()), dir.path(), StoreOptions::default(), &setup, &turns)?;
+    }
+
+    /// As `undo_then_redo_every_turn_streamed`, on disk, where reads come a piece at a time.
+    #[test]
+    fn undo_then_redo_every_turn_streamed_on_disk((setup, turns) in scenario()) {
+        let dir = fast_tempdir();
+        let fs = FsMutator::new(dir.path()).unwrap();
+        run(&Disk(fs, dir.path().to_path_buf()), dir.path(), streamed(), &setup, &turns)?;
     }
 }

@@ -42,6 +42,10 @@ const STATE_VAR: &str = "UNDO_CRASH_STATE";
 /// with the same value.
 const BIG_FILE_BYTES: u64 = 64 * 1024;
 
+/// Files this big are streamed (never held in memory whole): `huge.bin` (640 KiB) is one.
+/// The test opens its store with the same value.
+const STREAM_FILE_BYTES: u64 = 512 * 1024;
+
 /// How many files `many-turn` rewrites (the test's setup makes them).
 const MANY: usize = 2000;
 
@@ -76,7 +80,7 @@ fn p(s: &str) -> Result<WorkspacePath, String> {
 
 /// The scripted turn: edits, creates (into new nested directories), deletes, moves (also onto
 /// a path freed earlier), file <-> directory replacement, a mode change, a link, and a big
-/// binary file, so that kills land in every kind of step.
+/// binary file and a file too big to hold, so that kills land in every kind of step.
 async fn turn(m: &dyn Mutator) -> Result<(), String> {
     let e = |err: MutatorError| err.to_string();
     for i in 0..5 {
@@ -118,6 +122,11 @@ async fn turn(m: &dyn Mutator) -> Result<(), String> {
         *byte = byte.wrapping_add(1);
     }
     m.write(&p("big.bin")?, &big, None).await.map_err(e)?;
+    // A file too big to hold (see `STREAM_FILE_BYTES`) grown at its end: its pre-image is
+    // copied into a blob of its own as it is captured.
+    let mut huge = m.read(&p("huge.bin")?).await.map_err(e)?;
+    huge.extend_from_slice(b"appended\n");
+    m.write(&p("huge.bin")?, &huge, None).await.map_err(e)?;
     m.write(&p("f0")?, b"edited twice\n", None)
         .await
         .map_err(e)?;
@@ -142,6 +151,7 @@ async fn run(args: &[String]) -> Result<(), String> {
     let aborting = aborting(fs, abort_at, after);
     let options = StoreOptions {
         big_file_bytes: BIG_FILE_BYTES,
+        stream_file_bytes: STREAM_FILE_BYTES,
         depth: if mode == "gc-turn" { 1 } else { 20 },
         ..StoreOptions::default()
     };

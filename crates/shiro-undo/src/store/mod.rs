@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use shiro_tools::{FsMutator, Mutator, WorkspacePath};
 
-use crate::blob::{Blobs, Listing};
+use crate::blob::{Blobs, Listing, RawWriter};
 use crate::codec::{read_optional, write_atomic};
 use crate::error::UndoError;
 use crate::flight::Finished;
@@ -70,6 +70,12 @@ pub struct StoreOptions {
     /// writes a whole dependency tree), the rest are copied by the undo, if one comes, rather
     /// than by every turn. Default 8 MiB.
     pub max_small_after_bytes: u64,
+    /// Files of at least this many bytes are never held in memory whole. Their pre-image is
+    /// copied into a blob of its own a piece at a time as it is captured, and stored raw
+    /// (no delta); their new version is hashed as it is read, and copied into the store only
+    /// when an undo needs it, the same way. A turn on a file of any size then costs bounded
+    /// memory. Default 64 MiB.
+    pub stream_file_bytes: u64,
 }
 
 impl Default for StoreOptions {
@@ -80,6 +86,7 @@ impl Default for StoreOptions {
             lock_timeout: Duration::from_secs(10),
             big_file_bytes: 1 << 20,
             max_small_after_bytes: 8 << 20,
+            stream_file_bytes: 64 << 20,
         }
     }
 }
@@ -668,6 +675,21 @@ impl Ledger for UndoStore {
 
     fn max_small_after_bytes(&self) -> u64 {
         self.inner.options.max_small_after_bytes
+    }
+
+    fn stream_file_bytes(&self) -> u64 {
+        self.inner.options.stream_file_bytes
+    }
+
+    fn raw_writer(&self) -> std::io::Result<RawWriter> {
+        self.inner.blobs.raw_writer()
+    }
+
+    fn discard_streamed(&self, hashes: &[ContentHash]) -> Result<(), UndoError> {
+        let blobs = &self.inner.blobs;
+        blobs
+            .remove_raw(hashes)
+            .map_err(|err| UndoError::io("remove an unused copy in", blobs.dir(), err))
     }
 
     fn holds(&self, hash: &ContentHash) -> bool {

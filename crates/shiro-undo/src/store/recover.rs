@@ -342,6 +342,7 @@ impl UndoStore {
                 let keep = Keep {
                     big: options.big_file_bytes,
                     small: options.max_small_after_bytes,
+                    stream: options.stream_file_bytes,
                 };
                 match flight.finish(workspace, true, keep, &spares).await? {
                     Some(finished) => {

@@ -241,7 +241,15 @@ impl UndoStore {
             .collect();
         let kept = fresh_pack_name(state, &record);
         let target = pack_path(self.inner.blobs.dir(), &kept);
-        match restore::keep_copies(workspace, &stored, &planned, &target).await? {
+        match restore::keep_copies(
+            workspace,
+            &stored,
+            &planned,
+            &target,
+            self.inner.options.stream_file_bytes,
+        )
+        .await?
+        {
             Ok(true) => record.packs.push(kept),
             Ok(false) => {}
             Err(changed) => {

@@ -182,7 +182,15 @@ impl UndoStore {
         }
         let pack = fresh_pack_name(state, &restored);
         let target = pack_path(self.inner.blobs.dir(), &pack);
-        match restore::keep_copies(workspace, &stored, &plan, &target).await? {
+        match restore::keep_copies(
+            workspace,
+            &stored,
+            &plan,
+            &target,
+            self.inner.options.stream_file_bytes,
+        )
+        .await?
+        {
             Ok(true) => {
                 stored.open_pack(&pack);
                 restored.packs.push(pack);

@@ -1,0 +1,121 @@
+//! A turn on a file far bigger than what the store holds in memory: a bash command appends to
+//! a 160 MiB file, and the turn, its undo and its redo are exact, while no `shiro` process's
+//! peak memory comes near the file's size. The store copies and hashes such files a piece at
+//! a time (`StoreOptions::stream_file_bytes`, docs/formats.md); it used to hold the old and
+//! the new version whole, twice the file.
+//!
+//! The overlay needs a mount namespace; where the kernel refuses one, the test prints why and
+//! skips.
+#![allow(clippy::unwrap_used)]
+
+use crate::support;
+
+use std::fs;
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use support::{Run, Ws, overlay_refused};
+
+/// The file: past the store's 64 MiB streaming size, small enough for a modest `/tmp`.
+const BIG: usize = 160 << 20;
+/// The most any one `shiro` process may hold at its peak, in KiB: well under the file, which
+/// the store used to hold twice.
+const MAX_KIB: u64 = 96 << 10;
+
+/// Runs `shiro -C ws ARGS` through `peak_rss`, and returns the run with the process's peak
+/// resident memory in KiB.
+fn measured(ws: &Ws, args: &[&str]) -> (Run, u64) {
+    let shiro = ws.command(args);
+    let out = ws.config.path().join("peak-kib");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_peak_rss"));
+    command
+        .arg(&out)
+        .arg(shiro.get_program())
+        .args(shiro.get_args());
+    for (key, value) in shiro.get_envs() {
+        match value {
+            Some(value) => command.env(key, value),
+            None => command.env_remove(key),
+        };
+    }
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let run = ws.finish(command.spawn().unwrap());
+    let kib = fs::read_to_string(&out).unwrap().trim().parse().unwrap();
+    (run, kib)
+}
+
+/// Writes `len` bytes of a pattern that no two MiB share, to `path`.
+fn write_big(path: &Path, len: usize) {
+    let mut file = std::io::BufWriter::new(fs::File::create(path).unwrap());
+    let mut block = vec![0u8; 1 << 20];
+    for (n, chunk) in (0..len).step_by(block.len()).enumerate() {
+        for (i, byte) in block.iter_mut().enumerate() {
+            *byte = (i.wrapping_mul(31) ^ n.wrapping_mul(7)) as u8;
+        }
+        file.write_all(&block[..block.len().min(len - chunk)])
+            .unwrap();
+    }
+    file.flush().unwrap();
+}
+
+/// Whether the files at `a` and `b` hold the same bytes, compared a MiB at a time.
+fn same_bytes(a: &Path, b: &Path) -> bool {
+    let (mut a, mut b) = (fs::File::open(a).unwrap(), fs::File::open(b).unwrap());
+    if a.metadata().unwrap().len() != b.metadata().unwrap().len() {
+        return false;
+    }
+    let (mut x, mut y) = (vec![0u8; 1 << 20], vec![0u8; 1 << 20]);
+    loop {
+        let n = a.read(&mut x).unwrap();
+        if n == 0 {
+            return true;
+        }
+        b.read_exact(&mut y[..n]).unwrap();
+        if x[..n] != y[..n] {
+            return false;
+        }
+    }
+}
+
+#[test]
+fn a_bash_turn_on_a_big_file_is_exact_in_bounded_memory() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    let ws = Ws::new();
+    let big = ws.path().join("big.bin");
+    let before = ws.config.path().join("before.bin");
+    let after = ws.config.path().join("after.bin");
+    write_big(&big, BIG);
+    fs::copy(&big, &before).unwrap();
+    fs::copy(&big, &after).unwrap();
+    fs::OpenOptions::new()
+        .append(true)
+        .open(&after)
+        .unwrap()
+        .write_all(b"tail\n")
+        .unwrap();
+
+    let args = serde_json::json!({ "command": "echo tail >> big.bin" }).to_string();
+    let (run, kib) = measured(&ws, &["tool", "bash", "--args", &args]);
+    assert_eq!(run.code, 0, "{}", run.show());
+    assert!(same_bytes(&big, &after), "the command's append is in place");
+    assert!(kib < MAX_KIB, "the bash turn peaked at {kib} KiB");
+
+    let (run, kib) = measured(&ws, &["undo"]);
+    assert_eq!(run.code, 0, "{}", run.show());
+    assert!(same_bytes(&big, &before), "undo puts the file back exactly");
+    assert!(kib < MAX_KIB, "the undo peaked at {kib} KiB");
+
+    let (run, kib) = measured(&ws, &["redo"]);
+    assert_eq!(run.code, 0, "{}", run.show());
+    assert!(
+        same_bytes(&big, &after),
+        "redo brings the append back exactly"
+    );
+    assert!(kib < MAX_KIB, "the redo peaked at {kib} KiB");
+}
