@@ -554,6 +554,55 @@ pub async fn heavy(
     Ok(())
 }
 
+/// The big-file case: per repetition, `cp` of the file `file` of the workspace (the
+/// baseline), then `echo tail >> FILE` through the overlay in a recorded turn (driven phase
+/// by phase, from an empty store) and its undo. The file is past the store's streaming size,
+/// so the case's peak memory (its `VmHWM`) shows what the turn and the undo hold.
+pub async fn big_append(
+    r: &mut CaseResult,
+    ws: &Path,
+    file: &str,
+    reps: usize,
+    shiro: &Path,
+) -> Result<()> {
+    let workspace = FsMutator::new(ws)?.inline();
+    let overlay: Arc<dyn BashRunner> = Arc::new(Overlay::new(shiro, state_beside(ws).layers_dir()));
+    let script = timed_script(&format!("echo tail >> {file}"));
+    let target = ws.join(file);
+    let len = std::fs::metadata(&target)?.len();
+    r.values.insert("bytes".into(), len);
+    let copy = ws.with_file_name("big-copy");
+    for _ in 0..reps {
+        settle(ws)?;
+        let mut cp = Command::new("cp");
+        cp.arg(&target).arg(&copy);
+        let start = Instant::now();
+        run_ok(cp)?;
+        push(r, "cp", start.elapsed());
+        std::fs::remove_file(&copy)?;
+
+        let store = UndoStore::open(&state_beside(ws), shiro_undo::StoreOptions::default()).await?;
+        settle(ws)?;
+        let phases = phased_turn(&store, &workspace, &overlay, &script).await?;
+        phases.push_into(r, "ov");
+        ensure!(
+            std::fs::metadata(&target)?.len() == len + 5,
+            "the command did not append to {file}"
+        );
+        settle(ws)?;
+        let start = Instant::now();
+        store.undo(&workspace, UndoOptions::default()).await?;
+        push(r, "undo", start.elapsed());
+        ensure!(
+            std::fs::metadata(&target)?.len() == len,
+            "the undo did not put {file} back"
+        );
+        drop(store);
+        std::fs::remove_dir_all(state_beside(ws).undo_dir())?;
+    }
+    Ok(())
+}
+
 /// When the commit of a captured command reached each point, as a [`Timed`] mutator saw it.
 #[derive(Debug, Default, Clone, Copy)]
 struct Marks {

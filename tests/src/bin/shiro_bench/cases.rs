@@ -164,6 +164,13 @@ pub enum Case {
         reps: usize,
         shiro: PathBuf,
     },
+    /// `echo tail >> FILE` on a big file through the overlay, its undo, and `cp` of the file.
+    BashBigAppend {
+        ws: PathBuf,
+        file: String,
+        reps: usize,
+        shiro: PathBuf,
+    },
 }
 
 /// What a case measured. Durations are in nanoseconds, sizes in bytes, memory in KiB.
@@ -565,6 +572,15 @@ async fn run(case: &Case) -> Result<CaseResult> {
             reps,
             shiro,
         } => crate::bash::heavy(&mut r, ws, heavy, *reps, &crate::bash::helper_of(shiro)).await?,
+        Case::BashBigAppend {
+            ws,
+            file,
+            reps,
+            shiro,
+        } => {
+            let helper = crate::bash::helper_of(shiro);
+            crate::bash::big_append(&mut r, ws, file, *reps, &helper).await?;
+        }
     }
     Ok(r)
 }
