@@ -280,3 +280,52 @@ fn no_change_a_background_command_makes_goes_unreported() {
         })
         .unwrap();
 }
+
+/// A read returns everything the command wrote before it, even when the task that drains the
+/// command's pipe has not run since: the runtime here has one thread, which the test keeps
+/// busy from the moment it lets the command write until the command has written all its
+/// lines (and made a file to say so).
+#[test]
+fn a_read_holds_everything_written_before_it() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    let ws = Ws::new();
+    let state = tempfile::tempdir().unwrap();
+    let flags = tempfile::tempdir().unwrap();
+    let (go, written) = (flags.path().join("go"), flags.path().join("written"));
+    let marker = format!("read-all-marker-{}", std::process::id());
+    let one_thread = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    one_thread.block_on(async {
+        let background = background(state.path());
+        let bash = tools::Bash::default().with_background(Arc::clone(&background));
+        let m = FsMutator::new(ws.path()).unwrap();
+        // It writes only once told to, after its start (which reads its first output).
+        let command = format!(
+            "while [ ! -e {go} ]; do sleep 0.01; done; seq 1 2000; touch {written}; sleep 60 # {marker}",
+            go = go.display(),
+            written = written.display(),
+        );
+        let started = bash.call(&m, start_args(&command)).await.unwrap();
+        assert!(started.text.contains("(no output)"), "{}", started.text);
+        std::fs::write(&go, "").unwrap();
+        // Blocks the runtime's one thread: nothing drains the pipe meanwhile.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while !written.exists() {
+            assert!(std::time::Instant::now() < deadline, "the command never wrote");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let output = bash_output(Arc::clone(&background));
+        let read = output
+            .call(&m, serde_json::json!({ "id": "b1" }))
+            .await
+            .unwrap();
+        assert!(read.text.starts_with("1\n2\n"), "{}", read.text);
+        assert!(read.text.contains("\n2000\n"), "{}", read.text);
+        background.stop_all().await;
+    });
+    assert_eq!(processes_with(&marker), Vec::<String>::new());
+}

@@ -107,6 +107,9 @@ pub struct Job {
     state: Mutex<JobState>,
     stop: Notify,
     ended: watch::Sender<bool>,
+    /// How many bytes of output have been taken from the pipe so far (the buffer's total),
+    /// for a read to wait on.
+    taken: watch::Sender<u64>,
     /// Its registry's [`Background::changes`].
     changes: Arc<watch::Sender<u64>>,
 }
@@ -339,6 +342,7 @@ impl Background {
             }),
             stop: Notify::new(),
             ended: watch::Sender::new(false),
+            taken: watch::Sender::new(0),
             changes: Arc::clone(&self.changes),
         });
         lock(&self.jobs).list.push(Arc::clone(&job));
@@ -525,21 +529,24 @@ impl Job {
     }
 
     /// Waits until the bytes that were in the output pipe when it was called have been
-    /// taken into the buffer (the task that reads the pipe may not have run yet); a few
-    /// seconds at most, should that task be starved.
+    /// taken into the buffer (the task that reads the pipe may not have run yet), or the
+    /// command has ended; a few seconds at most, should that task be starved.
     async fn caught_up(&self) {
+        const AT_MOST: Duration = Duration::from_secs(2);
         let pending = (lock(&self.state).pipe.as_ref())
             .map_or(0, |pipe| rustix::io::ioctl_fionread(pipe).unwrap_or(0));
         if pending == 0 {
             return;
         }
         let target = lock(&self.state).output.total + pending;
-        for _ in 0..2000 {
-            if lock(&self.state).output.total >= target || *self.ended.borrow() {
-                return;
+        let (mut taken, mut ended) = (self.taken.subscribe(), self.ended.subscribe());
+        let caught_up = async {
+            tokio::select! {
+                _ = taken.wait_for(|total| *total >= target) => {}
+                _ = ended.wait_for(|ended| *ended) => {}
             }
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
+        };
+        let _ = tokio::time::timeout(AT_MOST, caught_up).await;
     }
 
     /// Tells its registry's watchers that it started or ended.
@@ -591,7 +598,12 @@ impl Job {
     }
 
     fn push(&self, bytes: &[u8]) {
-        lock(&self.state).output.push(bytes);
+        let total = {
+            let mut state = lock(&self.state);
+            state.output.push(bytes);
+            state.output.total
+        };
+        self.taken.send_replace(total);
     }
 
     fn summary(&self) -> JobSummary {
