@@ -255,6 +255,12 @@ impl Pack {
         self.index.contains_key(hash)
     }
 
+    /// Where the copy of `hash` starts in the pack.
+    #[cfg(test)]
+    pub(crate) fn offset_of(&self, hash: &ContentHash) -> Option<u64> {
+        self.index.get(hash).map(|(offset, _)| *offset)
+    }
+
     /// The copy of `hash` as stored (compressed), unchecked; `Ok(None)` when the pack does
     /// not hold it.
     pub(crate) fn stored(&self, hash: &ContentHash) -> io::Result<Option<Vec<u8>>> {

@@ -444,11 +444,18 @@ impl UndoStore {
             });
         }
         // The other new pre-images go into the turn's pack, one file flushed once; the bases
-        // of deltas are blobs of their own, on disk before their deltas are.
+        // of deltas are blobs of their own, on disk before their deltas are. The pack holds
+        // them in the order of the turn's paths, the order in which a restore reads them.
         let failed = |err| UndoError::io("store a copy in", blobs.dir(), err);
         let mut batch: Vec<(ContentHash, Form<'_>)> = Vec::new();
         let mut pack: Option<PackWriter> = None;
-        for (hash, bytes) in &pending {
+        let befores = record.paths.iter().filter_map(|path| path.before.hash());
+        let mut seen = BTreeSet::new();
+        let in_path_order = (befores.chain(pending.keys().copied()))
+            .filter(|hash| seen.insert(*hash))
+            .filter_map(|hash| Some((hash, pending.get(&hash)?)));
+        for (hash, bytes) in in_path_order {
+            let hash = &hash;
             if raw.contains(hash) {
                 batch.push((*hash, Form::Raw(bytes)));
             } else if !in_store(hash) {
@@ -461,8 +468,16 @@ impl UndoStore {
         }
         // Then what the turn left of small files, but a copy stored already or on its way.
         let big_afters: BTreeSet<ContentHash> = items.iter().map(|(hash, _)| *hash).collect();
-        for (hash, bytes) in &small_afters {
-            if big_afters.contains(hash) || pending.contains_key(hash) || in_store(hash) {
+        let afters_in_path_order = (record.paths.iter())
+            .filter_map(|path| path.after.hash())
+            .filter_map(|hash| Some((hash, small_afters.get(&hash)?)));
+        for (hash, bytes) in afters_in_path_order {
+            let hash = &hash;
+            if big_afters.contains(hash)
+                || pending.contains_key(hash)
+                || in_store(hash)
+                || pack.as_ref().is_some_and(|writer| writer.contains(hash))
+            {
                 continue;
             }
             let writer = match &mut pack {
@@ -501,5 +516,55 @@ impl UndoStore {
                 .chain(afters.into_values()),
         );
         committed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use shiro_tools::{MemMutator, Mutator, WorkspacePath};
+
+    use crate::pack::{Pack, pack_path};
+    use crate::{StateDir, StoreOptions, TurnStart, UndoStore};
+
+    /// A turn's pack holds its copies in the order of its paths, which is the order in which
+    /// a restore reads them: one pass through the file, not a seek per copy.
+    #[tokio::test]
+    async fn a_turns_pack_holds_its_copies_in_path_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::at(dir.path().join("state"), dir.path());
+        let ws = MemMutator::new();
+        let paths: Vec<WorkspacePath> = (0..24)
+            .map(|n| WorkspacePath::from_relative(&format!("f{n:02}")).unwrap())
+            .collect();
+        for (n, path) in paths.iter().enumerate() {
+            ws.write(path, format!("before {n}\n").as_bytes(), None)
+                .await
+                .unwrap();
+        }
+        let store = UndoStore::open_with(&state, &ws, StoreOptions::default())
+            .await
+            .unwrap();
+        let rec = store.recorder(ws.clone());
+        rec.begin_turn(TurnStart::default()).await.unwrap();
+        for (n, path) in paths.iter().enumerate() {
+            rec.write(path, format!("after {n}\n").as_bytes(), None)
+                .await
+                .unwrap();
+        }
+        rec.finish_turn().await.unwrap().unwrap();
+
+        let (log, blobs) = store.inside();
+        let turn = log.undo.last().unwrap();
+        let pack = Pack::open(&pack_path(blobs.dir(), &turn.packs[0])).unwrap();
+        let befores = turn.paths.iter().filter_map(|path| path.before.hash());
+        let afters = turn.paths.iter().filter_map(|path| path.after.hash());
+        for copies in [befores.collect::<Vec<_>>(), afters.collect()] {
+            let offsets: Vec<u64> = (copies.iter())
+                .map(|hash| pack.offset_of(hash).unwrap())
+                .collect();
+            assert!(offsets.is_sorted(), "{offsets:?}");
+        }
     }
 }
