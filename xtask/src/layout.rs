@@ -10,6 +10,9 @@
 //! - **No module over [`MAX_CODE_LINES`] lines of code without a reason at its top**: a
 //!   `//! Length:` line in its module doc. Lines of code exclude blank lines, comments and the
 //!   tests.
+//! - **Every integration test file runs.** A crate's integration tests are the modules of
+//!   one binary, `tests/integration.rs` (`autotests = false`), so cargo builds no other file
+//!   under `tests/`: each `tests/*.rs` must be declared there (`mod name;`).
 //!
 //! The reading is lexical, not a compiler's: comments, strings and character literals are
 //! blanked first, so a path in a doc or a message is no dependency.
@@ -57,7 +60,49 @@ pub fn check(root: &Path) -> Result<Vec<String>, String> {
         problems.extend(cycles(&modules));
         problems.extend(long_modules(&modules));
     }
+    let mut test_dirs: Vec<PathBuf> = fs::read_dir(&crates)
+        .map_err(|err| format!("{}: {err}", crates.display()))?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path().join("tests")))
+        .chain([root.join("tests/tests")])
+        .filter(|tests| tests.join(INTEGRATION).is_file())
+        .collect();
+    test_dirs.sort();
+    for tests in test_dirs {
+        problems.extend(undeclared_tests(&tests)?);
+    }
     Ok(problems)
+}
+
+/// The root of a crate's integration-test binary, in its `tests/` directory.
+const INTEGRATION: &str = "integration.rs";
+
+/// The files of `tests` (a crate's `tests/` directory) that its `integration.rs` does not
+/// declare as modules: cargo builds only that file, so they would never run.
+fn undeclared_tests(tests: &Path) -> Result<Vec<String>, String> {
+    let root = tests.join(INTEGRATION);
+    let text = fs::read_to_string(&root).map_err(|err| format!("{}: {err}", root.display()))?;
+    let declared: BTreeSet<&str> = (text.lines())
+        .filter_map(|line| line.trim().strip_prefix("mod ")?.strip_suffix(';'))
+        .collect();
+    let mut stems: Vec<String> = fs::read_dir(tests)
+        .map_err(|err| format!("{}: {err}", tests.display()))?
+        .filter_map(|entry| {
+            let name = entry.ok()?.file_name().into_string().ok()?;
+            Some(name.strip_suffix(".rs")?.to_owned())
+        })
+        .filter(|stem| format!("{stem}.rs") != INTEGRATION && !declared.contains(stem.as_str()))
+        .collect();
+    stems.sort();
+    Ok(stems
+        .into_iter()
+        .map(|stem| {
+            format!(
+                "{}: not declared in {} (`mod {stem};`), so it never runs",
+                tests.join(format!("{stem}.rs")).display(),
+                root.display()
+            )
+        })
+        .collect())
 }
 
 /// Reads the modules of the crate whose sources are in `src` (binaries in `src/bin` are
@@ -609,6 +654,20 @@ mod tests {
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
             .collect()
+    }
+
+    #[test]
+    fn a_test_file_the_integration_binary_does_not_declare_is_a_problem() {
+        let dir = std::env::temp_dir().join(format!("xtask-tests-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("made");
+        fs::write(dir.join(INTEGRATION), "//! Doc.\n\nmod support;\nmod a;\n").expect("written");
+        for file in ["a.rs", "b.rs", "notes.md"] {
+            fs::write(dir.join(file), "").expect("written");
+        }
+        let problems = undeclared_tests(&dir).expect("read");
+        let _ = fs::remove_dir_all(&dir);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("b.rs: not declared"), "{problems:?}");
     }
 
     #[test]
