@@ -122,6 +122,9 @@ pub struct App {
     reading: Option<(ReadKind, Sender<Op>)>,
     /// A prompt sent while a turn ran: it goes as soon as the agent asks for one.
     pub queued: Option<String>,
+    /// Esc Esc pressed after a turn's end was shown but before the agent asked for the next
+    /// prompt: the rewind goes as soon as it asks.
+    rewind_queued: bool,
     /// The model's text of this step, as it streams.
     stream: Option<MarkdownStream>,
     /// What the running turn does, since when; `None` between turns.
@@ -183,6 +186,7 @@ impl App {
             editor: Editor::default(),
             reading: None,
             queued: None,
+            rewind_queued: false,
             stream: None,
             phase: None,
             turn_started: None,
@@ -324,6 +328,11 @@ impl App {
                 }
                 if kind == ReadKind::Prompt {
                     self.end_turn();
+                    if std::mem::take(&mut self.rewind_queued) {
+                        let _ = reply.send(Op::Rewind);
+                        self.start_rewind(now);
+                        return;
+                    }
                     if let Some(queued) = self.queued.take() {
                         self.echo_prompt(&queued);
                         let _ = reply.send(Op::Submit(queued));
@@ -391,6 +400,13 @@ impl App {
                 }
             }
         }
+    }
+
+    /// A rewind was asked for: it runs as a turn does, under the spinner, until the agent
+    /// shows its picker.
+    fn start_rewind(&mut self, now: Instant) {
+        self.turn_started = Some(now);
+        self.phase = Some((Phase::Tool("/rewind".to_owned()), now));
     }
 
     /// The turn is over: its live parts go.
@@ -461,13 +477,19 @@ impl App {
                     return self.stop();
                 }
                 // Esc Esc on an empty prompt: the rewind picker. Any other key in between
-                // disarms it; no clock decides.
-                if self.editor.is_empty() && self.reading() == Some(&ReadKind::Prompt) {
+                // disarms it; no clock decides. The prompt shows empty as soon as a turn's
+                // end is reported, a moment before the agent asks for the next line (it
+                // saves the turn first): Esc Esc in that moment is answered when it asks.
+                if self.editor.is_empty() && matches!(self.reading(), None | Some(ReadKind::Prompt))
+                {
                     if self.esc_armed {
                         self.esc_armed = false;
-                        self.answer_with(Op::Rewind);
-                        self.turn_started = Some(now);
-                        self.phase = Some((Phase::Tool("/rewind".to_owned()), now));
+                        if self.reading.is_some() {
+                            self.answer_with(Op::Rewind);
+                        } else {
+                            self.rewind_queued = true;
+                        }
+                        self.start_rewind(now);
                     } else {
                         self.esc_armed = true;
                     }
@@ -569,6 +591,11 @@ impl App {
     /// Stops the running turn: once; a second press only says it is stopping.
     fn stop(&mut self) -> Effect {
         self.menu = None;
+        if std::mem::take(&mut self.rewind_queued) {
+            // The agent never saw the rewind: it is dropped, and there is nothing to stop.
+            self.end_turn();
+            return Effect::None;
+        }
         if self.approval() {
             // The call is refused and the turn is stopped with it.
             self.answer_with(Op::Interrupt);
@@ -942,6 +969,33 @@ mod tests {
         }];
         app.on_agent(ToFront::Pick { sessions, reply }, now);
         assert_eq!(chosen.try_recv(), Ok(None));
+
+        // Esc Esc in the same gap asks for the rewind picker when the prompt is asked for.
+        let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
+        run_a_turn(&mut app);
+        app.on_key(key(KeyCode::Esc), now);
+        assert!(app.esc_armed, "the first Esc says what the second does");
+        app.on_key(key(KeyCode::Esc), now);
+        assert_eq!(ask(&mut app, ReadKind::Prompt).try_recv(), Ok(Op::Rewind));
+        assert!(
+            app.turn_started.is_some(),
+            "the rewind runs under the spinner"
+        );
+        // Stopped before the agent asked: it is dropped, and the prompt is a prompt again.
+        let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
+        run_a_turn(&mut app);
+        for _ in 0..3 {
+            app.on_key(key(KeyCode::Esc), now);
+        }
+        assert!(app.turn_started.is_none());
+        for c in "hi".chars() {
+            app.on_key(key(KeyCode::Char(c)), now);
+        }
+        app.on_key(key(KeyCode::Enter), now);
+        assert_eq!(
+            ask(&mut app, ReadKind::Prompt).try_recv(),
+            Ok(Op::Submit("hi".into()))
+        );
 
         // A line typed and sent in the same gap is the next prompt's answer.
         let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
