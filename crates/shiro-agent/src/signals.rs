@@ -177,12 +177,23 @@ impl Signals {
     /// Delivers `signal`: the work is told as the handling says, and what the process must
     /// do beyond that is returned, and handed to the hook if there is one.
     pub fn deliver(&self, signal: Signal) -> Verdict {
-        let verdict = self.shared.on_signal(signal);
+        let mut state = self.shared.lock();
+        let (verdict, tell) = Shared::on_signal(&mut state, signal);
+        // The hook runs before the work is told, and with the state locked: whatever the
+        // work then says about the signal comes after the hook's notice, never before it
+        // (or, should the work end the process first, without it).
         if verdict != Verdict::Nothing
             && let Some(hook) = &self.shared.hook
         {
             hook(verdict);
         }
+        if tell.stop {
+            self.shared.stop.send_modify(|n| *n += 1);
+        }
+        if tell.hand {
+            self.shared.hand.send_modify(|n| *n += 1);
+        }
+        drop(state);
         verdict
     }
 
@@ -211,6 +222,15 @@ impl Signals {
     }
 }
 
+/// Whom a signal is told to, beyond its verdict.
+#[derive(Debug, Default, Clone, Copy)]
+struct Tell {
+    /// The running work's stop watchers (the `bash` tool).
+    stop: bool,
+    /// [`Signals::cancelled`].
+    hand: bool,
+}
+
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A poisoned lock only means a panic elsewhere; the state itself is intact.
@@ -219,28 +239,43 @@ impl Shared {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    fn on_signal(&self, signal: Signal) -> Verdict {
-        let mut state = self.lock();
+    /// What `signal` means under `state`, which it updates, and whom to tell.
+    fn on_signal(state: &mut State, signal: Signal) -> (Verdict, Tell) {
         if let Signal::Terminate = signal {
             state.terminated = true;
         }
+        let nobody = Tell::default();
         match (state.handling, state.pending, signal) {
-            (Handling::Idle, _, Signal::Interrupt) => Verdict::Nothing,
-            (Handling::Stop | Handling::Idle, _, _) => Verdict::StopNow("shiro: interrupted"),
-            (Handling::Cancel | Handling::Finish, true, _) => Verdict::StopNow(
-                "shiro: stopped at once; the change may be partly made: the next shiro command completes an undo or redo that was under way, and records a turn that was under way so that `shiro undo` reverts it",
+            (Handling::Idle, _, Signal::Interrupt) => (Verdict::Nothing, nobody),
+            (Handling::Stop | Handling::Idle, _, _) => {
+                (Verdict::StopNow("shiro: interrupted"), nobody)
+            }
+            (Handling::Cancel | Handling::Finish, true, _) => (
+                Verdict::StopNow(
+                    "shiro: stopped at once; the change may be partly made: the next shiro command completes an undo or redo that was under way, and records a turn that was under way so that `shiro undo` reverts it",
+                ),
+                nobody,
             ),
             (Handling::Cancel, false, _) => {
                 state.pending = true;
-                self.stop.send_modify(|n| *n += 1);
-                self.hand.send_modify(|n| *n += 1);
-                Verdict::Nothing
+                (
+                    Verdict::Nothing,
+                    Tell {
+                        stop: true,
+                        hand: true,
+                    },
+                )
             }
             (Handling::Finish, false, _) => {
                 state.pending = true;
-                self.stop.send_modify(|n| *n += 1);
-                Verdict::Notice(
-                    "shiro: interrupted; finishing the current change so the workspace and the undo log stay consistent (interrupt again to stop at once)",
+                (
+                    Verdict::Notice(
+                        "shiro: interrupted; finishing the current change so the workspace and the undo log stay consistent (interrupt again to stop at once)",
+                    ),
+                    Tell {
+                        stop: true,
+                        hand: false,
+                    },
                 )
             }
         }
@@ -250,6 +285,39 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The notice of a signal is given before the work can know of the signal: the work's
+    /// own message (say, "interrupted before the change began") then always comes after
+    /// it. A loaded test run once showed them the other way round.
+    #[test]
+    fn the_hook_runs_before_the_work_is_told() {
+        let told_first = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let cell: Arc<std::sync::OnceLock<(watch::Receiver<u64>, Signals)>> = Arc::default();
+        let seen = Arc::clone(&cell);
+        let flag = Arc::clone(&told_first);
+        let hook: Hook = Arc::new(move |_verdict| {
+            if let Some((stops, signals)) = seen.get() {
+                let handed = signals.handed.has_changed().unwrap_or(true);
+                let stopped = stops.has_changed().unwrap_or(true);
+                flag.store(handed || stopped, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        let signals = Signals::with_hook(Handling::Finish, hook);
+        let _ = cell.set((signals.stops(), signals.clone()));
+        assert!(matches!(
+            signals.deliver(Signal::Interrupt),
+            Verdict::Notice(_)
+        ));
+        assert!(
+            !told_first.load(std::sync::atomic::Ordering::SeqCst),
+            "the work was told before the notice"
+        );
+        let (stops, _) = cell.get().unwrap_or_else(|| unreachable!());
+        assert!(
+            stops.has_changed().unwrap_or(false),
+            "then the work is told"
+        );
+    }
 
     #[test]
     fn each_handling_tells_the_work_or_the_process_what_a_signal_means() {
