@@ -932,13 +932,17 @@ mod tests {
             app.on_agent(ToFront::Read { kind, reply }, now);
             replies
         };
-        // A prompt is asked for and answered, and the turn it starts ends.
-        let run_a_turn = |app: &mut App| {
-            let replies = prompt(app, now);
-            for c in "go".chars() {
+        // Types `text` into the prompt and presses Enter.
+        let send_line = |app: &mut App, text: &str| {
+            for c in text.chars() {
                 app.on_key(key(KeyCode::Char(c)), now);
             }
             app.on_key(key(KeyCode::Enter), now);
+        };
+        // A prompt is asked for and answered, and the turn it starts ends.
+        let run_a_turn = |app: &mut App| {
+            let replies = prompt(app, now);
+            send_line(app, "go");
             assert_eq!(replies.try_recv(), Ok(Op::Submit("go".into())));
             app.on_agent(turn_end(), now);
             assert!(app.turn_started.is_none() && app.reading.is_none());
@@ -988,10 +992,7 @@ mod tests {
             app.on_key(key(KeyCode::Esc), now);
         }
         assert!(app.turn_started.is_none());
-        for c in "hi".chars() {
-            app.on_key(key(KeyCode::Char(c)), now);
-        }
-        app.on_key(key(KeyCode::Enter), now);
+        send_line(&mut app, "hi");
         assert_eq!(
             ask(&mut app, ReadKind::Prompt).try_recv(),
             Ok(Op::Submit("hi".into()))
@@ -1000,10 +1001,7 @@ mod tests {
         // A line typed and sent in the same gap is the next prompt's answer.
         let mut app = App::new(40, false, None, PathBuf::from("/nonexistent"));
         run_a_turn(&mut app);
-        for c in "next".chars() {
-            app.on_key(key(KeyCode::Char(c)), now);
-        }
-        app.on_key(key(KeyCode::Enter), now);
+        send_line(&mut app, "next");
         assert_eq!(
             ask(&mut app, ReadKind::Prompt).try_recv(),
             Ok(Op::Submit("next".into()))
