@@ -574,7 +574,7 @@ pub async fn note_bash_output<M: Mutator>(
 pub const HELPER_BIN: &str = "shiro-bash-helper";
 
 /// The bash overlay's helper for the `shiro` binary at `exe`: `shiro-bash-helper` beside it,
-/// which starts in about half the time (a command starts two helpers), else this very
+/// which starts in about half the time (every command starts it), else this very
 /// binary (`main` hands it the helper's arguments first), as when only `shiro` was copied.
 pub fn overlay_helper(exe: Option<&Path>) -> PathBuf {
     exe.and_then(helper_beside)

@@ -1,7 +1,7 @@
 //! `shiro-bash-helper`: the bash overlay's helper processes (see `shiro_tools::capture`),
 //! as a binary of their own. `shiro` runs it, when it is installed beside it, instead of
-//! starting itself once more: a small binary starts in about half the time, and a command
-//! run with capture starts two helpers (see `docs/architecture.md`). It does nothing else.
+//! starting itself once more: a small binary starts in about half the time, and every
+//! command run with capture starts it (see `docs/architecture.md`). It does nothing else.
 #![allow(clippy::print_stderr)]
 
 use shiro_tools::capture;

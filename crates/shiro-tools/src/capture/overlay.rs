@@ -14,10 +14,13 @@
 //!    straight through, uncaptured, and covers each hidden directory (the layers', the undo
 //!    store's) with an empty read-only file system, so the command can neither see nor
 //!    change shiro's own state;
-//! 3. starts itself once more with [`HELPER_INIT`]: that process is PID 1 of the new PID
-//!    namespace, runs the command and waits for it. When it ends, the kernel kills every
-//!    process left in the namespace, including ones that left the process group (`setsid`),
-//!    so nothing writes into the upper layer while it is committed.
+//! 3. forks: the child is PID 1 of the new PID namespace (the init), runs the command and
+//!    waits for it. When it ends, the kernel kills every process left in the namespace,
+//!    including ones that left the process group (`setsid`), so nothing writes into the
+//!    upper layer while it is committed. A fork, not a second start of the binary: that
+//!    would cost a whole program start on every command. Only a helper called with more than
+//!    one thread (against [`run_helper`]'s contract) starts the init as a program of its own,
+//!    with [`HELPER_INIT`].
 //!
 //! Both helpers ask the kernel to kill them when their parent dies, so a shiro that is killed
 //! takes the command with it; the layer is then found unlocked by the next recovery.
@@ -348,14 +351,8 @@ mod linux {
 
     pub(super) fn run(args: &[OsString]) -> HelperExit {
         match args.first().and_then(|a| a.to_str()) {
-            Some(HELPER_OVERLAY) => HelperExit {
-                code: overlay(&args[1..]),
-                message: None,
-            },
-            Some(HELPER_BACKGROUND) => HelperExit {
-                code: background(&args[1..]),
-                message: None,
-            },
+            Some(HELPER_OVERLAY) => overlay(&args[1..]),
+            Some(HELPER_BACKGROUND) => background(&args[1..]),
             Some(HELPER_INIT) => init(&args[1..]),
             _ => HelperExit {
                 code: SETUP_FAILED,
@@ -366,25 +363,25 @@ mod linux {
 
     /// `ROOT LAYER N HIDDEN… SANDBOX… PROGRAM ARGS…` (N hidden directories, the sandbox as
     /// `Sandbox::to_args` writes it): sets the overlay up, then runs the init helper in it.
-    fn overlay(args: &[OsString]) -> i32 {
+    fn overlay(args: &[OsString]) -> HelperExit {
         let [root, layer, rest @ ..] = args else {
-            return SETUP_FAILED;
+            return failed();
         };
         let Some((hidden, rest)) = counted(rest) else {
-            return SETUP_FAILED;
+            return failed();
         };
         let Some((sandbox, [program, rest @ ..])) = Sandbox::from_args(rest) else {
-            return SETUP_FAILED;
+            return failed();
         };
         let (root, layer) = (Path::new(root), Path::new(layer));
         // Held open, since the layer's path is hidden from this namespace once it is set up.
         let Some(layer_fd) = open_dir(layer) else {
-            return SETUP_FAILED;
+            return failed();
         };
         if let Err(why) = set_up(root, layer, hidden, &sandbox) {
             // Best effort: without the file, the caller sees exit code 125 from a command.
             let _ = write_in(&layer_fd, SETUP_ERROR_FILE, &why);
-            return SETUP_FAILED;
+            return failed();
         }
         run_init(&layer_fd, root, &sandbox, program, rest)
     }
@@ -408,60 +405,149 @@ mod linux {
     /// `ROOT DIR N HIDDEN… M WRITABLE… SANDBOX… PROGRAM ARGS…`: sets up the namespaces of a
     /// background command (the workspace read-only, the M directories writable), then runs
     /// the init helper in them. `DIR` takes the helper's notes, as a layer's do.
-    fn background(args: &[OsString]) -> i32 {
+    fn background(args: &[OsString]) -> HelperExit {
         let [root, dir, rest @ ..] = args else {
-            return SETUP_FAILED;
+            return failed();
         };
         let Some((hidden, rest)) = counted(rest) else {
-            return SETUP_FAILED;
+            return failed();
         };
         let Some((writable, rest)) = counted(rest) else {
-            return SETUP_FAILED;
+            return failed();
         };
         let Some((sandbox, [program, rest @ ..])) = Sandbox::from_args(rest) else {
-            return SETUP_FAILED;
+            return failed();
         };
         let (root, dir) = (Path::new(root), Path::new(dir));
         let Some(dir_fd) = open_dir(dir) else {
-            return SETUP_FAILED;
+            return failed();
         };
         if let Err(why) = set_up_background(root, hidden, writable, &sandbox) {
             let _ = write_in(&dir_fd, SETUP_ERROR_FILE, &why);
-            return SETUP_FAILED;
+            return failed();
         }
         run_init(&dir_fd, root, &sandbox, program, rest)
     }
 
-    /// Starts the init helper for `PROGRAM ARGS…`, says its id in the layer `layer_fd`, and
-    /// waits for it.
+    /// Runs `PROGRAM ARGS…` under an init process, PID 1 of the namespace this process
+    /// made, says the init's id in the layer `layer_fd`, and waits for it.
+    ///
+    /// The init is this process forked: starting the helper binary once more would cost a
+    /// whole program start (about a millisecond) on every command. A fork is only sound
+    /// while the process has one thread, which is `run_helper`'s contract; should it have
+    /// more, the init is started as a program of its own ([`HELPER_INIT`]) instead.
     fn run_init(
         layer_fd: &OwnedFd,
         root: &Path,
         sandbox: &Sandbox,
         program: &OsString,
         rest: &[OsString],
-    ) -> i32 {
-        let child = Command::new("/proc/self/exe")
-            .arg(HELPER_INIT)
-            .arg(root)
-            .args(sandbox.to_args())
-            .arg(program)
-            .args(rest)
-            .spawn()
-            .and_then(|child| {
-                // Stopping the command kills this process (see `OverlayCapture::kill`).
-                write_in(layer_fd, INIT_PID_FILE, &child.id().to_string())?;
-                Ok(child)
-            });
-        match child.and_then(|mut child| child.wait()) {
-            Ok(status) => code_of(status),
+    ) -> HelperExit {
+        let started = if single_threaded() {
+            match fork() {
+                Ok(Forked::Init) => return run_as_init(root, sandbox, program, rest),
+                Ok(Forked::Parent(pid)) => Ok(pid),
+                Err(err) => Err(err),
+            }
+        } else {
+            start_init(root, sandbox, program, rest)
+        };
+        let ended = started.and_then(|pid| {
+            // Stopping the command kills the init (see `OverlayCapture::kill`).
+            write_in(layer_fd, INIT_PID_FILE, &pid.as_raw_nonzero().to_string())?;
+            wait_for(pid)
+        });
+        match ended {
+            Ok(code) => HelperExit {
+                code,
+                message: None,
+            },
             Err(err) => {
                 let _ = write_in(
                     layer_fd,
                     SETUP_ERROR_FILE,
                     &format!("cannot start the command's init process: {err}"),
                 );
-                SETUP_FAILED
+                failed()
+            }
+        }
+    }
+
+    /// How a helper that could not set the command up ends: the layer's `setup-error` file
+    /// says why, when it could be written.
+    fn failed() -> HelperExit {
+        HelperExit {
+            code: SETUP_FAILED,
+            message: None,
+        }
+    }
+
+    /// Whether this process has one thread, as `/proc/self/status` says.
+    pub(super) fn single_threaded() -> bool {
+        std::fs::read_to_string("/proc/self/status").is_ok_and(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("Threads:"))
+                .is_some_and(|count| count.trim() == "1")
+        })
+    }
+
+    /// Which side of a fork this process is on.
+    enum Forked {
+        /// The child: the init.
+        Init,
+        /// The parent, with the child's id.
+        Parent(rustix::process::Pid),
+    }
+
+    /// Forks this process, which must have one thread.
+    #[allow(unsafe_code)]
+    fn fork() -> io::Result<Forked> {
+        // SAFETY: the caller checked that this process has one thread, so the child is a
+        // whole copy of it: no lock is held by a thread that the child lacks, and the child
+        // may run any code, as it does (the init, then `exit` from `main`).
+        match unsafe { nix::unistd::fork() } {
+            Ok(nix::unistd::ForkResult::Child) => Ok(Forked::Init),
+            Ok(nix::unistd::ForkResult::Parent { child }) => {
+                rustix::process::Pid::from_raw(child.as_raw())
+                    .map(Forked::Parent)
+                    .ok_or_else(|| io::Error::other("fork gave no process id"))
+            }
+            Err(errno) => Err(io::Error::from_raw_os_error(errno as i32)),
+        }
+    }
+
+    /// Starts the init as a program of its own: this binary, with [`HELPER_INIT`].
+    fn start_init(
+        root: &Path,
+        sandbox: &Sandbox,
+        program: &OsString,
+        rest: &[OsString],
+    ) -> io::Result<rustix::process::Pid> {
+        let child = Command::new("/proc/self/exe")
+            .arg(HELPER_INIT)
+            .arg(root)
+            .args(sandbox.to_args())
+            .arg(program)
+            .args(rest)
+            .spawn()?;
+        // Waited for by its id (`wait_for`); the `Child` handle is dropped unwaited.
+        Ok(rustix::process::Pid::from_child(&child))
+    }
+
+    /// Waits for the process `pid`, a child of this one, and says the code to end with.
+    fn wait_for(pid: rustix::process::Pid) -> io::Result<i32> {
+        loop {
+            match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::empty()) {
+                Ok(Some((_, status))) => {
+                    return Ok(status
+                        .exit_status()
+                        .or_else(|| status.terminating_signal().map(|signal| 128 + signal))
+                        .unwrap_or(SETUP_FAILED));
+                }
+                Ok(None) => return Err(io::Error::other("the init could not be waited for")),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(err) => return Err(err.into()),
             }
         }
     }
@@ -481,15 +567,29 @@ mod linux {
     /// `ROOT SANDBOX… PROGRAM ARGS…`: PID 1 of the command's namespace; confines itself to
     /// the sandbox, then runs the command and waits for it.
     fn init(args: &[OsString]) -> HelperExit {
-        let failed = |message: String| HelperExit {
-            code: SETUP_FAILED,
-            message: Some(message),
-        };
         let Some((root, (sandbox, [program, rest @ ..]))) = args
             .split_first()
             .and_then(|(root, rest)| Some((root, Sandbox::from_args(rest)?)))
         else {
-            return failed("no command to run".to_owned());
+            return HelperExit {
+                code: SETUP_FAILED,
+                message: Some("no command to run".to_owned()),
+            };
+        };
+        run_as_init(Path::new(root), &sandbox, program, rest)
+    }
+
+    /// The init's work, in PID 1 of the command's namespace: confines itself to `sandbox`,
+    /// then runs `PROGRAM ARGS…` and waits for it.
+    fn run_as_init(
+        root: &Path,
+        sandbox: &Sandbox,
+        program: &OsString,
+        rest: &[OsString],
+    ) -> HelperExit {
+        let failed = |message: String| HelperExit {
+            code: SETUP_FAILED,
+            message: Some(message),
         };
         // Its parent is outside its PID namespace, so it cannot check that the parent is
         // still there (`getppid` says 0); the overlay helper checked its own.
@@ -499,7 +599,7 @@ mod linux {
         if sandbox.is_on() {
             // Before Landlock, which refuses every mount to the process it confines.
             sandbox::fresh_proc();
-            if let Err(why) = sandbox::confine(&sandbox, Path::new(root)) {
+            if let Err(why) = sandbox::confine(sandbox, root) {
                 return failed(format!("the command was not run: {why}"));
             }
         }
@@ -587,11 +687,13 @@ mod linux {
 
     /// Covers each directory of `hidden` (shiro's state) with an empty read-only file
     /// system: it lists nothing and takes no write. A directory that is not there has
-    /// nothing to hide.
+    /// nothing to hide, and one inside another hidden one is hidden with it (the layers lie
+    /// in shiro's state directory): one mount fewer to make, and to undo as the command ends.
     fn hide(hidden: &[OsString]) -> Result<(), String> {
-        for dir in hidden {
-            let dir = Path::new(dir);
-            if !dir.is_dir() {
+        let hidden: Vec<&Path> = hidden.iter().map(Path::new).collect();
+        for &dir in &hidden {
+            let covered = (hidden.iter()).any(|&other| other != dir && dir.starts_with(other));
+            if covered || !dir.is_dir() {
                 continue;
             }
             rustix::mount::mount(
@@ -707,5 +809,27 @@ mod linux {
         // The working directory still names the workspace under the overlay.
         rustix::process::chdir(root).map_err(|err| format!("cannot enter the overlay: {err}"))?;
         Ok(())
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use std::sync::mpsc;
+
+    /// The init is forked only by a process with one thread; one with another thread alive
+    /// must be seen to have it, or the fork would copy a process whose locks another thread
+    /// may hold.
+    #[test]
+    fn a_second_thread_is_seen() {
+        let (release, wait) = mpsc::channel::<()>();
+        let (started, ready) = mpsc::channel();
+        let other = std::thread::spawn(move || {
+            let _ = started.send(());
+            let _ = wait.recv();
+        });
+        ready.recv().expect("the thread started");
+        assert!(!super::linux::single_threaded());
+        release.send(()).expect("the thread waits");
+        other.join().expect("the thread ended");
     }
 }
