@@ -4,6 +4,11 @@
 //! a time (`StoreOptions::stream_file_bytes`, docs/formats.md); it used to hold the old and
 //! the new version whole, twice the file.
 //!
+//! And a turn of many files that add up to more than the store holds in memory: an `rm -rf`
+//! of 2,000 files of 64 KiB. Their pre-images past `StoreOptions::max_held_bytes` (32 MiB)
+//! are read back from the in-flight file as the turn is stored; the turn used to hold them
+//! all.
+//!
 //! The overlay needs a mount namespace; where the kernel refuses one, the test prints why and
 //! skips.
 #![allow(clippy::unwrap_used)]
@@ -47,6 +52,10 @@ fn measured(ws: &Ws, args: &[&str]) -> (Run, u64) {
     let kib = fs::read_to_string(&out).unwrap().trim().parse().unwrap();
     (run, kib)
 }
+
+/// The many-file turn: this many files of `MANY_BYTES`, 128 MiB in all.
+const MANY: usize = 2000;
+const MANY_BYTES: usize = 64 << 10;
 
 /// Writes `len` bytes of a pattern that no two MiB share, to `path`.
 fn write_big(path: &Path, len: usize) {
@@ -118,4 +127,46 @@ fn a_bash_turn_on_a_big_file_is_exact_in_bounded_memory() {
         "redo brings the append back exactly"
     );
     assert!(kib < MAX_KIB, "the redo peaked at {kib} KiB");
+}
+
+/// The bytes of the `n`th file of the many-file tree: no two files share them, and they do
+/// not compress much.
+fn many_bytes(n: usize) -> Vec<u8> {
+    (0..MANY_BYTES)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 7 ^ n.wrapping_mul(40_503)) as u8)
+        .collect()
+}
+
+#[test]
+fn a_bash_turn_of_many_files_is_exact_in_bounded_memory() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    let ws = Ws::new();
+    for n in 0..MANY {
+        let dir = ws.path().join(format!("tree/d{:02}", n % 40));
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join(format!("f{n}.bin")), many_bytes(n)).unwrap();
+    }
+
+    let args = serde_json::json!({ "command": "rm -rf tree" }).to_string();
+    let (run, kib) = measured(&ws, &["tool", "bash", "--args", &args]);
+    assert_eq!(run.code, 0, "{}", run.show());
+    assert!(
+        !ws.path().join("tree").exists(),
+        "the command removed the tree"
+    );
+    assert!(kib < MAX_KIB, "the bash turn peaked at {kib} KiB");
+
+    let (run, kib) = measured(&ws, &["undo"]);
+    assert_eq!(run.code, 0, "{}", run.show());
+    for n in 0..MANY {
+        let path = ws.path().join(format!("tree/d{:02}/f{n}.bin", n % 40));
+        assert!(
+            fs::read(&path).unwrap() == many_bytes(n),
+            "undo puts {} back exactly",
+            path.display()
+        );
+    }
+    assert!(kib < MAX_KIB, "the undo peaked at {kib} KiB");
 }

@@ -167,10 +167,12 @@ fn open(root: &Path) -> (UndoStore, Vec<Notice>) {
 
 /// Opens the store with the log `depth` deep.
 fn open_deep(root: &Path, depth: usize) -> (UndoStore, Vec<Notice>) {
-    // As the helper's: `big.bin` is stored as deltas, `huge.bin` streamed.
+    // As the helper's: `big.bin` is stored as deltas, `huge.bin` streamed, and most small
+    // pre-images are read back from the in-flight file.
     let options = StoreOptions {
         big_file_bytes: 64 * 1024,
         stream_file_bytes: 512 * 1024,
+        max_held_bytes: 64,
         depth,
         ..StoreOptions::default()
     };

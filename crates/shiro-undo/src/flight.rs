@@ -28,7 +28,9 @@ pub(crate) struct Flight {
     /// The paths `bash` calls changed that cannot be restored.
     pub bash_unrestorable: BTreeSet<String>,
     /// The bytes of pre-images not stored as blobs yet, by hash.
-    pub pending: BTreeMap<ContentHash, Vec<u8>>,
+    pub pending: BTreeMap<ContentHash, Pending>,
+    /// How many bytes of `pending` are held in memory.
+    pub held_bytes: u64,
     /// The bytes of big pre-images stored already (the previous turn's after-images), so
     /// that finishing can store the after-images as deltas against them without reading
     /// them back.
@@ -42,7 +44,7 @@ pub(crate) struct Flight {
 pub(crate) struct Finished {
     pub record: TurnRecord,
     /// New pre-images, to store.
-    pub pending: BTreeMap<ContentHash, Vec<u8>>,
+    pub pending: BTreeMap<ContentHash, Pending>,
     /// Stored big pre-images: the bases of the after-images' deltas.
     pub held: BTreeMap<ContentHash, Vec<u8>>,
     /// The after-images of big files, stored as deltas against their pre-images.
@@ -50,6 +52,77 @@ pub(crate) struct Finished {
     /// The after-images of other files, up to [`Keep::small`] bytes in all: stored in the
     /// turn's pack, so that undoing the turn finds them stored and keeps nothing.
     pub small_afters: BTreeMap<ContentHash, Vec<u8>>,
+}
+
+/// The bytes of a new pre-image, until the turn is stored.
+#[derive(Debug)]
+pub(crate) enum Pending {
+    /// Held in memory.
+    Held(Vec<u8>),
+    /// Only in the in-flight file: `len` bytes at `offset` (past what the turn may hold in
+    /// memory, `StoreOptions::max_held_bytes`).
+    Filed { offset: u64, len: u64 },
+}
+
+impl Pending {
+    /// The bytes, read back from the in-flight file `inflight` when they are only there,
+    /// and checked against `hash` then: the file could have been changed under the turn.
+    pub(crate) fn bytes(
+        &self,
+        hash: &ContentHash,
+        inflight: &mut Inflight,
+    ) -> std::io::Result<std::borrow::Cow<'_, [u8]>> {
+        match self {
+            Pending::Held(bytes) => Ok(std::borrow::Cow::Borrowed(bytes)),
+            Pending::Filed { offset, len } => {
+                let bytes = inflight.read_at(*offset, *len)?;
+                if ContentHash::of(&bytes) != *hash {
+                    return Err(std::io::Error::other(format!(
+                        "the in-flight file no longer holds the pre-image {hash} at offset \
+                         {offset}"
+                    )));
+                }
+                Ok(std::borrow::Cow::Owned(bytes))
+            }
+        }
+    }
+
+    /// The buffer, to give back to the spares, when it is held.
+    pub(crate) fn into_held(self) -> Option<Vec<u8>> {
+        match self {
+            Pending::Held(bytes) => Some(bytes),
+            Pending::Filed { .. } => None,
+        }
+    }
+}
+
+/// The in-flight file, opened for reading when a pre-image must be read back from it.
+#[derive(Debug)]
+pub(crate) struct Inflight {
+    path: std::path::PathBuf,
+    file: Option<fs::File>,
+}
+
+impl Inflight {
+    pub(crate) fn at(path: std::path::PathBuf) -> Self {
+        Self { path, file: None }
+    }
+
+    /// The path of the file, for errors.
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    fn read_at(&mut self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+        use std::os::unix::fs::FileExt as _;
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self.file.insert(fs::File::open(&self.path)?),
+        };
+        let mut bytes = vec![0; usize::try_from(len).map_err(std::io::Error::other)?];
+        file.read_exact_at(&mut bytes, offset)?;
+        Ok(bytes)
+    }
 }
 
 /// Which after-images a finishing turn keeps the bytes of, for the store.
@@ -77,14 +150,25 @@ impl Flight {
             bash_uncaptured: false,
             bash_unrestorable: BTreeSet::new(),
             pending: BTreeMap::new(),
+            held_bytes: 0,
             held: BTreeMap::new(),
             git: GitRecord::default(),
         }
     }
 
+    /// Notes the bytes of the new pre-image `hash`, unless they are noted already.
+    fn note_pending(&mut self, hash: ContentHash, bytes: Pending) {
+        if let std::collections::btree_map::Entry::Vacant(entry) = self.pending.entry(hash) {
+            if let Pending::Held(held) = &bytes {
+                self.held_bytes += held.len() as u64;
+            }
+            entry.insert(bytes);
+        }
+    }
+
     /// Replays one in-flight record, with the file bytes it carries; only the first image of
     /// a path counts.
-    pub(crate) fn apply(&mut self, line: InflightLine, payload: Option<Vec<u8>>) {
+    pub(crate) fn apply(&mut self, line: InflightLine, payload: Option<Pending>) {
         match line {
             InflightLine::Start { .. } => {}
             InflightLine::Path { path, before, .. } => {
@@ -92,7 +176,7 @@ impl Flight {
                     && !self.before.contains_key(&path)
                 {
                     if let (Image::File { hash, .. }, Some(bytes)) = (&before, payload) {
-                        self.pending.entry(*hash).or_insert(bytes);
+                        self.note_pending(*hash, bytes);
                     }
                     self.before.insert(path, before);
                 }
@@ -122,7 +206,7 @@ impl Flight {
             }
             InflightLine::Blob { hash, .. } => {
                 if let Some(bytes) = payload {
-                    self.pending.entry(hash).or_insert(bytes);
+                    self.note_pending(hash, bytes);
                 }
             }
             InflightLine::Git { git, .. } => self.git.then(&git),
@@ -215,12 +299,13 @@ impl Flight {
 
 /// Appends a record to the in-flight file, followed by the file bytes it carries (whose
 /// length the record states), and with `sync` flushes both (and all before them) at once.
+/// Returns the offset of the bytes in the file.
 pub(crate) fn append_line(
     file: &mut fs::File,
     line: &InflightLine,
     payload: Option<&[u8]>,
     sync: bool,
-) -> std::io::Result<()> {
+) -> std::io::Result<u64> {
     let text = encode(line)?;
     let len = file.metadata()?.len();
     let written = file
@@ -232,7 +317,7 @@ pub(crate) fn append_line(
         let _ = file.set_len(len);
         return Err(err);
     }
-    Ok(())
+    Ok(len + text.len() as u64)
 }
 
 #[cfg(test)]

@@ -53,6 +53,8 @@ fn options(depth: usize) -> StoreOptions {
         depth,
         big_file_bytes: 256,
         stream_file_bytes: 512,
+        // Past a few small pre-images, a turn reads the rest back from its in-flight file.
+        max_held_bytes: 32,
         ..StoreOptions::default()
     }
 }

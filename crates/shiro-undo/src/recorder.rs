@@ -16,7 +16,7 @@ use tokio::sync::Mutex;
 use crate::blob::RawWriter;
 use crate::codec::{empty_file, open_emptied};
 use crate::error::UndoError;
-use crate::flight::{Finished, Flight, Keep, append_line};
+use crate::flight::{Finished, Flight, Keep, Pending, append_line};
 use crate::format::{
     BashCapture, ChangeRecord, FORMAT_VERSION, GitRecord, INFLIGHT_FILE, IndexRecord, InflightLine,
     TurnMeta,
@@ -58,6 +58,10 @@ pub(crate) trait Ledger: Send + Sync + 'static {
     /// The size from which a file is streamed rather than read whole
     /// (`StoreOptions::stream_file_bytes`).
     fn stream_file_bytes(&self) -> u64;
+
+    /// The most bytes of new pre-images a turn holds in memory
+    /// (`StoreOptions::max_held_bytes`).
+    fn max_held_bytes(&self) -> u64;
 
     /// A new raw blob, to write a file's bytes into a piece at a time.
     fn raw_writer(&self) -> std::io::Result<RawWriter>;
@@ -244,7 +248,7 @@ impl<M: Mutator> Recording<M> {
                         bytes: bytes.len() as u64,
                     };
                     append_line(&mut turn.file, &line, Some(bytes), false).map_err(failed)?;
-                    turn.flight.apply(line, Some(bytes.clone()));
+                    turn.flight.apply(line, Some(Pending::Held(bytes.clone())));
                 }
                 Ok(Some(hash))
             };
@@ -336,6 +340,7 @@ impl<M: Mutator> Recording<M> {
             return Ok(());
         };
         let mut appended = Vec::new();
+        let mut held_in_batch = 0u64;
         let mut batch = std::collections::BTreeSet::new();
         for &path in paths {
             // Internal paths are refused by every mutator; there is nothing to protect.
@@ -396,7 +401,21 @@ impl<M: Mutator> Recording<M> {
                 before: image,
                 bytes: payload.as_ref().map(|bytes| bytes.len() as u64),
             };
-            append_line(&mut turn.file, &line, payload.as_deref(), false).map_err(failed)?;
+            let offset =
+                append_line(&mut turn.file, &line, payload.as_deref(), false).map_err(failed)?;
+            // Held until the turn is stored while the turn's budget allows (a big file's
+            // always: its delta is made against it); else read back from the file then.
+            let payload = payload.map(|bytes| {
+                let len = bytes.len() as u64;
+                let budget = turn.flight.held_bytes.saturating_add(held_in_batch);
+                if len >= big || budget.saturating_add(len) <= self.store.max_held_bytes() {
+                    held_in_batch += len;
+                    Pending::Held(bytes)
+                } else {
+                    self.spares.give([bytes]);
+                    Pending::Filed { offset, len }
+                }
+            });
             appended.push((line, payload));
         }
         if let Some(&first) = paths.first()

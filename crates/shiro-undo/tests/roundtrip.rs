@@ -603,11 +603,14 @@ proptest! {
     }
 }
 
-/// Options under which files of 16 bytes and more are streamed, and of 8 to 15 are big.
+/// Options under which files of 16 bytes and more are streamed, and of 8 to 15 are big, and
+/// a turn holds at most 12 bytes of smaller files' pre-images in memory (the rest are read
+/// back from the in-flight file).
 fn streamed() -> StoreOptions {
     StoreOptions {
         big_file_bytes: 8,
         stream_file_bytes: 16,
+        max_held_bytes: 12,
         ..StoreOptions::default()
     }
 }

@@ -45,6 +45,9 @@ const BIG_FILE_BYTES: u64 = 64 * 1024;
 /// Files this big are streamed (never held in memory whole): `huge.bin` (640 KiB) is one.
 /// The test opens its store with the same value.
 const STREAM_FILE_BYTES: u64 = 512 * 1024;
+/// The turn holds this many bytes of new pre-images in memory; the rest it reads back from
+/// the in-flight file as it is stored, so a kill lands on that too.
+const MAX_HELD_BYTES: u64 = 64;
 
 /// How many files `many-turn` rewrites (the test's setup makes them).
 const MANY: usize = 2000;
@@ -152,6 +155,7 @@ async fn run(args: &[String]) -> Result<(), String> {
     let options = StoreOptions {
         big_file_bytes: BIG_FILE_BYTES,
         stream_file_bytes: STREAM_FILE_BYTES,
+        max_held_bytes: MAX_HELD_BYTES,
         depth: if mode == "gc-turn" { 1 } else { 20 },
         ..StoreOptions::default()
     };

@@ -76,6 +76,13 @@ pub struct StoreOptions {
     /// when an undo needs it, the same way. A turn on a file of any size then costs bounded
     /// memory. Default 64 MiB.
     pub stream_file_bytes: u64,
+    /// The most bytes of new pre-images a turn holds in memory until it finishes. Every
+    /// pre-image is in the in-flight file, flushed, before the path changes; past this, the
+    /// rest are read back from there when the turn is stored, so that a turn of a hundred
+    /// thousand files (an `rm -rf` of a dependency tree) costs bounded memory. Big files'
+    /// pre-images are always held: their new versions are stored as deltas against them.
+    /// Default 32 MiB.
+    pub max_held_bytes: u64,
 }
 
 impl Default for StoreOptions {
@@ -87,6 +94,7 @@ impl Default for StoreOptions {
             big_file_bytes: 1 << 20,
             max_small_after_bytes: 8 << 20,
             stream_file_bytes: 64 << 20,
+            max_held_bytes: 32 << 20,
         }
     }
 }
@@ -679,6 +687,10 @@ impl Ledger for UndoStore {
 
     fn stream_file_bytes(&self) -> u64 {
         self.inner.options.stream_file_bytes
+    }
+
+    fn max_held_bytes(&self) -> u64 {
+        self.inner.options.max_held_bytes
     }
 
     fn raw_writer(&self) -> std::io::Result<RawWriter> {

@@ -11,7 +11,7 @@ use crate::blob::{Blobs, Form, MAX_DELTA_DEPTH};
 use crate::codec::{decode_all, decode_framed, empty_file, read_optional, remove_durably};
 use crate::delta;
 use crate::error::UndoError;
-use crate::flight::{Finished, Flight, Keep};
+use crate::flight::{Finished, Flight, Inflight, Keep, Pending};
 use crate::format::{
     FORMAT_VERSION, INFLIGHT_FILE, InflightLine, JOURNAL_FILE, Journal, LogLine, PROGRESS_FILE,
 };
@@ -318,7 +318,7 @@ impl UndoStore {
                             Some(bytes),
                         ) => {
                             if ContentHash::of(bytes) == *hash {
-                                Some(bytes.to_vec())
+                                Some(Pending::Held(bytes.to_vec()))
                             } else {
                                 self.notify(Notice::CorruptRecord {
                                     file: INFLIGHT_FILE.to_owned(),
@@ -422,7 +422,7 @@ impl UndoStore {
             // The pre-image: new (stored raw now, starting a chain), or stored already (the
             // previous turn's after-image), its bytes held since it was captured. A delta's
             // base is a blob of its own: one in a pack starts a new chain.
-            let (before_bytes, depth) = if let Some(bytes) = pending.get(&before) {
+            let (before_bytes, depth) = if let Some(Pending::Held(bytes)) = pending.get(&before) {
                 raw.insert(before);
                 (bytes, 0)
             } else if let Some(bytes) = held.get(&before) {
@@ -454,16 +454,23 @@ impl UndoStore {
         let in_path_order = (befores.chain(pending.keys().copied()))
             .filter(|hash| seen.insert(*hash))
             .filter_map(|hash| Some((hash, pending.get(&hash)?)));
-        for (hash, bytes) in in_path_order {
+        // Those past what the turn held in memory are read back from the in-flight file, one
+        // at a time.
+        let mut inflight = Inflight::at(self.path(INFLIGHT_FILE));
+        for (hash, pending) in in_path_order {
             let hash = &hash;
-            if raw.contains(hash) {
+            if raw.contains(hash)
+                && let Pending::Held(bytes) = pending
+            {
                 batch.push((*hash, Form::Raw(bytes)));
             } else if !in_store(hash) {
+                let bytes = (pending.bytes(hash, &mut inflight))
+                    .map_err(|err| UndoError::io("read", inflight.path(), err))?;
                 let writer = match &mut pack {
                     Some(writer) => writer,
                     None => pack.insert(PackWriter::create(blobs.dir()).map_err(failed)?),
                 };
-                (writer.add_at(*hash, bytes, Blobs::finish_level(bytes.len()))).map_err(failed)?;
+                (writer.add_at(*hash, &bytes, Blobs::finish_level(bytes.len()))).map_err(failed)?;
             }
         }
         // Then what the turn left of small files, but a copy stored already or on its way.
@@ -512,6 +519,7 @@ impl UndoStore {
         spares.give(
             pending
                 .into_values()
+                .filter_map(Pending::into_held)
                 .chain(held.into_values())
                 .chain(afters.into_values()),
         );
