@@ -83,23 +83,58 @@ impl PackWriter {
         if self.index.contains_key(&hash) {
             return Ok(());
         }
-        let compressor =
-            (self.compressors.entry(level.level())).or_insert_with(|| Compress::new(level, true));
-        compressor.reset();
-        let mut stored = Vec::with_capacity(bytes.len() / 2 + 64);
-        loop {
-            let done = usize::try_from(compressor.total_in()).unwrap_or(bytes.len());
-            let rest = bytes.get(done..).unwrap_or_default();
-            if stored.len() == stored.capacity() {
-                stored.reserve(rest.len() / 2 + 64);
-            }
-            let status = (compressor.compress_vec(rest, &mut stored, FlushCompress::Finish))
-                .map_err(io::Error::other)?;
-            if status == Status::StreamEnd {
-                break;
-            }
-        }
+        let stored = compress(&mut self.compressors, bytes, level)?;
         self.add_stored(hash, &stored)
+    }
+
+    /// Appends the copies of `items` (hash, bytes, level) in their order, as [`Self::add_at`]
+    /// does each, compressing them on up to [`COMPRESS_THREADS`] threads: compression is
+    /// most of what a turn of many files costs as it finishes.
+    pub(crate) fn add_all(
+        &mut self,
+        items: &[(ContentHash, &[u8], Compression)],
+    ) -> io::Result<()> {
+        let mut seen = BTreeSet::new();
+        let fresh: Vec<&(ContentHash, &[u8], Compression)> = (items.iter())
+            .filter(|(hash, ..)| !self.index.contains_key(hash) && seen.insert(*hash))
+            .collect();
+        let total: usize = fresh.iter().map(|(_, bytes, _)| bytes.len()).sum();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, std::num::NonZeroUsize::get)
+            .clamp(1, COMPRESS_THREADS);
+        if threads < 2 || total < PARALLEL_FROM {
+            for (hash, bytes, level) in fresh {
+                self.add_at(*hash, bytes, *level)?;
+            }
+            return Ok(());
+        }
+        let chunk = fresh.len().div_ceil(threads);
+        let parts: Vec<io::Result<Vec<Vec<u8>>>> = std::thread::scope(|scope| {
+            let workers: Vec<_> = (fresh.chunks(chunk))
+                .map(|part| {
+                    scope.spawn(move || {
+                        let mut compressors = BTreeMap::new();
+                        (part.iter())
+                            .map(|(_, bytes, level)| compress(&mut compressors, bytes, *level))
+                            .collect()
+                    })
+                })
+                .collect();
+            (workers.into_iter())
+                .map(|worker| {
+                    (worker.join())
+                        .unwrap_or_else(|_| Err(io::Error::other("a compressing thread failed")))
+                })
+                .collect()
+        });
+        let mut stored = Vec::with_capacity(fresh.len());
+        for part in parts {
+            stored.extend(part?);
+        }
+        for ((hash, ..), stored) in fresh.into_iter().zip(stored) {
+            self.add_stored(*hash, &stored)?;
+        }
+        Ok(())
     }
 
     /// Appends a copy as another pack stores it (compressed), unchecked: for a pack
@@ -132,6 +167,37 @@ impl PackWriter {
         self.temp.persist(target).map_err(|err| err.error)?;
         let dir = target.parent().unwrap_or(Path::new("."));
         crate::ground::open_read(dir)?.sync_all()
+    }
+}
+
+/// How many threads [`PackWriter::add_all`] compresses on at most.
+const COMPRESS_THREADS: usize = 4;
+/// Below this many bytes in all, [`PackWriter::add_all`] compresses on the calling thread:
+/// starting threads would cost more than it saves.
+const PARALLEL_FROM: usize = 1 << 20;
+
+/// `bytes` zlib-compressed at `level`, with the compressor for that level in `compressors`
+/// (made when missing, reset before use).
+fn compress(
+    compressors: &mut BTreeMap<u32, Compress>,
+    bytes: &[u8],
+    level: Compression,
+) -> io::Result<Vec<u8>> {
+    let compressor =
+        (compressors.entry(level.level())).or_insert_with(|| Compress::new(level, true));
+    compressor.reset();
+    let mut stored = Vec::with_capacity(bytes.len() / 2 + 64);
+    loop {
+        let done = usize::try_from(compressor.total_in()).unwrap_or(bytes.len());
+        let rest = bytes.get(done..).unwrap_or_default();
+        if stored.len() == stored.capacity() {
+            stored.reserve(rest.len() / 2 + 64);
+        }
+        let status = (compressor.compress_vec(rest, &mut stored, FlushCompress::Finish))
+            .map_err(io::Error::other)?;
+        if status == Status::StreamEnd {
+            return Ok(stored);
+        }
     }
 }
 
@@ -383,6 +449,51 @@ mod tests {
             if !copies.iter().any(|c| ContentHash::of(c) == absent) {
                 prop_assert!(pack.get(&absent).unwrap().is_none());
             }
+        }
+    }
+
+    /// Copies compressed on several threads land in the pack in the order given, once each,
+    /// and read back exactly.
+    #[test]
+    fn copies_added_together_keep_their_order() {
+        let copies: Vec<Vec<u8>> = (0..64u32)
+            .map(|n| {
+                (0..40_000u32)
+                    .map(|i| (i.wrapping_mul(2_654_435_761) >> 13 ^ n) as u8)
+                    .collect()
+            })
+            .collect();
+        assert!(copies.iter().map(Vec::len).sum::<usize>() >= PARALLEL_FROM);
+        let dir = tempfile::tempdir().unwrap();
+        let mut writer = PackWriter::create(dir.path()).unwrap();
+        let mut items: Vec<(ContentHash, &[u8], Compression)> = (copies.iter())
+            .map(|bytes| {
+                (
+                    ContentHash::of(bytes),
+                    bytes.as_slice(),
+                    Compression::fast(),
+                )
+            })
+            .collect();
+        // A copy given twice is stored once.
+        items.push(items[3]);
+        writer.add_all(&items).unwrap();
+        let target = pack_path(dir.path(), "p");
+        writer.finish(&target).unwrap();
+        let pack = Pack::open(&target).unwrap();
+        assert_eq!(pack.index.len(), copies.len());
+        let offsets: Vec<u64> = (copies.iter())
+            .map(|bytes| pack.offset_of(&ContentHash::of(bytes)).unwrap())
+            .collect();
+        assert!(
+            offsets.windows(2).all(|pair| pair[0] < pair[1]),
+            "{offsets:?}"
+        );
+        for bytes in &copies {
+            assert_eq!(
+                pack.get(&ContentHash::of(bytes)).unwrap().as_ref(),
+                Some(bytes)
+            );
         }
     }
 

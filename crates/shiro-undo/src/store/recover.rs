@@ -24,6 +24,10 @@ use crate::restore;
 
 use super::{UndoStore, direction_verb, needed_writes};
 
+/// How many bytes of new pre-images a finishing turn compresses at once (see
+/// [`PackWriter::add_all`]); at most this much of them is read back into memory at a time.
+const PACK_WINDOW: usize = 8 << 20;
+
 impl UndoStore {
     /// Under the lock: completes an interrupted restore, recovers an interrupted turn, and
     /// returns the log.
@@ -454,23 +458,35 @@ impl UndoStore {
         let in_path_order = (befores.chain(pending.keys().copied()))
             .filter(|hash| seen.insert(*hash))
             .filter_map(|hash| Some((hash, pending.get(&hash)?)));
-        // Those past what the turn held in memory are read back from the in-flight file, one
-        // at a time.
+        // They are compressed a window at a time, on a few threads; those past what the turn
+        // held in memory are read back from the in-flight file as their window comes.
         let mut inflight = Inflight::at(self.path(INFLIGHT_FILE));
-        for (hash, pending) in in_path_order {
-            let hash = &hash;
-            if raw.contains(hash)
+        let mut window: Vec<(ContentHash, std::borrow::Cow<'_, [u8]>)> = Vec::new();
+        let mut window_bytes = 0;
+        let mut in_path_order = in_path_order.peekable();
+        while let Some((hash, pending)) = in_path_order.next() {
+            if raw.contains(&hash)
                 && let Pending::Held(bytes) = pending
             {
-                batch.push((*hash, Form::Raw(bytes)));
-            } else if !in_store(hash) {
-                let bytes = (pending.bytes(hash, &mut inflight))
+                batch.push((hash, Form::Raw(bytes)));
+            } else if !in_store(&hash) {
+                let bytes = (pending.bytes(&hash, &mut inflight))
                     .map_err(|err| UndoError::io("read", inflight.path(), err))?;
+                window_bytes += bytes.len();
+                window.push((hash, bytes));
+            }
+            if !window.is_empty() && (window_bytes >= PACK_WINDOW || in_path_order.peek().is_none())
+            {
                 let writer = match &mut pack {
                     Some(writer) => writer,
                     None => pack.insert(PackWriter::create(blobs.dir()).map_err(failed)?),
                 };
-                (writer.add_at(*hash, &bytes, Blobs::finish_level(bytes.len()))).map_err(failed)?;
+                let items: Vec<_> = (window.iter())
+                    .map(|(hash, bytes)| (*hash, &**bytes, Blobs::finish_level(bytes.len())))
+                    .collect();
+                writer.add_all(&items).map_err(failed)?;
+                window.clear();
+                window_bytes = 0;
             }
         }
         // Then what the turn left of small files, but a copy stored already or on its way.
@@ -478,20 +494,21 @@ impl UndoStore {
         let afters_in_path_order = (record.paths.iter())
             .filter_map(|path| path.after.hash())
             .filter_map(|hash| Some((hash, small_afters.get(&hash)?)));
-        for (hash, bytes) in afters_in_path_order {
-            let hash = &hash;
-            if big_afters.contains(hash)
-                || pending.contains_key(hash)
-                || in_store(hash)
-                || pack.as_ref().is_some_and(|writer| writer.contains(hash))
-            {
-                continue;
-            }
+        let small: Vec<_> = afters_in_path_order
+            .filter(|(hash, _)| {
+                !(big_afters.contains(hash)
+                    || pending.contains_key(hash)
+                    || in_store(hash)
+                    || pack.as_ref().is_some_and(|writer| writer.contains(hash)))
+            })
+            .map(|(hash, bytes)| (hash, bytes.as_slice(), Blobs::finish_level(bytes.len())))
+            .collect();
+        if !small.is_empty() {
             let writer = match &mut pack {
                 Some(writer) => writer,
                 None => pack.insert(PackWriter::create(blobs.dir()).map_err(failed)?),
             };
-            (writer.add_at(*hash, bytes, Blobs::finish_level(bytes.len()))).map_err(failed)?;
+            writer.add_all(&small).map_err(failed)?;
         }
         batch.extend(items);
         blobs.put_all(batch).map_err(failed)?;
