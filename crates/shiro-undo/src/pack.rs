@@ -99,10 +99,15 @@ impl PackWriter {
             .filter(|(hash, ..)| !self.index.contains_key(hash) && seen.insert(*hash))
             .collect();
         let total: usize = fresh.iter().map(|(_, bytes, _)| bytes.len()).sum();
-        let threads = std::thread::available_parallelism()
-            .map_or(1, std::num::NonZeroUsize::get)
-            .clamp(1, COMPRESS_THREADS);
-        if threads < 2 || total < PARALLEL_FROM {
+        // Asked only for a big batch: it reads the cgroup's limits from /proc and /sys.
+        let threads = if total < PARALLEL_FROM {
+            1
+        } else {
+            std::thread::available_parallelism()
+                .map_or(1, std::num::NonZeroUsize::get)
+                .clamp(1, COMPRESS_THREADS)
+        };
+        if threads < 2 {
             for (hash, bytes, level) in fresh {
                 self.add_at(*hash, bytes, *level)?;
             }
