@@ -1736,6 +1736,18 @@ fn bash_one_file(
     Ok(())
 }
 
+/// Generates a tree of `n` files (from `seed`) at `ws/tree`, and a plain copy of it at
+/// `backup/tree` to put back by `cp -R`; returns the tree's size.
+fn tree_and_copy(ws: &Path, backup: &Path, n: usize, seed: u64) -> Result<u64> {
+    let tree_bytes =
+        inputs::workspace(&ws.join("tree"), n, seed, |rng, _| inputs::mixed_size(rng))?;
+    fs::create_dir_all(backup)?;
+    let mut cp = Command::new("cp");
+    cp.arg("-R").arg(ws.join("tree")).arg(backup.join("tree"));
+    run_ok(cp)?;
+    Ok(tree_bytes)
+}
+
 /// Section 5, second part: file-heavy commands inside the overlay against native, what
 /// committing their changes costs, and their undo against `cp`.
 fn bash_heavy(
@@ -1747,13 +1759,8 @@ fn bash_heavy(
     verdicts: &mut Verdicts,
 ) -> Result<()> {
     let n = plan.bash_heavy_files;
-    let ws = work.join("ws-bash-heavy");
-    let backup = work.join("bash-backup");
-    let tree_bytes = inputs::workspace(&ws.join("tree"), n, 7, |rng, _| inputs::mixed_size(rng))?;
-    fs::create_dir_all(&backup)?;
-    let mut cp = Command::new("cp");
-    cp.arg("-R").arg(ws.join("tree")).arg(backup.join("tree"));
-    run_ok(cp)?;
+    let (ws, backup) = (work.join("ws-bash-heavy"), work.join("bash-backup"));
+    let tree_bytes = tree_and_copy(&ws, &backup, n, 7)?;
     // What the create command makes, made once natively, for the `cp -R` baseline.
     let create = bash::create_script(n);
     let mut made = Command::new("bash");
@@ -2039,13 +2046,8 @@ fn bash_huge(
     verdicts: &mut Verdicts,
 ) -> Result<()> {
     let n = plan.bash_huge_files;
-    let ws = work.join("ws-bash-huge");
-    let backup = work.join("bash-huge-backup");
-    let tree_bytes = inputs::workspace(&ws.join("tree"), n, 11, |rng, _| inputs::mixed_size(rng))?;
-    fs::create_dir_all(&backup)?;
-    let mut cp = Command::new("cp");
-    cp.arg("-R").arg(ws.join("tree")).arg(backup.join("tree"));
-    run_ok(cp)?;
+    let (ws, backup) = (work.join("ws-bash-huge"), work.join("bash-huge-backup"));
+    let tree_bytes = tree_and_copy(&ws, &backup, n, 11)?;
     settle()?;
     let label = format!("`rm -rf` of a {n}-file tree ({})", bytes(tree_bytes));
     let heavy = bash::Heavy {
