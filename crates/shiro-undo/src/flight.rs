@@ -117,7 +117,7 @@ impl Inflight {
         use std::os::unix::fs::FileExt as _;
         let file = match &mut self.file {
             Some(file) => file,
-            None => self.file.insert(fs::File::open(&self.path)?),
+            None => self.file.insert(crate::ground::open_read(&self.path)?),
         };
         let mut bytes = vec![0; usize::try_from(len).map_err(std::io::Error::other)?];
         file.read_exact_at(&mut bytes, offset)?;
