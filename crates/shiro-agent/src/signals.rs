@@ -7,7 +7,9 @@
 //! beyond that — print a notice, or stop at once ([`Verdict`]) — through the hook it gave
 //! [`Signals::with_hook`]. This module never prints or exits.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use tokio::sync::watch;
 
@@ -52,6 +54,9 @@ struct Shared {
     /// Bumped by Ctrl-B in the terminal UI: a running `bash` command moves to the
     /// background.
     background: watch::Sender<u64>,
+    /// Set by the binary's signal handler the moment a signal arrives, cleared as the signal
+    /// thread delivers it (see [`Signals::received_flag`]).
+    received: Arc<AtomicBool>,
 }
 
 #[derive(Debug)]
@@ -77,6 +82,10 @@ impl std::fmt::Debug for Shared {
             .finish_non_exhaustive()
     }
 }
+
+/// How long [`Signals::interrupted`] waits at most for a signal that arrived to be
+/// delivered: the signal thread delivers it in far less, unless the machine is starved.
+const DELIVERY_WAIT: Duration = Duration::from_secs(1);
 
 /// The binary's answer to a [`Verdict`].
 pub type Hook = Arc<dyn Fn(Verdict) + Send + Sync>;
@@ -138,6 +147,7 @@ impl Signals {
                 hand,
                 stop,
                 background,
+                received: Arc::new(AtomicBool::new(false)),
             }),
             handed,
         }
@@ -174,10 +184,38 @@ impl Signals {
         self.deliver(Signal::Interrupt);
     }
 
+    /// A flag for the binary's own signal handler to set as a signal arrives, in the
+    /// handler itself (`signal_hook::flag::register`); the thread that then delivers the
+    /// signal clears it ([`Signals::deliver_received`]).
+    ///
+    /// The signal thread delivers a signal some time after it arrives, later still on a
+    /// loaded machine. Meanwhile the work could read that no signal came and begin a
+    /// change, although the signal came first (apply-patch, having read its patch). While
+    /// the flag is set, [`Signals::interrupted`] waits for the delivery instead. Should the
+    /// delivery have come between the two handlers (the thread's handler runs first, so
+    /// that no signal is caught before it can be delivered), the flag stays set: the wait
+    /// then ends after a second and clears it.
+    pub fn received_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.shared.received)
+    }
+
+    /// Delivers `signal` as [`Signals::deliver`] does, for the signal thread: it also
+    /// clears the flag of [`Signals::received_flag`], under the same lock.
+    pub fn deliver_received(&self, signal: Signal) -> Verdict {
+        self.deliver_as(signal, true)
+    }
+
     /// Delivers `signal`: the work is told as the handling says, and what the process must
     /// do beyond that is returned, and handed to the hook if there is one.
     pub fn deliver(&self, signal: Signal) -> Verdict {
+        self.deliver_as(signal, false)
+    }
+
+    fn deliver_as(&self, signal: Signal, received: bool) -> Verdict {
         let mut state = self.shared.lock();
+        if received {
+            self.shared.received.store(false, Ordering::SeqCst);
+        }
         let (verdict, tell) = Shared::on_signal(&mut state, signal);
         // The hook runs before the work is told, and with the state locked: whatever the
         // work then says about the signal comes after the hook's notice, never before it
@@ -202,8 +240,18 @@ impl Signals {
         self.shared.lock().terminated
     }
 
-    /// Whether a signal came since the handling was last set.
+    /// Whether a signal came since the handling was last set. A signal that has arrived
+    /// but is not delivered yet (see [`Signals::received_flag`]) is waited for, up to
+    /// a second: what the work decides next then counts it.
     pub fn interrupted(&self) -> bool {
+        let since = Instant::now();
+        while self.shared.received.load(Ordering::SeqCst) {
+            if since.elapsed() >= DELIVERY_WAIT {
+                self.shared.received.store(false, Ordering::SeqCst);
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
         self.shared.lock().pending
     }
 
@@ -285,6 +333,33 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A signal that has arrived (its handler set the flag) counts for the work even when
+    /// the signal thread has not delivered it yet: `interrupted` waits for the delivery. A
+    /// loaded test run once showed apply-patch begin its change after the signal.
+    #[test]
+    fn a_signal_received_but_not_delivered_yet_is_waited_for() {
+        let signals = Signals::with(Handling::Finish);
+        signals.received_flag().store(true, Ordering::SeqCst);
+        let (go, started) = std::sync::mpsc::channel::<()>();
+        let deliverer = {
+            let signals = signals.clone();
+            std::thread::spawn(move || {
+                started.recv().unwrap();
+                signals.deliver_received(Signal::Interrupt)
+            })
+        };
+        go.send(()).unwrap();
+        assert!(
+            signals.interrupted(),
+            "the signal that arrived first counts"
+        );
+        assert!(
+            matches!(deliverer.join().unwrap(), Verdict::Notice(_)),
+            "delivered as the first signal"
+        );
+        assert!(!signals.received_flag().load(Ordering::SeqCst));
+    }
 
     /// The notice of a signal is given before the work can know of the signal: the work's
     /// own message (say, "interrupted before the change began") then always comes after

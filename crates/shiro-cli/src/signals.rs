@@ -58,6 +58,10 @@ fn listen(signals: &Signals, ready: &std::sync::mpsc::SyncSender<std::io::Result
             let interrupt = signal(SignalKind::interrupt())?;
             let terminate = signal(SignalKind::terminate())?;
             drop(entered);
+            // After tokio's: a signal before these would be caught, yet never delivered.
+            for caught in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+                signal_hook::flag::register(caught, signals.received_flag())?;
+            }
             Ok((runtime, interrupt, terminate))
         });
     let (runtime, mut interrupt, mut terminate) = match registered {
@@ -78,7 +82,7 @@ fn listen(signals: &Signals, ready: &std::sync::mpsc::SyncSender<std::io::Result
             };
             match got {
                 Some(got) => {
-                    signals.deliver(got);
+                    signals.deliver_received(got);
                 }
                 // The runtime is shutting down: the process is ending.
                 None => return,
