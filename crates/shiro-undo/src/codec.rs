@@ -14,11 +14,70 @@ use serde::de::DeserializeOwned;
 
 use crate::ground::{no_follow, open_read};
 
-/// One checksummed line, newline included.
+/// The length of a checksum and the space after it.
+const SUM_LEN: usize = 2 * blake3::OUT_LEN + 1;
+
+/// One checksummed line, newline included. The JSON is measured first and then written
+/// once, in place after room kept for its checksum: a turn of many paths makes a record of
+/// tens of MiB, which is neither copied nor given room to spare.
 pub(crate) fn encode<T: Serialize>(value: &T) -> io::Result<String> {
-    let json = serde_json::to_string(value).map_err(io::Error::other)?;
-    let sum = blake3::hash(json.as_bytes()).to_hex();
-    Ok(format!("{sum} {json}\n"))
+    let mut measure = Tally::default();
+    serde_json::to_writer(&mut measure, value).map_err(io::Error::other)?;
+    let mut line = Vec::with_capacity(SUM_LEN + measure.len + 1);
+    line.resize(SUM_LEN, b' ');
+    serde_json::to_writer(&mut line, value).map_err(io::Error::other)?;
+    let sum = blake3::hash(&line[SUM_LEN..]).to_hex();
+    line[..SUM_LEN - 1].copy_from_slice(sum.as_bytes());
+    line.push(b'\n');
+    String::from_utf8(line).map_err(io::Error::other)
+}
+
+/// Writes one checksummed line, newline included, to `out`, without holding it: the JSON is
+/// made once to checksum it and once more to write it. The two must agree (serialising the
+/// same value is deterministic); if they did not, the line written would be unusable, so
+/// that is an error.
+pub(crate) fn write_line<T: Serialize>(value: &T, out: &mut dyn Write) -> io::Result<()> {
+    let mut first = Tally::default();
+    serde_json::to_writer(&mut first, value).map_err(io::Error::other)?;
+    let sum = first.hasher.finalize();
+    out.write_all(sum.to_hex().as_bytes())?;
+    out.write_all(b" ")?;
+    let mut second = Tally {
+        out: Some(&mut *out),
+        ..Tally::default()
+    };
+    serde_json::to_writer(&mut second, value).map_err(io::Error::other)?;
+    if second.hasher.finalize() != sum {
+        return Err(io::Error::other("a record read differently when written"));
+    }
+    out.write_all(b"\n")
+}
+
+/// A writer that counts and hashes what passes through it, on to `out` if there is one.
+#[derive(Default)]
+struct Tally<'w> {
+    hasher: blake3::Hasher,
+    len: usize,
+    out: Option<&'w mut dyn Write>,
+}
+
+impl Write for Tally<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = match &mut self.out {
+            Some(out) => out.write(buf)?,
+            None => buf.len(),
+        };
+        self.hasher.update(&buf[..n]);
+        self.len += n;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.out {
+            Some(out) => out.flush(),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A line that could not be used: its 1-based number and why.
@@ -42,10 +101,18 @@ pub(crate) struct RawLine<'a> {
 impl RawLine<'_> {
     /// Decodes the line; `Err` says why it cannot be used.
     pub(crate) fn decode<T: DeserializeOwned>(&self) -> Result<T, String> {
+        self.decode_with(|json| serde_json::from_str(json))
+    }
+
+    /// Decodes the line with `parse`, which reads the JSON after its checksum is checked.
+    pub(crate) fn decode_with<T>(
+        &self,
+        parse: impl FnOnce(&str) -> serde_json::Result<T>,
+    ) -> Result<T, String> {
         if !self.complete {
             return Err("truncated record (no final newline)".to_owned());
         }
-        decode_line(self.text)
+        decode_line_with(self.text, parse)
     }
 }
 
@@ -140,6 +207,13 @@ pub(crate) fn decode_framed<T: DeserializeOwned>(
 }
 
 fn decode_line<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
+    decode_line_with(line, |json| serde_json::from_str(json))
+}
+
+fn decode_line_with<T>(
+    line: &[u8],
+    parse: impl FnOnce(&str) -> serde_json::Result<T>,
+) -> Result<T, String> {
     let text = std::str::from_utf8(line).map_err(|_| "record is not UTF-8".to_owned())?;
     let Some((sum, json)) = text.split_once(' ') else {
         return Err("record has no checksum".to_owned());
@@ -147,7 +221,7 @@ fn decode_line<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
     if blake3::hash(json.as_bytes()).to_hex().as_str() != sum {
         return Err("checksum mismatch".to_owned());
     }
-    serde_json::from_str(json).map_err(|err| format!("unreadable record: {err}"))
+    parse(json).map_err(|err| format!("unreadable record: {err}"))
 }
 
 pub(crate) use crate::ground::read_optional;
@@ -156,12 +230,25 @@ pub(crate) use crate::ground::read_optional;
 /// written and flushed, renamed over the target, and the directory is flushed so the rename
 /// itself survives a crash.
 pub(crate) fn write_atomic(path: &Path, contents: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, |out| out.write_all(contents)).map(drop)
+}
+
+/// As [`write_atomic`], with the contents written by `write` through a buffer; returns the
+/// length written.
+pub(crate) fn write_atomic_with(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<u64> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    let mut temp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
-    temp.write_all(contents)?;
+    let temp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    let mut out = io::BufWriter::with_capacity(1 << 16, temp);
+    write(&mut out)?;
+    let temp = out.into_inner().map_err(io::IntoInnerError::into_error)?;
     temp.as_file().sync_all()?;
+    let len = temp.as_file().metadata()?.len();
     temp.persist(path).map_err(|err| err.error)?;
-    sync_dir(dir)
+    sync_dir(dir)?;
+    Ok(len)
 }
 
 /// Flushes a directory's entries (a created, renamed or removed file) to disk.
@@ -214,6 +301,32 @@ pub(crate) fn empty_file(path: &Path, durably: bool) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_that_reads_differently_the_second_time_is_refused() {
+        struct Fickle(std::cell::Cell<u32>);
+        impl Serialize for Fickle {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                self.0.set(self.0.get() + 1);
+                s.serialize_u32(self.0.get())
+            }
+        }
+        let err = write_line(&Fickle(std::cell::Cell::new(0)), &mut Vec::new()).unwrap_err();
+        assert!(err.to_string().contains("differently"), "{err}");
+    }
+
+    #[test]
+    fn a_line_written_in_place_is_the_line_encoded() {
+        let value = serde_json::json!({"record": "push", "paths": ["a", "b\\c", "é"]});
+        let mut written = Vec::new();
+        write_line(&value, &mut written).unwrap();
+        let encoded = encode(&value).unwrap();
+        assert_eq!(String::from_utf8(written).unwrap(), encoded);
+        assert!(encoded.ends_with("}\n") && !encoded.ends_with("\n\n"));
+        let (good, bad) = decode_all::<serde_json::Value>(encoded.as_bytes());
+        assert!(bad.is_empty(), "{bad:?}");
+        assert_eq!(good, vec![(1, value)]);
+    }
 
     #[test]
     fn round_trips_and_reports_bad_lines() {

@@ -350,60 +350,17 @@ pub(crate) enum LogLine {
         version: u32,
         next_id: u64,
     },
-    Turn {
-        stack: Stack,
-        turn: TurnRecord,
-    },
-    /// A recorded turn: pushed onto the undo stack, which empties the redo stack (with
-    /// `scoped`, of the turns of its own session only); the turns `dropped` go (past the
-    /// depth).
-    Push {
-        turn: TurnRecord,
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        dropped: Vec<TurnId>,
-        /// Whether only the redo stack's turns of the same session (for a headless command's
-        /// turn, of headless commands) are cleared: another session's undone turns stay
-        /// redoable (a fork's parent brings them back). Format 8; absent before, when a push
-        /// cleared the whole stack.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        scoped: bool,
-    },
+    /// A turn of the snapshot, on its stack.
+    Turn(Stacked),
+    /// A recorded turn (see [`Pushed`]).
+    Push(Pushed),
     /// Turns forgotten (past the depth, or for the size cap).
-    Drop {
-        ids: Vec<TurnId>,
-    },
-    /// A restore about to begin, with the images it restores (see [`Journal`]); written and
-    /// flushed before it changes anything. The turn's images on the side the restore leaves
-    /// are what the restore found there (its plan), so that completing it after a crash can
-    /// tell a path it has not reached yet from one the user changed meanwhile.
-    Begin {
-        direction: Direction,
-        turn: TurnRecord,
-        /// Names this restore in the progress file (see [`crate::restore::Progress`]), so
-        /// that a mark left by an earlier restore is never taken for one of this one's.
-        /// Absent in format 4.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        run: Option<u64>,
-        /// For a restore of several turns at once (a rewind, or the redo of one): the turns
-        /// it moves, oldest first, with the images they keep once it is done. `turn` is then
-        /// their images joined (each path from before the first turn that touched it to
-        /// after the last), under the first turn's id. Empty for a restore of one turn.
-        /// Format 7.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        members: Vec<TurnRecord>,
-        /// For a revert (format 8): the turn it reverts. `turn` is then the new turn the
-        /// revert records (not on either stack yet, its id taken from the header's next id),
-        /// applied forwards (`direction` is `redo`): `done` pushes it onto the undo stack as
-        /// a recorded turn, and `stopped` after a rollback forgets it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        reverts: Option<TurnId>,
-    },
+    Drop { ids: Vec<TurnId> },
+    /// A restore about to begin (see [`Begun`]).
+    Begin(Begun),
     /// The restore begun last could not complete (`reason`) and is being rolled back: every
     /// path it changed is put back as the restore found it. Format 5.
-    Rollback {
-        id: TurnId,
-        reason: String,
-    },
+    Rollback { id: TurnId, reason: String },
     /// The restore begun last ended without completing: rolled back, or abandoned. Its turn
     /// stays on its stack, marked with `reason` (see [`TurnRecord::damage`]). Format 5.
     Stopped {
@@ -417,14 +374,78 @@ pub(crate) enum LogLine {
     },
     /// A turn's stored copies were found damaged before a restore changed anything; the
     /// turn is marked with `reason`. Format 5.
-    Damaged {
-        id: TurnId,
-        reason: String,
-    },
+    Damaged { id: TurnId, reason: String },
     /// The restore begun last is complete: its turn moves to the other stack.
-    Done {
-        id: TurnId,
-    },
+    Done { id: TurnId },
+}
+
+impl LogLine {
+    /// Reads a record from its JSON. The derived reading of an internally tagged enum
+    /// buffers the whole record first (as serde's `Content`, which for a turn of many paths
+    /// takes several times the memory of the turn itself), so the records that hold a turn
+    /// are read straight into their own type once the tag has been found.
+    pub(crate) fn from_json(json: &str) -> serde_json::Result<LogLine> {
+        #[derive(Deserialize)]
+        struct Tag {
+            record: String,
+        }
+        match serde_json::from_str::<Tag>(json)?.record.as_str() {
+            "turn" => serde_json::from_str(json).map(LogLine::Turn),
+            "push" => serde_json::from_str(json).map(LogLine::Push),
+            "begin" => serde_json::from_str(json).map(LogLine::Begin),
+            _ => serde_json::from_str(json),
+        }
+    }
+}
+
+/// A turn of a snapshot, on its stack.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Stacked {
+    pub stack: Stack,
+    pub turn: TurnRecord,
+}
+
+/// A recorded turn: pushed onto the undo stack, which empties the redo stack (with `scoped`,
+/// of the turns of its own session only); the turns `dropped` go (past the depth).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Pushed {
+    pub turn: TurnRecord,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<TurnId>,
+    /// Whether only the redo stack's turns of the same session (for a headless command's
+    /// turn, of headless commands) are cleared: another session's undone turns stay redoable
+    /// (a fork's parent brings them back). Format 8; absent before, when a push cleared the
+    /// whole stack.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scoped: bool,
+}
+
+/// A restore about to begin, with the images it restores (see [`Journal`]); written and
+/// flushed before it changes anything. The turn's images on the side the restore leaves
+/// are what the restore found there (its plan), so that completing it after a crash can
+/// tell a path it has not reached yet from one the user changed meanwhile.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Begun {
+    pub direction: Direction,
+    pub turn: TurnRecord,
+    /// Names this restore in the progress file (see [`crate::restore::Progress`]), so
+    /// that a mark left by an earlier restore is never taken for one of this one's.
+    /// Absent in format 4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u64>,
+    /// For a restore of several turns at once (a rewind, or the redo of one): the turns
+    /// it moves, oldest first, with the images they keep once it is done. `turn` is then
+    /// their images joined (each path from before the first turn that touched it to
+    /// after the last), under the first turn's id. Empty for a restore of one turn.
+    /// Format 7.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<TurnRecord>,
+    /// For a revert (format 8): the turn it reverts. `turn` is then the new turn the
+    /// revert records (not on either stack yet, its id taken from the header's next id),
+    /// applied forwards (`direction` is `redo`): `done` pushes it onto the undo stack as
+    /// a recorded turn, and `stopped` after a rollback forgets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverts: Option<TurnId>,
 }
 
 /// How the changes a `bash` call made to the workspace were captured (see `docs/undo.md`).

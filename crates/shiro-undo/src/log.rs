@@ -9,15 +9,18 @@
 //! reading the log stays proportional to what it holds.
 
 use std::collections::BTreeSet;
-use std::io;
+use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use crate::codec::{BadLine, encode, raw_lines, write_atomic};
-use crate::format::{FORMAT_VERSION, LOG_FORMAT, LogLine, Stack, TurnRecord};
+use crate::codec::{BadLine, encode, raw_lines, write_atomic_with, write_line};
+use crate::format::{
+    Begun, FORMAT_VERSION, LOG_FORMAT, LogLine, Pushed, Stack, Stacked, TurnRecord,
+};
 use crate::ground::no_follow;
 use crate::image::ContentHash;
 use crate::report::{Direction, TurnId};
+use serde::Serialize;
 
 /// Events are appended until they take more than this many bytes, or more than the snapshot,
 /// whichever is larger; then the snapshot is rewritten.
@@ -112,30 +115,30 @@ impl LogState {
         }
         match line {
             LogLine::Header { next_id, .. } => self.next_id = self.next_id.max(next_id),
-            LogLine::Turn { stack, turn } => {
+            LogLine::Turn(Stacked { stack, turn }) => {
                 self.check_new(&turn)?;
                 match stack {
                     Stack::Undo => self.undo.push(turn),
                     Stack::Redo => self.redo.push(turn),
                 }
             }
-            LogLine::Push {
+            LogLine::Push(Pushed {
                 turn,
                 dropped,
                 scoped,
-            } => {
+            }) => {
                 self.check_new(&turn)?;
                 self.push(turn, scoped);
                 self.forget(&dropped);
             }
             LogLine::Drop { ids } => self.forget(&ids),
-            LogLine::Begin {
+            LogLine::Begin(Begun {
                 direction,
                 turn,
                 run,
                 members,
                 reverts,
-            } => {
+            }) => {
                 turn.validate()?;
                 check_members(&turn, &members)?;
                 if reverts.is_some() {
@@ -287,37 +290,58 @@ impl LogState {
         Ok(())
     }
 
-    /// The log as one snapshot: the header, the stacks, and a restore under way.
-    fn snapshot(&self) -> io::Result<String> {
-        let mut text = encode(&LogLine::Header {
+    /// Writes the log as one snapshot to `out`: the header, the stacks, and a restore under
+    /// way.
+    fn write_snapshot(&self, out: &mut dyn Write) -> io::Result<()> {
+        let header = LogLine::Header {
             format: LOG_FORMAT.to_owned(),
             version: FORMAT_VERSION,
             next_id: self.next_id,
-        })?;
+        };
+        write_line(&header, out)?;
         let turns = (self.undo.iter().map(|t| (Stack::Undo, t)))
             .chain(self.redo.iter().map(|t| (Stack::Redo, t)));
         for (stack, turn) in turns {
-            text.push_str(&encode(&LogLine::Turn {
-                stack,
-                turn: turn.clone(),
-            })?);
+            write_line(&StackedRef::new(stack, turn), out)?;
         }
         if let Some(pending) = &self.pending {
-            text.push_str(&encode(&LogLine::Begin {
+            let begun = LogLine::Begin(Begun {
                 direction: pending.direction,
                 turn: pending.turn.clone(),
                 run: pending.run,
                 members: pending.members.clone(),
                 reverts: pending.reverts,
-            })?);
+            });
+            write_line(&begun, out)?;
             if let Some(reason) = &pending.rollback {
-                text.push_str(&encode(&LogLine::Rollback {
+                let rollback = LogLine::Rollback {
                     id: pending.turn.meta.id,
                     reason: reason.clone(),
-                })?);
+                };
+                write_line(&rollback, out)?;
             }
         }
-        Ok(text)
+        Ok(())
+    }
+}
+
+/// A snapshot's `turn` line, written from the turn in place: the same JSON as
+/// `LogLine::Turn` (a test holds them equal), without a copy of a turn that may list many
+/// paths.
+#[derive(Serialize)]
+struct StackedRef<'a> {
+    record: &'static str,
+    stack: Stack,
+    turn: &'a TurnRecord,
+}
+
+impl<'a> StackedRef<'a> {
+    fn new(stack: Stack, turn: &'a TurnRecord) -> Self {
+        StackedRef {
+            record: "turn",
+            stack,
+            turn,
+        }
     }
 }
 
@@ -390,7 +414,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
         if let Some((earlier, _)) = torn.take() {
             bad.push(earlier);
         }
-        let record = match line.decode::<LogLine>() {
+        let record = match line.decode_with(LogLine::from_json) {
             Ok(record) => record,
             Err(reason) => {
                 let line = BadLine {
@@ -421,8 +445,8 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
         in_snapshot &= matches!(
             record,
             LogLine::Header { .. }
-                | LogLine::Turn { .. }
-                | LogLine::Begin { .. }
+                | LogLine::Turn(_)
+                | LogLine::Begin(_)
                 | LogLine::Rollback { .. }
         );
         if !ends_or_continues_a_restore(&record)
@@ -437,7 +461,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
                 ),
             });
         }
-        if matches!(record, LogLine::Begin { .. }) {
+        if matches!(record, LogLine::Begin(_)) {
             begun = line.number;
         }
         if in_snapshot {
@@ -489,6 +513,7 @@ pub(crate) fn append(path: &Path, state: &mut LogState, record: LogLine) -> io::
     let layout = state.layout;
     let appended = layout.appended + text.len() as u64;
     if layout.version < FORMAT_VERSION || appended > APPENDED_MAX.max(layout.snapshot) {
+        drop(text);
         return rewrite(path, state);
     }
     let file = no_follow().write(true).open(path)?;
@@ -504,9 +529,7 @@ pub(crate) fn append(path: &Path, state: &mut LogState, record: LogLine) -> io::
 
 /// Replaces the log at `path` with a snapshot of `state`, atomically and durably.
 pub(crate) fn rewrite(path: &Path, state: &mut LogState) -> io::Result<()> {
-    let text = state.snapshot()?;
-    write_atomic(path, text.as_bytes())?;
-    let len = text.len() as u64;
+    let len = write_atomic_with(path, |out| state.write_snapshot(out))?;
     state.layout = Layout {
         version: FORMAT_VERSION,
         end: len,
@@ -529,11 +552,56 @@ mod tests {
     }
 
     fn push(id: u64) -> LogLine {
-        LogLine::Push {
+        LogLine::Push(Pushed {
             turn: turn(id),
             dropped: Vec::new(),
             scoped: false,
+        })
+    }
+
+    #[test]
+    fn a_snapshot_writes_a_turn_line_as_the_record_itself() {
+        let mut t = turn(3);
+        t.meta.session = Some("s1".to_owned());
+        for stack in [Stack::Undo, Stack::Redo] {
+            let record = LogLine::Turn(Stacked {
+                stack,
+                turn: t.clone(),
+            });
+            assert_eq!(
+                encode(&StackedRef::new(stack, &t)).unwrap(),
+                encode(&record).unwrap()
+            );
         }
+    }
+
+    #[test]
+    fn a_record_reads_the_same_whatever_the_order_of_its_fields() {
+        let json = serde_json::to_string(&push(4)).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let serde_json::Value::Object(fields) = value else {
+            panic!("a record is an object: {json}");
+        };
+        // The tag last, and an unknown field.
+        let mut reordered: Vec<_> = fields.into_iter().collect();
+        reordered.rotate_left(1);
+        let mut text = String::from("{\"later\":1");
+        for (key, value) in reordered {
+            text.push_str(&format!(
+                ",{}:{}",
+                serde_json::to_string(&key).unwrap(),
+                value
+            ));
+        }
+        text.push('}');
+        assert!(!text.starts_with("{\"record\""), "{text}");
+        match LogLine::from_json(&text).unwrap() {
+            LogLine::Push(pushed) => assert_eq!(pushed.turn.meta.id, TurnId(4)),
+            other => panic!("read as {other:?}"),
+        }
+        let unknown = LogLine::from_json(r#"{"record":"later","turn":{}}"#).unwrap_err();
+        assert!(unknown.to_string().contains("unknown variant"), "{unknown}");
+        assert!(LogLine::from_json(r#"{"turn":{}}"#).is_err());
     }
 
     /// What a state says, for comparing a state with the log read back: the next id, the
@@ -613,11 +681,11 @@ mod tests {
             Op::Push { depth } => {
                 let excess = (state.undo.len() + 1).saturating_sub(*depth);
                 let dropped = state.undo.iter().take(excess).map(|t| t.meta.id).collect();
-                vec![LogLine::Push {
+                vec![LogLine::Push(Pushed {
                     turn: turn(state.next_id),
                     dropped,
                     scoped: false,
-                }]
+                })]
             }
             Op::DropOldest => state
                 .undo
@@ -637,13 +705,13 @@ mod tests {
             Op::RollBack(direction) => top(*direction)
                 .map(|t| {
                     vec![
-                        LogLine::Begin {
+                        LogLine::Begin(Begun {
                             direction: *direction,
                             turn: t.clone(),
                             run: Some(7),
                             members: Vec::new(),
                             reverts: None,
-                        },
+                        }),
                         LogLine::Rollback {
                             id: t.meta.id,
                             reason: "disk full".to_owned(),
@@ -661,13 +729,13 @@ mod tests {
                 .unwrap_or_default(),
             Op::Restore(direction) | Op::Begin(direction) => top(*direction)
                 .map(|t| {
-                    let mut records = vec![LogLine::Begin {
+                    let mut records = vec![LogLine::Begin(Begun {
                         direction: *direction,
                         turn: t.clone(),
                         run: Some(7),
                         members: Vec::new(),
                         reverts: None,
-                    }];
+                    })];
                     if matches!(op, Op::Restore(_)) {
                         records.push(LogLine::Done { id: t.meta.id });
                     }
@@ -682,13 +750,13 @@ mod tests {
     fn revert_records(id: u64, reverted: TurnId, end: u8) -> Vec<LogLine> {
         let new = TurnId(id);
         let reason = || "disk full".to_owned();
-        let mut records = vec![LogLine::Begin {
+        let mut records = vec![LogLine::Begin(Begun {
             direction: Direction::Redo,
             turn: turn(id),
             run: Some(9),
             members: Vec::new(),
             reverts: Some(reverted),
-        }];
+        })];
         records.extend(match end {
             0 => vec![LogLine::Done { id: new }],
             1 => vec![
@@ -725,13 +793,13 @@ mod tests {
         let undo = |state: &mut LogState| {
             let top = state.undo.last().unwrap().clone();
             for record in [
-                LogLine::Begin {
+                LogLine::Begin(Begun {
                     direction: Direction::Undo,
                     turn: top.clone(),
                     run: None,
                     members: Vec::new(),
                     reverts: None,
-                },
+                }),
                 LogLine::Done { id: top.meta.id },
             ] {
                 append(&path, state, record).unwrap();
@@ -825,16 +893,18 @@ mod tests {
             let mut state = LogState::empty();
             for (id, s) in [(1, Some("a")), (2, Some("b")), (3, None)] {
                 state
-                    .apply(LogLine::Turn {
+                    .apply(LogLine::Turn(Stacked {
                         stack: Stack::Redo,
                         turn: of(id, s),
-                    })
+                    }))
                     .unwrap();
             }
-            let push = |scoped| LogLine::Push {
-                turn: of(4, session),
-                dropped: Vec::new(),
-                scoped,
+            let push = |scoped| {
+                LogLine::Push(Pushed {
+                    turn: of(4, session),
+                    dropped: Vec::new(),
+                    scoped,
+                })
             };
             let mut scoped = state.clone();
             scoped.apply(push(true)).unwrap();
@@ -891,13 +961,13 @@ mod tests {
             version: FORMAT_VERSION,
             next_id: 1,
         });
-        let begin = line(LogLine::Begin {
+        let begin = line(LogLine::Begin(Begun {
             direction: Direction::Undo,
             turn: turn(1),
             run: None,
             members: Vec::new(),
             reverts: None,
-        });
+        }));
         // A `done` without its `begin`, a turn logged twice, and a `begin` whose `done` is
         // missing before the next record.
         let text = [
@@ -949,10 +1019,10 @@ mod tests {
                 next_id: 5,
             })
             .unwrap(),
-            encode(&LogLine::Turn {
+            encode(&LogLine::Turn(Stacked {
                 stack: Stack::Undo,
                 turn: turn(4),
-            })
+            }))
             .unwrap(),
         ]
         .concat();
@@ -1000,23 +1070,23 @@ mod tests {
                     next_id: 4,
                 })
                 .unwrap(),
-                encode(&LogLine::Turn {
+                encode(&LogLine::Turn(Stacked {
                     stack: Stack::Undo,
                     turn: ran_bash(1),
-                })
+                }))
                 .unwrap(),
-                encode(&LogLine::Turn {
+                encode(&LogLine::Turn(Stacked {
                     stack: Stack::Redo,
                     turn: turn(2),
-                })
+                }))
                 .unwrap(),
-                encode(&LogLine::Begin {
+                encode(&LogLine::Begin(Begun {
                     direction: Direction::Undo,
                     turn: ran_bash(1),
                     run: None,
                     members: Vec::new(),
                     reverts: None,
-                })
+                }))
                 .unwrap(),
             ]
             .concat()

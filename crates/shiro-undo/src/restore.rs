@@ -230,6 +230,9 @@ impl<'a> Stored<'a> {
         };
         let mut checked = self.checked();
         if checked.kept + bytes.len() <= Checked::KEEP_MAX {
+            // Decoding leaves room to spare, which a kept copy would hold on to.
+            let mut bytes = bytes;
+            bytes.shrink_to_fit();
             checked.kept += bytes.len();
             checked.bytes.insert(*hash, bytes);
         }

@@ -16,7 +16,7 @@ use crate::error::UndoError;
 use crate::flight::Finished;
 use crate::format::{
     BLOBS_DIR, DAMAGED_LOG_FILE, FORMAT_VERSION, INFLIGHT_FILE, JOURNAL_FILE, LOCK_FILE, LOG_FILE,
-    LogLine, PROGRESS_FILE, TurnRecord,
+    LogLine, PROGRESS_FILE, Pushed, TurnRecord,
 };
 use crate::ground;
 use crate::image::{ContentHash, Image, Spares};
@@ -526,6 +526,15 @@ impl UndoStore {
         log::append(&path, state, record).map_err(|err| UndoError::io("write", &path, err))
     }
 
+    /// The turn of the restore begun last, which [`LogLine::Begin`] has just made pending.
+    fn pending_turn<'s>(&self, state: &'s LogState) -> Result<&'s TurnRecord, UndoError> {
+        let pending = state.pending.as_ref().ok_or_else(|| {
+            let err = std::io::Error::other("the restore begun is missing from the log's state");
+            UndoError::io("read", &self.path(LOG_FILE), err)
+        })?;
+        Ok(&pending.turn)
+    }
+
     /// Pushes a finished turn: clears the redo stack of the turn's session, keeps `depth`
     /// turns on each stack, saves the log, collects unreferenced blobs and applies the size
     /// cap.
@@ -538,11 +547,11 @@ impl UndoStore {
         let earlier = named_packs(state);
         self.append(
             state,
-            LogLine::Push {
+            LogLine::Push(Pushed {
                 turn: record,
                 dropped,
                 scoped: true,
-            },
+            }),
         )?;
         let listing = self.collect_after(state, &earlier)?;
         self.enforce_cap(state, &listing)

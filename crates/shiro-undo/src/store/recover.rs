@@ -13,7 +13,8 @@ use crate::delta;
 use crate::error::UndoError;
 use crate::flight::{Finished, Flight, Inflight, Keep, Pending};
 use crate::format::{
-    FORMAT_VERSION, INFLIGHT_FILE, InflightLine, JOURNAL_FILE, Journal, LogLine, PROGRESS_FILE,
+    Begun, FORMAT_VERSION, INFLIGHT_FILE, InflightLine, JOURNAL_FILE, Journal, LogLine,
+    PROGRESS_FILE,
 };
 use crate::git;
 use crate::image::{ContentHash, Image, Spares};
@@ -214,13 +215,13 @@ impl UndoStore {
                 turn.upgrade(journal.version);
                 self.append(
                     state,
-                    LogLine::Begin {
+                    LogLine::Begin(Begun {
                         direction: journal.direction,
                         turn,
                         run: None,
                         members: Vec::new(),
                         reverts: None,
-                    },
+                    }),
                 )?;
             }
             _ => {

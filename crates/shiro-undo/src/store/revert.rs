@@ -15,7 +15,7 @@ use shiro_tools::{Mutator, WorkspacePath};
 
 use crate::blob::Blobs;
 use crate::error::UndoError;
-use crate::format::{LogLine, PROGRESS_FILE, PathRecord, TurnMeta, TurnRecord};
+use crate::format::{Begun, LogLine, PROGRESS_FILE, PathRecord, TurnMeta, TurnRecord};
 use crate::image::{ContentHash, Image};
 use crate::log::LogState;
 use crate::pack::{Pack, PackWriter, pack_path};
@@ -278,13 +278,13 @@ impl UndoStore {
         let run = restore::new_run();
         self.append(
             state,
-            LogLine::Begin {
+            LogLine::Begin(Begun {
                 direction: Direction::Redo,
                 turn: record.clone(),
                 run: Some(run),
                 members: Vec::new(),
                 reverts: Some(id),
-            },
+            }),
         )?;
         let progress = restore::Progress::open(&self.path(PROGRESS_FILE), run);
         let seen: restore::Seen = (planned.iter())

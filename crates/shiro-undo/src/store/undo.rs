@@ -7,7 +7,7 @@ use shiro_tools::{Mutator, WorkspacePath};
 
 use crate::error::UndoError;
 use crate::format::TurnRecord;
-use crate::format::{LogLine, PROGRESS_FILE};
+use crate::format::{Begun, LogLine, PROGRESS_FILE};
 use crate::git;
 use crate::log::LogState;
 use crate::pack::pack_path;
@@ -85,9 +85,9 @@ impl UndoStore {
         options: UndoOptions,
     ) -> Result<UndoOutcome, UndoError> {
         let direction = selection.direction;
-        let turn = selection.turn.clone();
-        let plan = restore::plan(workspace, &turn, direction).await?;
-        let mut stored = restore::Stored::open(&self.inner.blobs, &turn);
+        let turn = &selection.turn;
+        let plan = restore::plan(workspace, turn, direction).await?;
+        let mut stored = restore::Stored::open(&self.inner.blobs, turn);
         let mut conflicts = restore::conflicts(workspace, &plan).await?;
         if let Some(record) = &turn.git {
             conflicts.extend(git::conflicts(
@@ -133,6 +133,7 @@ impl UndoStore {
             Some((first, later)) => (first.summary(), later.iter().map(|t| t.summary()).collect()),
             None => (turn.summary(), Vec::new()),
         };
+        let git = (turn.git.as_ref()).map(|record| git::describe(record, direction));
         let outcome = |notes: &BTreeMap<WorkspacePath, Action>, dry_run: bool| UndoOutcome {
             turn: first.clone(),
             also: also.clone(),
@@ -151,10 +152,7 @@ impl UndoStore {
                         .unwrap_or_else(|| Action::between(&item.now, &item.becomes)),
                 })
                 .collect(),
-            git: turn
-                .git
-                .as_ref()
-                .map(|record| git::describe(record, direction)),
+            git: git.clone(),
         };
         if options.dry_run {
             return Ok(outcome(&BTreeMap::new(), true));
@@ -214,20 +212,23 @@ impl UndoStore {
             // What a forced restore moves away from is what the opposite one brings back.
             git::settle(workspace.root(), record, direction)?;
         }
-        selection.settle(&plan, &restored.packs[turn.packs.len()..]);
+        let (id, kept_from) = (turn.meta.id, turn.packs.len());
+        selection.settle(&plan, &restored.packs[kept_from..]);
         // Durable before anything changes: a crash from here on is completed on the next open.
-        let id = turn.meta.id;
         let run = restore::new_run();
         self.append(
             state,
-            LogLine::Begin {
+            LogLine::Begin(Begun {
                 direction,
-                turn: restored.clone(),
+                turn: restored,
                 run: Some(run),
                 members: selection.members,
                 reverts: None,
-            },
+            }),
         )?;
+        // The turn as begun, read from the log's state rather than copied: a turn may list
+        // many paths.
+        let restored = self.pending_turn(state)?;
         let progress = restore::Progress::open(&self.path(PROGRESS_FILE), run);
         let seen: restore::Seen = plan
             .iter()
@@ -237,7 +238,7 @@ impl UndoStore {
         let applied = restore::apply(
             workspace,
             &stored,
-            &restored,
+            restored,
             direction,
             &seen,
             &BTreeSet::new(),
