@@ -25,6 +25,8 @@ mod mcp;
 mod report;
 #[path = "shiro_bench/search.rs"]
 mod search;
+#[path = "shiro_bench/start.rs"]
+mod start;
 #[path = "shiro_bench/ui.rs"]
 mod ui;
 
@@ -141,15 +143,20 @@ impl Plan {
 }
 
 /// Runs one case in a child process of this binary.
-struct Runner {
-    exe: PathBuf,
+pub(crate) struct Runner {
+    pub(crate) exe: PathBuf,
     home: PathBuf,
     /// Every case run, for the memory table: (section, label, result).
     log: Vec<(String, String, Result<CaseResult, String>)>,
 }
 
 impl Runner {
-    fn run(&mut self, section: &str, label: &str, case: &Case) -> Result<CaseResult, String> {
+    pub(crate) fn run(
+        &mut self,
+        section: &str,
+        label: &str,
+        case: &Case,
+    ) -> Result<CaseResult, String> {
         eprintln!("shiro_bench: {section}: {label}");
         let result = self.spawn(case).map_err(|err| format!("{err:#}"));
         if let Err(why) = &result {
@@ -212,7 +219,7 @@ fn paired_overhead(result: &CaseResult, a: &str, b: &str) -> Option<u64> {
     Some(diffs[diffs.len() / 2])
 }
 
-fn series_cell(result: &Result<CaseResult, String>, series: &str) -> Cell {
+pub(crate) fn series_cell(result: &Result<CaseResult, String>, series: &str) -> Cell {
     let result = result.as_ref().map_err(Clone::clone)?;
     let samples = result
         .series
@@ -378,7 +385,7 @@ fn bench(
     }
     memory(&mut doc, runner);
     doc.push_str(
-        "\n## Budgets\n\nThe budgets of `DESIGN.md`, checked against the medians above.\n\n",
+        "\n## Budgets\n\nThe budgets of `DESIGN.md` and of the issues that set them (issue 33 for the store's speed), checked against the medians above.\n\n",
     );
     for (budget, met, detail) in &verdicts.list {
         let word = match met {
@@ -873,18 +880,8 @@ fn undo(
         rewind_report(doc, verdicts, label, cells);
     }
     // The fixed cost of any whole-process case: starting a program, and starting shiro.
-    let spawn = |runner: &mut Runner, label: &str, program: &Path, args: &[&str]| {
-        let case = Case::Spawn {
-            program: program.to_owned(),
-            args: args.iter().map(|a| (*a).to_owned()).collect(),
-            reps: plan.undo_reps,
-            dir: None,
-        };
-        runner.cell("undo", label, &case)
-    };
-    let exec_floor = spawn(runner, "spawn `true`", Path::new("true"), &[]);
-    let shiro_start = spawn(runner, "spawn `shiro --version`", shiro, &["--version"]);
-    let fixed = match (&exec_floor, &shiro_start) {
+    let starts = start::report(doc, runner, plan.undo_reps, shiro, &ws, max);
+    let fixed = match (&starts.floor, &starts.shiro) {
         (Ok(floor), Ok(start)) => format!(
             " Starting a process costs {} (`true`); starting `shiro` costs {} (`shiro --version`).",
             duration(floor.median),
@@ -894,15 +891,22 @@ fn undo(
     };
     for (row, (label, cells)) in table.rows.iter().enumerate() {
         let fixed = if row == 0 { fixed.as_str() } else { "" };
-        let budget = format!("`shiro undo` within 2x of `cp`, turn of {label}");
+        let files = label
+            .split(' ')
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(1)
+            .max(1);
+        // Issue 33's budgets (tenths of `cp`): 1.5x for one file, where starting the
+        // process weighs most; 1.1x for more.
+        let tenths = if files == 1 { 15 } else { 11 };
+        let budget = format!(
+            "`shiro undo` at most {}.{}x `cp`, turn of {label}",
+            tenths / 10,
+            tenths % 10
+        );
         match (&cells[0], &cells[2]) {
             (Ok(cp), Ok(shiro)) => {
-                let files = label
-                    .split(' ')
-                    .next()
-                    .and_then(|n| n.parse::<u64>().ok())
-                    .unwrap_or(1)
-                    .max(1);
                 let extra = shiro.median.saturating_sub(cp.median) / files;
                 let detail = format!(
                     "`shiro undo` {} against `cp` {} (×{}; `cp` then `sync -f` {}); in process {}. Beyond `cp`, it spends {} per file.{} The slowest repetition (the first keeps a copy of each file for redo, the later ones find them kept) took {} (×{}).{fixed}",
@@ -922,7 +926,8 @@ fn undo(
                     duration(shiro.max),
                     ratio(shiro.max, cp.median.max(1)),
                 );
-                verdicts.add(&budget, Some(shiro.median <= 2 * cp.median), detail);
+                let met = u128::from(shiro.median) * 10 <= u128::from(cp.median) * tenths;
+                verdicts.add(&budget, Some(met), detail);
             }
             _ => verdicts.add(&budget, None, "a case failed; see the table".into()),
         }

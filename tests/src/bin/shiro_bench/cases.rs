@@ -546,6 +546,14 @@ async fn run(case: &Case) -> Result<CaseResult> {
                 run_ok(cmd)?;
                 timed(&mut r, start);
             }
+            // This process's only children are those runs.
+            let usage =
+                nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)?;
+            let faults = u64::try_from(usage.minor_page_faults()).unwrap_or(0);
+            r.values.insert(
+                "minor_faults_per_run".into(),
+                faults / (*reps as u64).max(1),
+            );
         }
         Case::StoreSize {
             ws,
