@@ -678,6 +678,45 @@ async fn the_log_lists_turns_with_their_changes_and_the_bash_note() {
     insta::assert_snapshot!("undo_with_bash_note", outcome.to_string());
 }
 
+#[tokio::test]
+async fn a_log_rewritten_by_another_process_is_read_anew_even_at_the_same_length_and_time() {
+    let f = fixture(StoreOptions::default()).await;
+    turn(&f, "first aaaa", &[("a.txt", b"1")]).await.unwrap();
+    let summaries = |store: &UndoStore| -> Vec<String> {
+        (store.log().unwrap().iter())
+            .map(|t| t.summary.clone())
+            .collect()
+    };
+    // Reads with no write between: the second finds the state the first kept, the third
+    // parses again and keeps it for the next.
+    for _ in 0..3 {
+        assert_eq!(summaries(&f.store), ["first aaaa"]);
+    }
+    // Another process rewrites the log: the same length, the same modification time, one
+    // record changed (its checksum made anew, so that the record is sound).
+    let path = common::state(f.dir.path()).undo_dir().join("log.jsonl");
+    let before = std::fs::metadata(&path).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let rewritten: String = (text.lines())
+        .map(|line| {
+            let (_, json) = line.split_once(' ').unwrap();
+            let json = json.replace("first aaaa", "first bbbb");
+            format!("{} {json}\n", blake3::hash(json.as_bytes()).to_hex())
+        })
+        .collect();
+    assert_ne!(rewritten, text);
+    assert_eq!(rewritten.len(), text.len());
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, rewritten.as_bytes(), 0).unwrap();
+    file.set_modified(before.modified().unwrap()).unwrap();
+    drop(file);
+    assert_eq!(summaries(&f.store), ["first bbbb"]);
+    assert_eq!(summaries(&f.store), ["first bbbb"]);
+    // And an undo goes by the log as it is now.
+    let outcome = f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(outcome.turn.summary, "first bbbb");
+}
+
 /// Records a turn that writes `writes`, then runs bash with `capture`, which changed
 /// `unrestorable` (made here too, as a bash run directly would).
 async fn bash_turn(

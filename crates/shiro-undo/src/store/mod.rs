@@ -126,6 +126,8 @@ struct Inner {
     blobs: Blobs,
     /// What the packs the log names hold, as last read under the lock.
     packed: Mutex<Packed>,
+    /// The log as last parsed, by the hash of its bytes (see [`UndoStore::parse_log`]).
+    parsed: Mutex<Option<(blake3::Hash, LogState)>>,
     notices: Mutex<Vec<Notice>>,
 }
 
@@ -194,6 +196,7 @@ impl UndoStore {
             inner: Arc::new(Inner {
                 blobs: Blobs::new(dir.join(BLOBS_DIR)),
                 packed: Mutex::default(),
+                parsed: Mutex::default(),
                 dir,
                 state: state.clone(),
                 options,
@@ -473,12 +476,22 @@ impl UndoStore {
         Ok(state)
     }
 
+    /// Reads and parses the log. The same bytes always parse to the same state, so the state
+    /// of a clean parse is kept, by the hash of the bytes, for the next read: a log read twice
+    /// with no write between (opening the store, then the operation; a turn's start, then its
+    /// commit) is hashed the second time rather than parsed, which for a log that lists turns
+    /// of many paths is many times cheaper. The read that finds it takes it.
     fn parse_log(&self) -> Result<(LogState, Vec<Notice>), UndoError> {
         let path = self.path(LOG_FILE);
         let Some(bytes) = read_optional(&path).map_err(|err| UndoError::io("read", &path, err))?
         else {
             return Ok((LogState::empty(), Vec::new()));
         };
+        let hash = blake3::hash(&bytes);
+        let mut last = (self.inner.parsed.lock()).unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((_, state)) = last.take_if(|(parsed, _)| *parsed == hash) {
+            return Ok((state, Vec::new()));
+        }
         let parsed = log::parse(&bytes).map_err(|Refused::Version(found)| {
             UndoError::UnsupportedVersion {
                 path: path.clone(),
@@ -486,6 +499,7 @@ impl UndoStore {
                 supported: FORMAT_VERSION,
             }
         })?;
+        *last = parsed.bad.is_empty().then(|| (hash, parsed.state.clone()));
         let notices = parsed
             .bad
             .into_iter()
