@@ -6,7 +6,7 @@
 //! the lines around it stay usable.
 
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io::{self, BufRead, Read, Write};
 use std::path::Path;
 
 use serde::Serialize;
@@ -153,25 +153,36 @@ pub(crate) fn decode_all<T: DeserializeOwned>(bytes: &[u8]) -> (Vec<(usize, T)>,
     (good, bad)
 }
 
-/// Records read by [`decode_framed`]: number, record, and the payload that followed it.
-pub(crate) type Framed<'a, T> = Vec<(usize, T, Option<&'a [u8]>)>;
+/// What [`read_framed`] reads: each record with its number and what was made of the payload
+/// that followed it, then the record it stopped at, if any, and whether that one was torn.
+pub(crate) type Framed<T, P> = (Vec<(usize, T, Option<P>)>, Option<(BadLine, bool)>);
 
-/// Decodes records that may each be followed by a binary payload (the in-flight file): a
-/// record's line is read as by [`decode_all`], then `payload_len` of the record raw bytes are
-/// taken after its newline. Records are numbered from 1.
+/// Reads records that may each be followed by a binary payload (the in-flight file) from
+/// `reader`, one at a time: a record's line is read as by [`decode_all`], then its
+/// `payload_len` raw bytes after its newline are handed to `payload`, with their offset from
+/// the start and a reader of exactly them, so that no payload need be held. Records are
+/// numbered from 1.
 ///
 /// Reading stops at the first record that cannot be used, which is returned with `torn`
 /// set when nothing follows it (a write that a crash cut short, or never flushed): after a
 /// damaged record the framing of the rest is unknown, so nothing after it is trusted.
-pub(crate) fn decode_framed<T: DeserializeOwned>(
-    bytes: &[u8],
+pub(crate) fn read_framed<T: DeserializeOwned, P>(
+    mut reader: impl BufRead,
     payload_len: impl Fn(&T) -> Option<u64>,
-) -> (Framed<'_, T>, Option<(BadLine, bool)>) {
+    mut payload: impl FnMut(&T, u64, &mut dyn Read) -> io::Result<P>,
+) -> io::Result<Framed<T, P>> {
     let mut good = Vec::new();
-    let mut rest = bytes;
+    let mut line = Vec::new();
+    let mut offset = 0u64;
     let mut number = 0;
-    while !rest.is_empty() {
+    loop {
+        line.clear();
+        let read = reader.read_until(b'\n', &mut line)?;
+        if read == 0 {
+            return Ok((good, None));
+        }
         number += 1;
+        offset += read as u64;
         let bad = |reason: &str, torn: bool| {
             Some((
                 BadLine {
@@ -181,29 +192,32 @@ pub(crate) fn decode_framed<T: DeserializeOwned>(
                 torn,
             ))
         };
-        let Some(end) = rest.iter().position(|&b| b == b'\n') else {
-            return (good, bad("truncated record (no final newline)", true));
+        let Some(text) = line.strip_suffix(b"\n") else {
+            return Ok((good, bad("truncated record (no final newline)", true)));
         };
-        let line = &rest[..end];
-        rest = &rest[end + 1..];
-        let value: T = match decode_line(line) {
+        let value: T = match decode_line(text) {
             Ok(value) => value,
-            Err(reason) => return (good, bad(&reason, rest.is_empty())),
-        };
-        let payload = match payload_len(&value) {
-            None => None,
-            Some(len) => {
-                let Some(len) = usize::try_from(len).ok().filter(|&len| len <= rest.len()) else {
-                    return (good, bad("truncated record (payload cut short)", true));
-                };
-                let (payload, after) = rest.split_at(len);
-                rest = after;
-                Some(payload)
+            Err(reason) => {
+                let torn = reader.fill_buf()?.is_empty();
+                return Ok((good, bad(&reason, torn)));
             }
         };
-        good.push((number, value, payload));
+        let made = match payload_len(&value) {
+            None => None,
+            Some(len) => {
+                let mut bytes = (&mut reader).take(len);
+                let made = payload(&value, offset, &mut bytes);
+                // What the payload did not read is skipped, to frame the next record.
+                io::copy(&mut bytes, &mut io::sink())?;
+                if bytes.limit() > 0 {
+                    return Ok((good, bad("truncated record (payload cut short)", true)));
+                }
+                offset += len;
+                Some(made?)
+            }
+        };
+        good.push((number, value, made));
     }
-    (good, None)
 }
 
 fn decode_line<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
@@ -348,22 +362,39 @@ mod tests {
 
     #[test]
     fn framed_records_carry_payloads_and_stop_at_damage() {
-        // A record `n` is followed by `n` payload bytes.
+        // A record `n` is followed by `n` payload bytes; the payload is read whole here.
         let len = |n: &u64| (*n > 0).then_some(*n);
+        let read = |bytes: &[u8]| {
+            read_framed::<u64, (u64, Vec<u8>)>(bytes, len, |_, offset, payload| {
+                let mut held = Vec::new();
+                payload.read_to_end(&mut held)?;
+                Ok((offset, held))
+            })
+            .unwrap()
+        };
         let mut bytes = Vec::new();
         bytes.extend(encode(&3u64).unwrap().into_bytes());
+        let at = bytes.len() as u64;
         bytes.extend(b"a\nb");
         bytes.extend(encode(&0u64).unwrap().into_bytes());
         let whole = bytes.clone();
-        let (good, bad) = decode_framed::<u64>(&whole, len);
-        assert_eq!(good, vec![(1, 3, Some(&b"a\nb"[..])), (2, 0, None)]);
+        let (good, bad) = read(&whole);
+        assert_eq!(
+            good,
+            vec![(1, 3, Some((at, b"a\nb".to_vec()))), (2, 0, None)]
+        );
+        assert!(bad.is_none());
+
+        // A payload that is not read is skipped all the same.
+        let (good, bad) = read_framed::<u64, ()>(&whole[..], len, |_, _, _| Ok(())).unwrap();
+        assert_eq!(good, vec![(1, 3, Some(())), (2, 0, None)]);
         assert!(bad.is_none());
 
         // A payload cut short is a torn tail.
         let mut torn = whole.clone();
         torn.extend(encode(&5u64).unwrap().into_bytes());
         torn.extend(b"xy");
-        let (good, bad) = decode_framed::<u64>(&torn, len);
+        let (good, bad) = read(&torn);
         assert_eq!(good.len(), 2);
         assert_eq!(bad.map(|(b, torn)| (b.line, torn)), Some((3, true)));
 
@@ -372,8 +403,17 @@ mod tests {
         damaged[0] ^= 1;
         damaged.extend(b"z");
         damaged.extend(encode(&0u64).unwrap().into_bytes());
-        let (good, bad) = decode_framed::<u64>(&damaged, len);
+        let (good, bad) = read(&damaged);
         assert!(good.is_empty());
         assert_eq!(bad.map(|(b, torn)| (b.line, torn)), Some((1, false)));
+
+        // A damaged last record is torn.
+        let mut last = whole;
+        let mut cut = encode(&0u64).unwrap().into_bytes();
+        cut[0] ^= 1;
+        last.extend(cut);
+        let (good, bad) = read(&last);
+        assert_eq!(good.len(), 2);
+        assert_eq!(bad.map(|(b, torn)| (b.line, torn)), Some((3, true)));
     }
 }

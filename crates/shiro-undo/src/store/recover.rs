@@ -8,7 +8,7 @@ use shiro_tools::capture::LayerRecovery;
 use shiro_tools::{Mutator, WorkspacePath};
 
 use crate::blob::{Blobs, Form, MAX_DELTA_DEPTH};
-use crate::codec::{decode_all, decode_framed, empty_file, read_optional, remove_durably};
+use crate::codec::{decode_all, empty_file, read_framed, read_optional, remove_durably};
 use crate::delta;
 use crate::error::UndoError;
 use crate::flight::{Finished, Flight, Inflight, Keep, Pending};
@@ -17,6 +17,7 @@ use crate::format::{
     PROGRESS_FILE,
 };
 use crate::git;
+use crate::ground::open_read;
 use crate::image::{ContentHash, Image, Spares};
 use crate::log::LogState;
 use crate::pack::{PackWriter, pack_path};
@@ -264,19 +265,68 @@ impl UndoStore {
             });
         }
         let path = self.path(INFLIGHT_FILE);
-        let Some(bytes) = read_optional(&path).map_err(|err| UndoError::io("read", &path, err))?
-        else {
-            return Ok(());
+        let file = match open_read(&path) {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(err) => return Err(UndoError::io("read", &path, err)),
         };
-        if bytes.is_empty() {
+        let empty = (file.metadata())
+            .map_err(|err| UndoError::io("read", &path, err))?
+            .len()
+            == 0;
+        if empty {
             // Between turns.
             return Ok(());
         }
-        let (records, bad) = decode_framed::<InflightLine>(&bytes, |line| match line {
-            InflightLine::Path { bytes, .. } => *bytes,
-            InflightLine::Blob { bytes, .. } => Some(*bytes),
-            _ => None,
-        });
+        // The file is read a record at a time, and the bytes it carries are checked as they
+        // are read: the pre-images are held as the recorder held them (up to its budget, and
+        // a big file's always); the others are noted by their place in the file, and read
+        // back from there as the turn is stored. So recovering a turn of many files costs
+        // what recording it did, not the whole file in memory.
+        let options = &self.inner.options;
+        let mut held = 0u64;
+        let reader = std::io::BufReader::with_capacity(1 << 16, file);
+        let (records, bad) = read_framed::<InflightLine, Payload>(
+            reader,
+            |line| match line {
+                InflightLine::Path { bytes, .. } => *bytes,
+                InflightLine::Blob { bytes, .. } => Some(*bytes),
+                _ => None,
+            },
+            |line, offset, bytes| {
+                let (hash, len) = match line {
+                    InflightLine::Path {
+                        before: Image::File { hash, .. },
+                        bytes: Some(len),
+                        ..
+                    }
+                    | InflightLine::Blob {
+                        hash, bytes: len, ..
+                    } => (*hash, *len),
+                    _ => return Ok(Payload::Unused),
+                };
+                let keep = len >= options.big_file_bytes
+                    || held.saturating_add(len) <= options.max_held_bytes;
+                let (found, pending) = if keep {
+                    let mut kept = Vec::new();
+                    bytes.read_to_end(&mut kept)?;
+                    (ContentHash::of(&kept), Pending::Held(kept))
+                } else {
+                    let mut hasher = blake3::Hasher::new();
+                    std::io::copy(bytes, &mut hasher)?;
+                    let found = ContentHash::from_bytes(*hasher.finalize().as_bytes());
+                    (found, Pending::Filed { offset, len })
+                };
+                if found != hash {
+                    return Ok(Payload::Damaged);
+                }
+                if keep {
+                    held += len;
+                }
+                Ok(Payload::Kept(pending))
+            },
+        )
+        .map_err(|err| UndoError::io("read", &path, err))?;
         // A torn last record is the write a crash interrupted. Each record (with the bytes it
         // carries) is flushed before the mutation it protects runs, so that mutation never
         // ran: ignoring the record loses nothing, and it is not worth a notice. Anything else
@@ -313,27 +363,17 @@ impl UndoStore {
                 // file, not flushed, was lost): this turn's records end there.
                 let own = records.take_while(|(_, line, _)| line.turn().is_none_or(|t| t == id));
                 for (number, line, payload) in own {
-                    let payload = match (&line, payload) {
-                        (
-                            InflightLine::Path {
-                                before: Image::File { hash, .. },
-                                ..
-                            }
-                            | InflightLine::Blob { hash, .. },
-                            Some(bytes),
-                        ) => {
-                            if ContentHash::of(bytes) == *hash {
-                                Some(Pending::Held(bytes.to_vec()))
-                            } else {
-                                self.notify(Notice::CorruptRecord {
-                                    file: INFLIGHT_FILE.to_owned(),
-                                    line: number,
-                                    reason: "stored bytes do not match their hash".to_owned(),
-                                });
-                                None
-                            }
+                    let payload = match payload {
+                        Some(Payload::Kept(pending)) => Some(pending),
+                        Some(Payload::Damaged) => {
+                            self.notify(Notice::CorruptRecord {
+                                file: INFLIGHT_FILE.to_owned(),
+                                line: number,
+                                reason: "stored bytes do not match their hash".to_owned(),
+                            });
+                            None
                         }
-                        _ => None,
+                        Some(Payload::Unused) | None => None,
                     };
                     flight.apply(line, payload);
                 }
@@ -543,6 +583,16 @@ impl UndoStore {
         );
         committed
     }
+}
+
+/// What recovery made of the bytes an in-flight record carries.
+enum Payload {
+    /// A pre-image whose bytes match its hash: held, or noted by their place in the file.
+    Kept(Pending),
+    /// Bytes that do not match the hash their record gives.
+    Damaged,
+    /// Bytes of a record that needs none (skipped).
+    Unused,
 }
 
 #[cfg(test)]
