@@ -13,6 +13,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
+use serde::Serialize;
+
 use crate::codec::{BadLine, encode, raw_lines, write_atomic_with, write_line};
 use crate::format::{
     Begun, FORMAT_VERSION, LOG_FORMAT, LogLine, Pushed, Stack, Stacked, TurnRecord,
@@ -20,7 +22,6 @@ use crate::format::{
 use crate::ground::no_follow;
 use crate::image::ContentHash;
 use crate::report::{Direction, TurnId};
-use serde::Serialize;
 
 /// Events are appended until they take more than this many bytes, or more than the snapshot,
 /// whichever is larger; then the snapshot is rewritten.

@@ -537,6 +537,8 @@ impl UndoStore {
     /// Applies `record` to `state` and makes it durable in the log (see [`log::append`]).
     fn append(&self, state: &mut LogState, record: LogLine) -> Result<(), UndoError> {
         let path = self.path(LOG_FILE);
+        // A state kept from before this write would never be found again: let it go.
+        *(self.inner.parsed.lock()).unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
         log::append(&path, state, record).map_err(|err| UndoError::io("write", &path, err))
     }
 
