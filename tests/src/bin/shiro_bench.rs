@@ -285,10 +285,16 @@ fn real_main() -> Result<()> {
     let started = Instant::now();
     let sections = only.unwrap_or_else(|| SECTIONS.iter().map(|s| (*s).to_owned()).collect());
     let doc = bench(&plan, &sections, &shiro, work.path(), &mut runner)?;
-    let doc = doc.replace(
+    let mut doc = doc.replace(
         "{ELAPSED}",
         &format!("{:.0} s", started.elapsed().as_secs_f64()),
     );
+    // What changed against the previous run, and why, written by hand beside the page: the
+    // one part of it that is not measured.
+    if let Ok(notes) = fs::read_to_string(out.with_file_name(NOTES_FILE)) {
+        doc.push('\n');
+        doc.push_str(&notes);
+    }
     fs::write(&out, doc).with_context(|| format!("write {}", out.display()))?;
     eprintln!(
         "shiro_bench: wrote {} in {:.0} s",
@@ -324,6 +330,9 @@ impl Verdicts {
 }
 
 const USAGE: &str = "shiro_bench --shiro PATH --out FILE [--quick] [--only SECTION,...]";
+
+/// The hand-written notes the page ends with, read from beside it (`docs/`), when there.
+const NOTES_FILE: &str = "performance-notes.md";
 
 /// The sections of the document, in order; `--only` picks some of them.
 const SECTIONS: [&str; 8] = [
