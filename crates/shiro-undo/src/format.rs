@@ -116,7 +116,7 @@ pub(crate) struct TurnRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub damage: Option<String>,
     /// On the redo stack: the first turn of the rewind that undid it with others (see
-    /// [`LogLine::Begin`]'s `members`), so that a redo brings them all back together.
+    /// [`Begun`]'s `members`), so that a redo brings them all back together.
     /// Format 7.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<TurnId>,
