@@ -65,6 +65,14 @@ pub(crate) enum Pending {
 }
 
 impl Pending {
+    /// Whether a new pre-image of `len` bytes is held in memory, `held` bytes being held
+    /// already: a big file's always (its next version is stored as a delta against it),
+    /// others while they fit under `max_held`. The recorder and the recovery of a crashed
+    /// turn both go by it, so that recovering a turn holds what recording it did.
+    pub(crate) fn is_held(len: u64, held: u64, big: u64, max_held: u64) -> bool {
+        len >= big || held.saturating_add(len) <= max_held
+    }
+
     /// The bytes, read back from the in-flight file `inflight` when they are only there,
     /// and checked against `hash` then: the file could have been changed under the turn.
     pub(crate) fn bytes(

@@ -99,13 +99,10 @@ impl PackWriter {
             .filter(|(hash, ..)| !self.index.contains_key(hash) && seen.insert(*hash))
             .collect();
         let total: usize = fresh.iter().map(|(_, bytes, _)| bytes.len()).sum();
-        // Asked only for a big batch: it reads the cgroup's limits from /proc and /sys.
         let threads = if total < PARALLEL_FROM {
             1
         } else {
-            std::thread::available_parallelism()
-                .map_or(1, std::num::NonZeroUsize::get)
-                .clamp(1, COMPRESS_THREADS)
+            worker_threads(COMPRESS_THREADS)
         };
         if threads < 2 {
             for (hash, bytes, level) in fresh {
@@ -421,6 +418,15 @@ impl Packed {
             .find(|(_, (_, hashes))| hashes.contains(hash))
             .map(|(name, _)| name.as_str())
     }
+}
+
+/// How many threads to split work over: the processors this process may use, at most
+/// `at_most`. Asking reads the cgroup's limits from /proc and /sys, so callers ask only for
+/// work big enough to split.
+pub(crate) fn worker_threads(at_most: usize) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, at_most)
 }
 
 #[cfg(test)]

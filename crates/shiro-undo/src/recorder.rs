@@ -408,7 +408,7 @@ impl<M: Mutator> Recording<M> {
             let payload = payload.map(|bytes| {
                 let len = bytes.len() as u64;
                 let budget = turn.flight.held_bytes.saturating_add(held_in_batch);
-                if len >= big || budget.saturating_add(len) <= self.store.max_held_bytes() {
+                if Pending::is_held(len, budget, big, self.store.max_held_bytes()) {
                     held_in_batch += len;
                     Pending::Held(bytes)
                 } else {

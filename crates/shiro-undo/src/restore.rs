@@ -405,12 +405,9 @@ pub(crate) fn verify<'a>(
         .collect();
     // Checking a copy is decoding and hashing it, work for a processor: the copies are split
     // between a few threads. The first failure in the restore's own order is reported.
-    // (Asking how many processors there are reads a few cgroup files: not for a few copies.)
     let threads = match wanted.len() {
         0..4 => 1,
-        _ => std::thread::available_parallelism()
-            .map_or(1, std::num::NonZeroUsize::get)
-            .clamp(1, VERIFY_THREADS),
+        _ => crate::pack::worker_threads(VERIFY_THREADS),
     };
     let first_failure = if threads < 2 || wanted.len() < 2 * threads {
         first_bad(stored, &wanted, 0)

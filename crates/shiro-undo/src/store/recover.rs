@@ -305,8 +305,8 @@ impl UndoStore {
                     } => (*hash, *len),
                     _ => return Ok(Payload::Unused),
                 };
-                let keep = len >= options.big_file_bytes
-                    || held.saturating_add(len) <= options.max_held_bytes;
+                let keep =
+                    Pending::is_held(len, held, options.big_file_bytes, options.max_held_bytes);
                 let (found, pending) = if keep {
                     let mut kept = Vec::new();
                     bytes.read_to_end(&mut kept)?;
