@@ -446,9 +446,12 @@ impl Blobs {
     ///
     /// The removals are not flushed: the log no longer refers to these blobs, so one that a
     /// crash brings back is only collected again.
+    ///
+    /// `keep` is asked only when there are blobs outside packs: a store whose copies are all
+    /// packed is collected without going through every path of every turn.
     pub(crate) fn collect(
         &self,
-        keep: &BTreeSet<ContentHash>,
+        keep: impl FnOnce() -> BTreeSet<ContentHash>,
         packs: &BTreeSet<String>,
     ) -> io::Result<Listing> {
         let mut listing = self.list()?;
@@ -456,7 +459,10 @@ impl Blobs {
             fs::remove_file(pack_path(&self.dir, name))?;
         }
         listing.packs.retain(|name, _| packs.contains(name));
-        let live = self.closure(keep, &listing);
+        let live = match listing.whole.is_empty() && listing.deltas.is_empty() {
+            true => BTreeSet::new(),
+            false => self.closure(&keep(), &listing),
+        };
         let mut removed = Vec::new();
         for hash in listing.whole.keys().filter(|hash| !live.contains(hash)) {
             fs::remove_file(self.path(hash))?;

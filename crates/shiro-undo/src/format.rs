@@ -1,6 +1,7 @@
 //! The records of the on-disk format (version 9), as described in `docs/formats.md`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use shiro_tools::git::Move;
@@ -402,14 +403,14 @@ impl LogLine {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Stacked {
     pub stack: Stack,
-    pub turn: TurnRecord,
+    pub turn: Arc<TurnRecord>,
 }
 
 /// A recorded turn: pushed onto the undo stack, which empties the redo stack (with `scoped`,
 /// of the turns of its own session only); the turns `dropped` go (past the depth).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Pushed {
-    pub turn: TurnRecord,
+    pub turn: Arc<TurnRecord>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dropped: Vec<TurnId>,
     /// Whether only the redo stack's turns of the same session (for a headless command's
@@ -427,7 +428,7 @@ pub(crate) struct Pushed {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Begun {
     pub direction: Direction,
-    pub turn: TurnRecord,
+    pub turn: Arc<TurnRecord>,
     /// Names this restore in the progress file (see [`crate::restore::Progress`]), so
     /// that a mark left by an earlier restore is never taken for one of this one's.
     /// Absent in format 4.
@@ -439,7 +440,7 @@ pub(crate) struct Begun {
     /// after the last), under the first turn's id. Empty for a restore of one turn.
     /// Format 7.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub members: Vec<TurnRecord>,
+    pub members: Vec<Arc<TurnRecord>>,
     /// For a revert (format 8): the turn it reverts. `turn` is then the new turn the
     /// revert records (not on either stack yet, its id taken from the header's next id),
     /// applied forwards (`direction` is `redo`): `done` pushes it onto the undo stack as

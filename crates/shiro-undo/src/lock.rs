@@ -2,6 +2,7 @@
 
 use std::fs::File;
 use std::path::Path;
+use std::sync::{Arc, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,15 @@ const POLL: Duration = Duration::from_millis(10);
 #[derive(Debug)]
 pub(crate) struct LockGuard {
     _file: File,
+    /// Dropped with the guard: [`LockGuard::token`] tells whether it is still held.
+    held: Arc<()>,
+}
+
+impl LockGuard {
+    /// A token that upgrades while this guard is held, and never again once it is dropped.
+    pub(crate) fn token(&self) -> Weak<()> {
+        Arc::downgrade(&self.held)
+    }
 }
 
 /// Takes the lock on `path`, polling until `timeout` has passed.
@@ -33,7 +43,12 @@ pub(crate) fn acquire(path: &Path, timeout: Duration) -> Result<LockGuard, UndoE
     loop {
         // Called through the trait: std's own `File::try_lock` has a different signature.
         match FileExt::try_lock_exclusive(&file) {
-            Ok(true) => return Ok(LockGuard { _file: file }),
+            Ok(true) => {
+                return Ok(LockGuard {
+                    _file: file,
+                    held: Arc::new(()),
+                });
+            }
             Ok(false) => {}
             Err(source) => return Err(UndoError::io("lock", path, source)),
         }

@@ -12,8 +12,7 @@ use std::collections::BTreeSet;
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-
-use serde::Serialize;
+use std::sync::Arc;
 
 use crate::codec::{BadLine, encode, raw_lines, write_atomic_with, write_line};
 use crate::format::{
@@ -32,25 +31,29 @@ const APPENDED_MAX: u64 = 16 * 1024;
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LogState {
     pub next_id: u64,
-    pub undo: Vec<TurnRecord>,
-    pub redo: Vec<TurnRecord>,
+    pub undo: Vec<Arc<TurnRecord>>,
+    pub redo: Vec<Arc<TurnRecord>>,
     /// A restore whose `begin` is in the log and its `done` is not: a crash interrupted it.
     pub pending: Option<Pending>,
     layout: Layout,
+    /// The log's bytes hashed, while this state knows them to be exactly what it was read
+    /// from and has written since (see [`LogState::log_hash`]).
+    /// (Boxed: a hasher takes 2 KiB, and a state is held across awaits.)
+    digest: Option<Box<blake3::Hasher>>,
 }
 
 /// A restore under way: the direction, and the turn with the images it restores.
 #[derive(Debug, Clone)]
 pub(crate) struct Pending {
     pub direction: Direction,
-    pub turn: TurnRecord,
+    pub turn: Arc<TurnRecord>,
     /// The restore's name in the progress file; `None` for one begun by format 4.
     pub run: Option<u64>,
     /// Why it is being rolled back, once it is.
     pub rollback: Option<String>,
     /// The turns a restore of several moves, oldest first (see [`LogLine::Begin`]); empty
     /// for a restore of `turn` alone.
-    pub members: Vec<TurnRecord>,
+    pub members: Vec<Arc<TurnRecord>>,
     /// For a revert, the turn it reverts; `turn` is then the new turn it records.
     pub reverts: Option<TurnId>,
 }
@@ -78,16 +81,40 @@ impl LogState {
         }
     }
 
+    /// Notes that `hasher` hashed the log's whole file, `len` bytes, which this state was
+    /// just parsed from: appends then carry the hash on. A file that ends in a torn record,
+    /// which the next append cuts off, is not carried on.
+    pub(crate) fn read_from(&mut self, hasher: blake3::Hasher, len: usize) {
+        self.digest = (self.layout.end == len as u64).then(|| Box::new(hasher));
+    }
+
+    /// The hash of the log's bytes as this state last read or wrote them; `None` when it
+    /// does not know them (not read with [`LogState::read_from`], or a write failed).
+    pub(crate) fn log_hash(&self) -> Option<blake3::Hash> {
+        self.digest.as_ref().map(|hasher| hasher.finalize())
+    }
+
+    /// Makes the next turn's id at least `id`, as a turn found outside the log (an
+    /// interrupted turn's) takes it. The log does not say so until a record does, so the
+    /// state no longer reads as the log's bytes.
+    pub(crate) fn pass_id(&mut self, id: TurnId) {
+        if self.next_id <= id.0 {
+            self.next_id = id.0 + 1;
+            self.digest = None;
+        }
+    }
+
     pub(crate) fn contains(&self, id: TurnId) -> bool {
         self.undo.iter().chain(&self.redo).any(|t| t.meta.id == id)
     }
 
     /// The kept turns: both stacks, and a restore's under way (its images may differ).
     fn kept(&self) -> impl Iterator<Item = &TurnRecord> {
-        (self.undo.iter()).chain(&self.redo).chain(
+        (self.undo.iter()).chain(&self.redo).map(Arc::as_ref).chain(
             self.pending
                 .iter()
-                .flat_map(|p| std::iter::once(&p.turn).chain(&p.members)),
+                .flat_map(|p| std::iter::once(&p.turn).chain(&p.members))
+                .map(Arc::as_ref),
         )
     }
 
@@ -171,13 +198,8 @@ impl LogState {
                 } = self.take_pending(id)?;
                 if reverts.is_some() {
                     // A revert is a new turn, recorded now that it is applied.
-                    self.push(
-                        TurnRecord {
-                            damage: None,
-                            ..turn
-                        },
-                        true,
-                    );
+                    let group = turn.group;
+                    self.push(marked(turn, None, group), true);
                     return Ok(());
                 }
                 let group = !members.is_empty();
@@ -187,17 +209,14 @@ impl LogState {
                 match direction {
                     // The next to redo is last: the first of a rewind's turns.
                     Direction::Undo => {
-                        for mut turn in moved.into_iter().rev() {
-                            turn.damage = None;
-                            turn.group = group.then_some(id);
-                            self.redo.push(turn);
+                        for turn in moved.into_iter().rev() {
+                            self.redo.push(marked(turn, None, group.then_some(id)));
                         }
                     }
                     // Back among the turns of other sessions that stayed, in the order made.
                     Direction::Redo => {
-                        for mut turn in moved {
-                            turn.damage = None;
-                            turn.group = None;
+                        for turn in moved {
+                            let turn = marked(turn, None, None);
                             let at = self.undo.partition_point(|t| t.meta.id < turn.meta.id);
                             self.undo.insert(at, turn);
                         }
@@ -218,20 +237,15 @@ impl LogState {
                     // Rolled back, a revert leaves no turn; abandoned part-way, its turn is
                     // kept (marked), so that an undo can take its files back.
                     if abandoned {
-                        self.push(
-                            TurnRecord {
-                                damage: Some(reason),
-                                ..pending.turn
-                            },
-                            true,
-                        );
+                        let group = pending.turn.group;
+                        self.push(marked(pending.turn, Some(reason), group), true);
                     }
                     return Ok(());
                 }
                 // The turn stays where it was, with its own images (the workspace is as the
                 // restore found it), keeping the copies the restore made.
                 if let Some(turn) = self.turn_mut(id) {
-                    for pack in pending.turn.packs {
+                    for pack in pending.turn.packs.iter().cloned() {
                         if !turn.packs.contains(&pack) {
                             turn.packs.push(pack);
                         }
@@ -258,16 +272,19 @@ impl LogState {
         }
     }
 
+    /// The turn `id` of either stack, to change: a copy of its own if another state shares
+    /// it.
     fn turn_mut(&mut self, id: TurnId) -> Option<&mut TurnRecord> {
         (self.undo.iter_mut())
             .chain(self.redo.iter_mut())
             .find(|t| t.meta.id == id)
+            .map(Arc::make_mut)
     }
 
     /// Pushes a new turn onto the undo stack, which empties the redo stack.
     /// A new turn joins the undo stack: the redo stack is emptied, of the turns of the new
     /// turn's session only when `scoped` (format 8).
-    fn push(&mut self, turn: TurnRecord, scoped: bool) {
+    fn push(&mut self, turn: Arc<TurnRecord>, scoped: bool) {
         if scoped {
             self.redo.retain(|t| t.meta.session != turn.meta.session);
         } else {
@@ -291,6 +308,15 @@ impl LogState {
         Ok(())
     }
 
+    /// The log's snapshot of this state, for tests to compare two states.
+    #[cfg(test)]
+    pub(crate) fn snapshot(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.write_snapshot(&mut out)
+            .expect("a Vec takes any write");
+        out
+    }
+
     /// Writes the log as one snapshot to `out`: the header, the stacks, and a restore under
     /// way.
     fn write_snapshot(&self, out: &mut dyn Write) -> io::Result<()> {
@@ -303,12 +329,13 @@ impl LogState {
         let turns = (self.undo.iter().map(|t| (Stack::Undo, t)))
             .chain(self.redo.iter().map(|t| (Stack::Redo, t)));
         for (stack, turn) in turns {
-            write_line(&StackedRef::new(stack, turn), out)?;
+            let turn = Arc::clone(turn);
+            write_line(&LogLine::Turn(Stacked { stack, turn }), out)?;
         }
         if let Some(pending) = &self.pending {
             let begun = LogLine::Begin(Begun {
                 direction: pending.direction,
-                turn: pending.turn.clone(),
+                turn: Arc::clone(&pending.turn),
                 run: pending.run,
                 members: pending.members.clone(),
                 reverts: pending.reverts,
@@ -326,29 +353,24 @@ impl LogState {
     }
 }
 
-/// A snapshot's `turn` line, written from the turn in place: the same JSON as
-/// `LogLine::Turn` (a test holds them equal), without a copy of a turn that may list many
-/// paths.
-#[derive(Serialize)]
-struct StackedRef<'a> {
-    record: &'static str,
-    stack: Stack,
-    turn: &'a TurnRecord,
-}
-
-impl<'a> StackedRef<'a> {
-    fn new(stack: Stack, turn: &'a TurnRecord) -> Self {
-        StackedRef {
-            record: "turn",
-            stack,
-            turn,
-        }
+/// `turn` with its damage and group set as given, changed in place unless another state
+/// shares it and they differ (then it is copied).
+fn marked(
+    mut turn: Arc<TurnRecord>,
+    damage: Option<String>,
+    group: Option<TurnId>,
+) -> Arc<TurnRecord> {
+    if turn.damage != damage || turn.group != group {
+        let record = Arc::make_mut(&mut turn);
+        record.damage = damage;
+        record.group = group;
     }
+    turn
 }
 
 /// Checks the turns a restore of several moves: each valid, the first under the restore's
 /// id, in the order they were made.
-fn check_members(turn: &TurnRecord, members: &[TurnRecord]) -> Result<(), String> {
+fn check_members(turn: &TurnRecord, members: &[Arc<TurnRecord>]) -> Result<(), String> {
     let Some(first) = members.first() else {
         return Ok(());
     };
@@ -491,7 +513,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
     if version < FORMAT_VERSION {
         let pending = state.pending.iter_mut().map(|p| &mut p.turn);
         for turn in state.undo.iter_mut().chain(&mut state.redo).chain(pending) {
-            turn.upgrade(version);
+            Arc::make_mut(turn).upgrade(version);
         }
     }
     let snapshot_end = snapshot_end.min(end);
@@ -508,8 +530,13 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
 /// flushed (one write: a crash leaves the record whole or torn, and a torn one is ignored),
 /// or, when the events have outgrown the snapshot (or the log is missing, or of an older
 /// version), as a new snapshot that replaces the log atomically.
+///
+/// The state's hash of the log's bytes (see [`LogState::log_hash`]) is carried on when the
+/// write succeeds.
 pub(crate) fn append(path: &Path, state: &mut LogState, record: LogLine) -> io::Result<()> {
     let text = encode(&record)?;
+    // Known again only once the write is done.
+    let mut digest = state.digest.take();
     state.apply(record).map_err(io::Error::other)?;
     let layout = state.layout;
     let appended = layout.appended + text.len() as u64;
@@ -520,24 +547,55 @@ pub(crate) fn append(path: &Path, state: &mut LogState, record: LogLine) -> io::
     let file = no_follow().write(true).open(path)?;
     if file.metadata()?.len() != layout.end {
         file.set_len(layout.end)?;
+        digest = None;
     }
     file.write_all_at(text.as_bytes(), layout.end)?;
     file.sync_data()?;
     state.layout.end += text.len() as u64;
     state.layout.appended = appended;
+    state.digest = digest.map(|mut hasher| {
+        hasher.update(text.as_bytes());
+        hasher
+    });
     Ok(())
 }
 
 /// Replaces the log at `path` with a snapshot of `state`, atomically and durably.
 pub(crate) fn rewrite(path: &Path, state: &mut LogState) -> io::Result<()> {
-    let len = write_atomic_with(path, |out| state.write_snapshot(out))?;
+    state.digest = None;
+    let mut hasher = blake3::Hasher::new();
+    let len = write_atomic_with(path, |out| {
+        state.write_snapshot(&mut Hashing {
+            out,
+            hasher: &mut hasher,
+        })
+    })?;
     state.layout = Layout {
         version: FORMAT_VERSION,
         end: len,
         snapshot: len,
         appended: 0,
     };
+    state.digest = Some(Box::new(hasher));
     Ok(())
+}
+
+/// A writer that hashes what it passes on.
+struct Hashing<'a> {
+    out: &'a mut dyn Write,
+    hasher: &'a mut blake3::Hasher,
+}
+
+impl Write for Hashing<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.out.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
 }
 
 #[cfg(test)]
@@ -548,8 +606,8 @@ mod tests {
 
     use super::*;
 
-    fn turn(id: u64) -> TurnRecord {
-        TurnRecord::empty(id)
+    fn turn(id: u64) -> Arc<TurnRecord> {
+        Arc::new(TurnRecord::empty(id))
     }
 
     fn push(id: u64) -> LogLine {
@@ -558,22 +616,6 @@ mod tests {
             dropped: Vec::new(),
             scoped: false,
         })
-    }
-
-    #[test]
-    fn a_snapshot_writes_a_turn_line_as_the_record_itself() {
-        let mut t = turn(3);
-        t.meta.session = Some("s1".to_owned());
-        for stack in [Stack::Undo, Stack::Redo] {
-            let record = LogLine::Turn(Stacked {
-                stack,
-                turn: t.clone(),
-            });
-            assert_eq!(
-                encode(&StackedRef::new(stack, &t)).unwrap(),
-                encode(&record).unwrap()
-            );
-        }
     }
 
     #[test]
@@ -616,7 +658,7 @@ mod tests {
     );
 
     fn view(state: &LogState) -> View {
-        let ids = |turns: &[TurnRecord]| {
+        let ids = |turns: &[Arc<TurnRecord>]| {
             (turns.iter())
                 .map(|t| (t.meta.id.0, t.damage.is_some()))
                 .collect()
@@ -864,6 +906,8 @@ mod tests {
                 prop_assert!(parsed.bad.is_empty(), "{:?}", parsed.bad);
                 prop_assert_eq!(view(&parsed.state), view(&state));
                 let bytes = std::fs::read(&path).unwrap();
+                // The state knows the bytes it wrote: a state kept by their hash is this one.
+                prop_assert_eq!(state.log_hash(), Some(blake3::hash(&bytes)));
                 // Events never take more than the snapshot, or the fixed allowance.
                 prop_assert!(parsed.state.layout.appended <= APPENDED_MAX.max(parsed.state.layout.snapshot));
                 if bytes.starts_with(&before) && bytes.len() > before.len() && !before.is_empty() {
@@ -886,9 +930,9 @@ mod tests {
     #[test]
     fn a_push_clears_the_undone_turns_of_its_own_session() {
         let of = |id: u64, session: Option<&str>| {
-            let mut turn = turn(id);
+            let mut turn = TurnRecord::empty(id);
             turn.meta.session = session.map(str::to_owned);
-            turn
+            Arc::new(turn)
         };
         let undone = |session| {
             let mut state = LogState::empty();
@@ -1059,9 +1103,9 @@ mod tests {
     #[test]
     fn turns_of_a_log_before_format_6_that_ran_bash_read_as_uncaptured() {
         let ran_bash = |id| {
-            let mut turn = turn(id);
+            let mut turn = TurnRecord::empty(id);
             turn.ran_bash = true;
-            turn
+            Arc::new(turn)
         };
         let log = |version| {
             [

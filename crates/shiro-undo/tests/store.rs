@@ -717,6 +717,51 @@ async fn a_log_rewritten_by_another_process_is_read_anew_even_at_the_same_length
     assert_eq!(outcome.turn.summary, "first bbbb");
 }
 
+/// A store keeps the log's state between operations, and trusts it without reading the log
+/// only while it holds the lock it read it under: once the lock is let go, another process
+/// may write, and what it wrote is seen by the next read, with the lock or without.
+#[tokio::test]
+async fn a_store_sees_the_turns_another_process_recorded_since_it_last_read() {
+    let f = fixture(StoreOptions::default()).await;
+    let (other, _) = reopen(f.dir.path(), &f.ws).await;
+    let other_rec = other.recorder(f.ws.clone());
+    let summaries = |store: &UndoStore| -> Vec<String> {
+        (store.log().unwrap().iter())
+            .map(|t| t.summary.clone())
+            .collect()
+    };
+    turn(&f, "mine", &[("a.txt", b"1")]).await.unwrap();
+    // Read without the lock, then with it (a turn that changes nothing), then written by
+    // the other store each time.
+    assert_eq!(summaries(&f.store), ["mine"]);
+    other_rec.begin_turn(start("theirs")).await.unwrap();
+    write(&other_rec, "b.txt", b"2").await;
+    other_rec.finish_turn().await.unwrap().unwrap();
+    assert_eq!(summaries(&f.store), ["theirs", "mine"]);
+    other_rec
+        .begin_turn(start("theirs, read without a lock"))
+        .await
+        .unwrap();
+    write(&other_rec, "b.txt", b"22").await;
+    other_rec.finish_turn().await.unwrap().unwrap();
+    assert_eq!(
+        summaries(&f.store),
+        ["theirs, read without a lock", "theirs", "mine"]
+    );
+    f.rec.begin_turn(start("reads only")).await.unwrap();
+    assert_eq!(f.rec.finish_turn().await.unwrap(), None);
+    other_rec.begin_turn(start("theirs again")).await.unwrap();
+    write(&other_rec, "c.txt", b"3").await;
+    other_rec.finish_turn().await.unwrap().unwrap();
+    // The undo takes the newest turn, which only the other store wrote.
+    let outcome = f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(outcome.turn.summary, "theirs again");
+    assert_eq!(
+        summaries(&other),
+        ["theirs, read without a lock", "theirs", "mine"]
+    );
+}
+
 /// Records a turn that writes `writes`, then runs bash with `capture`, which changed
 /// `unrestorable` (made here too, as a bash run directly would).
 async fn bash_turn(

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -126,9 +126,23 @@ struct Inner {
     blobs: Blobs,
     /// What the packs the log names hold, as last read under the lock.
     packed: Mutex<Packed>,
-    /// The log as last parsed, by the hash of its bytes (see [`UndoStore::parse_log`]).
-    parsed: Mutex<Option<(blake3::Hash, LogState)>>,
+    /// The log's state as last read or written (see [`UndoStore::parse_log`]).
+    parsed: Mutex<Option<Kept>>,
+    /// The token of the lock this store took last (see [`LockGuard::token`]).
+    held: Mutex<Weak<()>>,
     notices: Mutex<Vec<Notice>>,
+}
+
+/// The log's state as last read or written, kept for the next read.
+#[derive(Debug)]
+struct Kept {
+    /// The hash of the log's bytes it is the state of.
+    hash: blake3::Hash,
+    state: LogState,
+    /// The lock held when it was last known to be the log's state: while that lock is still
+    /// held, no other process can have written the log, and neither has this one (each write
+    /// keeps its own state), so it is the log's state without reading the log.
+    under: Weak<()>,
 }
 
 impl UndoStore {
@@ -197,6 +211,7 @@ impl UndoStore {
                 blobs: Blobs::new(dir.join(BLOBS_DIR)),
                 packed: Mutex::default(),
                 parsed: Mutex::default(),
+                held: Mutex::default(),
                 dir,
                 state: state.clone(),
                 options,
@@ -304,7 +319,7 @@ impl UndoStore {
             .iter()
             .chain(&state.redo)
             .find(|t| t.meta.id == id);
-        Ok(Copies::of(self, turn))
+        Ok(Copies::of(self, turn.map(Arc::as_ref)))
     }
 
     /// The bytes the stored copies take on disk.
@@ -437,7 +452,19 @@ impl UndoStore {
 
     fn lock(&self) -> Result<LockGuard, UndoError> {
         self.regrow_if_gone()?;
-        lock::acquire(&self.path(LOCK_FILE), self.inner.options.lock_timeout)
+        let guard = lock::acquire(&self.path(LOCK_FILE), self.inner.options.lock_timeout)?;
+        *lock_or_poisoned(&self.inner.held) = guard.token();
+        Ok(guard)
+    }
+
+    /// The token of the lock this store holds, if it holds one (a lock is held by one holder
+    /// at a time, also within a process: the last one taken is the one held).
+    fn held_lock(&self) -> Weak<()> {
+        let held = lock_or_poisoned(&self.inner.held);
+        match held.upgrade() {
+            Some(_) => held.clone(),
+            None => Weak::new(),
+        }
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -445,11 +472,7 @@ impl UndoStore {
     }
 
     fn notices(&self) -> MutexGuard<'_, Vec<Notice>> {
-        // A poisoned lock only means a panic elsewhere; the list itself is intact.
-        self.inner
-            .notices
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock_or_poisoned(&self.inner.notices)
     }
 
     fn notify(&self, notice: Notice) {
@@ -459,8 +482,7 @@ impl UndoStore {
     /// What the packs hold, refreshed from the names in `state`; under the lock.
     fn packed(&self, state: &LogState) -> MutexGuard<'_, Packed> {
         // A poisoned lock only means a panic elsewhere; refreshing makes it right again.
-        let mut packed =
-            (self.inner.packed.lock()).unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut packed = lock_or_poisoned(&self.inner.packed);
         packed.refresh(self.inner.blobs.dir(), &state.packs());
         packed
     }
@@ -469,7 +491,7 @@ impl UndoStore {
     /// written reads as torn, hence as not yet there. Damaged records are skipped and reported.
     fn read_state(&self) -> Result<LogState, UndoError> {
         self.regrow_if_gone()?;
-        let (state, bad) = self.parse_log()?;
+        let (state, bad) = self.parse_log(false)?;
         for notice in bad {
             self.notify(notice);
         }
@@ -477,29 +499,57 @@ impl UndoStore {
     }
 
     /// Reads and parses the log. The same bytes always parse to the same state, so the state
-    /// of a clean parse is kept, by the hash of the bytes, for the next read: a log read twice
-    /// with no write between (opening the store, then the operation; a turn's start, then its
-    /// commit) is hashed the second time rather than parsed, which for a log that lists turns
-    /// of many paths is many times cheaper. The read that finds it takes it.
-    fn parse_log(&self) -> Result<(LogState, Vec<Notice>), UndoError> {
+    /// of a clean parse is kept, by the hash of the bytes, for the next read, and so is the
+    /// state each write leaves (see [`UndoStore::append`]): a log read again with no other
+    /// process's write between (opening the store, then the operation; one turn, then the
+    /// next) is hashed rather than parsed, which for a log that lists turns of many paths is
+    /// many times cheaper. The state kept and the ones handed out share their turns.
+    ///
+    /// A state kept under a lock that is still held is taken without even reading the log: a
+    /// turn, which holds the lock from its start to its commit, reads the log once. A read
+    /// under the lock (`locked`) keeps what it finds under that lock.
+    fn parse_log(&self, locked: bool) -> Result<(LogState, Vec<Notice>), UndoError> {
+        let under = if locked {
+            self.held_lock()
+        } else {
+            Weak::new()
+        };
+        // Kept under a lock still held: by this process, and so by this store (the last one
+        // it took; another store of the same directory would wait for it).
+        if let Some(kept) = self.kept_state().as_ref()
+            && kept.under.upgrade().is_some()
+        {
+            // Its turns are shared, not copied.
+            return Ok((kept.state.clone(), Vec::new()));
+        }
         let path = self.path(LOG_FILE);
         let Some(bytes) = read_optional(&path).map_err(|err| UndoError::io("read", &path, err))?
         else {
             return Ok((LogState::empty(), Vec::new()));
         };
-        let hash = blake3::hash(&bytes);
-        let mut last = (self.inner.parsed.lock()).unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some((_, state)) = last.take_if(|(parsed, _)| *parsed == hash) {
-            return Ok((state, Vec::new()));
+        let mut hasher = blake3::Hasher::new();
+        hasher.update(&bytes);
+        let hash = hasher.finalize();
+        let mut last = self.kept_state();
+        if let Some(kept) = last.as_mut().filter(|kept| kept.hash == hash) {
+            if locked {
+                kept.under = under;
+            }
+            return Ok((kept.state.clone(), Vec::new()));
         }
-        let parsed = log::parse(&bytes).map_err(|Refused::Version(found)| {
+        let mut parsed = log::parse(&bytes).map_err(|Refused::Version(found)| {
             UndoError::UnsupportedVersion {
                 path: path.clone(),
                 found,
                 supported: FORMAT_VERSION,
             }
         })?;
-        *last = parsed.bad.is_empty().then(|| (hash, parsed.state.clone()));
+        parsed.state.read_from(hasher, bytes.len());
+        *last = parsed.bad.is_empty().then(|| Kept {
+            hash,
+            state: parsed.state.clone(),
+            under,
+        });
         let notices = parsed
             .bad
             .into_iter()
@@ -515,7 +565,7 @@ impl UndoStore {
     /// Reads the log under the lock; a damaged log is copied aside, reported, and rewritten
     /// with its good records so the damage is reported once.
     fn load_state(&self) -> Result<LogState, UndoError> {
-        let (mut state, bad) = self.parse_log()?;
+        let (mut state, bad) = self.parse_log(true)?;
         if !bad.is_empty() {
             let path = self.path(LOG_FILE);
             let damaged = self.path(DAMAGED_LOG_FILE);
@@ -535,11 +585,26 @@ impl UndoStore {
     }
 
     /// Applies `record` to `state` and makes it durable in the log (see [`log::append`]).
+    /// The state is then kept for the next read, by the hash of the bytes it wrote: a long
+    /// session, whose every turn writes the log, never parses it again.
     fn append(&self, state: &mut LogState, record: LogLine) -> Result<(), UndoError> {
         let path = self.path(LOG_FILE);
-        // A state kept from before this write would never be found again: let it go.
-        *(self.inner.parsed.lock()).unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
-        log::append(&path, state, record).map_err(|err| UndoError::io("write", &path, err))
+        // A state kept from before this write would never be found again; and while it is
+        // kept, it shares the turns this write may change (which would copy them).
+        *self.kept_state() = None;
+        log::append(&path, state, record).map_err(|err| UndoError::io("write", &path, err))?;
+        // The turns are shared, not copied.
+        *self.kept_state() = state.log_hash().map(|hash| Kept {
+            hash,
+            state: state.clone(),
+            under: self.held_lock(),
+        });
+        Ok(())
+    }
+
+    /// The state kept by [`UndoStore::parse_log`] and [`UndoStore::append`].
+    fn kept_state(&self) -> MutexGuard<'_, Option<Kept>> {
+        lock_or_poisoned(&self.inner.parsed)
     }
 
     /// The turn of the restore begun last, which [`LogLine::Begin`] has just made pending.
@@ -564,7 +629,7 @@ impl UndoStore {
         self.append(
             state,
             LogLine::Push(Pushed {
-                turn: record,
+                turn: Arc::new(record),
                 dropped,
                 scoped: true,
             }),
@@ -598,7 +663,7 @@ impl UndoStore {
     fn collect(&self, state: &LogState) -> Result<Listing, UndoError> {
         self.inner
             .blobs
-            .collect(&state.hashes(), &state.packs())
+            .collect(|| state.hashes(), &state.packs())
             .map_err(|err| UndoError::io("collect unused blobs in", self.inner.blobs.dir(), err))
     }
 
@@ -645,6 +710,11 @@ impl UndoStore {
     /// is over the size cap.
     fn enforce_cap(&self, state: &mut LogState, listing: &Listing) -> Result<(), UndoError> {
         let cap = self.inner.options.max_store_bytes;
+        // What the kept turns need is at most what the store holds: when that is under the
+        // cap, the turns' needs are not counted (which goes through every path of each).
+        if listing.bytes() <= cap {
+            return Ok(());
+        }
         let blobs = &self.inner.blobs;
         // The packs the dropped turns named, opened: one that a kept turn still names (for a
         // copy it found stored there) counts as collection leaves it, rewritten with the
@@ -668,7 +738,7 @@ impl UndoStore {
         let earlier = named_packs(state);
         while total > cap && state.undo.len() > 1 {
             let turn = state.undo.remove(0);
-            for name in turn.packs {
+            for name in turn.packs.iter().cloned() {
                 if !weighed.contains_key(&name)
                     && let Ok(pack) = Pack::open(&pack_path(blobs.dir(), &name))
                 {
@@ -730,11 +800,7 @@ impl Ledger for UndoStore {
     }
 
     fn holds(&self, hash: &ContentHash) -> bool {
-        self.inner.blobs.contains(hash)
-            || (self.inner.packed.lock())
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .find(hash)
-                .is_some()
+        self.inner.blobs.contains(hash) || lock_or_poisoned(&self.inner.packed).find(hash).is_some()
     }
 
     async fn begin(&self, workspace: &dyn Mutator) -> Result<(LockGuard, TurnId), UndoError> {
@@ -779,13 +845,43 @@ impl UndoStore {
     pub(crate) fn inside(&self) -> (LogState, &Blobs) {
         (self.read_state().expect("the log reads"), &self.inner.blobs)
     }
+
+    /// Checks that the state kept for the next read is the log's, by the hash of the log's
+    /// bytes and by what a parse of them says, so that the next read takes it; a store
+    /// without a log keeps none.
+    pub(crate) fn check_kept(&self) -> Result<(), String> {
+        let path = self.path(LOG_FILE);
+        let Some(bytes) = read_optional(&path).map_err(|err| err.to_string())? else {
+            return Ok(());
+        };
+        let kept = self.kept_state();
+        let Some(Kept { hash, state, .. }) = kept.as_ref() else {
+            return Err("no state is kept".to_owned());
+        };
+        if *hash != blake3::hash(&bytes) {
+            return Err("the state kept is not the log's".to_owned());
+        }
+        let parsed = log::parse(&bytes).map_err(|_| "the log does not parse".to_owned())?;
+        match parsed.state.snapshot() == state.snapshot() {
+            true => Ok(()),
+            false => Err("the state kept says other than the log".to_owned()),
+        }
+    }
+}
+
+/// Locks `mutex`, poisoned or not: a poisoned lock only means a panic elsewhere, and what it
+/// guards is changed whole or not at all.
+fn lock_or_poisoned<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// The undone turns of other sessions than `record`'s that a push of it keeps no longer:
 /// those past `depth`, the longest undone first, a rewind's turns all together (a part of
 /// one could not be redone).
 fn redo_past_depth(state: &LogState, record: &TurnRecord, depth: usize) -> Vec<TurnId> {
-    let kept: Vec<&TurnRecord> = (state.redo.iter())
+    let kept: Vec<&Arc<TurnRecord>> = (state.redo.iter())
         .filter(|t| t.meta.session != record.meta.session)
         .collect();
     let mut excess = kept.len().saturating_sub(depth);

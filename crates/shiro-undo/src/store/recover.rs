@@ -3,6 +3,7 @@
 //! and bash layers, and the log is read back.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use shiro_tools::capture::LayerRecovery;
 use shiro_tools::{Mutator, WorkspacePath};
@@ -218,7 +219,7 @@ impl UndoStore {
                     state,
                     LogLine::Begin(Begun {
                         direction: journal.direction,
-                        turn,
+                        turn: Arc::new(turn),
                         run: None,
                         members: Vec::new(),
                         reverts: None,
@@ -355,7 +356,7 @@ impl UndoStore {
             // handed out from it under the lock): such a file is a leftover whose emptying a
             // crash undid, even if its turn has since left the log.
             let stale = meta.id.0 < state.next_id || state.contains(meta.id);
-            state.next_id = state.next_id.max(meta.id.0 + 1);
+            state.pass_id(meta.id);
             if !stale {
                 let id = meta.id;
                 let mut flight = Flight::new(meta);

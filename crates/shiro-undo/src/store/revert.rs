@@ -9,6 +9,7 @@
 //! stack. A rollback forgets it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use shiro_tools::{Mutator, WorkspacePath};
@@ -275,12 +276,13 @@ impl UndoStore {
         // Durable before anything changes: a crash from here on is completed (or rolled
         // back) on the next open.
         let new_id = record.meta.id;
+        let record = Arc::new(record);
         let run = restore::new_run();
         self.append(
             state,
             LogLine::Begin(Begun {
                 direction: Direction::Redo,
-                turn: record.clone(),
+                turn: Arc::clone(&record),
                 run: Some(run),
                 members: Vec::new(),
                 reverts: Some(id),

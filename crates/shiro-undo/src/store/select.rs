@@ -3,6 +3,7 @@
 //! checked, applied and recovered as one restore.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use shiro_tools::WorkspacePath;
 
@@ -18,17 +19,17 @@ pub(super) struct Selection {
     pub direction: Direction,
     /// The record the restore goes through: the turn, or the turns' images joined (each
     /// path from before the first of them that touched it to after the last), under the
-    /// first turn's id.
-    pub turn: TurnRecord,
+    /// first turn's id. For one turn, the log's own record of it, shared.
+    pub turn: Arc<TurnRecord>,
     /// The turns it moves, oldest first, when there are several; empty for one.
-    pub members: Vec<TurnRecord>,
+    pub members: Vec<Arc<TurnRecord>>,
     /// Paths someone else changed between two of the turns (see
     /// [`ConflictKind::ChangedBetween`]).
     pub between: Vec<Conflict>,
 }
 
 impl Selection {
-    fn single(direction: Direction, turn: TurnRecord) -> Self {
+    fn single(direction: Direction, turn: Arc<TurnRecord>) -> Self {
         Self {
             direction,
             turn,
@@ -38,7 +39,7 @@ impl Selection {
     }
 
     /// The turns `first` and `later` (oldest first) as one restore.
-    fn joined(direction: Direction, first: TurnRecord, later: Vec<TurnRecord>) -> Self {
+    fn joined(direction: Direction, first: Arc<TurnRecord>, later: Vec<Arc<TurnRecord>>) -> Self {
         if later.is_empty() {
             return Self::single(direction, first);
         }
@@ -131,7 +132,7 @@ impl Selection {
         between.sort_by(|a, b| a.path.cmp(&b.path));
         Self {
             direction,
-            turn,
+            turn: Arc::new(turn),
             members,
             between,
         }
@@ -159,20 +160,20 @@ impl Selection {
     /// For an undo that is the last turn to touch each path, for a redo the first.
     pub fn settle(&mut self, plan: &[Planned], packs: &[String]) {
         let direction = self.direction;
+        // The members are the log's records, shared: each is copied as it is first changed.
         for item in plan {
             let path = item.path.as_str();
+            let holds = |m: &Arc<TurnRecord>| m.paths.iter().position(|r| r.path == path);
             let holder = match direction {
-                Direction::Undo => self
-                    .members
-                    .iter_mut()
-                    .rev()
-                    .find_map(|m| m.paths.iter_mut().find(|record| record.path == path)),
-                Direction::Redo => self
-                    .members
-                    .iter_mut()
-                    .find_map(|m| m.paths.iter_mut().find(|record| record.path == path)),
+                Direction::Undo => {
+                    (self.members.iter().enumerate().rev()).find_map(|(i, m)| Some((i, holds(m)?)))
+                }
+                Direction::Redo => {
+                    (self.members.iter().enumerate()).find_map(|(i, m)| Some((i, holds(m)?)))
+                }
             };
-            if let Some(record) = holder {
+            if let Some((member, at)) = holder {
+                let record = &mut Arc::make_mut(&mut self.members[member]).paths[at];
                 match direction {
                     Direction::Undo => record.after = item.now.clone(),
                     Direction::Redo => record.before = item.now.clone(),
@@ -180,6 +181,7 @@ impl Selection {
             }
         }
         for member in &mut self.members {
+            let member = Arc::make_mut(member);
             for pack in packs {
                 if !member.packs.contains(pack) {
                     member.packs.push(pack.clone());
@@ -212,21 +214,21 @@ pub(super) fn redo_of(state: &LogState, id: TurnId) -> Result<Selection, UndoErr
 }
 
 /// `turn` of the redo stack and the other turns of its group, as one redo.
-fn redo_with_group(state: &LogState, turn: &TurnRecord) -> Selection {
+fn redo_with_group(state: &LogState, turn: &Arc<TurnRecord>) -> Selection {
     let Some(group) = turn.group else {
-        return Selection::single(Direction::Redo, turn.clone());
+        return Selection::single(Direction::Redo, Arc::clone(turn));
     };
-    let mut members: Vec<&TurnRecord> = (state.redo.iter())
+    let mut members: Vec<&Arc<TurnRecord>> = (state.redo.iter())
         .filter(|other| other.group == Some(group))
         .collect();
     members.sort_by_key(|member| member.meta.id);
     match members.split_first() {
         Some((first, later)) => Selection::joined(
             Direction::Redo,
-            (*first).clone(),
-            later.iter().map(|member| (*member).clone()).collect(),
+            Arc::clone(first),
+            later.iter().map(|member| Arc::clone(member)).collect(),
         ),
-        None => Selection::single(Direction::Redo, turn.clone()),
+        None => Selection::single(Direction::Redo, Arc::clone(turn)),
     }
 }
 
@@ -267,11 +269,11 @@ fn rewind_where(
     let Some(first) = first.last() else {
         return Err(UndoError::NoSuchTurn { id });
     };
-    let (later, others): (Vec<&TurnRecord>, Vec<&TurnRecord>) =
+    let (later, others): (Vec<&Arc<TurnRecord>>, Vec<&Arc<TurnRecord>>) =
         after.iter().partition(|turn| member(turn));
     let selection = Selection::joined(
         Direction::Undo,
-        first.clone(),
+        Arc::clone(first),
         later.into_iter().cloned().collect(),
     );
     let mut crossed = Vec::new();

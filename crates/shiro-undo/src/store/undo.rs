@@ -2,6 +2,7 @@
 //! applied path by path and committed; a rollback when it fails part-way; and `--abandon`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use shiro_tools::{Mutator, WorkspacePath};
 
@@ -163,7 +164,7 @@ impl UndoStore {
         // A copy another turn's pack holds already is not kept again: the turn names that
         // pack too. The others go in a new pack of the turn's, named after the turn and how
         // many it names.
-        let mut restored = turn.clone();
+        let mut restored = TurnRecord::clone(turn);
         {
             let packed = self.packed(state);
             for hash in plan.iter().filter_map(|item| item.now.hash()) {
@@ -220,7 +221,7 @@ impl UndoStore {
             state,
             LogLine::Begin(Begun {
                 direction,
-                turn: restored,
+                turn: Arc::new(restored),
                 run: Some(run),
                 members: selection.members,
                 reverts: None,
