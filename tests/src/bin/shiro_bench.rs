@@ -514,6 +514,15 @@ fn capture(
         baseline: 0,
         rows: Vec::new(),
     };
+    let mut later = Table {
+        row_header: "workspace".into(),
+        columns: vec![
+            "`edit_file` recorded (as above)".into(),
+            "the same, after one turn that rewrote every other file".into(),
+        ],
+        baseline: 0,
+        rows: Vec::new(),
+    };
     let mut setup_notes = String::new();
     for &count in &plan.capture_files {
         let ws = work.join(format!("ws-{count}"));
@@ -564,9 +573,11 @@ fn capture(
                     ws: ws.clone(),
                     file: file.clone(),
                     reps,
+                    after_turn: false,
                 },
             ),
         ];
+        let recorded = row[2].clone();
         lib.rows.push((label.clone(), row));
         let row = vec![
             runner.cell(
@@ -590,7 +601,19 @@ fn capture(
                 },
             ),
         ];
-        procs.rows.push((label, row));
+        procs.rows.push((label.clone(), row));
+        // Last: its first turn rewrites the workspace.
+        let later_cell = runner.cell(
+            sec,
+            &format!("edit_file recorded after a turn of every file, {count} files"),
+            &Case::RecordedEdit {
+                ws: ws.clone(),
+                file: FILE.to_owned(),
+                reps,
+                after_turn: true,
+            },
+        );
+        later.rows.push((label, vec![recorded, later_cell]));
         // The largest workspace takes gigabytes of temporary space; free it before the next.
         fs::remove_dir_all(&ws)?;
         fs::remove_dir_all(&git)?;
@@ -606,9 +629,15 @@ fn capture(
          In-process (baseline: the same edit done with `std::fs::read` and `std::fs::write`, \
          neither atomic nor synced):\n\n{}\n\
          Whole process (baseline: `shiro tool edit_file`, which opens the store, records the \
-         turn and exits):\n\n{}",
+         turn and exits):\n\n{}\n\
+         Late in a long session (in process): the same recorded edit, after one turn (recorded \
+         first, untimed) that rewrote every other file of the workspace, so that the store's \
+         log lists that many paths. The process keeps the state its last write left: each turn \
+         reads and hashes the log once, at its start, and does not parse it (its commit, under \
+         the same lock, takes the state its start read; see docs/formats.md, `log.jsonl`):\n\n{}",
         lib.render(),
         procs.render(),
+        later.render(),
         target = bytes(TARGET_BYTES as u64),
     );
 

@@ -75,7 +75,7 @@ fn push(r: &mut CaseResult, series: &str, took: Duration) {
 
 /// Flushes the workspace's file system, untimed, so that each timed step starts with no
 /// writeback pending (an overlay's unmount would otherwise wait for the previous step's).
-fn settle(ws: &Path) -> Result<()> {
+pub(crate) fn settle(ws: &Path) -> Result<()> {
     let mut sync = Command::new("sync");
     sync.arg("-f").arg(ws);
     run_ok(sync).map(drop)

@@ -43,11 +43,15 @@ pub enum Case {
         file: String,
         reps: usize,
     },
-    /// The `edit_file` tool through `Recording<FsMutator>`, one turn per call.
+    /// The `edit_file` tool through `Recording<FsMutator>`, one turn per call. With
+    /// `after_turn`, first (untimed) one turn that rewrites every other file of the
+    /// workspace, as late in a long session: the store's log then lists that many paths.
     RecordedEdit {
         ws: PathBuf,
         file: String,
         reps: usize,
+        #[serde(default)]
+        after_turn: bool,
     },
     /// `shiro -C ws tool edit_file --args JSON`, a whole process per call.
     CliEdit {
@@ -315,8 +319,21 @@ async fn run(case: &Case) -> Result<CaseResult> {
                 timed(&mut r, start);
             }
         }
-        Case::RecordedEdit { ws, file, reps } => {
+        Case::RecordedEdit {
+            ws,
+            file,
+            reps,
+            after_turn,
+        } => {
             let (store, fs) = open(ws).await?;
+            if *after_turn {
+                let mut others = Vec::new();
+                files_under(ws, Path::new(""), &mut others)?;
+                others.retain(|other| other != file);
+                record_rewrite(&store, &fs, &others).await?;
+                // Its writes flushed, lest the timed turns' flushes wait behind them.
+                crate::bash::settle(ws)?;
+            }
             let recording = store.recorder(fs);
             for rep in 0..*reps {
                 let start = Instant::now();
@@ -761,10 +778,33 @@ fn post_image(mut bytes: Vec<u8>) -> Vec<u8> {
     bytes
 }
 
-/// Records one turn that rewrites every listed file, as a tool would, through the recorder.
+/// The files under `dir` of the workspace `ws`, as workspace paths, into `out`.
+fn files_under(ws: &Path, dir: &Path, out: &mut Vec<String>) -> Result<()> {
+    for entry in fs::read_dir(ws.join(dir))? {
+        let entry = entry?;
+        let path = dir.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            files_under(ws, &path, out)?;
+        } else {
+            out.push(
+                path.to_str()
+                    .context("a generated name is UTF-8")?
+                    .to_owned(),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Records one turn that rewrites every listed file, as a tool would, through the recorder
+/// (their pre-images captured ahead, with one flush).
 async fn record_rewrite(store: &UndoStore, fs: &FsMutator, list: &[String]) -> Result<TurnId> {
     let recording = store.recorder(fs.clone());
     recording.begin_turn(turn("bench rewrite")).await?;
+    let paths = (list.iter())
+        .map(|file| WorkspacePath::from_relative(file))
+        .collect::<Result<Vec<_>, _>>()?;
+    recording.capture_ahead(&paths).await?;
     for file in list {
         let path = WorkspacePath::from_relative(file)?;
         let bytes = fs.read(&path).await?;
