@@ -651,7 +651,8 @@ pub(crate) async fn sweep_partial_writes<'a>(
 /// What a restore found at its paths just before it began (the images of its plan), so that
 /// it need not read a file again to know whether it already holds its target. A restore
 /// re-run after a crash has seen nothing and reads what it needs.
-pub(crate) type Seen = BTreeMap<WorkspacePath, Image>;
+/// Borrowed from the plan: a restore may list many paths.
+pub(crate) type Seen<'a> = BTreeMap<&'a WorkspacePath, &'a Image>;
 
 /// Makes every path of `turn` what `direction` says it becomes. Returns the paths whose
 /// action differs from the plain one (kept or skipped directories).
@@ -667,14 +668,15 @@ pub(crate) async fn apply(
     stored: &Stored<'_>,
     turn: &TurnRecord,
     direction: Direction,
-    seen: &Seen,
+    seen: &Seen<'_>,
     leave: &BTreeSet<WorkspacePath>,
     progress: &Progress,
 ) -> Result<BTreeMap<WorkspacePath, Action>, UndoError> {
-    let mut items: Vec<(WorkspacePath, Image, usize)> = (turn.paths.iter().enumerate())
+    // The targets borrowed from the turn: it may list many paths.
+    let mut items: Vec<(WorkspacePath, &Image, usize)> = (turn.paths.iter().enumerate())
         .filter_map(|(index, record)| {
             let path = WorkspacePath::from_relative(&record.path).ok()?;
-            let target = sides(record, direction).1.clone();
+            let target = sides(record, direction).1;
             (!leave.contains(&path)).then_some((path, target, index))
         })
         .collect();
@@ -687,7 +689,7 @@ pub(crate) async fn apply(
             Stat::Absent => {}
             Stat::File { .. } if matches!(target, Image::File { .. }) => {}
             Stat::Symlink { target: now }
-                if *target
+                if **target
                     == (Image::Symlink {
                         target: now.clone(),
                     }) => {}
@@ -832,7 +834,7 @@ async fn holds(
     mutator: &dyn Mutator,
     path: &WorkspacePath,
     hash: &ContentHash,
-    seen: &Seen,
+    seen: &Seen<'_>,
 ) -> Result<bool, UndoError> {
     Ok(match seen.get(path) {
         Some(image) => image.hash().as_ref() == Some(hash),

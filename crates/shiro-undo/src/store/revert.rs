@@ -289,8 +289,8 @@ impl UndoStore {
             }),
         )?;
         let progress = restore::Progress::open(&self.path(PROGRESS_FILE), run);
-        let seen: restore::Seen = (planned.iter())
-            .map(|item| (item.path.clone(), item.now.clone()))
+        let seen: restore::Seen<'_> = (planned.iter())
+            .map(|item| (&item.path, &item.now))
             .collect();
         let stored = restore::Stored::open(&self.inner.blobs, &record);
         let applied = restore::apply(

@@ -231,10 +231,7 @@ impl UndoStore {
         // many paths.
         let restored = self.pending_turn(state)?;
         let progress = restore::Progress::open(&self.path(PROGRESS_FILE), run);
-        let seen: restore::Seen = plan
-            .iter()
-            .map(|item| (item.path.clone(), item.now.clone()))
-            .collect();
+        let seen: restore::Seen<'_> = plan.iter().map(|item| (&item.path, &item.now)).collect();
         // The same `stored` as verified: what it read is written without reading it again.
         let applied = restore::apply(
             workspace,
