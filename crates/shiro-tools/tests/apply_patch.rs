@@ -553,6 +553,7 @@ fn injected(mutation: &Mutation<'_>) -> &'static str {
         Mutation::Symlink(_) => "injected fault symlink",
         Mutation::RemoveFile(_) => "injected fault remove",
         Mutation::RemoveDir(_) => "injected fault remove directory",
+        Mutation::RemoveTree(_) => "injected fault remove tree",
         Mutation::Rename { .. } => "injected fault rename",
     }
 }

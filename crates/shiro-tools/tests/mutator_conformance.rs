@@ -671,3 +671,201 @@ async fn the_after_hook_follows_each_mutation_let_through() {
     );
     assert_eq!(ws.read(&p("a")).await.unwrap(), b"1");
 }
+
+/// Every entry under `dir`, each directory before its own entries, as a commit lists a tree
+/// before it removes it.
+async fn list_tree(m: &dyn Mutator, dir: &str) -> Vec<shiro_tools::DirEntry> {
+    let mut out = Vec::new();
+    let mut stack = vec![p(dir)];
+    while let Some(dir) = stack.pop() {
+        for entry in m.read_dir(&dir).await.unwrap() {
+            if matches!(entry.stat, Stat::Dir { .. }) {
+                stack.push(entry.path.clone());
+            }
+            out.push(entry);
+        }
+    }
+    out
+}
+
+/// What the workspace holds under the names `top`, one line per entry.
+async fn dump(m: &dyn Mutator, top: &[&str]) -> String {
+    let mut t = String::new();
+    for name in top {
+        let stat = m.stat(&p(name)).await.unwrap();
+        writeln!(t, "  {name} {}", show_stat(&stat, "")).unwrap();
+        if matches!(stat, Stat::Dir { .. }) {
+            let mut entries = list_tree(m, name).await;
+            entries.sort_by(|a, b| a.path.cmp(&b.path));
+            for entry in entries {
+                writeln!(t, "  {} {}", entry.path, show_stat(&entry.stat, "")).unwrap();
+            }
+        }
+    }
+    t
+}
+
+/// `remove_tree` scenarios; `aside` is a directory outside the root for what is moved out.
+async fn tree_transcript(m: &dyn Mutator, aside: &Path) -> String {
+    let mut t = String::new();
+    macro_rules! step {
+        ($label:expr, $e:expr) => {
+            writeln!(t, "{:<44} {}", $label, outcome($e.await)).unwrap()
+        };
+    }
+    for dir in ["t", "t/b", "t/e", "u", "u/y"] {
+        m.create_dir(&p(dir)).await.unwrap();
+    }
+    m.write(&p("t/a"), b"a", Some(0o600)).await.unwrap();
+    m.write(&p("t/b/c"), b"c", None).await.unwrap();
+    m.symlink("../a", &p("t/b/link")).await.unwrap();
+    m.set_mode(&p("t/b"), 0o700).await.unwrap();
+    m.write(&p("u/x"), b"x", None).await.unwrap();
+    m.write(&p("keep"), b"k", None).await.unwrap();
+
+    // Listed whole: all of it goes.
+    let listed = list_tree(m, "t").await;
+    step!(
+        "remove_tree t (listed whole)",
+        m.remove_tree(&p("t"), &listed, &aside.join("0"))
+    );
+    step!(
+        "remove_tree t again",
+        m.remove_tree(&p("t"), &listed, &aside.join("1"))
+    );
+    // Listed, then changed: `u/y/z` made since, and `u/gone` removed since.
+    m.write(&p("u/gone"), b"g", None).await.unwrap();
+    let listed = list_tree(m, "u").await;
+    m.remove_file(&p("u/gone")).await.unwrap();
+    m.write(&p("u/y/z"), b"made since", None).await.unwrap();
+    m.set_mode(&p("u/y"), 0o750).await.unwrap();
+    step!(
+        "remove_tree u (u/y/z made since)",
+        m.remove_tree(&p("u"), &listed, &aside.join("2"))
+    );
+    step!("read u/y/z", async {
+        m.read(&p("u/y/z")).await.map(String::from_utf8)
+    });
+    step!(
+        "remove_tree nothing",
+        m.remove_tree(&p("nothing"), &[], &aside.join("3"))
+    );
+    step!(
+        "remove_tree keep (a file)",
+        m.remove_tree(&p("keep"), &[], &aside.join("4"))
+    );
+    step!(
+        "remove_tree .git (protected)",
+        m.remove_tree(&p(".git"), &[], &aside.join("5"))
+    );
+    writeln!(t, "left:\n{}", dump(m, &["keep", "t", "u"]).await).unwrap();
+    t
+}
+
+#[tokio::test]
+async fn remove_tree_takes_what_was_listed_and_leaves_the_rest() {
+    let aside = tempfile::tempdir().unwrap();
+    let mem_transcript = tree_transcript(&MemMutator::new(), aside.path()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FsMutator::new(dir.path()).unwrap();
+    let fs_transcript = tree_transcript(&fs, aside.path()).await;
+    assert_eq!(
+        mem_transcript, fs_transcript,
+        "the in-memory tree differs from the disk"
+    );
+    insta::assert_snapshot!(fs_transcript);
+    // On the disk, both trees were moved out whole: `u` with `y` in it, whose `z` came back.
+    let moved = |rel: &str| aside.path().join(rel).symlink_metadata().is_ok();
+    assert!(moved("0/b/c") && moved("0/b/link") && moved("0/e"));
+    assert!(moved("2/x") && moved("2/y") && !moved("2/y/z"));
+    let names: Vec<_> = std::fs::read_dir(aside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        names.len(),
+        2,
+        "only the two trees were moved out: {names:?}"
+    );
+
+    let inline_dir = tempfile::tempdir().unwrap();
+    let inline_aside = tempfile::tempdir().unwrap();
+    let inline = FsMutator::new(inline_dir.path()).unwrap().inline();
+    assert_eq!(
+        tree_transcript(&inline, inline_aside.path()).await,
+        fs_transcript,
+        "running inline changes what the disk does"
+    );
+}
+
+/// Where the aside path lies on another file system, the tree is removed entry by entry.
+#[tokio::test]
+async fn remove_tree_across_file_systems_removes_entry_by_entry() {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let shm = Path::new("/dev/shm");
+    let other_device = shm
+        .metadata()
+        .is_ok_and(|meta| meta.dev() != dir.path().metadata().unwrap().dev());
+    if !other_device {
+        eprintln!(
+            "skipped: /dev/shm is missing or on the same file system as {:?}",
+            dir.path()
+        );
+        return;
+    }
+    let aside = tempfile::tempdir_in(shm).unwrap();
+    let fs = FsMutator::new(dir.path()).unwrap();
+    let fs_transcript = tree_transcript(&fs, aside.path()).await;
+    assert_eq!(
+        fs_transcript,
+        tree_transcript(&MemMutator::new(), aside.path()).await
+    );
+    assert_eq!(
+        std::fs::read_dir(aside.path()).unwrap().count(),
+        0,
+        "nothing was moved to another file system"
+    );
+}
+
+/// A tree with a mount point in it is never moved out whole (its removal, later, would reach
+/// into the mounted file system, and nothing would say so): it is removed entry by entry,
+/// and the mount point stays.
+#[tokio::test]
+async fn remove_tree_never_moves_a_mount_point() {
+    use rustix::mount::{MountFlags, UnmountFlags};
+    let dir = tempfile::tempdir().unwrap();
+    let aside = tempfile::tempdir().unwrap();
+    let point = dir.path().join("m/mnt");
+    std::fs::create_dir_all(&point).unwrap();
+    std::fs::write(dir.path().join("m/a"), "a").unwrap();
+    if let Err(err) = rustix::mount::mount("none", &point, "tmpfs", MountFlags::empty(), None) {
+        eprintln!("skipped: cannot mount a tmpfs here ({err}; needs root)");
+        return;
+    }
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = rustix::mount::unmount(self.0, UnmountFlags::DETACH);
+        }
+    }
+    let _unmount = Unmount(&point);
+    std::fs::write(point.join("inside"), "inside").unwrap();
+    let fs = FsMutator::new(dir.path()).unwrap();
+    let listed = list_tree(&fs, "m").await;
+    let removed = fs
+        .remove_tree(&p("m"), &listed, &aside.path().join("0"))
+        .await;
+    assert!(
+        std::fs::read_dir(aside.path()).unwrap().next().is_none(),
+        "the tree was moved out with the mount in it"
+    );
+    // Removed entry by entry: what the mount held too, as `rm -rf` would; the mount point
+    // itself cannot be, which the call reports.
+    assert!(point.is_dir(), "the mount point went: {removed:?}");
+    assert!(!point.join("inside").exists(), "not removed entry by entry");
+    assert!(
+        matches!(&removed, Err(MutatorError::Io { path, .. }) if path.as_str() == "m/mnt"),
+        "{removed:?}"
+    );
+}

@@ -328,6 +328,82 @@ pub(crate) fn append_line(
     Ok(len + text.len() as u64)
 }
 
+/// Appends a batch of records to the in-flight file (opened to append) through a buffer, each
+/// followed by the file bytes it carries: one write per megabyte, not two per record. The
+/// batch counts once [`Batch::finish`] has written it all (and flushed it, when asked);
+/// dropped before, as when a write fails, the file is cut back to where the batch began, so
+/// no half record is left for the next one to be glued to.
+pub(crate) struct Batch<'f> {
+    out: Option<std::io::BufWriter<&'f mut fs::File>>,
+    /// The file's length before the batch.
+    start: u64,
+    /// Its length once everything pushed so far is written.
+    end: u64,
+}
+
+impl<'f> Batch<'f> {
+    /// How many bytes the buffer gathers before it writes them.
+    const BUFFER: usize = 1 << 20;
+
+    /// A batch appended to `file`.
+    pub(crate) fn new(file: &'f mut fs::File) -> std::io::Result<Self> {
+        let start = file.metadata()?.len();
+        Ok(Self {
+            out: Some(std::io::BufWriter::with_capacity(Self::BUFFER, file)),
+            start,
+            end: start,
+        })
+    }
+
+    /// Adds a record and the bytes it carries; returns where those bytes will lie in the file.
+    pub(crate) fn push(
+        &mut self,
+        line: &InflightLine,
+        payload: Option<&[u8]>,
+    ) -> std::io::Result<u64> {
+        let text = encode(line)?;
+        let payload = payload.unwrap_or_default();
+        let out = self
+            .out
+            .as_mut()
+            .ok_or_else(|| std::io::Error::other("batch ended"))?;
+        out.write_all(text.as_bytes())?;
+        out.write_all(payload)?;
+        let offset = self.end + text.len() as u64;
+        self.end = offset + payload.len() as u64;
+        Ok(offset)
+    }
+
+    /// Whether nothing was pushed.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.end == self.start
+    }
+
+    /// Writes what is buffered and, with `sync`, flushes the file.
+    pub(crate) fn finish(mut self, sync: bool) -> std::io::Result<()> {
+        let Some(out) = self.out.as_mut() else {
+            return Ok(());
+        };
+        out.flush()?;
+        if sync {
+            out.get_ref().sync_data()?;
+        }
+        self.out = None;
+        Ok(())
+    }
+}
+
+impl Drop for Batch<'_> {
+    /// Unfinished: the file is cut back (it is opened to append, so the next record lands
+    /// at the new end).
+    fn drop(&mut self) {
+        if let Some(out) = self.out.take() {
+            let (file, _unwritten) = out.into_parts();
+            let _ = file.set_len(self.start);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -534,13 +534,20 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
 /// The state's hash of the log's bytes (see [`LogState::log_hash`]) is carried on when the
 /// write succeeds.
 pub(crate) fn append(path: &Path, state: &mut LogState, record: LogLine) -> io::Result<()> {
+    if state.layout.version < FORMAT_VERSION {
+        // A new log, or one an earlier version wrote: written whole, so the record is not
+        // encoded for a line first.
+        state.digest = None;
+        state.apply(record).map_err(io::Error::other)?;
+        return rewrite(path, state);
+    }
     let text = encode(&record)?;
     // Known again only once the write is done.
     let mut digest = state.digest.take();
     state.apply(record).map_err(io::Error::other)?;
     let layout = state.layout;
     let appended = layout.appended + text.len() as u64;
-    if layout.version < FORMAT_VERSION || appended > APPENDED_MAX.max(layout.snapshot) {
+    if appended > APPENDED_MAX.max(layout.snapshot) {
         drop(text);
         return rewrite(path, state);
     }

@@ -16,7 +16,7 @@ use tokio::sync::Mutex;
 use crate::blob::RawWriter;
 use crate::codec::{empty_file, open_emptied};
 use crate::error::UndoError;
-use crate::flight::{Finished, Flight, Keep, Pending, append_line};
+use crate::flight::{Batch, Finished, Flight, Keep, Pending, append_line};
 use crate::format::{
     BashCapture, ChangeRecord, FORMAT_VERSION, GitRecord, INFLIGHT_FILE, IndexRecord, InflightLine,
     TurnMeta,
@@ -336,15 +336,22 @@ impl<M: Mutator> Recording<M> {
         slot: &mut Option<InFlight>,
         paths: &[&WorkspacePath],
     ) -> Result<(), MutatorError> {
-        let Some(turn) = slot.as_mut() else {
+        let (Some(turn), Some(&first)) = (slot.as_mut(), paths.first()) else {
             return Ok(());
+        };
+        let batch_failed = |source| MutatorError::Io {
+            op: OP_CAPTURE,
+            path: first.clone(),
+            source,
         };
         let mut appended = Vec::new();
         let mut held_in_batch = 0u64;
-        let mut batch = std::collections::BTreeSet::new();
+        let mut seen = std::collections::BTreeSet::new();
+        // Written as one batch, flushed once.
+        let mut records = Batch::new(&mut turn.file).map_err(batch_failed)?;
         for &path in paths {
             // Internal paths are refused by every mutator; there is nothing to protect.
-            if path.is_internal() || turn.flight.before.contains_key(path) || !batch.insert(path) {
+            if path.is_internal() || turn.flight.before.contains_key(path) || !seen.insert(path) {
                 continue;
             }
             // The entry at the path itself: a mutation never acts through a link, so what a
@@ -401,8 +408,7 @@ impl<M: Mutator> Recording<M> {
                 before: image,
                 bytes: payload.as_ref().map(|bytes| bytes.len() as u64),
             };
-            let offset =
-                append_line(&mut turn.file, &line, payload.as_deref(), false).map_err(failed)?;
+            let offset = records.push(&line, payload.as_deref()).map_err(failed)?;
             // Held until the turn is stored while the turn's budget allows (a big file's
             // always: its delta is made against it); else read back from the file then.
             let payload = payload.map(|bytes| {
@@ -418,15 +424,8 @@ impl<M: Mutator> Recording<M> {
             });
             appended.push((line, payload));
         }
-        if let Some(&first) = paths.first()
-            && !appended.is_empty()
-        {
-            turn.file.sync_data().map_err(|source| MutatorError::Io {
-                op: OP_CAPTURE,
-                path: first.clone(),
-                source,
-            })?;
-        }
+        let durable = !records.is_empty();
+        records.finish(durable).map_err(batch_failed)?;
         for (line, payload) in appended {
             turn.flight.apply(line, payload);
         }
@@ -555,6 +554,22 @@ impl<M: Mutator> Mutator for Recording<M> {
         let mut slot = self.turn.lock().await;
         self.capture(&mut slot, &[path]).await?;
         self.inner.remove_dir(path).await
+    }
+
+    /// Captures the directory and everything listed under it (in one batch, unless the
+    /// caller prepared them), then removes it.
+    async fn remove_tree(
+        &self,
+        path: &WorkspacePath,
+        listed: &[DirEntry],
+        aside: &Path,
+    ) -> Result<(), MutatorError> {
+        let mut slot = self.turn.lock().await;
+        let paths: Vec<&WorkspacePath> = std::iter::once(path)
+            .chain(listed.iter().map(|entry| &entry.path))
+            .collect();
+        self.capture(&mut slot, &paths).await?;
+        self.inner.remove_tree(path, listed, aside).await
     }
 
     async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {

@@ -1588,3 +1588,60 @@ async fn a_deleted_store_is_named_and_a_new_history_begins() {
     let (_, notices) = reopen(f.dir.path(), &f.ws).await;
     assert!(notices.is_empty(), "said once: {notices:?}");
 }
+
+/// A directory removed whole through the recorder (`Mutator::remove_tree`, as a bash commit
+/// removes what `rm -rf` took) is moved out with one rename, every entry of it recorded first,
+/// and its undo puts back each file, link, directory and mode exactly; redo takes it again.
+#[tokio::test]
+async fn a_tree_removed_whole_is_recorded_and_undone_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let aside = tempfile::tempdir_in(dir.path()).unwrap();
+    let root = dir.path().join("ws");
+    std::fs::create_dir(&root).unwrap();
+    let ws = shiro_tools::FsMutator::new(&root).unwrap();
+    for d in ["d", "d/b", "d/e"] {
+        ws.create_dir(&p(d)).await.unwrap();
+    }
+    ws.write(&p("d/a"), b"a\n", Some(0o600)).await.unwrap();
+    ws.write(&p("d/b/c"), &noise(100_000, 7), None)
+        .await
+        .unwrap();
+    ws.symlink("../a", &p("d/b/link")).await.unwrap();
+    ws.set_mode(&p("d/b"), 0o750).await.unwrap();
+    ws.write(&p("keep"), b"k", None).await.unwrap();
+    let before = common::disk_tree(&root);
+
+    let state = shiro_undo::StateDir::at(dir.path().join("state"), &root);
+    let store = UndoStore::open(&state, StoreOptions::default())
+        .await
+        .unwrap();
+    let rec = store.recorder(ws.clone());
+    rec.begin_turn(start("rm -rf d")).await.unwrap();
+    let mut listed = Vec::new();
+    let mut dirs = vec![p("d")];
+    while let Some(d) = dirs.pop() {
+        for entry in rec.read_dir(&d).await.unwrap() {
+            if matches!(entry.stat, Stat::Dir { .. }) {
+                dirs.push(entry.path.clone());
+            }
+            listed.push(entry);
+        }
+    }
+    rec.remove_tree(&p("d"), &listed, &aside.path().join("0"))
+        .await
+        .unwrap();
+    rec.finish_turn().await.unwrap().unwrap();
+    assert!(
+        aside.path().join("0/b/c").is_file(),
+        "the tree was not moved out whole"
+    );
+    let after = common::disk_tree(&root);
+    assert_eq!(after.keys().collect::<Vec<_>>(), ["keep"]);
+
+    store.undo(&ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(common::disk_tree(&root), before, "the undo is not exact");
+    store.redo(&ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(common::disk_tree(&root), after);
+    store.undo(&ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(common::disk_tree(&root), before);
+}

@@ -22,7 +22,7 @@ use rustix::fs::{FlockOperation, Mode, OFlags};
 
 use super::{CaptureError, CaptureMode, Captured};
 use crate::change::Change;
-use crate::mutator::{Mutator, MutatorError, Stat};
+use crate::mutator::{DirEntry, Mutator, MutatorError, Stat};
 use crate::path::WorkspacePath;
 
 pub(super) const UPPER_DIR: &str = "up";
@@ -37,6 +37,9 @@ pub(super) const INIT_PID_FILE: &str = "init-pid";
 const COMMIT_MARKER: &str = "commit";
 /// A removed layer's new name, until it is deleted.
 const TRASH_PREFIX: &str = "trash-";
+/// Where the commit moves the workspace directories the command removed whole (see
+/// `Mutator::remove_tree`): removed with the layer, after the commit.
+const ASIDE_DIR: &str = "gone";
 
 /// What a layer's `commit` marker says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +95,19 @@ impl Layer {
         self.dir.join(UPPER_DIR)
     }
 
+    /// A fresh path in the layer for a workspace directory the commit moves out whole.
+    fn aside(&self) -> io::Result<PathBuf> {
+        let dir = self.dir.join(ASIDE_DIR);
+        real_dir(&dir, 0o700)?;
+        for n in 0u32.. {
+            let path = dir.join(n.to_string());
+            if !fs::exists(&path)? {
+                return Ok(path);
+            }
+        }
+        Err(io::Error::other("no free name to move a directory aside"))
+    }
+
     /// Why the helper could not set the overlay up, if it said.
     pub(super) fn setup_error(&self) -> Option<String> {
         fs::read_to_string(self.dir.join(SETUP_ERROR_FILE))
@@ -130,8 +146,8 @@ impl Layer {
     }
 
     /// Removes the layer: renamed out of the way at once (recovery never takes it for a
-    /// layer again), then deleted on a blocking thread, so the command's result does not wait
-    /// for a disk that frees blocks slowly. What a failure or an exit leaves is removed by the
+    /// layer again), then deleted on a blocking thread, with the directories the commit moved
+    /// into it, so the command's result does not wait for a disk that frees blocks slowly. What a failure or an exit leaves is removed by the
     /// next recovery.
     pub(super) fn discard(self) {
         let trash = self.dir.with_file_name(format!(
@@ -145,10 +161,16 @@ impl Layer {
             Err(_) => self.dir.clone(),
         };
         drop(self);
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => drop(runtime.spawn_blocking(move || remove_tree(&doomed))),
-            Err(_) => drop(remove_tree(&doomed)),
-        }
+        remove_later(doomed);
+    }
+}
+
+/// Removes the tree `dir` on a blocking thread when there is a runtime (which waits for it
+/// before the process exits), else now.
+fn remove_later(dir: PathBuf) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => drop(runtime.spawn_blocking(move || remove_tree(&dir))),
+        Err(_) => drop(remove_tree(&dir)),
     }
 }
 
@@ -264,7 +286,7 @@ pub(super) async fn commit_layer(
     }
     let total = plan.steps.len();
     for (done, step) in plan.steps.iter().enumerate() {
-        if let Err(err) = step.apply(mutator).await {
+        if let Err(err) = step.apply(mutator, &layer).await {
             layer.discard();
             return Err(CaptureError::Other(format!(
                 "applying them stopped after {done} of {total} steps: {err}"
@@ -321,8 +343,8 @@ pub async fn recover_layers(
             .and_then(|name| name.strip_prefix(TRASH_PREFIX))
             .is_some_and(|rest| is_layer_name(OsStr::new(rest)))
         {
-            // A removal an exit cut short.
-            let _ = remove_tree(&entry.path());
+            // A removal an exit cut short: it may hold a tree the command removed, as big.
+            remove_later(entry.path());
         }
     }
     dirs.sort();
@@ -338,7 +360,7 @@ pub async fn recover_layers(
         } else if mark == Mark::ThisBoot {
             let plan = Plan::of(&layer.upper(), mutator).await?;
             for step in &plan.steps {
-                step.apply(mutator).await?;
+                step.apply(mutator, &layer).await?;
             }
             layer.discard();
             done.push(LayerRecovery::Finished {
@@ -362,6 +384,12 @@ enum Step {
     RemoveFile(WorkspacePath),
     /// Removes a directory, emptied by the steps before.
     RemoveDir(WorkspacePath),
+    /// Removes a directory with everything in it (`listed`, each directory before its
+    /// entries), moving it into the layer whole when it can.
+    RemoveTree {
+        path: WorkspacePath,
+        listed: Vec<DirEntry>,
+    },
     MakeDir(WorkspacePath),
     /// Writes the upper layer's file `source` at the path.
     Write {
@@ -381,6 +409,7 @@ impl Step {
         match self {
             Step::RemoveFile(path)
             | Step::RemoveDir(path)
+            | Step::RemoveTree { path, .. }
             | Step::MakeDir(path)
             | Step::SetMode(path, _)
             | Step::Write { path, .. }
@@ -388,7 +417,7 @@ impl Step {
         }
     }
 
-    async fn apply(&self, mutator: &dyn Mutator) -> Result<(), MutatorError> {
+    async fn apply(&self, mutator: &dyn Mutator, layer: &Layer) -> Result<(), MutatorError> {
         match self {
             Step::RemoveFile(path) => match mutator.remove_file(path).await {
                 Err(MutatorError::NotFound(_)) => Ok(()),
@@ -398,6 +427,17 @@ impl Step {
                 Err(MutatorError::NotFound(_)) => Ok(()),
                 other => other,
             },
+            Step::RemoveTree { path, listed } => {
+                let aside = layer.aside().map_err(|source| MutatorError::Io {
+                    op: "make room in the command's layer for",
+                    path: path.clone(),
+                    source,
+                })?;
+                match mutator.remove_tree(path, listed, &aside).await {
+                    Err(MutatorError::NotFound(_)) => Ok(()),
+                    other => other,
+                }
+            }
             Step::MakeDir(path) => match mutator.create_dir(path).await {
                 Err(MutatorError::AlreadyExists(_))
                     if matches!(mutator.stat(path).await?, Stat::Dir { .. }) =>
@@ -451,7 +491,13 @@ impl Plan {
     }
 
     fn paths(&self) -> Vec<WorkspacePath> {
-        let set: BTreeSet<&WorkspacePath> = self.steps.iter().map(Step::path).collect();
+        let mut set: BTreeSet<&WorkspacePath> = BTreeSet::new();
+        for step in &self.steps {
+            set.insert(step.path());
+            if let Step::RemoveTree { listed, .. } = step {
+                set.extend(listed.iter().map(|entry| &entry.path));
+            }
+        }
         set.into_iter().cloned().collect()
     }
 
@@ -644,6 +690,18 @@ impl Plan {
                     ));
                     return Ok(());
                 }
+                if let Some(listed) = list_tree(path, mutator).await? {
+                    for entry in &listed {
+                        if !matches!(entry.stat, Stat::Dir { .. }) {
+                            self.show(&entry.path, true, false);
+                        }
+                    }
+                    self.steps.push(Step::RemoveTree {
+                        path: path.clone(),
+                        listed,
+                    });
+                    return Ok(());
+                }
                 for entry in mutator.read_dir(path).await? {
                     Box::pin(self.remove(&entry.path, &entry.stat, mutator)).await?;
                 }
@@ -652,6 +710,40 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+/// Everything under the workspace directory `dir`, in the order of a walk (each directory
+/// before its entries); `None` when a protected path lies in it (which the removal must keep,
+/// entry by entry).
+async fn list_tree(
+    dir: &WorkspacePath,
+    mutator: &dyn Mutator,
+) -> Result<Option<Vec<DirEntry>>, MutatorError> {
+    let mut listed = Vec::new();
+    Ok(list_into(dir, mutator, &mut listed)
+        .await?
+        .then_some(listed))
+}
+
+/// Appends what is under `dir` to `listed`; `false` at the first protected path.
+async fn list_into(
+    dir: &WorkspacePath,
+    mutator: &dyn Mutator,
+    listed: &mut Vec<DirEntry>,
+) -> Result<bool, MutatorError> {
+    for entry in mutator.read_dir(dir).await? {
+        if entry.path.is_internal() {
+            return Ok(false);
+        }
+        let sub = matches!(entry.stat, Stat::Dir { .. }).then(|| entry.path.clone());
+        listed.push(entry);
+        if let Some(sub) = sub
+            && !Box::pin(list_into(&sub, mutator, listed)).await?
+        {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// A failure to read the layer's directory for the workspace directory `dir` (the root when

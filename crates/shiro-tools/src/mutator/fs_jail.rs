@@ -75,6 +75,11 @@ impl Jail {
         })
     }
 
+    /// The canonical root.
+    pub(super) fn canonical(&self) -> &Path {
+        &self.canonical
+    }
+
     /// Opens `rel` (relative to the root; `""` is the root itself) through real directories
     /// only, and the last component without following a link either.
     pub(super) fn open_nolinks(&self, rel: &str, flags: OFlags) -> Result<OwnedFd, Errno> {

@@ -24,6 +24,8 @@ pub enum Mutation<'a> {
     RemoveFile(&'a WorkspacePath),
     /// [`Mutator::remove_dir`].
     RemoveDir(&'a WorkspacePath),
+    /// [`Mutator::remove_tree`]: the directory removed with everything in it.
+    RemoveTree(&'a WorkspacePath),
     /// [`Mutator::rename`].
     Rename {
         /// The source.
@@ -43,6 +45,7 @@ impl Mutation<'_> {
             | Mutation::Symlink(path)
             | Mutation::RemoveFile(path)
             | Mutation::RemoveDir(path)
+            | Mutation::RemoveTree(path)
             | Mutation::Rename { from: path, .. } => path,
         }
     }
@@ -56,6 +59,7 @@ impl Mutation<'_> {
             Mutation::Symlink(_) => "symlink",
             Mutation::RemoveFile(_) => "remove",
             Mutation::RemoveDir(_) => "remove directory",
+            Mutation::RemoveTree(_) => "remove tree",
             Mutation::Rename { .. } => "rename",
         }
     }
@@ -269,6 +273,19 @@ impl<M: Mutator> Mutator for Hooked<M> {
     async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
         self.around(Mutation::RemoveDir(path), self.inner.remove_dir(path))
             .await
+    }
+
+    async fn remove_tree(
+        &self,
+        path: &WorkspacePath,
+        listed: &[DirEntry],
+        aside: &Path,
+    ) -> Result<(), MutatorError> {
+        self.around(
+            Mutation::RemoveTree(path),
+            self.inner.remove_tree(path, listed, aside),
+        )
+        .await
     }
 
     async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {

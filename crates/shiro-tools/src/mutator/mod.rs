@@ -213,6 +213,28 @@ pub trait Mutator: Send + Sync {
     /// must exist. Directories are not moved.
     async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError>;
 
+    /// Removes the directory `path` with everything in it, as `rm -rf` does, for a caller
+    /// that listed it first (and, recording, captured what it holds): `listed` holds every
+    /// entry under `path`, each directory before its own entries. An entry the listing does
+    /// not hold (made since) is never removed: it stays where it is, and so do the
+    /// directories that lead to it. Listed entries already gone are skipped, so a call cut
+    /// short can be made again.
+    ///
+    /// `aside` is a path outside the workspace, in a directory the caller owns and removes
+    /// later, where nothing is yet. [`FsMutator`] moves the whole tree there with one rename
+    /// when it can (the same file system, no mount point in the tree), so the removal costs
+    /// the same for any number of files, then moves back what the listing did not hold.
+    /// Otherwise, and by default, each listed entry is removed, the deepest first.
+    async fn remove_tree(
+        &self,
+        path: &WorkspacePath,
+        listed: &[DirEntry],
+        aside: &Path,
+    ) -> Result<(), MutatorError> {
+        let _ = aside;
+        remove_listed(self, path, listed).await
+    }
+
     /// What is at `path` itself, reached through real directories only: like
     /// [`Mutator::stat`], but a path with an ancestor that is not a directory (a file, a
     /// symbolic link, or nothing) is [`Stat::Absent`]. What a link on the way reaches is
@@ -314,6 +336,30 @@ pub trait Mutator: Send + Sync {
     async fn sync(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
         let _ = paths;
         Ok(())
+    }
+}
+
+/// [`Mutator::remove_tree`] one entry at a time: the listed entries, the deepest first, then
+/// the directory itself. What is gone already is skipped; a directory that still holds an
+/// entry the listing did not is left.
+async fn remove_listed<M: Mutator + ?Sized>(
+    mutator: &M,
+    path: &WorkspacePath,
+    listed: &[DirEntry],
+) -> Result<(), MutatorError> {
+    for entry in listed.iter().rev() {
+        let removed = match entry.stat {
+            Stat::Dir { .. } => mutator.remove_dir(&entry.path).await,
+            _ => mutator.remove_file(&entry.path).await,
+        };
+        match removed {
+            Ok(()) | Err(MutatorError::NotFound(_) | MutatorError::DirectoryNotEmpty(_)) => {}
+            Err(err) => return Err(err),
+        }
+    }
+    match mutator.remove_dir(path).await {
+        Err(MutatorError::DirectoryNotEmpty(_)) => Ok(()),
+        other => other,
     }
 }
 

@@ -81,6 +81,22 @@ pub(crate) fn settle(ws: &Path) -> Result<()> {
     run_ok(sync).map(drop)
 }
 
+/// Waits until the layer directory `layers` is empty: the commit removes its layer (and what
+/// the command removed, moved into it whole) on a blocking thread after the turn. Returns how
+/// long that took from now, so that the next timing does not share the disk with it.
+async fn layers_removed(layers: &Path) -> Result<Duration> {
+    let start = Instant::now();
+    while std::fs::read_dir(layers)?.next().is_some() {
+        ensure!(
+            start.elapsed() < Duration::from_secs(600),
+            "the layers in {} were not removed",
+            layers.display()
+        );
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    Ok(start.elapsed())
+}
+
 /// Whether overlays can be used here: one file written through the overlay runner, bare,
 /// must come back as one change applied to the workspace.
 pub async fn probe(ws: &Path, shiro: &Path) -> Result<()> {
@@ -498,6 +514,11 @@ pub async fn heavy(
                     UndoStore::open(&state_beside(ws), shiro_undo::StoreOptions::default()).await?;
                 settle(ws)?;
                 let phases = phased_turn(&store, &workspace, &overlay, &script).await?;
+                push(
+                    r,
+                    "ov_background",
+                    layers_removed(&state_beside(ws).layers_dir()).await?,
+                );
                 push_nanos(r, "ov_cmd", elapsed_in(&phases.output)?);
                 phases.push_into(r, "ov");
                 r.values.insert("changes".into(), phases.changes as u64);
@@ -699,6 +720,16 @@ impl<M: Mutator> Mutator for Timed<M> {
 
     async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
         self.change(self.inner.rename(from, to)).await
+    }
+
+    async fn remove_tree(
+        &self,
+        path: &WorkspacePath,
+        listed: &[DirEntry],
+        aside: &Path,
+    ) -> Result<(), MutatorError> {
+        self.change(self.inner.remove_tree(path, listed, aside))
+            .await
     }
 
     async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {

@@ -21,6 +21,7 @@ use super::{
 };
 use crate::path::{PathError, WorkspacePath};
 
+mod aside;
 mod overwrite;
 
 use overwrite::{Source, overwrite};
@@ -681,6 +682,24 @@ impl Mutator for FsMutator {
         let paths = paths.to_vec();
         self.blocking(move |roots| flush(roots, &paths).map_err(MutatorError::Sync))
             .await
+    }
+
+    /// One rename out of the workspace when it can, else entry by entry.
+    async fn remove_tree(
+        &self,
+        path: &WorkspacePath,
+        listed: &[DirEntry],
+        aside: &Path,
+    ) -> Result<(), MutatorError> {
+        let moved = {
+            let (path, listed, aside) = (path.clone(), listed.to_vec(), aside.to_path_buf());
+            self.blocking(move |roots| aside::move_tree_aside(roots, &path, &listed, &aside))
+                .await?
+        };
+        if moved {
+            return Ok(());
+        }
+        super::remove_listed(self, path, listed).await
     }
 
     async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
