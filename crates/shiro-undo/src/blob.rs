@@ -88,7 +88,43 @@ impl Listing {
     }
 }
 
+/// [`Blobs::contains`] for a caller about to ask it of many hashes while nobody else writes
+/// `blobs/` (under the store's lock): which loose blobs exist is listed once, so a hash the
+/// listing does not name (the common answer: pre-images go into packs) costs no look on disk,
+/// where each look costs two lookups of missing files.
+#[derive(Debug)]
+pub(crate) struct Contains<'a> {
+    blobs: &'a Blobs,
+    /// The loose blobs, whole or delta; `None` when not listed (few questions, or the
+    /// listing failed), and each question then looks on disk.
+    loose: Option<BTreeSet<ContentHash>>,
+}
+
+impl Contains<'_> {
+    /// From how many questions the listing pays for itself.
+    pub(crate) const LIST_FROM: usize = 64;
+
+    /// Whether a blob holds the bytes of `hash` (see [`Blobs::contains`]), as of the listing
+    /// for a hash it does not name.
+    pub(crate) fn contains(&self, hash: &ContentHash) -> bool {
+        self.loose.as_ref().is_none_or(|loose| loose.contains(hash)) && self.blobs.contains(hash)
+    }
+}
+
 impl Blobs {
+    /// See [`Contains`]: for `questions` questions to come.
+    pub(crate) fn contains_many(&self, questions: usize) -> Contains<'_> {
+        let loose = (questions >= Contains::LIST_FROM)
+            .then(|| self.list().ok())
+            .flatten()
+            .map(|listing| {
+                (listing.whole.into_keys())
+                    .chain(listing.deltas.into_keys())
+                    .collect()
+            });
+        Contains { blobs: self, loose }
+    }
+
     pub(crate) fn new(dir: PathBuf) -> Self {
         Self { dir }
     }
@@ -564,4 +600,51 @@ fn present(path: &Path) -> bool {
 
 fn damaged(reason: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, reason.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// Listed once or looked up each time, the answers are those of `contains` for what the
+    /// directory held when listed.
+    #[test]
+    fn contains_many_answers_as_contains_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Blobs::new(dir.path().to_path_buf());
+        let base = "a line of the base\n".repeat(200);
+        let target = format!("{base}one more\n");
+        let (whole, delta) = (
+            ContentHash::of(base.as_bytes()),
+            ContentHash::of(target.as_bytes()),
+        );
+        let ops = delta::encode(target.as_bytes(), base.as_bytes()).unwrap();
+        blobs
+            .put_all([
+                (whole, Form::Raw(base.as_bytes())),
+                (delta, Form::Delta { base: whole, ops }),
+            ])
+            .unwrap();
+        let missing = ContentHash::of(b"never stored");
+        for questions in [0, Contains::LIST_FROM] {
+            let contains = blobs.contains_many(questions);
+            assert_eq!(contains.loose.is_some(), questions > 0);
+            for hash in [whole, delta, missing] {
+                assert_eq!(
+                    contains.contains(&hash),
+                    blobs.contains(&hash),
+                    "{questions}"
+                );
+            }
+        }
+        // Stored after the listing: only a look on disk sees it.
+        let listed = blobs.contains_many(Contains::LIST_FROM);
+        blobs
+            .put_all([(missing, Form::Raw(b"never stored"))])
+            .unwrap();
+        assert!(!listed.contains(&missing));
+        assert!(blobs.contains_many(1).contains(&missing));
+    }
 }

@@ -73,6 +73,10 @@ pub(crate) trait Ledger: Send + Sync + 'static {
     /// Whether a blob holds the bytes of `hash` already.
     fn holds(&self, hash: &ContentHash) -> bool;
 
+    /// [`Ledger::holds`] for a caller under the lock about to ask it of `questions` hashes:
+    /// see [`Blobs::contains_many`](crate::blob::Blobs::contains_many).
+    fn holds_many(&self, questions: usize) -> Box<dyn Fn(&ContentHash) -> bool + Send + Sync + '_>;
+
     /// Takes the store's lock (waiting up to the lock timeout), finishes what an earlier
     /// crash left through `workspace`, and returns the lock with the id of the next turn.
     async fn begin(&self, workspace: &dyn Mutator) -> Result<(LockGuard, TurnId), UndoError>;
@@ -344,6 +348,8 @@ impl<M: Mutator> Recording<M> {
             path: first.clone(),
             source,
         };
+        // Looking on disk for each of many paths took a third of a small file's capture.
+        let holds = self.store.holds_many(paths.len());
         let mut appended = Vec::new();
         let mut held_in_batch = 0u64;
         let mut seen = std::collections::BTreeSet::new();
@@ -391,7 +397,7 @@ impl<M: Mutator> Recording<M> {
                 (Image::File { hash, .. }, Some(bytes))
                     if !turn.flight.pending.contains_key(hash) =>
                 {
-                    if !self.store.holds(hash) {
+                    if !holds(hash) {
                         Some(bytes)
                     } else {
                         if bytes.len() as u64 >= big {

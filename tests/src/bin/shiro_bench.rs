@@ -1859,7 +1859,10 @@ fn bash_heavy(
          builtin): it leaves out starting bash, the helper, the unmount and the commit. Every \
          overlay repetition starts from an empty undo store, so every pre-image is stored \
          anew.\n\n{}\n\
-         What the rest of the call costs (ratios against the bare call's whole time):\n\n{}\n\
+         What the rest of the call costs (ratios against the bare call's whole time). The \
+         command's layer is deleted on a blocking thread after the turn, with each directory \
+         the command removed whole, which the commit moved into it with one rename; the last \
+         column is how long that took (the case waits for it, untimed, before it goes on):\n\n{}\n\
          The commit per changed file and per MiB of them (the median commit, from the walk of \
          the upper layer to the end of `finish_turn`, divided), and the peak memory of the \
          process that ran the case:\n\n{per_file}\n\
@@ -1923,6 +1926,7 @@ fn heavy_rows(
                 "layer removed",
                 "`finish_turn`",
                 "commit (walk to `finish_turn`)",
+                "layer deleted in the background, after the turn",
             ]),
             baseline: 0,
             rows: Vec::new(),
@@ -1971,6 +1975,7 @@ fn heavy_rows(
                 "ov_discard",
                 "ov_finish_turn",
                 "ov_commit",
+                "ov_background",
             ]),
         ));
         rows.undos

@@ -803,6 +803,13 @@ impl Ledger for UndoStore {
         self.inner.blobs.contains(hash) || lock_or_poisoned(&self.inner.packed).find(hash).is_some()
     }
 
+    fn holds_many(&self, questions: usize) -> Box<dyn Fn(&ContentHash) -> bool + Send + Sync + '_> {
+        let blobs = self.inner.blobs.contains_many(questions);
+        Box::new(move |hash| {
+            blobs.contains(hash) || lock_or_poisoned(&self.inner.packed).find(hash).is_some()
+        })
+    }
+
     async fn begin(&self, workspace: &dyn Mutator) -> Result<(LockGuard, TurnId), UndoError> {
         let lock = self.lock()?;
         let state = self.recover(workspace).await?;

@@ -451,7 +451,8 @@ impl UndoStore {
         } = finished;
         let mut record = record;
         let packed = self.packed(state);
-        let in_store = |hash: &ContentHash| blobs.contains(hash) || packed.find(hash).is_some();
+        let loose = blobs.contains_many(record.paths.len() + pending.len());
+        let in_store = |hash: &ContentHash| loose.contains(hash) || packed.find(hash).is_some();
         let mut items = Vec::new();
         let mut raw = BTreeSet::new();
         let mut stored = BTreeSet::new();
