@@ -502,7 +502,15 @@ impl UndoStore {
             .filter(|hash| seen.insert(*hash))
             .filter_map(|hash| Some((hash, pending.get(&hash)?)));
         // They are compressed a window at a time, on a few threads; those past what the turn
-        // held in memory are read back from the in-flight file as their window comes.
+        // held in memory are read back from the in-flight file as their window comes. More
+        // than one window is a bulk turn (an `rm -rf` of a tree, say), which the user waits
+        // for: compressed at the fast level. For 66 MB of source files that made the copies
+        // about a fifth bigger, and `finish_turn` took 440 ms instead of 765 ms.
+        let new_bytes: u64 = pending.values().map(Pending::len).sum();
+        let level = |len: usize| match new_bytes > PACK_WINDOW as u64 {
+            true => flate2::Compression::fast(),
+            false => Blobs::finish_level(len),
+        };
         let mut inflight = Inflight::at(self.path(INFLIGHT_FILE));
         let mut window: Vec<(ContentHash, std::borrow::Cow<'_, [u8]>)> = Vec::new();
         let mut window_bytes = 0;
@@ -525,7 +533,7 @@ impl UndoStore {
                     None => pack.insert(PackWriter::create(blobs.dir()).map_err(failed)?),
                 };
                 let items: Vec<_> = (window.iter())
-                    .map(|(hash, bytes)| (*hash, &**bytes, Blobs::finish_level(bytes.len())))
+                    .map(|(hash, bytes)| (*hash, &**bytes, level(bytes.len())))
                     .collect();
                 writer.add_all(&items).map_err(failed)?;
                 window.clear();

@@ -13,19 +13,19 @@ use rustix::fs::Mode;
 use rustix::io::Errno;
 
 use super::super::fs_jail::io_error;
-use super::super::{DirEntry, MutatorError, Stat};
+use super::super::{MutatorError, Stat};
 use super::{Roots, stat_in};
 use crate::path::WorkspacePath;
 
 /// Moves the directory `path` to `aside` with one rename, then moves back into the workspace
-/// each entry `listed` does not hold (made while the caller captured the rest). `false` when
+/// each entry `listed` (paths) does not hold (made while the caller captured the rest). `false` when
 /// the tree must be removed entry by entry instead: `aside` is on another file system, or a
 /// mount point lies in the tree (a rename would carry it along, and its removal reach into
 /// it), or the mount table cannot be read.
 pub(super) fn move_tree_aside(
     roots: &Roots,
     path: &WorkspacePath,
-    listed: &[DirEntry],
+    listed: &HashSet<String>,
     aside: &Path,
 ) -> Result<bool, MutatorError> {
     let dir = roots.parent_for_change(path)?;
@@ -53,8 +53,7 @@ pub(super) fn move_tree_aside(
             .map_err(|errno| io_error("move back", path, errno.into()))?;
         return Err(MutatorError::NotDirectory(path.clone()));
     }
-    let listed: HashSet<&str> = listed.iter().map(|entry| entry.path.as_str()).collect();
-    if let Err(err) = put_back(roots, path, aside, &listed) {
+    if let Err(err) = put_back(roots, path, aside, listed) {
         // Then the whole tree goes back (over what the moving back had remade, while empty),
         // and the caller's removal fails: nothing is lost that it had not saved.
         let dir = roots.parent_for_change(path)?;
@@ -72,7 +71,7 @@ fn put_back(
     roots: &Roots,
     path: &WorkspacePath,
     aside: &Path,
-    listed: &HashSet<&str>,
+    listed: &HashSet<String>,
 ) -> Result<(), MutatorError> {
     let mut stack: Vec<(PathBuf, WorkspacePath)> = vec![(aside.to_path_buf(), path.clone())];
     while let Some((dir, at)) = stack.pop() {

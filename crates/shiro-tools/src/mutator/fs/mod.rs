@@ -692,7 +692,8 @@ impl Mutator for FsMutator {
         aside: &Path,
     ) -> Result<(), MutatorError> {
         let moved = {
-            let (path, listed, aside) = (path.clone(), listed.to_vec(), aside.to_path_buf());
+            let listed = listed.iter().map(|entry| entry.path.to_string()).collect();
+            let (path, aside) = (path.clone(), aside.to_path_buf());
             self.blocking(move |roots| aside::move_tree_aside(roots, &path, &listed, &aside))
                 .await?
         };
