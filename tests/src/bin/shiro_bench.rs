@@ -1714,7 +1714,7 @@ fn bash_one_file(
             .expect("the list is not empty");
         verdicts.add(
             BASH_OVERHEAD_BUDGET,
-            Some(worst.1 <= 5_000_000),
+            Some(worst.1 <= 4_000_000),
             format!(
                 "worst {} at {} (median of the paired differences; {}); section 5.{}",
                 duration(worst.1),
