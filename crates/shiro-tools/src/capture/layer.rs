@@ -147,8 +147,8 @@ impl Layer {
 
     /// Removes the layer: renamed out of the way at once (recovery never takes it for a
     /// layer again), then deleted on a blocking thread, with the directories the commit moved
-    /// into it, so the command's result does not wait for a disk that frees blocks slowly. What a failure or an exit leaves is removed by the
-    /// next recovery.
+    /// into it, so the command's result does not wait for a disk that frees blocks slowly.
+    /// What a failure or an exit leaves is removed by the next recovery.
     pub(super) fn discard(self) {
         let trash = self.dir.with_file_name(format!(
             "{TRASH_PREFIX}{}",
