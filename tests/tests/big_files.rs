@@ -17,6 +17,7 @@ use crate::support;
 
 use std::fs;
 use std::io::{Read, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -109,11 +110,26 @@ fn a_bash_turn_on_a_big_file_is_exact_in_bounded_memory() {
         .write_all(b"tail\n")
         .unwrap();
 
+    let old = fs::metadata(&big).unwrap();
+
     let args = serde_json::json!({ "command": "echo tail >> big.bin" }).to_string();
     let (run, kib) = measured(&ws, &["tool", "bash", "--args", &args]);
     assert_eq!(run.code, 0, "{}", run.show());
     assert!(same_bytes(&big, &after), "the command's append is in place");
     assert!(kib < MAX_KIB, "the bash turn peaked at {kib} KiB");
+    // The old version was kept, not copied: the store's blob is the file that was in the
+    // workspace, now under that one name.
+    let kept: Vec<fs::Metadata> = (fs::read_dir(ws.store().join("blobs")).unwrap())
+        .map(|entry| entry.unwrap())
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".file"))
+        .map(|entry| entry.metadata().unwrap())
+        .collect();
+    assert_eq!(kept.len(), 1, "one kept file in the store");
+    assert_eq!(
+        (kept[0].dev(), kept[0].ino(), kept[0].nlink(), kept[0].len()),
+        (old.dev(), old.ino(), 1, BIG as u64),
+        "the kept blob is the old file itself"
+    );
 
     let (run, kib) = measured(&ws, &["undo"]);
     assert_eq!(run.code, 0, "{}", run.show());

@@ -89,3 +89,44 @@ async fn an_in_memory_workspace_copies_it_in() {
     );
     assert!(!source.exists());
 }
+
+/// `Mutator::link_out`: a lone regular file gets a second name outside the workspace; anything
+/// else is left alone and says so. A memory workspace keeps no files.
+#[tokio::test]
+async fn link_out_names_only_a_lone_file() {
+    let ws = tempfile::tempdir().unwrap();
+    let outside = ws.path().join(".shiro/keep");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(ws.path().join("lone"), "lone\n").unwrap();
+    std::fs::write(ws.path().join("twice"), "twice\n").unwrap();
+    std::fs::hard_link(ws.path().join("twice"), outside.join("other")).unwrap();
+    std::os::unix::fs::symlink("lone", ws.path().join("link")).unwrap();
+    std::fs::create_dir(ws.path().join("dir")).unwrap();
+    std::fs::create_dir_all(ws.path().join(".git")).unwrap();
+    std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    let m = FsMutator::new(ws.path()).unwrap();
+
+    let to = outside.join("kept");
+    assert!(m.link_out(&path("lone"), &to).await.unwrap());
+    let (kept, lone) = (
+        std::fs::metadata(&to).unwrap(),
+        std::fs::metadata(ws.path().join("lone")).unwrap(),
+    );
+    assert_eq!((kept.ino(), kept.nlink()), (lone.ino(), 2));
+    // Taken already: nothing is replaced.
+    std::fs::write(ws.path().join("other-lone"), "x\n").unwrap();
+    assert!(!m.link_out(&path("other-lone"), &to).await.unwrap());
+    assert_eq!(std::fs::read(&to).unwrap(), b"lone\n");
+
+    for rel in ["twice", "link", "dir", "missing", ".git/config"] {
+        let to = outside.join(format!("{}-kept", rel.replace('/', "-")));
+        assert!(!m.link_out(&path(rel), &to).await.unwrap(), "{rel}");
+        assert!(!to.exists(), "{rel}");
+    }
+    assert!(
+        !(MemMutator::new())
+            .link_out(&path("lone"), &outside.join("mem"))
+            .await
+            .unwrap()
+    );
+}

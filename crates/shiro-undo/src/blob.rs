@@ -5,6 +5,9 @@
 //! a zero byte (which no zlib stream starts with) for the first version of a big file in a
 //! chain. `blobs/<hash>.delta` holds them as a delta against another blob (see
 //! [`crate::delta`]): the base's 32-byte hash, then the zlib-compressed instructions.
+//! `blobs/<hash>.file` holds them as they are, with no form byte: a file too big to hold that
+//! a turn replaced whole, kept by giving it a second name rather than by copying it (see
+//! [`Blobs::keep_file`]).
 //!
 //! A blob never changes form once written, and a delta is only written against a blob that
 //! exists already, so every base is older than the deltas that need it: chains never loop.
@@ -13,6 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::{self, Read, Seek, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use flate2::Compression;
@@ -30,6 +34,8 @@ use crate::pack::{PACK_SUFFIX, pack_path};
 const RAW: u8 = 0;
 /// The name suffix of a delta blob.
 const DELTA_SUFFIX: &str = ".delta";
+/// The name suffix of a blob that is a kept file: its bytes, with no form byte.
+const FILE_SUFFIX: &str = ".file";
 /// Longer delta chains are refused as damage (writers stop at [`MAX_DELTA_DEPTH`]).
 const MAX_CHAIN: usize = 256;
 /// A new version of a big file is stored whole rather than as a delta when its base is this
@@ -141,6 +147,106 @@ impl Blobs {
         self.dir.join(format!("{}{DELTA_SUFFIX}", hash.to_hex()))
     }
 
+    fn file_path(&self, hash: &ContentHash) -> PathBuf {
+        self.dir.join(format!("{}{FILE_SUFFIX}", hash.to_hex()))
+    }
+
+    /// Whether the blob of `hash` exists in any of its forms (a delta's base is not looked
+    /// for: see [`Blobs::contains`]).
+    fn stored(&self, hash: &ContentHash) -> bool {
+        present(&self.path(hash)) || self.kept(hash) || present(&self.delta_path(hash))
+    }
+
+    /// Whether `blobs/<hash>.file` is a blob: a kept file with no other name. One that still
+    /// shares its file with the workspace (a turn under way, or one a crash cut short before
+    /// it replaced the file) is not, since a write there would change it.
+    fn kept(&self, hash: &ContentHash) -> bool {
+        fs::symlink_metadata(self.file_path(hash))
+            .is_ok_and(|meta| meta.is_file() && meta.nlink() == 1)
+    }
+
+    /// A name in `blobs/` that nothing has, for [`Blobs::keep_file`]: `.tmp-` names are
+    /// collected as strays.
+    pub(crate) fn keep_name(&self) -> PathBuf {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |time| time.subsec_nanos());
+        self.dir
+            .join(format!(".tmp-keep-{}-{n}-{nanos}", std::process::id()))
+    }
+
+    /// Removes the kept files of `hashes` that still share their file with the workspace.
+    pub(crate) fn remove_shared(&self, hashes: &[ContentHash]) -> io::Result<()> {
+        for hash in hashes {
+            let path = self.file_path(hash);
+            match fs::symlink_metadata(&path) {
+                Ok(meta) if meta.nlink() > 1 => fs::remove_file(&path)?,
+                Ok(_) => {}
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(())
+    }
+
+    /// Stores as a copy of its own (see [`Blobs::unshare`]) the kept file of `hash` if it
+    /// still has another name: the turn that kept it did not replace the workspace's file.
+    pub(crate) fn unshare_if_shared(&self, hash: &ContentHash) -> io::Result<()> {
+        match fs::symlink_metadata(self.file_path(hash)) {
+            Ok(meta) if meta.nlink() > 1 => self.unshare(hash),
+            Ok(_) => Ok(()),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Makes the file at `kept` (in `blobs/`, a name the caller gave to a file of the
+    /// workspace it is about to replace whole) the blob of `hash`, its bytes: flushed, renamed
+    /// to `<hash>.file`, then the directory flushed, as [`Blobs::put_all`] stores one. The
+    /// caller hashed it through that name. Where the blob is stored already, in any form, the
+    /// name is removed instead and `false` returned. Either way `kept` is gone.
+    ///
+    /// Nothing is copied: a file of any size costs a rename and the flush of whatever of its
+    /// bytes the disk does not hold yet. The caller must then replace the workspace's name of
+    /// the file by another file, never write into it (see [`Blobs::unshare`]).
+    pub(crate) fn keep_file(&self, kept: &Path, hash: &ContentHash) -> io::Result<bool> {
+        if self.stored(hash) {
+            fs::remove_file(kept)?;
+            return Ok(false);
+        }
+        open_read(kept)?.sync_data()?;
+        fs::rename(kept, self.file_path(hash))?;
+        open_read(&self.dir)?.sync_all()?;
+        Ok(true)
+    }
+
+    /// Stores the kept file of `hash` (see [`Blobs::keep_file`]) as a copy of its own, raw, and
+    /// removes the kept one: for a caller that kept a file of the workspace and then did not
+    /// replace it, so that writes into the workspace's file cannot reach the blob. A kept file
+    /// whose bytes no longer match the hash (written through the workspace's name meanwhile,
+    /// by another program) is removed and nothing stored: the turn cannot restore that
+    /// version, and says so when asked.
+    pub(crate) fn unshare(&self, hash: &ContentHash) -> io::Result<()> {
+        let kept = self.file_path(hash);
+        let mut source = open_read(&kept)?;
+        let mut writer = self.raw_writer()?;
+        let mut piece = vec![0u8; 1 << 20];
+        loop {
+            match source.read(&mut piece) {
+                Ok(0) => break,
+                Ok(n) => writer.write(&piece[..n])?,
+                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+                Err(err) => return Err(err),
+            }
+        }
+        if writer.peek().0 == *hash {
+            writer.finish_beside_kept()?;
+        }
+        fs::remove_file(kept)
+    }
+
     /// Stores every new blob (a hash stored in any form is skipped), and returns once all of
     /// them are on disk: each is written to a temporary file, flushed, and renamed into place,
     /// then the directory is flushed once. A blob that exists is therefore complete, and
@@ -154,7 +260,7 @@ impl Blobs {
         const AT_ONCE: usize = 256;
         let items: Vec<(ContentHash, Form<'a>)> = items
             .into_iter()
-            .filter(|(hash, _)| !present(&self.path(hash)) && !present(&self.delta_path(hash)))
+            .filter(|(hash, _)| !self.stored(hash))
             .collect();
         if items.is_empty() {
             return Ok(());
@@ -200,12 +306,14 @@ impl Blobs {
         Ok(temp)
     }
 
-    /// Removes the raw blobs of `hashes` (one that is not there is no error).
+    /// Removes the raw blobs and kept files of `hashes` (one that is not there is no error).
     pub(crate) fn remove_raw(&self, hashes: &[ContentHash]) -> io::Result<()> {
         for hash in hashes {
-            match fs::remove_file(self.path(hash)) {
-                Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(err),
-                _ => {}
+            for path in [self.path(hash), self.file_path(hash)] {
+                match fs::remove_file(path) {
+                    Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(err),
+                    _ => {}
+                }
             }
         }
         Ok(())
@@ -240,7 +348,7 @@ impl Blobs {
                 if err.kind() != io::ErrorKind::InvalidData {
                     return Err(err);
                 }
-                for path in [self.path(hash), self.delta_path(hash)] {
+                for path in [self.path(hash), self.file_path(hash), self.delta_path(hash)] {
                     match fs::remove_file(&path) {
                         Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(err),
                         _ => {}
@@ -279,7 +387,7 @@ impl Blobs {
     fn walk_chain(&self, hash: &ContentHash, limit: usize) -> (usize, bool) {
         let mut next = *hash;
         for depth in 0..limit {
-            if present(&self.path(&next)) {
+            if present(&self.path(&next)) || self.kept(&next) {
                 return (depth, true);
             }
             match self.base_of(&next) {
@@ -316,27 +424,14 @@ impl Blobs {
     /// start of its bytes, with their length: for a restore to copy into place without
     /// holding them in memory. `Ok(None)` when the blob is not stored raw.
     pub(crate) fn open_raw(&self, hash: &ContentHash) -> io::Result<Option<(fs::File, u64)>> {
-        let Some(mut file) = self.open_raw_bytes(hash)? else {
+        let Some((mut file, start)) = self.open_raw_bytes(hash)? else {
             return Ok(None);
         };
-        let mut hasher = blake3::Hasher::new();
-        let mut piece = vec![0u8; 64 * 1024];
-        let mut len = 0u64;
-        loop {
-            match file.read(&mut piece) {
-                Ok(0) => break,
-                Ok(n) => {
-                    hasher.update(&piece[..n]);
-                    len += n as u64;
-                }
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-                Err(err) => return Err(err),
-            }
-        }
-        if ContentHash::from_bytes(*hasher.finalize().as_bytes()) != *hash {
+        let (found, len) = hash_read(&mut file)?;
+        if found != *hash {
             return Err(damaged("blob content does not match its hash"));
         }
-        file.seek(io::SeekFrom::Start(1))?;
+        file.seek(io::SeekFrom::Start(start))?;
         Ok(Some((file, len)))
     }
 
@@ -347,26 +442,33 @@ impl Blobs {
         &self,
         hash: &ContentHash,
     ) -> io::Result<Option<(fs::File, u64)>> {
-        let Some(file) = self.open_raw_bytes(hash)? else {
+        let Some((file, start)) = self.open_raw_bytes(hash)? else {
             return Ok(None);
         };
-        let len = file.metadata()?.len().saturating_sub(1);
+        let len = file.metadata()?.len().saturating_sub(start);
         Ok(Some((file, len)))
     }
 
-    /// The blob of `hash` opened just past its form byte, when it is stored raw; `None`
-    /// when it is missing or stored otherwise.
-    fn open_raw_bytes(&self, hash: &ContentHash) -> io::Result<Option<fs::File>> {
-        let mut file = match open_read(&self.path(hash)) {
-            Ok(file) => file,
-            Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+    /// The blob of `hash` opened at the start of its bytes, with where they start in the
+    /// file, when it is stored raw (just past its form byte) or as a kept file (at the
+    /// start); `None` when it is missing or stored otherwise.
+    fn open_raw_bytes(&self, hash: &ContentHash) -> io::Result<Option<(fs::File, u64)>> {
+        match open_read(&self.path(hash)) {
+            Ok(mut file) => {
+                let mut first = [0u8; 1];
+                if file.read(&mut first)? != 1 || first[0] != RAW {
+                    return Ok(None);
+                }
+                return Ok(Some((file, 1)));
+            }
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
             Err(err) => return Err(err),
-        };
-        let mut first = [0u8; 1];
-        if file.read(&mut first)? != 1 || first[0] != RAW {
-            return Ok(None);
         }
-        Ok(Some(file))
+        match open_read(&self.file_path(hash)) {
+            Ok(file) => Ok(Some((file, 0))),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(err),
+        }
     }
 
     /// The bytes of a blob, following its chain, unchecked: checking the end of a chain checks
@@ -378,6 +480,9 @@ impl Blobs {
                 _ => inflate(&stored)?,
             },
             None => {
+                if let Some(kept) = read_optional(&self.file_path(hash))? {
+                    return Ok(Some(kept));
+                }
                 let Some(stored) = read_optional(&self.delta_path(hash))? else {
                     return Ok(None);
                 };
@@ -421,9 +526,20 @@ impl Blobs {
                     .insert(pack.to_owned(), entry.metadata()?.len());
                 continue;
             }
+            // A kept file counts as whole: it is read as it is, and collected with the others.
+            // One that still shares its file with the workspace is no blob (see
+            // `Blobs::kept`): a leftover of a turn a crash cut short, collected as a stray.
+            let meta = entry.metadata()?;
             let (hex, is_delta) = match name.strip_suffix(DELTA_SUFFIX) {
                 Some(hex) => (hex, true),
-                None => (name, false),
+                None => match name.strip_suffix(FILE_SUFFIX) {
+                    Some(_) if meta.nlink() > 1 => {
+                        listing.strays.push(entry.path());
+                        continue;
+                    }
+                    Some(hex) => (hex, false),
+                    None => (name, false),
+                },
             };
             match ContentHash::from_hex(hex) {
                 Some(hash) => {
@@ -432,7 +548,7 @@ impl Blobs {
                     } else {
                         &mut listing.whole
                     };
-                    files.insert(hash, entry.metadata()?.len());
+                    *files.entry(hash).or_default() += meta.len();
                 }
                 None => listing.strays.push(entry.path()),
             }
@@ -501,7 +617,12 @@ impl Blobs {
         };
         let mut removed = Vec::new();
         for hash in listing.whole.keys().filter(|hash| !live.contains(hash)) {
-            fs::remove_file(self.path(hash))?;
+            for path in [self.path(hash), self.file_path(hash)] {
+                match fs::remove_file(path) {
+                    Err(err) if err.kind() != io::ErrorKind::NotFound => return Err(err),
+                    _ => {}
+                }
+            }
             removed.push(*hash);
         }
         listing.whole.retain(|hash, _| live.contains(hash));
@@ -557,10 +678,27 @@ impl RawWriter {
     /// instead of finishing it leaves nothing behind.
     pub(crate) fn finish(self) -> io::Result<()> {
         let (hash, _) = self.peek();
-        let blobs = Blobs::new(self.target);
+        let blobs = Blobs::new(self.target.clone());
+        if blobs.stored(&hash) {
+            return Ok(());
+        }
+        self.persist()
+    }
+
+    /// [`RawWriter::finish`] where the only other form of the blob is the kept file it copies
+    /// (see [`Blobs::unshare`]).
+    fn finish_beside_kept(self) -> io::Result<()> {
+        let hash = self.peek().0;
+        let blobs = Blobs::new(self.target.clone());
         if present(&blobs.path(&hash)) || present(&blobs.delta_path(&hash)) {
             return Ok(());
         }
+        self.persist()
+    }
+
+    fn persist(self) -> io::Result<()> {
+        let (hash, _) = self.peek();
+        let blobs = Blobs::new(self.target);
         let temp = (self.temp.into_inner()).map_err(io::IntoInnerError::into_error)?;
         temp.as_file().sync_data()?;
         temp.persist(blobs.path(&hash)).map_err(|err| err.error)?;
@@ -593,6 +731,26 @@ fn inflate(stored: &[u8]) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The BLAKE3 hash and the length of what `reader` holds from where it is, read a piece at a
+/// time.
+pub(crate) fn hash_read(reader: &mut dyn Read) -> io::Result<(ContentHash, u64)> {
+    let mut hasher = blake3::Hasher::new();
+    let mut piece = vec![0u8; 1 << 20];
+    let mut len = 0u64;
+    loop {
+        match reader.read(&mut piece) {
+            Ok(0) => break,
+            Ok(n) => {
+                hasher.update(&piece[..n]);
+                len += n as u64;
+            }
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok((ContentHash::from_bytes(*hasher.finalize().as_bytes()), len))
+}
+
 /// Whether a regular file is at `path` (a link there is no blob: reading it would fail).
 fn present(path: &Path) -> bool {
     fs::symlink_metadata(path).is_ok_and(|meta| meta.is_file())
@@ -607,6 +765,67 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// A kept file is a blob, read as it is, only once it has no other name: while it shares
+    /// its file, it is not stored, and listing it names it a stray; unsharing it stores a copy
+    /// (or nothing, when the shared file no longer matches the hash).
+    #[test]
+    fn a_kept_file_is_a_blob_only_once_it_has_one_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Blobs::new(dir.path().join("blobs"));
+        fs::create_dir(blobs.dir()).unwrap();
+        let bytes = b"the old version of a big file\n".repeat(100);
+        let hash = ContentHash::of(&bytes);
+        let workspace = dir.path().join("big");
+        fs::write(&workspace, &bytes).unwrap();
+
+        let name = blobs.keep_name();
+        fs::hard_link(&workspace, &name).unwrap();
+        assert!(blobs.keep_file(&name, &hash).unwrap());
+        assert!(!name.exists());
+        assert!(!blobs.contains(&hash), "a shared file counts as stored");
+        let listing = blobs.list().unwrap();
+        assert_eq!(listing.strays, [blobs.file_path(&hash)]);
+
+        // Replaced in the workspace: now the blob.
+        fs::remove_file(&workspace).unwrap();
+        assert!(blobs.contains(&hash));
+        assert_eq!(blobs.get(&hash).unwrap().unwrap(), bytes);
+        let (mut file, len) = blobs.open_raw(&hash).unwrap().unwrap();
+        let mut read = Vec::new();
+        file.read_to_end(&mut read).unwrap();
+        assert_eq!((read, len), (bytes.clone(), bytes.len() as u64));
+        assert!(blobs.list().unwrap().strays.is_empty());
+        // Stored already: a second keep drops its name.
+        fs::write(&workspace, &bytes).unwrap();
+        let again = blobs.keep_name();
+        fs::hard_link(&workspace, &again).unwrap();
+        assert!(!blobs.keep_file(&again, &hash).unwrap());
+        assert!(!again.exists());
+        blobs.unshare_if_shared(&hash).unwrap();
+        assert!(blobs.kept(&hash), "unshared a file with one name");
+
+        // Shared, then unshared: a copy of its own, and the workspace's file alone again.
+        fs::remove_file(blobs.file_path(&hash)).unwrap();
+        let name = blobs.keep_name();
+        fs::hard_link(&workspace, &name).unwrap();
+        assert!(blobs.keep_file(&name, &hash).unwrap());
+        blobs.unshare_if_shared(&hash).unwrap();
+        assert!(!blobs.file_path(&hash).exists());
+        assert_eq!(fs::metadata(&workspace).unwrap().nlink(), 1);
+        assert_eq!(blobs.get(&hash).unwrap().unwrap(), bytes);
+
+        // Shared and written through the workspace's name: nothing is stored for the hash.
+        let other = ContentHash::of(b"x");
+        fs::write(&workspace, b"x").unwrap();
+        let name = blobs.keep_name();
+        fs::hard_link(&workspace, &name).unwrap();
+        assert!(blobs.keep_file(&name, &other).unwrap());
+        fs::write(&workspace, b"y").unwrap();
+        blobs.unshare_if_shared(&other).unwrap();
+        assert!(!blobs.contains(&other));
+        assert!(!blobs.file_path(&other).exists());
+    }
 
     /// Listed once or looked up each time, the answers are those of `contains` for what the
     /// directory held when listed.

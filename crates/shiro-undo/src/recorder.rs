@@ -5,7 +5,8 @@
 //! the start of a turn, and a commit at its end.
 
 use std::fs::File;
-use std::path::Path;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -65,6 +66,17 @@ pub(crate) trait Ledger: Send + Sync + 'static {
 
     /// A new raw blob, to write a file's bytes into a piece at a time.
     fn raw_writer(&self) -> std::io::Result<RawWriter>;
+
+    /// A name for [`Mutator::link_out`] to give a file the recorder keeps as a blob.
+    fn keep_name(&self) -> PathBuf;
+
+    /// Makes the file given the name `kept` the blob of `hash`; `false` when a blob holds
+    /// those bytes already (see [`Blobs::keep_file`](crate::blob::Blobs::keep_file)).
+    fn keep_file(&self, kept: &Path, hash: &ContentHash) -> std::io::Result<bool>;
+
+    /// Gives the kept file of `hash` a copy of its own if it still shares its file with the
+    /// workspace (see [`Blobs::unshare_if_shared`](crate::blob::Blobs::unshare_if_shared)).
+    fn unshare_kept(&self, hash: &ContentHash) -> std::io::Result<()>;
 
     /// Under the lock: removes the blobs of `hashes`, which the in-flight turn stored as it
     /// captured them (none held those bytes before) and then did not keep.
@@ -333,6 +345,40 @@ impl<M: Mutator> Recording<M> {
         self.capture(&mut slot, &paths).await
     }
 
+    /// Keeps the file at `path`, too big to hold, as a blob without copying it: gives it a
+    /// second name in the store ([`Mutator::link_out`]), hashes it through that name, and makes
+    /// it the blob of its hash. Returns the hash, the length, and whether the blob is new;
+    /// `None` when the file cannot be kept so (the caller copies it).
+    ///
+    /// The blob shares the file with the workspace until the change replaces the file (a
+    /// bash command's new version moved in, a removal); meanwhile it does not count as stored,
+    /// and a turn that ends without replacing it stores a copy of its own (see
+    /// [`Blobs::unshare`](crate::blob::Blobs::unshare)).
+    async fn keep(
+        &self,
+        path: &WorkspacePath,
+    ) -> Result<Option<(ContentHash, u64, bool)>, MutatorError> {
+        let kept = self.store.keep_name();
+        if !self.inner.link_out(path, &kept).await? {
+            return Ok(None);
+        }
+        let stored = hash_file(&kept).and_then(|(hash, len)| {
+            let new = self.store.keep_file(&kept, &hash)?;
+            Ok((hash, len, new))
+        });
+        match stored {
+            Ok(stored) => Ok(Some(stored)),
+            Err(source) => {
+                let _ = std::fs::remove_file(&kept);
+                Err(MutatorError::Io {
+                    op: OP_CAPTURE,
+                    path: path.clone(),
+                    source,
+                })
+            }
+        }
+    }
+
     /// Captures the pre-image of each path not yet captured in the in-flight turn, durably:
     /// their records are appended, then flushed once, and only then count as captured.
     async fn capture(
@@ -368,22 +414,35 @@ impl<M: Mutator> Recording<M> {
                 source,
             };
             let (image, bytes) = match self.inner.real_stat(path).await? {
-                // Too big to hold: copied into a blob of its own on the way, durably, before
-                // its record says the store holds it.
+                // Too big to hold: kept under a second name when it can be (the change to
+                // come replaces it whole, never writes into it), else copied into a blob of
+                // its own on the way; either durably, before its record says the store holds
+                // it.
                 Stat::File { mode, len } if len >= self.store.stream_file_bytes() => {
-                    let mut writer = self.store.raw_writer().map_err(failed)?;
-                    copy_into(
-                        &self.inner,
-                        path,
-                        &mut |piece| writer.write(piece),
-                        OP_CAPTURE,
-                    )
-                    .await?;
-                    let (hash, len) = writer.peek();
-                    if !self.store.holds(&hash) {
-                        writer.finish().map_err(failed)?;
-                        turn.streamed.push(hash);
-                    }
+                    let (hash, len) = match self.keep(path).await? {
+                        Some((hash, len, stored)) => {
+                            if stored {
+                                turn.streamed.push(hash);
+                            }
+                            (hash, len)
+                        }
+                        None => {
+                            let mut writer = self.store.raw_writer().map_err(failed)?;
+                            copy_into(
+                                &self.inner,
+                                path,
+                                &mut |piece| writer.write(piece),
+                                OP_CAPTURE,
+                            )
+                            .await?;
+                            let (hash, len) = writer.peek();
+                            if !self.store.holds(&hash) {
+                                writer.finish().map_err(failed)?;
+                                turn.streamed.push(hash);
+                            }
+                            (hash, len)
+                        }
+                    };
                     (Image::File { mode, len, hash }, None)
                 }
                 stat => image_of(&self.inner, path, stat, &self.spares).await?,
@@ -439,6 +498,11 @@ impl<M: Mutator> Recording<M> {
     }
 }
 
+/// The BLAKE3 hash and the length of the file at `path`, read a piece at a time.
+fn hash_file(path: &Path) -> std::io::Result<(ContentHash, u64)> {
+    crate::blob::hash_read(&mut crate::ground::open_read(path)?)
+}
+
 #[async_trait]
 impl<M: Mutator> Mutator for Recording<M> {
     fn root(&self) -> &Path {
@@ -476,11 +540,30 @@ impl<M: Mutator> Mutator for Recording<M> {
     ) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
         self.capture(&mut slot, &[path]).await?;
+        // A new version with other names is copied into place rather than moved: the file it
+        // replaces would then be read whole into memory (a write never goes into a file that a
+        // kept blob shares), unless the blob gets a copy of its own first.
+        let moves = std::fs::symlink_metadata(source).is_ok_and(|meta| meta.nlink() == 1);
+        if !moves
+            && let Some(turn) = slot.as_ref()
+            && let Some(Image::File { hash, len, .. }) = turn.flight.before.get(path)
+            && *len >= self.store.stream_file_bytes()
+        {
+            (self.store.unshare_kept(hash)).map_err(|source| MutatorError::Io {
+                op: OP_CAPTURE,
+                path: path.clone(),
+                source,
+            })?;
+        }
         self.inner.adopt(source, path, mode).await
     }
 
     async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
         self.inner.real_stat(path).await
+    }
+
+    async fn link_out(&self, path: &WorkspacePath, to: &Path) -> Result<bool, MutatorError> {
+        self.inner.link_out(path, to).await
     }
 
     async fn real_path(&self, path: &WorkspacePath) -> Result<WorkspacePath, MutatorError> {

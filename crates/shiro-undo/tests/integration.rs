@@ -6,6 +6,7 @@ mod common;
 
 mod corruption;
 mod format6;
+mod kept;
 mod revert;
 mod rewind;
 mod roundtrip;

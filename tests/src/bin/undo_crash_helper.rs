@@ -126,7 +126,7 @@ async fn turn(m: &dyn Mutator) -> Result<(), String> {
     }
     m.write(&p("big.bin")?, &big, None).await.map_err(e)?;
     // A file too big to hold (see `STREAM_FILE_BYTES`) grown at its end: its pre-image is
-    // copied into a blob of its own as it is captured.
+    // kept as it is captured, under a second name in the store, and the write replaces it.
     let mut huge = m.read(&p("huge.bin")?).await.map_err(e)?;
     huge.extend_from_slice(b"appended\n");
     m.write(&p("huge.bin")?, &huge, None).await.map_err(e)?;

@@ -193,6 +193,11 @@ impl<M: Mutator> Mutator for Hooked<M> {
             .await
     }
 
+    /// Not a change of the workspace: nothing is reported.
+    async fn link_out(&self, path: &WorkspacePath, to: &Path) -> Result<bool, MutatorError> {
+        self.inner.link_out(path, to).await
+    }
+
     async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
         self.inner.real_stat(path).await
     }

@@ -307,6 +307,21 @@ pub trait Mutator: Send + Sync {
         copy_in(self, source, path, mode).await
     }
 
+    /// Gives the regular file at `path` the second name `to`: a path outside the workspace,
+    /// not taken yet, on the file's file system. A recorder about to see `path` replaced whole
+    /// keeps the old version so, without copying its bytes. Done only when the file has no
+    /// other name; `Ok(false)`, having done nothing, when it is not a lone regular file, when
+    /// `to` is on another file system, or when the mutator keeps no files on disk (the
+    /// default).
+    ///
+    /// While both names exist, a write into the file through either reaches both. No
+    /// mutator write does: `FsMutator` writes in place only into a file with one name, and
+    /// replaces any other (see [`Mutator::overwrite`]).
+    async fn link_out(&self, path: &WorkspacePath, to: &Path) -> Result<bool, MutatorError> {
+        let _ = (path, to);
+        Ok(false)
+    }
+
     /// Says that the caller is about to change `paths` (each one, or entries under it), so
     /// that a recorder captures their pre-images now, in one batch with one flush, rather
     /// than one flush per change. A path the caller then leaves alone costs nothing more. The

@@ -792,6 +792,18 @@ impl Ledger for UndoStore {
         self.inner.blobs.raw_writer()
     }
 
+    fn keep_name(&self) -> PathBuf {
+        self.inner.blobs.keep_name()
+    }
+
+    fn keep_file(&self, kept: &Path, hash: &ContentHash) -> std::io::Result<bool> {
+        self.inner.blobs.keep_file(kept, hash)
+    }
+
+    fn unshare_kept(&self, hash: &ContentHash) -> std::io::Result<()> {
+        self.inner.blobs.unshare_if_shared(hash)
+    }
+
     fn discard_streamed(&self, hashes: &[ContentHash]) -> Result<(), UndoError> {
         let blobs = &self.inner.blobs;
         blobs

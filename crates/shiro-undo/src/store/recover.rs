@@ -380,6 +380,17 @@ impl UndoStore {
                 }
                 let id = flight.meta.id;
                 let summary = flight.meta.summary.clone();
+                // Files the turn kept under a second name (see `Blobs::keep_file`).
+                let kept: Vec<ContentHash> = (flight.before.values())
+                    .filter_map(|image| match image {
+                        Image::File { len, hash, .. }
+                            if *len >= self.inner.options.stream_file_bytes =>
+                        {
+                            Some(*hash)
+                        }
+                        _ => None,
+                    })
+                    .collect();
                 // A write killed before its rename left its temporary file beside the path;
                 // every such path was captured first, so it is among these.
                 restore::sweep_partial_writes(workspace, flight.before.keys()).await;
@@ -409,7 +420,14 @@ impl UndoStore {
                             unrestorable,
                         });
                     }
-                    None => self.notify(Notice::DiscardedEmptyTurn { id }),
+                    None => {
+                        // It changed nothing: what it kept and still shares with the
+                        // workspace is needed by no turn.
+                        let blobs = &self.inner.blobs;
+                        (blobs.remove_shared(&kept))
+                            .map_err(|err| UndoError::io("clean up", blobs.dir(), err))?;
+                        self.notify(Notice::DiscardedEmptyTurn { id });
+                    }
                 }
             } else {
                 committed = true;
@@ -450,6 +468,17 @@ impl UndoStore {
             small_afters,
         } = finished;
         let mut record = record;
+        // A file kept under a second name that the turn did not replace after all (it failed,
+        // or a crash cut it short) gets a copy of its own now, before any turn relies on it.
+        let stream = self.inner.options.stream_file_bytes;
+        for path in &record.paths {
+            if let Image::File { len, hash, .. } = &path.before
+                && *len >= stream
+            {
+                (blobs.unshare_if_shared(hash))
+                    .map_err(|err| UndoError::io("store a copy in", blobs.dir(), err))?;
+            }
+        }
         let packed = self.packed(state);
         let loose = blobs.contains_many(record.paths.len() + pending.len());
         let in_store = |hash: &ContentHash| loose.contains(hash) || packed.find(hash).is_some();

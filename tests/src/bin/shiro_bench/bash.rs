@@ -767,6 +767,10 @@ impl<M: Mutator> Mutator for Timed<M> {
         self.change(self.inner.adopt(source, path, mode)).await
     }
 
+    async fn link_out(&self, path: &WorkspacePath, to: &Path) -> Result<bool, MutatorError> {
+        self.inner.link_out(path, to).await
+    }
+
     async fn prepare(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
         self.note(|m| m.prepare_start = Some(Instant::now()));
         let result = self.inner.prepare(paths).await;

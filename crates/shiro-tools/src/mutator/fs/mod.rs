@@ -250,6 +250,61 @@ fn move_in(
     }
 }
 
+/// See [`Mutator::link_out`].
+fn link_out(roots: &Roots, path: &WorkspacePath, to: &Path) -> Result<bool, MutatorError> {
+    // A path the jail refuses to change is not kept either: the capture that asked reads it.
+    let Ok(dir) = roots.parent_for_change(path) else {
+        return Ok(false);
+    };
+    let failed = |errno: Errno| io_error("keep the old version of", path, errno.into());
+    // `st_nlink` is narrower than `u64` on some targets.
+    #[allow(clippy::useless_conversion)]
+    let lone = |stat: &rustix::fs::Stat, names: u64| {
+        FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
+            && u64::from(stat.st_nlink) == names
+    };
+    let before = match rustix::fs::statat(&dir, path.file_name(), AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) if lone(&stat, 1) => stat,
+        Ok(_) | Err(Errno::NOENT | Errno::NOTDIR) => return Ok(false),
+        Err(errno) => return Err(failed(errno)),
+    };
+    match rustix::fs::linkat(
+        &dir,
+        path.file_name(),
+        rustix::fs::CWD,
+        to,
+        AtFlags::empty(),
+    ) {
+        Ok(()) => {}
+        // Another file system (or mount), a file system without hard links, links refused
+        // (`fs.protected_hardlinks`), the name taken, or the file gone since: the caller
+        // copies instead.
+        Err(
+            Errno::XDEV
+            | Errno::PERM
+            | Errno::MLINK
+            | Errno::NOENT
+            | Errno::OPNOTSUPP
+            | Errno::EXIST,
+        ) => {
+            return Ok(false);
+        }
+        Err(errno) => return Err(failed(errno)),
+    }
+    // The name may have been given to another file, or the file another name, meanwhile.
+    match rustix::fs::lstat(to) {
+        Ok(after) if after.st_ino == before.st_ino && after.st_dev == before.st_dev => {
+            if lone(&after, 2) {
+                return Ok(true);
+            }
+        }
+        Ok(_) => {}
+        Err(errno) => return Err(failed(errno)),
+    }
+    rustix::fs::unlink(to).map_err(failed)?;
+    Ok(false)
+}
+
 /// Creates a new temporary file for a write of `path` in `dir`, owner-only until its mode is
 /// set; a name that happens to be taken is skipped for another.
 fn create_temp(
@@ -567,6 +622,15 @@ impl Mutator for FsMutator {
             return Ok(());
         }
         super::copy_in(self, source, path, mode).await
+    }
+
+    async fn link_out(&self, path: &WorkspacePath, to: &Path) -> Result<bool, MutatorError> {
+        if self.inline {
+            return link_out(&self.inner, path, to);
+        }
+        let (path, to) = (path.clone(), to.to_path_buf());
+        self.blocking(move |roots| link_out(roots, &path, &to))
+            .await
     }
 
     async fn overwrite(
