@@ -177,6 +177,22 @@ impl Blobs {
             .join(format!(".tmp-keep-{}-{n}-{nanos}", std::process::id()))
     }
 
+    /// Removes `other` when it is another name of the kept file of `hash`: one outside the
+    /// workspace, such as the copy of a tree moved out of it whole, which the caller is about
+    /// to remove anyway. Anything else there is left alone.
+    pub(crate) fn release(&self, hash: &ContentHash, other: &Path) -> io::Result<()> {
+        let (Ok(kept), Ok(named)) = (
+            fs::symlink_metadata(self.file_path(hash)),
+            fs::symlink_metadata(other),
+        ) else {
+            return Ok(());
+        };
+        if named.is_file() && (named.dev(), named.ino()) == (kept.dev(), kept.ino()) {
+            fs::remove_file(other)?;
+        }
+        Ok(())
+    }
+
     /// Removes the kept files of `hashes` that still share their file with the workspace.
     pub(crate) fn remove_shared(&self, hashes: &[ContentHash]) -> io::Result<()> {
         for hash in hashes {

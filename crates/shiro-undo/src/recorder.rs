@@ -78,6 +78,10 @@ pub(crate) trait Ledger: Send + Sync + 'static {
     /// workspace (see [`Blobs::unshare_if_shared`](crate::blob::Blobs::unshare_if_shared)).
     fn unshare_kept(&self, hash: &ContentHash) -> std::io::Result<()>;
 
+    /// Removes `other`, a name outside the workspace that the kept file of `hash` also has
+    /// (a tree moved out of the workspace whole), when it is that file's.
+    fn release_kept(&self, hash: &ContentHash, other: &Path) -> std::io::Result<()>;
+
     /// Under the lock: removes the blobs of `hashes`, which the in-flight turn stored as it
     /// captured them (none held those bytes before) and then did not keep.
     fn discard_streamed(&self, hashes: &[ContentHash]) -> Result<(), UndoError>;
@@ -658,7 +662,33 @@ impl<M: Mutator> Mutator for Recording<M> {
             .chain(listed.iter().map(|entry| &entry.path))
             .collect();
         self.capture(&mut slot, &paths).await?;
-        self.inner.remove_tree(path, listed, aside).await
+        self.inner.remove_tree(path, listed, aside).await?;
+        // Moved out whole, the tree still names the big files kept from it, until its removal
+        // in the background; those names go now, so that the blobs are left theirs alone
+        // rather than copied as the turn is stored.
+        let Some(turn) = slot.as_ref() else {
+            return Ok(());
+        };
+        let stream = self.store.stream_file_bytes();
+        for entry in listed {
+            let (Some(Image::File { hash, len, .. }), Some(rest)) = (
+                turn.flight.before.get(&entry.path),
+                (entry.path.as_str().strip_prefix(path.as_str()))
+                    .and_then(|rest| rest.strip_prefix('/')),
+            ) else {
+                continue;
+            };
+            if *len >= stream {
+                self.store
+                    .release_kept(hash, &aside.join(rest))
+                    .map_err(|source| MutatorError::Io {
+                        op: OP_CAPTURE,
+                        path: entry.path.clone(),
+                        source,
+                    })?;
+            }
+        }
+        Ok(())
     }
 
     async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {

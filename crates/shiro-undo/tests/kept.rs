@@ -246,3 +246,42 @@ async fn a_kept_file_survives_a_crash_either_way() {
         assert_eq!(common::disk_tree(&d.root), before, "the undo is not exact");
     }
 }
+
+/// A tree removed whole (moved out with one rename, as a bash commit removes what `rm -rf`
+/// took) still names its big files until it is deleted: those names are dropped at once, so
+/// the kept blobs are not copied as the turn is stored. Undo and redo are exact.
+#[tokio::test]
+async fn a_big_file_in_a_tree_removed_whole_is_kept_not_copied() {
+    let d = disk();
+    d.ws.create_dir(&p("tree")).await.unwrap();
+    d.ws.write(&p("tree/big"), &noise(40_000, 7), None)
+        .await
+        .unwrap();
+    d.ws.write(&p("tree/small"), b"small\n", None)
+        .await
+        .unwrap();
+    let old = fs::metadata(d.root.join("tree/big")).unwrap();
+    let before = common::disk_tree(&d.root);
+    let store = d.open().await;
+    let rec = store.recorder(d.ws.clone());
+    rec.begin_turn(start("rm -rf tree")).await.unwrap();
+    let listed = rec.read_dir(&p("tree")).await.unwrap();
+    let aside = d.dir.path().join("layer-gone");
+    rec.remove_tree(&p("tree"), &listed, &aside).await.unwrap();
+    rec.finish_turn().await.unwrap().unwrap();
+    assert!(aside.join("small").is_file(), "the tree was not moved out");
+    assert!(
+        !aside.join("big").exists(),
+        "the moved tree still names the kept file"
+    );
+
+    let kept = kept_files(&store);
+    assert_eq!(kept.len(), 1, "{:?}", blobs(&store));
+    assert_eq!(
+        (kept[0].1.ino(), kept[0].1.nlink()),
+        (old.ino(), 1),
+        "the blob is the old file itself"
+    );
+    fs::remove_dir_all(&aside).unwrap();
+    undo_redo_undo(&store, &d, &before).await;
+}

@@ -804,6 +804,10 @@ impl Ledger for UndoStore {
         self.inner.blobs.unshare_if_shared(hash)
     }
 
+    fn release_kept(&self, hash: &ContentHash, other: &Path) -> std::io::Result<()> {
+        self.inner.blobs.release(hash, other)
+    }
+
     fn discard_streamed(&self, hashes: &[ContentHash]) -> Result<(), UndoError> {
         let blobs = &self.inner.blobs;
         blobs
