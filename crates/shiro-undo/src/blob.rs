@@ -443,7 +443,7 @@ impl Blobs {
         let Some((mut file, start)) = self.open_raw_bytes(hash)? else {
             return Ok(None);
         };
-        let (found, len) = hash_read(&mut file)?;
+        let (found, len) = hash_read(&mut file, 64 * 1024)?;
         if found != *hash {
             return Err(damaged("blob content does not match its hash"));
         }
@@ -747,11 +747,12 @@ fn inflate(stored: &[u8]) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The BLAKE3 hash and the length of what `reader` holds from where it is, read a piece at a
-/// time.
-pub(crate) fn hash_read(reader: &mut dyn Read) -> io::Result<(ContentHash, u64)> {
+/// The BLAKE3 hash and the length of what `reader` holds from where it is, read `piece` bytes
+/// at a time. (A buffer of 128 KiB or more is a mapping of fresh pages of its own: worth it
+/// only for a file of many of them.)
+pub(crate) fn hash_read(reader: &mut dyn Read, piece: usize) -> io::Result<(ContentHash, u64)> {
     let mut hasher = blake3::Hasher::new();
-    let mut piece = vec![0u8; 1 << 20];
+    let mut piece = vec![0u8; piece];
     let mut len = 0u64;
     loop {
         match reader.read(&mut piece) {

@@ -504,7 +504,7 @@ impl<M: Mutator> Recording<M> {
 
 /// The BLAKE3 hash and the length of the file at `path`, read a piece at a time.
 fn hash_file(path: &Path) -> std::io::Result<(ContentHash, u64)> {
-    crate::blob::hash_read(&mut crate::ground::open_read(path)?)
+    crate::blob::hash_read(&mut crate::ground::open_read(path)?, 1 << 20)
 }
 
 #[async_trait]
