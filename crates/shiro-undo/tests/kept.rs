@@ -10,7 +10,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
-use common::p;
+use common::{noise, p};
 use shiro_tools::{FsMutator, Mutator};
 use shiro_undo::{Recording, StoreOptions, TurnStart, UndoOptions, UndoStore};
 
@@ -75,19 +75,6 @@ fn kept_files(store: &UndoStore) -> Vec<(String, fs::Metadata)> {
         .collect()
 }
 
-/// Bytes no two calls share, that do not compress.
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
-}
-
 fn start(summary: &str) -> TurnStart {
     TurnStart {
         summary: summary.to_owned(),
@@ -148,7 +135,7 @@ async fn a_big_file_kept_and_not_replaced_gets_a_copy_of_its_own() {
     let d = disk();
     for (n, name) in ["written", "moved", "left", "small"].iter().enumerate() {
         let len = if *name == "small" { 10 } else { 50_000 };
-        d.ws.write(&p(name), &noise(len, n as u64), None)
+        d.ws.write(&p(name), &noise(len, n as u32), None)
             .await
             .unwrap();
     }

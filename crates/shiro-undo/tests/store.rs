@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use common::{Tree, fast_tempdir, mem_tree, p};
+use common::{Tree, fast_tempdir, mem_tree, noise, p};
 use shiro_tools::{
     Change, Hooked, MemMutator, Mutation, Mutator, MutatorError, Stat, create_parent_dirs,
 };
@@ -514,19 +514,6 @@ fn blob_count(root: &Path) -> usize {
     std::fs::read_dir(root.join(".shiro/undo/blobs"))
         .unwrap()
         .count()
-}
-
-/// Bytes that do not compress, so the store's size is predictable.
-fn noise(len: usize, seed: u32) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            x as u8
-        })
-        .collect()
 }
 
 #[tokio::test]

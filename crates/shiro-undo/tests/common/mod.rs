@@ -100,3 +100,16 @@ pub fn base_cases() -> u32 {
 pub fn state(dir: &Path) -> shiro_undo::StateDir {
     shiro_undo::StateDir::at(dir.join(".shiro"), dir)
 }
+
+/// Bytes that do not compress, so the store's size is predictable; no two seeds share them.
+pub fn noise(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
