@@ -248,6 +248,15 @@ impl Image {
             _ => None,
         }
     }
+
+    /// The hash of the file's bytes, for a file too big to hold (`stream` bytes or more):
+    /// the versions the store may keep under a second name (see `Blobs::keep_file`).
+    pub(crate) fn streamed_hash(&self, stream: u64) -> Option<ContentHash> {
+        match self {
+            Image::File { hash, len, .. } if *len >= stream => Some(*hash),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Image {

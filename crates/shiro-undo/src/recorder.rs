@@ -550,10 +550,10 @@ impl<M: Mutator> Mutator for Recording<M> {
         let moves = std::fs::symlink_metadata(source).is_ok_and(|meta| meta.nlink() == 1);
         if !moves
             && let Some(turn) = slot.as_ref()
-            && let Some(Image::File { hash, len, .. }) = turn.flight.before.get(path)
-            && *len >= self.store.stream_file_bytes()
+            && let Some(hash) = (turn.flight.before.get(path))
+                .and_then(|image| image.streamed_hash(self.store.stream_file_bytes()))
         {
-            (self.store.unshare_kept(hash)).map_err(|source| MutatorError::Io {
+            (self.store.unshare_kept(&hash)).map_err(|source| MutatorError::Io {
                 op: OP_CAPTURE,
                 path: path.clone(),
                 source,
@@ -671,22 +671,20 @@ impl<M: Mutator> Mutator for Recording<M> {
         };
         let stream = self.store.stream_file_bytes();
         for entry in listed {
-            let (Some(Image::File { hash, len, .. }), Some(rest)) = (
-                turn.flight.before.get(&entry.path),
+            let (Some(hash), Some(rest)) = (
+                (turn.flight.before.get(&entry.path)).and_then(|image| image.streamed_hash(stream)),
                 (entry.path.as_str().strip_prefix(path.as_str()))
                     .and_then(|rest| rest.strip_prefix('/')),
             ) else {
                 continue;
             };
-            if *len >= stream {
-                self.store
-                    .release_kept(hash, &aside.join(rest))
-                    .map_err(|source| MutatorError::Io {
-                        op: OP_CAPTURE,
-                        path: entry.path.clone(),
-                        source,
-                    })?;
-            }
+            self.store
+                .release_kept(&hash, &aside.join(rest))
+                .map_err(|source| MutatorError::Io {
+                    op: OP_CAPTURE,
+                    path: entry.path.clone(),
+                    source,
+                })?;
         }
         Ok(())
     }

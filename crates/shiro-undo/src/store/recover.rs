@@ -381,15 +381,9 @@ impl UndoStore {
                 let id = flight.meta.id;
                 let summary = flight.meta.summary.clone();
                 // Files the turn kept under a second name (see `Blobs::keep_file`).
+                let stream = self.inner.options.stream_file_bytes;
                 let kept: Vec<ContentHash> = (flight.before.values())
-                    .filter_map(|image| match image {
-                        Image::File { len, hash, .. }
-                            if *len >= self.inner.options.stream_file_bytes =>
-                        {
-                            Some(*hash)
-                        }
-                        _ => None,
-                    })
+                    .filter_map(|image| image.streamed_hash(stream))
                     .collect();
                 // A write killed before its rename left its temporary file beside the path;
                 // every such path was captured first, so it is among these.
@@ -471,13 +465,9 @@ impl UndoStore {
         // A file kept under a second name that the turn did not replace after all (it failed,
         // or a crash cut it short) gets a copy of its own now, before any turn relies on it.
         let stream = self.inner.options.stream_file_bytes;
-        for path in &record.paths {
-            if let Image::File { len, hash, .. } = &path.before
-                && *len >= stream
-            {
-                (blobs.unshare_if_shared(hash))
-                    .map_err(|err| UndoError::io("store a copy in", blobs.dir(), err))?;
-            }
+        for hash in (record.paths.iter()).filter_map(|path| path.before.streamed_hash(stream)) {
+            (blobs.unshare_if_shared(&hash))
+                .map_err(|err| UndoError::io("store a copy in", blobs.dir(), err))?;
         }
         let packed = self.packed(state);
         let loose = blobs.contains_many(record.paths.len() + pending.len());
