@@ -38,7 +38,8 @@ pub(crate) fn pack_path(dir: &Path, name: &str) -> PathBuf {
 /// A pack being written: a temporary file in the blobs directory until [`PackWriter::finish`].
 #[derive(Debug)]
 pub(crate) struct PackWriter {
-    temp: tempfile::NamedTempFile,
+    /// Buffered: a turn of many small files appends many small copies.
+    temp: io::BufWriter<tempfile::NamedTempFile>,
     offset: u64,
     index: BTreeMap<ContentHash, (u64, u64)>,
     /// One compressor per level, reset for each copy: making one (its state is a few hundred
@@ -48,7 +49,8 @@ pub(crate) struct PackWriter {
 
 impl PackWriter {
     pub(crate) fn create(dir: &Path) -> io::Result<Self> {
-        let mut temp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+        let temp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+        let mut temp = io::BufWriter::with_capacity(WRITE_BUFFER, temp);
         temp.write_all(MAGIC)?;
         Ok(Self {
             temp,
@@ -165,13 +167,16 @@ impl PackWriter {
         tail.extend_from_slice(&(self.index.len() as u64).to_le_bytes());
         tail.extend_from_slice(MAGIC);
         self.temp.write_all(&tail)?;
-        self.temp.as_file().sync_data()?;
-        self.temp.persist(target).map_err(|err| err.error)?;
+        let temp = (self.temp.into_inner()).map_err(io::IntoInnerError::into_error)?;
+        temp.as_file().sync_data()?;
+        temp.persist(target).map_err(|err| err.error)?;
         let dir = target.parent().unwrap_or(Path::new("."));
         crate::ground::open_read(dir)?.sync_all()
     }
 }
 
+/// The buffer of a [`PackWriter`]'s writes.
+const WRITE_BUFFER: usize = 1 << 16;
 /// How many threads [`PackWriter::add_all`] compresses on at most.
 const COMPRESS_THREADS: usize = 4;
 /// Below this many bytes in all, [`PackWriter::add_all`] compresses on the calling thread:
