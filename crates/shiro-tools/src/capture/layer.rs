@@ -169,10 +169,38 @@ impl Layer {
 /// before the process exits), else now.
 fn remove_later(dir: PathBuf) {
     match tokio::runtime::Handle::try_current() {
-        Ok(runtime) => drop(runtime.spawn_blocking(move || remove_tree(&dir))),
+        Ok(runtime) => drop(runtime.spawn_blocking(move || remove_meekly(dir))),
         Err(_) => drop(remove_tree(&dir)),
     }
 }
+
+/// Removes the tree `dir` on a thread of its own at the lowest priority, and waits for it.
+///
+/// Freeing a big tree (a `rm -rf` turn moves the removed tree into the layer) keeps a core
+/// busy for as long as the command took, right while the turn is being stored; at the
+/// lowest priority it takes only what the store leaves. The thread is its own because a
+/// priority, once lowered, cannot be raised again without privilege, and the blocking pool
+/// reuses its threads. Should the thread not start, the removal runs here.
+fn remove_meekly(dir: PathBuf) -> io::Result<()> {
+    let spare = dir.clone();
+    let meek = std::thread::Builder::new()
+        .name("shiro-remove-layer".to_owned())
+        .spawn(move || {
+            // Linux's nice value is the calling thread's; failing to lower it changes nothing
+            // but the speed.
+            let _ = rustix::process::setpriority_process(None, LOWEST_PRIORITY);
+            remove_tree(&dir)
+        });
+    match meek {
+        Ok(thread) => thread
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("the removing thread failed"))),
+        Err(_) => remove_tree(&spare),
+    }
+}
+
+/// The highest nice value: the lowest priority of the normal scheduling class.
+const LOWEST_PRIORITY: i32 = 19;
 
 /// This boot of the system (Linux), to tell a layer written before a restart.
 fn boot_id() -> Option<String> {
