@@ -32,14 +32,30 @@ pub(crate) fn encode<T: Serialize>(value: &T) -> io::Result<String> {
 }
 
 /// Writes one checksummed line, newline included, to `out`, without holding it: the JSON is
-/// made once to checksum it and once more to write it. The two must agree (serialising the
-/// same value is deterministic); if they did not, the line written would be unusable, so
-/// that is an error.
+/// made once to checksum it and once more to write it (see [`write_summed_line`]).
 pub(crate) fn write_line<T: Serialize>(value: &T, out: &mut dyn Write) -> io::Result<()> {
-    let (sum, _) = tally(value, None)?;
+    let (sum, _) = line_sum(value)?;
+    write_summed_line(value, &sum, out)
+}
+
+/// The checksum of `value`'s line and the length of the whole line, newline included,
+/// without holding it.
+pub(crate) fn line_sum<T: Serialize>(value: &T) -> io::Result<(blake3::Hash, u64)> {
+    let (sum, len) = tally(value, None)?;
+    Ok((sum, (SUM_LEN + len + 1) as u64))
+}
+
+/// Writes the line of `value`, whose checksum [`line_sum`] gave as `sum`, to `out`. The JSON
+/// is made again to write it; the two must agree (serialising the same value is
+/// deterministic). If they did not, the line written would be unusable, so that is an error.
+pub(crate) fn write_summed_line<T: Serialize>(
+    value: &T,
+    sum: &blake3::Hash,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     out.write_all(sum.to_hex().as_bytes())?;
     out.write_all(b" ")?;
-    if tally(value, Some(&mut *out))?.0 != sum {
+    if tally(value, Some(&mut *out))?.0 != *sum {
         return Err(io::Error::other("a record read differently when written"));
     }
     out.write_all(b"\n")

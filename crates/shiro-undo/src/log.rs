@@ -14,7 +14,9 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::codec::{BadLine, encode, raw_lines, write_atomic_with, write_line};
+use crate::codec::{
+    BadLine, line_sum, raw_lines, write_atomic_with, write_line, write_summed_line,
+};
 use crate::format::{
     Begun, FORMAT_VERSION, LOG_FORMAT, LogLine, Pushed, Stack, Stacked, TurnRecord,
 };
@@ -527,7 +529,7 @@ pub(crate) fn parse(bytes: &[u8]) -> Result<Parsed, Refused> {
 }
 
 /// Applies `record` to `state` and makes it durable in the log at `path`: appended and
-/// flushed (one write: a crash leaves the record whole or torn, and a torn one is ignored),
+/// flushed (a crash leaves the record whole or torn, and a torn one is ignored),
 /// or, when the events have outgrown the snapshot (or the log is missing, or of an older
 /// version), as a new snapshot that replaces the log atomically.
 ///
@@ -541,30 +543,70 @@ pub(crate) fn append(path: &Path, state: &mut LogState, record: LogLine) -> io::
         state.apply(record).map_err(io::Error::other)?;
         return rewrite(path, state);
     }
-    let text = encode(&record)?;
-    // Known again only once the write is done.
-    let mut digest = state.digest.take();
-    state.apply(record).map_err(io::Error::other)?;
+    // Measured and checksummed first, without being held: a turn of many paths makes a
+    // record of tens of MiB.
+    let (sum, len) = line_sum(&record)?;
     let layout = state.layout;
-    let appended = layout.appended + text.len() as u64;
+    let appended = layout.appended + len;
     if appended > APPENDED_MAX.max(layout.snapshot) {
-        drop(text);
+        state.digest = None;
+        state.apply(record).map_err(io::Error::other)?;
         return rewrite(path, state);
     }
+    // Known again only once the write is done.
+    let mut digest = state.digest.take();
+    let line = record.clone();
+    state.apply(record).map_err(io::Error::other)?;
     let file = no_follow().write(true).open(path)?;
     if file.metadata()?.len() != layout.end {
         file.set_len(layout.end)?;
         digest = None;
     }
-    file.write_all_at(text.as_bytes(), layout.end)?;
+    let mut out = io::BufWriter::with_capacity(
+        APPEND_BUFFER,
+        WriteAt {
+            file: &file,
+            at: layout.end,
+            digest: digest.as_deref_mut(),
+        },
+    );
+    write_summed_line(&line, &sum, &mut out)?;
+    let written = out.into_inner().map_err(io::IntoInnerError::into_error)?;
+    if written.at != layout.end + len {
+        return Err(io::Error::other(
+            "a log record came out of another length than measured",
+        ));
+    }
     file.sync_data()?;
-    state.layout.end += text.len() as u64;
+    state.layout.end += len;
     state.layout.appended = appended;
-    state.digest = digest.map(|mut hasher| {
-        hasher.update(text.as_bytes());
-        hasher
-    });
+    state.digest = digest;
     Ok(())
+}
+
+/// The buffer of an appended record's writes.
+const APPEND_BUFFER: usize = 1 << 16;
+
+/// A writer into `file` from offset `at` on, hashing what it writes into `digest` if given.
+struct WriteAt<'f, 'd> {
+    file: &'f std::fs::File,
+    at: u64,
+    digest: Option<&'d mut blake3::Hasher>,
+}
+
+impl Write for WriteAt<'_, '_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write_at(buf, self.at)?;
+        if let Some(digest) = &mut self.digest {
+            digest.update(&buf[..n]);
+        }
+        self.at += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Replaces the log at `path` with a snapshot of `state`, atomically and durably.
@@ -612,6 +654,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::codec::encode;
 
     fn turn(id: u64) -> Arc<TurnRecord> {
         Arc::new(TurnRecord::empty(id))
