@@ -869,3 +869,94 @@ async fn remove_tree_never_moves_a_mount_point() {
         "{removed:?}"
     );
 }
+
+/// What `real_stat_many` answered for each path, or `real_stat` and `read` one path at a
+/// time (what the trait's default does), in one comparable text.
+fn show_looked(path: &str, looked: Result<shiro_tools::Looked, MutatorError>) -> String {
+    match looked {
+        Ok(shiro_tools::Looked { stat, bytes }) => format!(
+            "{path}: {} {:?}",
+            show_stat(&stat, "/outside"),
+            bytes.map(|b| (b.len(), b.iter().map(|&x| u64::from(x)).sum::<u64>()))
+        ),
+        Err(err) => format!("{path}: {}", outcome::<()>(Err(err))),
+    }
+}
+
+/// `real_stat_many` answers, path by path and in order, what `real_stat` and `read` answer
+/// one path at a time, on several threads (enough paths for them) or on one (too few), on
+/// disk inline or not, and in memory.
+#[tokio::test]
+async fn real_stat_many_answers_as_one_path_at_a_time() {
+    async fn tree(m: &dyn Mutator) -> Vec<WorkspacePath> {
+        let mut paths = Vec::new();
+        for index in 0..150usize {
+            let path = p(&format!("t/{}/f{index}", index % 5));
+            shiro_tools::create_parent_dirs(m, &path).await.unwrap();
+            let bytes: Vec<u8> = (0..index * 13).map(|n| (n * index % 251) as u8).collect();
+            m.write(&path, &bytes, None).await.unwrap();
+            paths.push(path);
+        }
+        m.create_dir(&p("t/dir")).await.unwrap();
+        m.symlink("0/f0", &p("t/link")).await.unwrap();
+        m.symlink("/outside/secret", &p("t/outlink")).await.unwrap();
+        m.symlink("0", &p("t/linkdir")).await.unwrap();
+        let odd = ["t/dir", "t/link", "t/outlink", "t/linkdir", "t/linkdir/f0"];
+        paths.extend(odd.map(p));
+        paths.extend(["t/nope", "t/0/f0/under", "t/0/f5", "t/0/f0"].map(p));
+        paths
+    }
+    async fn one_at_a_time(m: &dyn Mutator, paths: &[WorkspacePath], below: u64) -> Vec<String> {
+        let mut shown = Vec::new();
+        for path in paths {
+            let looked = match m.real_stat(path).await {
+                Ok(stat @ Stat::File { len, .. }) if len < below => match m.read(path).await {
+                    Ok(bytes) => Ok(shiro_tools::Looked {
+                        stat,
+                        bytes: Some(bytes),
+                    }),
+                    Err(err) => Err(err),
+                },
+                Ok(stat) => Ok(shiro_tools::Looked { stat, bytes: None }),
+                Err(err) => Err(err),
+            };
+            shown.push(show_looked(path.as_str(), looked));
+        }
+        shown
+    }
+    async fn many(m: &dyn Mutator, paths: &[WorkspacePath], below: u64) -> Vec<String> {
+        let looked = m.real_stat_many(paths, below).await;
+        assert_eq!(looked.len(), paths.len());
+        (paths.iter().zip(looked))
+            .map(|(path, looked)| show_looked(path.as_str(), looked))
+            .collect()
+    }
+
+    let (threaded, inline) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let fs = FsMutator::new(threaded.path()).unwrap();
+    let fs_inline = FsMutator::new(inline.path()).unwrap().inline();
+    let mem = MemMutator::new();
+    let mut expected = None;
+    for m in [&fs as &dyn Mutator, &fs_inline, &mem] {
+        let paths = tree(m).await;
+        for (count, below) in [(paths.len(), 1000), (paths.len(), 0), (10, 1000)] {
+            let paths = &paths[paths.len() - count..];
+            let one = one_at_a_time(m, paths, below).await;
+            assert_eq!(many(m, paths, below).await, one, "below {below}");
+            if count > 10 && below > 0 {
+                assert_eq!(expected.get_or_insert_with(|| one.clone()), &one);
+            }
+        }
+    }
+    let shown = expected.unwrap();
+    assert!(
+        shown.iter().any(|s| s.contains("Some((")),
+        "no file was read"
+    );
+    assert!(
+        shown
+            .iter()
+            .any(|s| s.ends_with("None") && s.contains("file")),
+        "every file was read"
+    );
+}

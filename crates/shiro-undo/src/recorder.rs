@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use shiro_tools::{Change, DirEntry, Mutator, MutatorError, Stat, WorkspacePath};
+use shiro_tools::{Change, DirEntry, Looked, Mutator, MutatorError, Stat, WorkspacePath};
 use tokio::sync::Mutex;
 
 use crate::blob::RawWriter;
@@ -403,26 +403,50 @@ impl<M: Mutator> Recording<M> {
         let mut appended = Vec::new();
         let mut held_in_batch = 0u64;
         let mut seen = std::collections::BTreeSet::new();
+        // Internal paths are refused by every mutator; there is nothing to protect.
+        let todo: Vec<&WorkspacePath> = (paths.iter().copied())
+            .filter(|path| {
+                !(path.is_internal() || turn.flight.before.contains_key(*path))
+                    && seen.insert(*path)
+            })
+            .collect();
+        // Many paths (a bash command's) are looked at a window at a time, on several threads
+        // where the mutator can; their small files are read then too.
+        let many = todo.len() >= LOOK_AHEAD_FROM;
+        let mut ahead = std::collections::VecDeque::new();
         // Written as one batch, flushed once.
         let mut records = Batch::new(&mut turn.file).map_err(batch_failed)?;
-        for &path in paths {
-            // Internal paths are refused by every mutator; there is nothing to protect.
-            if path.is_internal() || turn.flight.before.contains_key(path) || !seen.insert(path) {
-                continue;
+        for (index, &path) in todo.iter().enumerate() {
+            if many && ahead.is_empty() {
+                let window: Vec<WorkspacePath> = (todo.iter().skip(index).take(LOOK_AHEAD))
+                    .map(|path| (*path).clone())
+                    .collect();
+                let looked = self.inner.real_stat_many(&window, LOOK_AHEAD_READ).await;
+                // An answer missing would give later paths earlier ones' entries.
+                if looked.len() == window.len() {
+                    ahead = looked.into();
+                }
             }
-            // The entry at the path itself: a mutation never acts through a link, so what a
-            // link on the way leads to is another path's, and this one is absent.
             let failed = |source: std::io::Error| MutatorError::Io {
                 op: OP_CAPTURE,
                 path: path.clone(),
                 source,
             };
-            let (image, bytes) = match self.inner.real_stat(path).await? {
+            // The entry at the path itself: a mutation never acts through a link, so what a
+            // link on the way leads to is another path's, and this one is absent.
+            let (stat, read) = match ahead.pop_front() {
+                Some(looked) => {
+                    let Looked { stat, bytes } = looked?;
+                    (stat, bytes)
+                }
+                None => (self.inner.real_stat(path).await?, None),
+            };
+            let (image, bytes) = match (stat, read) {
                 // Too big to hold: kept under a second name when it can be (the change to
                 // come replaces it whole, never writes into it), else copied into a blob of
                 // its own on the way; either durably, before its record says the store holds
                 // it.
-                Stat::File { mode, len } if len >= self.store.stream_file_bytes() => {
+                (Stat::File { mode, len }, _) if len >= self.store.stream_file_bytes() => {
                     let (hash, len) = match self.keep(path).await? {
                         Some((hash, len, stored)) => {
                             if stored {
@@ -449,7 +473,11 @@ impl<M: Mutator> Recording<M> {
                     };
                     (Image::File { mode, len, hash }, None)
                 }
-                stat => image_of(&self.inner, path, stat, &self.spares).await?,
+                (Stat::File { mode, .. }, Some(bytes)) => {
+                    let (len, hash) = (bytes.len() as u64, ContentHash::of(&bytes));
+                    (Image::File { mode, len, hash }, Some(bytes))
+                }
+                (stat, _) => image_of(&self.inner, path, stat, &self.spares).await?,
             };
             // The bytes go into the in-flight file with their record (one flush for both),
             // unless a blob already holds them or this turn already carries them; they become
@@ -501,6 +529,15 @@ impl<M: Mutator> Recording<M> {
         Ok(())
     }
 }
+
+/// From this many paths to capture at once, they are looked at through
+/// [`Mutator::real_stat_many`], [`LOOK_AHEAD`] at a time.
+const LOOK_AHEAD_FROM: usize = 64;
+/// How many paths [`Mutator::real_stat_many`] is asked about at once.
+const LOOK_AHEAD: usize = 256;
+/// Files shorter than this are read as they are looked at: a window of [`LOOK_AHEAD`] paths
+/// then holds at most 64 MiB. Longer ones are read one at a time, into spare buffers.
+const LOOK_AHEAD_READ: u64 = 256 << 10;
 
 /// The BLAKE3 hash and the length of the file at `path`, read a piece at a time.
 fn hash_file(path: &Path) -> std::io::Result<(ContentHash, u64)> {
@@ -564,6 +601,14 @@ impl<M: Mutator> Mutator for Recording<M> {
 
     async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
         self.inner.real_stat(path).await
+    }
+
+    async fn real_stat_many(
+        &self,
+        paths: &[WorkspacePath],
+        read_below: u64,
+    ) -> Vec<Result<Looked, MutatorError>> {
+        self.inner.real_stat_many(paths, read_below).await
     }
 
     async fn link_out(&self, path: &WorkspacePath, to: &Path) -> Result<bool, MutatorError> {

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod ahead;
 mod corruption;
 mod format6;
 mod kept;

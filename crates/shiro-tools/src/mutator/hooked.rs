@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{DirEntry, Mutator, MutatorError, Stat};
+use super::{DirEntry, Looked, Mutator, MutatorError, Stat};
 use crate::path::WorkspacePath;
 
 /// One mutation about to happen, as a hook sees it.
@@ -200,6 +200,14 @@ impl<M: Mutator> Mutator for Hooked<M> {
 
     async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
         self.inner.real_stat(path).await
+    }
+
+    async fn real_stat_many(
+        &self,
+        paths: &[WorkspacePath],
+        read_below: u64,
+    ) -> Vec<Result<Looked, MutatorError>> {
+        self.inner.real_stat_many(paths, read_below).await
     }
 
     async fn real_path(&self, path: &WorkspacePath) -> Result<WorkspacePath, MutatorError> {

@@ -128,6 +128,31 @@ pub enum MutatorError {
     },
 }
 
+/// What [`Mutator::real_stat_many`] found at a path: its entry, and the bytes of a regular
+/// file short enough to be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Looked {
+    /// What the path names.
+    pub stat: Stat,
+    /// The bytes of a regular file shorter than the limit asked for.
+    pub bytes: Option<Vec<u8>>,
+}
+
+/// One path of [`Mutator::real_stat_many`]'s default: its entry, then its bytes if it is a
+/// file short enough.
+async fn look_at<M: Mutator + ?Sized>(
+    mutator: &M,
+    path: &WorkspacePath,
+    read_below: u64,
+) -> Result<Looked, MutatorError> {
+    let stat = mutator.real_stat(path).await?;
+    let bytes = match stat {
+        Stat::File { len, .. } if len < read_below => Some(mutator.read(path).await?),
+        _ => None,
+    };
+    Ok(Looked { stat, bytes })
+}
+
 /// Every file access a tool makes. Implementations must be safe to share between tasks.
 ///
 /// All operations act on the entry named by the path itself: a symbolic link in the last
@@ -250,6 +275,23 @@ pub trait Mutator: Send + Sync {
             }
         }
         self.stat(path).await
+    }
+
+    /// What [`Mutator::real_stat`] says of each of `paths`, in their order, with the bytes of
+    /// each regular file shorter than `read_below`, read as [`Mutator::read`] reads them
+    /// (`None` for other entries and longer files). An error is that path's alone. For a
+    /// caller that captures many paths at once, a bash command's pre-images: `FsMutator`
+    /// looks at them on several threads. The default looks at one after another.
+    async fn real_stat_many(
+        &self,
+        paths: &[WorkspacePath],
+        read_below: u64,
+    ) -> Vec<Result<Looked, MutatorError>> {
+        let mut looked = Vec::with_capacity(paths.len());
+        for path in paths {
+            looked.push(look_at(self, path, read_below).await);
+        }
+        looked
     }
 
     /// Makes `path` a regular file holding `bytes` with permission bits `mode`, for a caller

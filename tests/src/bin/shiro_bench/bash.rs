@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use shiro_tools::capture::{BashRunner, Direct, Ended, Overlay, Sandbox, SandboxMode};
 use shiro_tools::tools::Bash;
-use shiro_tools::{DirEntry, FsMutator, Mutator, MutatorError, Stat, Tool, WorkspacePath};
+use shiro_tools::{DirEntry, FsMutator, Looked, Mutator, MutatorError, Stat, Tool, WorkspacePath};
 use shiro_undo::{BashCapture, Recording, TurnStart, UndoOptions, UndoStore};
 
 use shiro_tests::state_beside;
@@ -734,6 +734,14 @@ impl<M: Mutator> Mutator for Timed<M> {
 
     async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
         self.inner.real_stat(path).await
+    }
+
+    async fn real_stat_many(
+        &self,
+        paths: &[WorkspacePath],
+        read_below: u64,
+    ) -> Vec<Result<Looked, MutatorError>> {
+        self.inner.real_stat_many(paths, read_below).await
     }
 
     async fn overwrite(

@@ -16,8 +16,8 @@ use rustix::io::Errno;
 
 use super::fs_jail::{DirFd, Jail, c_to_string, io_error, not_regular, stat_from};
 use super::{
-    DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DirEntry, Mutator, MutatorError, Stat, partial_write_name,
-    read_exactly,
+    DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DirEntry, Looked, Mutator, MutatorError, Stat,
+    partial_write_name, read_exactly,
 };
 use crate::path::{PathError, WorkspacePath};
 
@@ -165,18 +165,140 @@ fn stat(roots: &Roots, path: &WorkspacePath) -> Result<Stat, MutatorError> {
 
 /// See [`Mutator::real_stat`]: one open of the parent through real directories only.
 fn real_stat(roots: &Roots, path: &WorkspacePath) -> Result<Stat, MutatorError> {
-    match roots.jail.parent_nolinks(path) {
-        Ok(dir) => stat_in(&dir, path),
-        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => Ok(Stat::Absent),
-        Err(errno) => Err(io_error("stat", path, errno.into())),
+    look(roots, path, 0).map(|looked| looked.stat)
+}
+
+/// See [`Mutator::real_stat_many`]: the paths in runs, one per thread, the first on this one.
+/// A run whose thread cannot be started, or fails, is looked at here.
+fn look_many(
+    roots: &Roots,
+    paths: &[WorkspacePath],
+    read_below: u64,
+) -> Vec<Result<Looked, MutatorError>> {
+    let threads = if paths.len() < LOOK_IN_PARALLEL_FROM {
+        1
+    } else {
+        std::thread::available_parallelism()
+            .map_or(1, std::num::NonZeroUsize::get)
+            .clamp(1, LOOK_THREADS)
+    };
+    // Paths in one directory come together (a listed tree's do): its handle is opened once.
+    let look_run = |run: &[WorkspacePath]| -> Vec<Result<Looked, MutatorError>> {
+        let mut open: Option<(Option<&str>, Result<DirFd<'_>, Errno>)> = None;
+        let mut looked = Vec::with_capacity(run.len());
+        for path in run {
+            let parent = path.as_str().rsplit_once('/').map(|(parent, _)| parent);
+            let dir = match open.take() {
+                Some((name, dir)) if name == parent => dir,
+                _ => roots.jail.parent_nolinks(path),
+            };
+            looked.push(look_in(roots, &dir, path, read_below));
+            open = Some((parent, dir));
+        }
+        looked
+    };
+    let mut runs = paths.chunks(paths.len().div_ceil(threads).max(1));
+    let Some(first) = runs.next() else {
+        return Vec::new();
+    };
+    std::thread::scope(|scope| {
+        let others: Vec<_> = runs
+            .map(|run| {
+                let worker = std::thread::Builder::new()
+                    .name("shiro-look".to_owned())
+                    .spawn_scoped(scope, move || look_run(run));
+                (run, worker)
+            })
+            .collect();
+        let mut looked = look_run(first);
+        for (run, worker) in others {
+            let answers = match worker {
+                Ok(worker) => worker.join().unwrap_or_else(|_| look_run(run)),
+                Err(_) => look_run(run),
+            };
+            looked.extend(answers);
+        }
+        looked
+    })
+}
+
+/// A file read as a plain reader, without `File`'s own `read_to_end` (see [`look_in`]).
+struct Plain<'f>(&'f fs::File);
+
+impl std::io::Read for Plain<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        std::io::Read::read(&mut self.0, buf)
     }
+}
+
+/// Below this many paths, [`look_many`] looks at them on the calling thread alone.
+const LOOK_IN_PARALLEL_FROM: usize = 64;
+/// [`look_many`] uses at most this many threads.
+const LOOK_THREADS: usize = 4;
+
+/// One path of [`look_many`] (and [`real_stat`], which reads nothing): one open of the
+/// parent through real directories only, then the file opened in it, which spares walking
+/// the path a second time.
+fn look(roots: &Roots, path: &WorkspacePath, read_below: u64) -> Result<Looked, MutatorError> {
+    look_in(roots, &roots.jail.parent_nolinks(path), path, read_below)
+}
+
+/// [`look`], with the parent of `path` opened already (or the error opening it gave).
+fn look_in(
+    roots: &Roots,
+    parent: &Result<DirFd<'_>, Errno>,
+    path: &WorkspacePath,
+    read_below: u64,
+) -> Result<Looked, MutatorError> {
+    let dir = match parent {
+        Ok(dir) => dir,
+        Err(Errno::NOENT | Errno::NOTDIR | Errno::LOOP) => {
+            return Ok(Looked {
+                stat: Stat::Absent,
+                bytes: None,
+            });
+        }
+        Err(errno) => return Err(io_error("stat", path, (*errno).into())),
+    };
+    let stat = stat_in(dir, path)?;
+    let bytes = match stat {
+        Stat::File { len, .. } if len < read_below => {
+            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY;
+            let name = path.file_name();
+            // Without touching its access time where the file is ours (else `EPERM`): reading
+            // many old files would otherwise make each inode dirty, to be written back.
+            let opened = match rustix::fs::openat(dir, name, flags | OFlags::NOATIME, Mode::empty())
+            {
+                Err(Errno::PERM) => rustix::fs::openat(dir, name, flags, Mode::empty()),
+                opened => opened,
+            };
+            let file = match opened {
+                Ok(fd) => regular_file(fd, path)?,
+                // Replaced (by a link, say) since it was looked at: read as `read` reads.
+                Err(_) => open_file(roots, path)?,
+            };
+            // Room for the length just seen and one byte more, which finds the end; the
+            // reader is not `File` itself, whose `read_to_end` asks the size and the position
+            // again first.
+            let mut bytes = Vec::with_capacity(usize::try_from(len).map_or(0, |len| len + 1));
+            std::io::Read::read_to_end(&mut Plain(&file), &mut bytes)
+                .map_err(|err| io_error("read", path, err))?;
+            Some(bytes)
+        }
+        _ => None,
+    };
+    Ok(Looked { stat, bytes })
 }
 
 /// Opens the regular file `path` names for reading, following links inside the workspace;
 /// anything else is refused without being read (a named pipe is opened without blocking and
 /// never read).
 fn open_file(roots: &Roots, path: &WorkspacePath) -> Result<fs::File, MutatorError> {
-    let fd = roots.jail.open_following(path, OFlags::RDONLY)?;
+    regular_file(roots.jail.open_following(path, OFlags::RDONLY)?, path)
+}
+
+/// The entry opened at `path` as a file to read, if it is a regular file.
+fn regular_file(fd: OwnedFd, path: &WorkspacePath) -> Result<fs::File, MutatorError> {
     let stat = rustix::fs::fstat(&fd).map_err(|errno| io_error("read", path, errno.into()))?;
     match FileType::from_raw_mode(stat.st_mode) {
         FileType::RegularFile => Ok(fs::File::from(fd)),
@@ -605,6 +727,29 @@ impl Mutator for FsMutator {
     async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
         let path = path.clone();
         self.blocking(move |roots| real_stat(roots, &path)).await
+    }
+
+    /// On several threads, each taking a run of the paths, when there are enough of them to
+    /// pay for starting threads.
+    async fn real_stat_many(
+        &self,
+        paths: &[WorkspacePath],
+        read_below: u64,
+    ) -> Vec<Result<Looked, MutatorError>> {
+        if self.inline {
+            return look_many(&self.inner, paths, read_below);
+        }
+        let count = paths.len();
+        let paths = paths.to_vec();
+        match (self.blocking(move |roots| Ok(look_many(roots, &paths, read_below)))).await {
+            Ok(looked) => looked,
+            Err(err) => {
+                let why = err.to_string();
+                (0..count)
+                    .map(|_| Err(MutatorError::Interrupted(why.clone())))
+                    .collect()
+            }
+        }
     }
 
     async fn adopt(
