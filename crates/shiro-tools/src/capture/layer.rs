@@ -180,8 +180,13 @@ fn remove_later(dir: PathBuf) {
 /// busy for as long as the command took, right while the turn is being stored; at the
 /// lowest priority it takes only what the store leaves. The thread is its own because a
 /// priority, once lowered, cannot be raised again without privilege, and the blocking pool
-/// reuses its threads. Should the thread not start, the removal runs here.
+/// reuses its threads. Should the thread not start, the removal runs here; so does that of a
+/// layer that holds no tree moved aside (one more thread would cost a small turn more than
+/// its removal).
 fn remove_meekly(dir: PathBuf) -> io::Result<()> {
+    if fs::symlink_metadata(dir.join(ASIDE_DIR)).is_err() {
+        return remove_tree(&dir);
+    }
     let spare = dir.clone();
     let meek = std::thread::Builder::new()
         .name("shiro-remove-layer".to_owned())
