@@ -231,6 +231,15 @@ impl<'de> Visitor<'de> for ImageVisitor {
 }
 
 impl Image {
+    /// The image of a regular file with permission bits `mode` holding `bytes`.
+    pub(crate) fn file(mode: u32, bytes: &[u8]) -> Self {
+        Image::File {
+            mode,
+            len: bytes.len() as u64,
+            hash: ContentHash::of(bytes),
+        }
+    }
+
     /// Whether something is at the path.
     pub fn exists(&self) -> bool {
         !matches!(self, Image::Absent)
@@ -376,12 +385,7 @@ pub(crate) async fn image_of(
                 Some(buf) => mutator.read_into(path, buf).await?,
                 None => mutator.read(path).await?,
             };
-            let image = Image::File {
-                mode,
-                len: bytes.len() as u64,
-                hash: ContentHash::of(&bytes),
-            };
-            (image, Some(bytes))
+            (Image::file(mode, &bytes), Some(bytes))
         }
     })
 }

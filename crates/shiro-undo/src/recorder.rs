@@ -473,10 +473,7 @@ impl<M: Mutator> Recording<M> {
                     };
                     (Image::File { mode, len, hash }, None)
                 }
-                (Stat::File { mode, .. }, Some(bytes)) => {
-                    let (len, hash) = (bytes.len() as u64, ContentHash::of(&bytes));
-                    (Image::File { mode, len, hash }, Some(bytes))
-                }
+                (Stat::File { mode, .. }, Some(bytes)) => (Image::file(mode, &bytes), Some(bytes)),
                 (stat, _) => image_of(&self.inner, path, stat, &self.spares).await?,
             };
             // The bytes go into the in-flight file with their record (one flush for both),
