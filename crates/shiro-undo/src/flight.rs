@@ -302,6 +302,7 @@ impl Flight {
             damage: None,
             group: None,
             git: Some(self.git).filter(|git| !git.is_empty()),
+            inline: Default::default(),
         };
         Ok(Some(Finished {
             record,

@@ -60,6 +60,7 @@ mod gc_tests;
 mod git;
 mod ground;
 mod image;
+mod inline;
 mod lock;
 mod log;
 mod pack;

@@ -1,6 +1,8 @@
-//! A store written by the format-6 code (before turns were packed) still opens, undoes and
-//! redoes exactly: `tests/fixtures/format6-store/` is the `undo/` directory that code left
-//! after recording the turns of [`turns`] and undoing the last one (see its README).
+//! Stores written by older code still open, undo and redo exactly: the format-6 code (before
+//! turns were packed), in `tests/fixtures/format6-store/`, and the format-10 code (before a
+//! small turn's copies went into its log record), in `tests/fixtures/format10-store/`. Each is
+//! the `undo/` directory that code left after recording the turns of [`turns`] and undoing
+//! the last one (see its README).
 #![allow(clippy::unwrap_used)]
 
 use crate::common;
@@ -108,17 +110,30 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-fn fixture() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/format6-store")
+fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 #[test]
 fn a_format_6_store_undoes_and_redoes_exactly() {
+    undoes_and_redoes_exactly("format6-store");
+}
+
+#[test]
+fn a_format_10_store_undoes_and_redoes_exactly() {
+    undoes_and_redoes_exactly("format10-store");
+}
+
+/// Opens a copy of the store of fixture `name`, undoes and redoes every turn, then records
+/// a turn on top and undoes and redoes it with the old ones.
+fn undoes_and_redoes_exactly(name: &str) {
     common::runtime().block_on(async {
         let states = states().await;
         let dir = fast_tempdir();
         let state = common::state(dir.path());
-        copy_dir(&fixture(), &state.undo_dir());
+        copy_dir(&fixture(name), &state.undo_dir());
         // The workspace as the fixture's code left it: three turns done, the fourth undone.
         let ws = MemMutator::new();
         for ops in &turns()[..3] {

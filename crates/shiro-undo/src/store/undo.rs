@@ -207,6 +207,7 @@ impl UndoStore {
                 Direction::Redo => record.before = item.now.clone(),
             }
         }
+        restored.prune_inline();
         if let Some(record) = &mut restored.git
             && options.force
         {
