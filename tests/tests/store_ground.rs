@@ -208,13 +208,11 @@ fn damage(path: &Path) {
 #[test]
 fn a_damaged_copy_stops_the_undo_before_any_change() {
     let ws = Ws::new();
-    // Past what a turn's log record holds itself: the copies are in a pack.
-    let rest = "the rest of a.txt\n".repeat(2000);
-    ws.write("a.txt", &format!("one\n{rest}"));
+    ws.write("a.txt", "one\n");
     let patch = "*** Begin Patch\n*** Add File: new.txt\n+created\n*** Update File: a.txt\n-one\n+two\n*** End Patch\n";
     let run = ws.run_with_stdin(&["apply-patch"], patch);
     assert_eq!(run.code, 0, "{}", run.show());
-    // The only store file: the turn's pack, holding a.txt before the turn.
+    // The only stored copy: a.txt before the turn.
     let files = store_files(&ws);
     assert_eq!(files.len(), 1, "{files:?}");
     damage(&files[0]);
@@ -252,15 +250,8 @@ fn a_damaged_copy_stops_the_undo_before_any_change() {
     ws.ok(&["undo"]);
     // The damaged turn is next again, and still refused cleanly.
     assert_eq!(ws.run(&["undo"]).code, 1);
-    assert_eq!(ws.read("a.txt"), format!("two\n{rest}"));
+    assert_eq!(ws.read("a.txt"), "two\n");
     assert!(ws.exists("new.txt"));
-}
-
-/// What `a`, `b` or `c` holds in `version` for [`interrupted_undo`]: a first line the turn
-/// changes, then 12 KiB more, so that the turn's copies come to more than its log record
-/// holds, and are in packs, which the tests damage.
-fn version(name: &str, version: u32) -> String {
-    format!("{name}{version}\n{}", "the rest of the file\n".repeat(600))
 }
 
 /// Records one turn changing `a`, `b` and `c` (to `a2`, `b2`, `c2`), then runs an undo
@@ -269,7 +260,7 @@ fn version(name: &str, version: u32) -> String {
 fn interrupted_undo() -> Ws {
     let ws = Ws::new();
     for name in ["a", "b", "c"] {
-        ws.write(name, &version(name, 1));
+        ws.write(name, &format!("{name}1\n"));
     }
     let patch = "*** Begin Patch\n*** Update File: a\n-a1\n+a2\n*** Update File: b\n-b1\n+b2\n*** Update File: c\n-c1\n+c2\n*** End Patch\n";
     let run = ws.run_with_stdin(&["apply-patch"], patch);
@@ -282,8 +273,8 @@ fn interrupted_undo() -> Ws {
         .status()
         .unwrap();
     assert!(!status.success(), "the helper was to abort");
-    assert_eq!(ws.read("a"), version("a", 1));
-    assert_eq!(ws.read("b"), version("b", 2));
+    assert_eq!(ws.read("a"), "a1\n");
+    assert_eq!(ws.read("b"), "b2\n");
     ws
 }
 
@@ -304,15 +295,15 @@ fn completing_an_interrupted_undo_never_overwrites_a_later_edit() {
     );
     assert_eq!(ws.read("c"), "mine\n", "the user's edit was overwritten");
     // The rest is as the undo found it.
-    assert_eq!(ws.read("a"), version("a", 2));
-    assert_eq!(ws.read("b"), version("b", 2));
+    assert_eq!(ws.read("a"), "a2\n");
+    assert_eq!(ws.read("b"), "b2\n");
     assert!(run.stdout.contains("damaged: "), "{}", run.show());
 
     assert_eq!(ws.run(&["undo"]).code, 3, "c changed since the turn");
     ws.ok(&["undo", "--force"]);
     assert_eq!(
         [ws.read("a"), ws.read("b"), ws.read("c")],
-        [version("a", 1), version("b", 1), version("c", 1)]
+        ["a1\n", "b1\n", "c1\n"]
     );
     // Redo brings back what the forced undo replaced, the user's edit included.
     ws.ok(&["redo"]);
@@ -335,7 +326,7 @@ fn the_path_being_written_at_the_crash_is_completed() {
     );
     assert_eq!(
         [ws.read("a"), ws.read("b"), ws.read("c")],
-        [version("a", 1), version("b", 1), version("c", 1)]
+        ["a1\n", "b1\n", "c1\n"]
     );
 }
 

@@ -302,7 +302,6 @@ impl Flight {
             damage: None,
             group: None,
             git: Some(self.git).filter(|git| !git.is_empty()),
-            inline: Default::default(),
         };
         Ok(Some(Finished {
             record,

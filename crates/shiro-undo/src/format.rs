@@ -1,4 +1,4 @@
-//! The records of the on-disk format (version 11), as described in `docs/formats.md`.
+//! The records of the on-disk format (version 10), as described in `docs/formats.md`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -8,11 +8,10 @@ use shiro_tools::git::Move;
 use shiro_tools::{Change, WorkspacePath};
 
 use crate::image::{ContentHash, Image};
-use crate::inline::Inline;
 use crate::report::{Direction, TurnId, TurnSummary};
 
 /// The format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 11;
+pub const FORMAT_VERSION: u32 = 10;
 /// The `format` field of the log's header line.
 pub(crate) const LOG_FORMAT: &str = "shiro-undo-log";
 
@@ -126,10 +125,6 @@ pub(crate) struct TurnRecord {
     /// Format 9.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<GitRecord>,
-    /// Copies the record holds itself: a small turn's new copies (see [`crate::inline`]).
-    /// Format 11.
-    #[serde(default, skip_serializing_if = "Inline::is_empty")]
-    pub inline: Inline,
 }
 
 /// What a turn's `bash` calls moved in the git repository at the workspace root (see
@@ -223,7 +218,6 @@ impl TurnRecord {
             damage: None,
             group: None,
             git: None,
-            inline: Default::default(),
         }
     }
 
@@ -281,13 +275,6 @@ impl TurnRecord {
                     .map(|p| (p, record))
             })
             .collect()
-    }
-
-    /// Drops the copies its record holds that it no longer refers to (a restore changed its
-    /// images).
-    pub(crate) fn prune_inline(&mut self) {
-        let used: BTreeSet<ContentHash> = self.hashes().collect();
-        self.inline.retain(|hash| used.contains(hash));
     }
 
     /// Every blob hash the turn refers to.

@@ -48,12 +48,9 @@ fn content(seed: u8) -> Vec<u8> {
     format!("content {seed}\n").into_bytes()
 }
 
-/// `room` is what a turn's log record may hold of its copies: none (every copy in a pack),
-/// a few small files' (turns of each kind in one history), or the default.
-fn options(depth: usize, room: u64) -> StoreOptions {
+fn options(depth: usize) -> StoreOptions {
     StoreOptions {
         depth,
-        max_inline_bytes: room,
         big_file_bytes: 256,
         stream_file_bytes: 512,
         // Past a few small pre-images, a turn reads the rest back from its in-flight file.
@@ -94,13 +91,11 @@ fn unneeded(store: &UndoStore) -> Vec<String> {
     unneeded
 }
 
-async fn run(steps: Vec<Step>, room: u64) -> Result<(), TestCaseError> {
+async fn run(steps: Vec<Step>) -> Result<(), TestCaseError> {
     let dir = tempfile::tempdir().unwrap();
     let state = StateDir::at(dir.path().join("state"), dir.path());
     let ws = MemMutator::new();
-    let mut store = UndoStore::open_with(&state, &ws, options(3, room))
-        .await
-        .unwrap();
+    let mut store = UndoStore::open_with(&state, &ws, options(3)).await.unwrap();
     let mut depth = 3;
     // The model: the workspace before each turn of the undo stack, and before each redo.
     let mut undo: Vec<Tree> = Vec::new();
@@ -149,7 +144,7 @@ async fn run(steps: Vec<Step>, room: u64) -> Result<(), TestCaseError> {
             },
             Step::Depth(new) => {
                 depth = new;
-                store = UndoStore::open_with(&state, &ws, options(depth, room))
+                store = UndoStore::open_with(&state, &ws, options(depth))
                     .await
                     .unwrap();
             }
@@ -183,11 +178,10 @@ proptest! {
     #[test]
     fn collection_keeps_what_turns_need_and_nothing_else(
         steps in prop::collection::vec(step(), 1..16),
-        room in prop::sample::select(vec![0, 40, StoreOptions::default().max_inline_bytes]),
     ) {
         tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap()
-            .block_on(run(steps, room))?;
+            .block_on(run(steps))?;
     }
 }

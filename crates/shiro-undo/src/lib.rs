@@ -60,7 +60,6 @@ mod gc_tests;
 mod git;
 mod ground;
 mod image;
-mod inline;
 mod lock;
 mod log;
 mod pack;

@@ -22,7 +22,6 @@ use crate::format::{
 };
 use crate::ground::no_follow;
 use crate::image::ContentHash;
-use crate::inline::Inline;
 use crate::report::{Direction, TurnId};
 
 /// Events are appended until they take more than this many bytes, or more than the snapshot,
@@ -124,13 +123,6 @@ impl LogState {
     /// Every blob the kept turns refer to.
     pub(crate) fn hashes(&self) -> BTreeSet<ContentHash> {
         self.kept().flat_map(TurnRecord::hashes).collect()
-    }
-
-    /// The copies of `hash` a kept turn's record holds (see [`crate::inline`]), if one does.
-    pub(crate) fn inline_copy(&self, hash: &ContentHash) -> Option<&Inline> {
-        self.kept()
-            .map(|turn| &turn.inline)
-            .find(|inline| inline.contains(hash))
     }
 
     /// The packs the kept turns name.

@@ -16,7 +16,6 @@ use crate::blob::Blobs;
 use crate::error::UndoError;
 use crate::format::TurnRecord;
 use crate::image::{ContentHash, Image, Spares, copy_into, hash_file, hashed_image, real_image};
-use crate::inline::Inline;
 use crate::pack::{PACK_SUFFIX, Pack, PackWriter, pack_path};
 use crate::report::{Action, Conflict, ConflictKind, Direction};
 
@@ -127,14 +126,11 @@ pub(crate) async fn foreign_entries(
     Ok(foreign)
 }
 
-/// Where a restore finds the bytes it writes: the blobs, and the packs and the record of its
-/// turn.
+/// Where a restore finds the bytes it writes: the blobs, and the packs of its turn.
 #[derive(Debug)]
 pub(crate) struct Stored<'a> {
     blobs: &'a Blobs,
     packs: Vec<Pack>,
-    /// The copies the turn's record holds (see [`crate::inline`]).
-    inline: Inline,
     /// The packs of the turn that could not be opened, with why: a copy only they held
     /// is not just missing but damaged, and the error names them.
     unreadable: Vec<(String, String)>,
@@ -157,15 +153,14 @@ impl Checked {
 }
 
 impl<'a> Stored<'a> {
-    /// The blobs, the packs `turn` names and the copies its record holds. A pack that cannot
-    /// be opened is left out (and remembered): what only it held is reported, before the
-    /// restore changes anything, as damaged by that pack.
+    /// The blobs, and the packs `turn` names. A pack that cannot be opened is left out (and
+    /// remembered): what only it held is reported, before the restore changes anything, as
+    /// damaged by that pack.
     pub(crate) fn open(blobs: &'a Blobs, turn: &TurnRecord) -> Self {
         let mut stored = Self::blobs_only(blobs);
         for name in &turn.packs {
             stored.open_pack(name);
         }
-        stored.inline.extend(&turn.inline);
         stored
     }
 
@@ -194,7 +189,6 @@ impl<'a> Stored<'a> {
         Self {
             blobs,
             packs: Vec::new(),
-            inline: Inline::default(),
             unreadable: Vec::new(),
             checked: std::sync::Mutex::default(),
         }
@@ -206,9 +200,7 @@ impl<'a> Stored<'a> {
     }
 
     pub(crate) fn contains(&self, hash: &ContentHash) -> bool {
-        self.inline.contains(hash)
-            || self.blobs.contains(hash)
-            || self.packs.iter().any(|pack| pack.contains(hash))
+        self.blobs.contains(hash) || self.packs.iter().any(|pack| pack.contains(hash))
     }
 
     fn checked(&self) -> std::sync::MutexGuard<'_, Checked> {
@@ -268,29 +260,18 @@ impl<'a> Stored<'a> {
             self.blobs.open_raw_checked_already(hash)
         } else {
             match self.blobs.open_raw(hash) {
-                // A raw blob that cannot be read, where a pack or the record holds the bytes
-                // (as [`Stored::check`] found): they are read from there.
-                Err(_)
-                    if self.inline.contains(hash)
-                        || self.packs.iter().any(|pack| pack.contains(hash)) =>
-                {
-                    Ok(None)
-                }
+                // A raw blob that cannot be read, where a pack holds the bytes (as
+                // [`Stored::check`] found): they are read from the pack.
+                Err(_) if self.packs.iter().any(|pack| pack.contains(hash)) => Ok(None),
                 opened => opened,
             }
         }
     }
 
-    /// The bytes of `hash`, checked; `Ok(None)` when none holds them. The record's copy is
-    /// tried, then every pack that holds them, then the blobs: a damaged copy in one is no
-    /// loss while another holds it.
+    /// The bytes of `hash`, checked; `Ok(None)` when none holds them. Every pack that holds
+    /// them is tried, then the blobs: a damaged copy in one is no loss while another holds it.
     pub(crate) fn get(&self, hash: &ContentHash) -> std::io::Result<Option<Vec<u8>>> {
         let mut damage = None;
-        match self.inline.get(hash) {
-            Ok(Some(bytes)) => return Ok(Some(bytes)),
-            Ok(None) => {}
-            Err(err) => damage = Some(err),
-        }
         for pack in self.packs.iter().filter(|pack| pack.contains(hash)) {
             match pack.get(hash) {
                 Ok(found) => return Ok(found),

@@ -358,8 +358,7 @@ fn own_content(path: &str, turn: usize) -> Vec<u8> {
 
 /// The store's options for the pack property: with `afters`, each turn stores what it
 /// leaves of the small files in its pack, which the next turn then finds its pre-images in;
-/// without, a turn's pack holds its own pre-images alone. The copies always go into a pack,
-/// never into the turn's log record.
+/// without, a turn's pack holds its own pre-images alone.
 fn pack_options(afters: bool) -> StoreOptions {
     StoreOptions {
         max_small_after_bytes: if afters {
@@ -367,7 +366,6 @@ fn pack_options(afters: bool) -> StoreOptions {
         } else {
             0
         },
-        max_inline_bytes: 0,
         ..options()
     }
 }
@@ -514,7 +512,7 @@ fn an_unreadable_pack_is_named_as_damaged() {
         let dir = fast_tempdir();
         let ws = MemMutator::new();
         ws.write(&p("f"), b"before\n", None).await.unwrap();
-        let store = UndoStore::open_with(&common::state(dir.path()), &ws, pack_options(true))
+        let store = UndoStore::open_with(&common::state(dir.path()), &ws, options())
             .await
             .unwrap();
         let rec = store.recorder(ws.clone());

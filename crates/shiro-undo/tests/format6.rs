@@ -1,8 +1,8 @@
-//! Stores written by older code still open, undo and redo exactly: the format-6 code (before
-//! turns were packed), in `tests/fixtures/format6-store/`, and the format-10 code (before a
-//! small turn's copies went into its log record), in `tests/fixtures/format10-store/`. Each is
-//! the `undo/` directory that code left after recording the turns of [`turns`] and undoing
-//! the last one (see its README).
+//! Stores written by earlier code still open, undo and redo exactly: the format-6 code (before
+//! turns were packed), in `tests/fixtures/format6-store/`, and the format-10 code (a pack per
+//! turn), in `tests/fixtures/format10-store/`, which the next format change must keep
+//! reading. Each is the `undo/` directory that code left after recording the turns of
+//! [`turns`] and undoing the last one (see its README).
 #![allow(clippy::unwrap_used)]
 
 use crate::common;

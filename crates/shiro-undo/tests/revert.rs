@@ -1042,12 +1042,7 @@ fn a_revert_that_fails_at_any_step_is_rolled_back() {
 fn a_damaged_turn_is_not_reverted() {
     common::runtime().block_on(async {
         for merge in [false, true] {
-            // Its copies in a pack, which is then removed.
-            let f = fixture(StoreOptions {
-                max_inline_bytes: 0,
-                ..StoreOptions::default()
-            })
-            .await;
+            let f = fixture(StoreOptions::default()).await;
             two_turns(&f).await;
             if !merge {
                 // Nothing to merge: only `src/parse.rs` changed since, and it is put back.

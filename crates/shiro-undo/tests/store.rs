@@ -28,15 +28,6 @@ const DRY_RUN: UndoOptions = UndoOptions {
     dry_run: true,
 };
 
-/// Options under which every turn's copies go into a pack, never into its log record: for
-/// the tests of packs and blobs.
-fn packed() -> StoreOptions {
-    StoreOptions {
-        max_inline_bytes: 0,
-        ..StoreOptions::default()
-    }
-}
-
 /// A store in a temp dir over an in-memory workspace.
 struct Fixture {
     dir: tempfile::TempDir,
@@ -202,7 +193,7 @@ async fn redo_follows_the_same_conflict_rule_and_a_new_turn_clears_it() {
 async fn the_log_keeps_the_newest_turns_up_to_its_depth() {
     let f = fixture(StoreOptions {
         depth: 3,
-        ..packed()
+        ..StoreOptions::default()
     })
     .await;
     for i in 1..=5u8 {
@@ -298,7 +289,7 @@ async fn undone_turns_of_other_sessions_stay_redoable_up_to_the_depth() {
 async fn a_pack_mostly_dead_is_rewritten_with_its_live_copies() {
     let f = fixture(StoreOptions {
         depth: 1,
-        ..packed()
+        ..StoreOptions::default()
     })
     .await;
     for i in 0..10u32 {
@@ -332,7 +323,7 @@ async fn a_pack_mostly_dead_is_rewritten_with_its_live_copies() {
 async fn a_packed_pre_image_is_stored_once_and_kept_for_every_turn_that_needs_it() {
     let f = fixture(StoreOptions {
         depth: 2,
-        ..packed()
+        ..StoreOptions::default()
     })
     .await;
     write(&f.ws, "a", b"the first version").await;
@@ -372,56 +363,12 @@ fn blob_files(root: &Path, suffix: &str) -> Vec<String> {
     names
 }
 
-/// A small turn writes no pack: its log record holds its copies, which an undo and a redo
-/// read from there, in the next process too; the undo keeps nothing, since the record holds
-/// what the turn left.
-#[tokio::test]
-async fn a_small_turns_copies_are_in_its_log_record() {
-    let f = fixture(StoreOptions::default()).await;
-    write(&f.ws, "a.txt", b"one\n").await;
-    let before = mem_tree(&f.ws);
-    turn(&f, "edit", &[("a.txt", b"two\n"), ("d/new.txt", b"made\n")])
-        .await
-        .unwrap();
-    let after = mem_tree(&f.ws);
-    assert_eq!(blob_files(f.dir.path(), ""), Vec::<String>::new());
-    let log = std::fs::read_to_string(f.dir.path().join(".shiro/undo/log.jsonl")).unwrap();
-    assert!(log.contains(r#""inline":{"#), "{log}");
-
-    let (store, _) = reopen(f.dir.path(), &f.ws).await;
-    store.undo(&f.ws, UndoOptions::default()).await.unwrap();
-    assert_eq!(mem_tree(&f.ws), before);
-    assert_eq!(blob_files(f.dir.path(), ""), Vec::<String>::new());
-    store.redo(&f.ws, UndoOptions::default()).await.unwrap();
-    assert_eq!(mem_tree(&f.ws), after);
-}
-
-/// The record holds a turn's copies up to `max_inline_bytes` of them, before compression,
-/// pre-images and what the turn left together; one byte more, and they go into a pack.
-#[tokio::test]
-async fn a_turns_copies_past_the_records_room_go_into_a_pack() {
-    for (extra, packs) in [(0, Vec::<String>::new()), (1, vec!["1-0.pack".to_owned()])] {
-        let f = fixture(StoreOptions {
-            max_inline_bytes: 100,
-            ..StoreOptions::default()
-        })
-        .await;
-        write(&f.ws, "a", &[b'x'; 50]).await;
-        let before = mem_tree(&f.ws);
-        let left = vec![b'y'; 50 + extra];
-        turn(&f, "edit", &[("a", &left)]).await.unwrap();
-        assert_eq!(blob_files(f.dir.path(), ""), packs, "{extra} byte(s) over");
-        f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
-        assert_eq!(mem_tree(&f.ws), before);
-    }
-}
-
 /// In a store that keeps no after-image (as past its cap), the undo keeps what it replaces.
 #[tokio::test]
 async fn an_undo_keeps_its_copies_in_one_pack_for_as_long_as_its_turn() {
     let f = fixture(StoreOptions {
         max_small_after_bytes: 0,
-        ..packed()
+        ..StoreOptions::default()
     })
     .await;
     for i in 0..5u8 {
@@ -476,7 +423,7 @@ async fn an_undo_keeps_its_copies_in_one_pack_for_as_long_as_its_turn() {
 /// its undo finds those copies there and writes no pack, and redo brings them back exactly.
 #[tokio::test]
 async fn a_turn_stores_what_it_leaves_so_that_its_undo_writes_no_pack() {
-    let f = fixture(packed()).await;
+    let f = fixture(StoreOptions::default()).await;
     write(&f.ws, "a.txt", b"one\n").await;
     write(&f.ws, "d/b.txt", b"two\n").await;
     write(&f.ws, "mode.sh", b"run\n").await;
@@ -528,7 +475,7 @@ async fn a_turn_stores_what_it_leaves_so_that_its_undo_writes_no_pack() {
 async fn a_turn_stores_what_it_leaves_up_to_the_cap() {
     let f = fixture(StoreOptions {
         max_small_after_bytes: 100,
-        ..packed()
+        ..StoreOptions::default()
     })
     .await;
     let before = mem_tree(&f.ws);
@@ -573,7 +520,7 @@ fn blob_count(root: &Path) -> usize {
 async fn the_size_cap_drops_the_oldest_turns_and_says_so() {
     let f = fixture(StoreOptions {
         max_store_bytes: 10_000,
-        ..packed()
+        ..StoreOptions::default()
     })
     .await;
     for i in 0..4u32 {
@@ -623,7 +570,7 @@ async fn the_size_cap_drops_the_oldest_turns_and_says_so() {
 async fn unreferenced_blobs_are_collected_and_shared_ones_kept() {
     let f = fixture(StoreOptions {
         depth: 1,
-        ..packed()
+        ..StoreOptions::default()
     })
     .await;
     write(&f.ws, "a", b"original a").await;
@@ -1042,12 +989,12 @@ async fn a_turn_cut_short_is_recovered_on_the_next_open() {
     let log = store.log().unwrap();
     assert!(log[0].recovered);
     insta::assert_snapshot!("recovered_turn_log_line", log[0].to_string());
-    // Finished as the recorder finishes a turn: what it left is in its record (the turn is
-    // small), and the undo keeps nothing.
-    assert_eq!(blob_files(f.dir.path(), ""), Vec::<String>::new());
+    // Finished as the recorder finishes a turn: what it left is in its pack, and the undo
+    // keeps nothing.
+    assert_eq!(blob_files(f.dir.path(), ""), ["1-0.pack"]);
     store.undo(&f.ws, UndoOptions::default()).await.unwrap();
     assert_eq!(mem_tree(&f.ws), before);
-    assert_eq!(blob_files(f.dir.path(), ""), Vec::<String>::new());
+    assert_eq!(blob_files(f.dir.path(), ""), ["1-0.pack"]);
     store.redo(&f.ws, UndoOptions::default()).await.unwrap();
     assert_eq!(mem_tree(&f.ws), after);
 }
@@ -1591,9 +1538,9 @@ async fn recovery_rewrites_a_blob_a_power_cut_left_empty() {
     std::fs::write(&blob, b"").unwrap();
 
     let (store, _) = reopen(f.dir.path(), &f.ws).await;
-    // The damaged blob was not trusted: the bytes are in the recovered turn's record.
+    // The damaged blob was not trusted: the bytes are in the recovered turn's pack.
     assert!(std::fs::symlink_metadata(&blob).is_err());
-    assert_eq!(blob_files(f.dir.path(), ""), Vec::<String>::new());
+    assert_eq!(blob_files(f.dir.path(), ".pack"), ["1-0.pack"]);
     store.undo(&f.ws, UndoOptions::default()).await.unwrap();
     assert_eq!(mem_tree(&f.ws), before);
 }

@@ -20,7 +20,6 @@ use crate::format::{
 };
 use crate::ground;
 use crate::image::{ContentHash, Image, Spares};
-use crate::inline::INLINE_MAX;
 use crate::lock::{self, LockGuard};
 use crate::log::{self, LogState, Refused};
 use crate::pack::{Pack, Packed, pack_path};
@@ -84,13 +83,6 @@ pub struct StoreOptions {
     /// pre-images are always held: their new versions are stored as deltas against them.
     /// Default 32 MiB.
     pub max_held_bytes: u64,
-    /// The most bytes (before compression) of new copies (pre-images, and what it left of
-    /// small files) a turn keeps in its own log record instead of a pack: flushed with the
-    /// record, they cost no flush of their own, where a pack costs two (its bytes, then the
-    /// directory that names it). A one-file edit then costs two flushes in all: its pre-image as it is
-    /// captured, and the record. Every process that opens the store reads the log, which
-    /// this keeps small. 0: always a pack. Default 32 KiB.
-    pub max_inline_bytes: u64,
 }
 
 impl Default for StoreOptions {
@@ -103,7 +95,6 @@ impl Default for StoreOptions {
             max_small_after_bytes: 8 << 20,
             stream_file_bytes: 64 << 20,
             max_held_bytes: 32 << 20,
-            max_inline_bytes: INLINE_MAX,
         }
     }
 }
@@ -302,8 +293,7 @@ impl UndoStore {
     }
 
     /// The bytes of a stored file, checked against `hash`; `None` when the store does not hold
-    /// them. A copy a restore kept (in a pack), or a turn's record holds, is looked for in the
-    /// turns that refer to `hash`,
+    /// them. A copy a restore kept (in a pack) is looked for in the turns that refer to `hash`,
     /// which reads the log: for the paths of one turn, [`UndoStore::copies`] reads it once.
     pub fn blob(&self, hash: &ContentHash) -> Result<Option<Vec<u8>>, UndoError> {
         if let Some(bytes) = Copies::of(self, None).get(hash)? {
@@ -319,8 +309,7 @@ impl UndoStore {
         Ok(None)
     }
 
-    /// The stored files a restore of turn `id` reads (its blobs, its packs, and the copies its
-    /// record holds): for a dry run
+    /// The stored files a restore of turn `id` reads (its blobs, and its packs): for a dry run
     /// to show as a diff, with [`PathOutcome::becomes`](crate::PathOutcome::becomes). A turn
     /// no longer in the log has only its blobs.
     pub fn copies(&self, id: TurnId) -> Result<Copies<'_>, UndoError> {
@@ -1051,7 +1040,7 @@ impl<'a> Copies<'a> {
     }
 
     /// The bytes of `hash`, checked against it; `None` when neither the blobs nor the turn's
-    /// packs or record hold them.
+    /// packs hold them.
     pub fn get(&self, hash: &ContentHash) -> Result<Option<Vec<u8>>, UndoError> {
         self.stored
             .get(hash)

@@ -20,7 +20,6 @@ use crate::format::{
 use crate::git;
 use crate::ground::open_read;
 use crate::image::{ContentHash, Image, Spares};
-use crate::inline::Inline;
 use crate::log::LogState;
 use crate::pack::{PackWriter, pack_path};
 use crate::report::Notice;
@@ -432,8 +431,7 @@ impl UndoStore {
     }
 
     /// Stores the new pre-images of a finished turn in one pack, `<id>-0`, written and
-    /// flushed once, or, when they are few, in the turn's record itself (see
-    /// [`crate::inline`]), then pushes the turn (see [`UndoStore::commit_turn`]). Until the log
+    /// flushed once, then pushes the turn (see [`UndoStore::commit_turn`]). Until the log
     /// holds the turn, its in-flight file still holds the bytes of the new ones. A pre-image
     /// stored already, as a blob or in a pack the log names, is not stored again; the turn
     /// names the pack that holds it.
@@ -537,76 +535,54 @@ impl UndoStore {
             }
         };
         let mut inflight = Inflight::at(self.path(INFLIGHT_FILE));
-        let afters_in_path_order = (record.paths.iter())
-            .filter_map(|path| path.after.hash())
-            .filter_map(|hash| Some((hash, small_afters.get(&hash)?)));
-        // A small turn's new copies go into its record, flushed with it: a pack would cost
-        // two flushes more (see `crate::inline`).
-        let small_bytes: u64 = small_afters.values().map(|bytes| bytes.len() as u64).sum();
-        let room = self.inner.options.max_inline_bytes;
-        if raw.is_empty() && items.is_empty() && new_bytes.saturating_add(small_bytes) <= room {
-            let mut inline = Inline::default();
-            for (hash, pending) in in_path_order {
-                if !in_store(&hash) {
-                    let bytes = (pending.bytes(&hash, &mut inflight))
-                        .map_err(|err| UndoError::io("read", inflight.path(), err))?;
-                    (inline.put(hash, &bytes, Blobs::finish_level(bytes.len()))).map_err(failed)?;
-                }
+        let mut window: Vec<(ContentHash, std::borrow::Cow<'_, [u8]>)> = Vec::new();
+        let mut window_bytes = 0;
+        let mut in_path_order = in_path_order.peekable();
+        while let Some((hash, pending)) = in_path_order.next() {
+            if raw.contains(&hash)
+                && let Pending::Held(bytes) = pending
+            {
+                batch.push((hash, Form::Raw(bytes)));
+            } else if !in_store(&hash) {
+                let bytes = (pending.bytes(&hash, &mut inflight))
+                    .map_err(|err| UndoError::io("read", inflight.path(), err))?;
+                window_bytes += bytes.len();
+                window.push((hash, bytes));
             }
-            for (hash, bytes) in afters_in_path_order {
-                if !(pending.contains_key(&hash) || in_store(&hash)) {
-                    (inline.put(hash, bytes, Blobs::finish_level(bytes.len()))).map_err(failed)?;
-                }
-            }
-            record.inline = inline;
-        } else {
-            let mut window: Vec<(ContentHash, std::borrow::Cow<'_, [u8]>)> = Vec::new();
-            let mut window_bytes = 0;
-            let mut in_path_order = in_path_order.peekable();
-            while let Some((hash, pending)) = in_path_order.next() {
-                if raw.contains(&hash)
-                    && let Pending::Held(bytes) = pending
-                {
-                    batch.push((hash, Form::Raw(bytes)));
-                } else if !in_store(&hash) {
-                    let bytes = (pending.bytes(&hash, &mut inflight))
-                        .map_err(|err| UndoError::io("read", inflight.path(), err))?;
-                    window_bytes += bytes.len();
-                    window.push((hash, bytes));
-                }
-                if !window.is_empty()
-                    && (window_bytes >= PACK_WINDOW || in_path_order.peek().is_none())
-                {
-                    let writer = match &mut pack {
-                        Some(writer) => writer,
-                        None => pack.insert(PackWriter::create(blobs.dir()).map_err(failed)?),
-                    };
-                    let items: Vec<_> = (window.iter())
-                        .map(|(hash, bytes)| (*hash, &**bytes, level(bytes.len())))
-                        .collect();
-                    writer.add_all(&items).map_err(failed)?;
-                    window.clear();
-                    window_bytes = 0;
-                }
-            }
-            // Then what the turn left of small files, but a copy stored already or on its way.
-            let big_afters: BTreeSet<ContentHash> = items.iter().map(|(hash, _)| *hash).collect();
-            let small: Vec<_> = afters_in_path_order
-                .filter(|(hash, _)| {
-                    !(big_afters.contains(hash)
-                        || pending.contains_key(hash)
-                        || in_store(hash)
-                        || pack.as_ref().is_some_and(|writer| writer.contains(hash)))
-                })
-                .map(|(hash, bytes)| (hash, bytes.as_slice(), Blobs::finish_level(bytes.len())))
-                .collect();
-            if !small.is_empty() {
+            if !window.is_empty() && (window_bytes >= PACK_WINDOW || in_path_order.peek().is_none())
+            {
                 let writer = match &mut pack {
                     Some(writer) => writer,
                     None => pack.insert(PackWriter::create(blobs.dir()).map_err(failed)?),
                 };
-                writer.add_all(&small).map_err(failed)?;
+                let items: Vec<_> = (window.iter())
+                    .map(|(hash, bytes)| (*hash, &**bytes, level(bytes.len())))
+                    .collect();
+                writer.add_all(&items).map_err(failed)?;
+                window.clear();
+                window_bytes = 0;
             }
+        }
+        // Then what the turn left of small files, but a copy stored already or on its way.
+        let big_afters: BTreeSet<ContentHash> = items.iter().map(|(hash, _)| *hash).collect();
+        let afters_in_path_order = (record.paths.iter())
+            .filter_map(|path| path.after.hash())
+            .filter_map(|hash| Some((hash, small_afters.get(&hash)?)));
+        let small: Vec<_> = afters_in_path_order
+            .filter(|(hash, _)| {
+                !(big_afters.contains(hash)
+                    || pending.contains_key(hash)
+                    || in_store(hash)
+                    || pack.as_ref().is_some_and(|writer| writer.contains(hash)))
+            })
+            .map(|(hash, bytes)| (hash, bytes.as_slice(), Blobs::finish_level(bytes.len())))
+            .collect();
+        if !small.is_empty() {
+            let writer = match &mut pack {
+                Some(writer) => writer,
+                None => pack.insert(PackWriter::create(blobs.dir()).map_err(failed)?),
+            };
+            writer.add_all(&small).map_err(failed)?;
         }
         batch.extend(items);
         blobs.put_all(batch).map_err(failed)?;
@@ -662,8 +638,7 @@ mod tests {
     use crate::{StateDir, StoreOptions, TurnStart, UndoStore};
 
     /// A turn's pack holds its copies in the order of its paths, which is the order in which
-    /// a restore reads them: one pass through the file, not a seek per copy. (The copies come
-    /// to more than a record holds itself.)
+    /// a restore reads them: one pass through the file, not a seek per copy.
     #[tokio::test]
     async fn a_turns_pack_holds_its_copies_in_path_order() {
         let dir = tempfile::tempdir().unwrap();
@@ -673,7 +648,7 @@ mod tests {
             .map(|n| WorkspacePath::from_relative(&format!("f{n:02}")).unwrap())
             .collect();
         for (n, path) in paths.iter().enumerate() {
-            ws.write(path, format!("before {n}\n").repeat(100).as_bytes(), None)
+            ws.write(path, format!("before {n}\n").as_bytes(), None)
                 .await
                 .unwrap();
         }
@@ -683,7 +658,7 @@ mod tests {
         let rec = store.recorder(ws.clone());
         rec.begin_turn(TurnStart::default()).await.unwrap();
         for (n, path) in paths.iter().enumerate() {
-            rec.write(path, format!("after {n}\n").repeat(100).as_bytes(), None)
+            rec.write(path, format!("after {n}\n").as_bytes(), None)
                 .await
                 .unwrap();
         }

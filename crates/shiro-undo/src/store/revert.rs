@@ -59,10 +59,7 @@ impl Copies for Sources<'_> {
             return Some(bytes);
         }
         // A later turn found what this one left (its pre-image), or an undo kept it.
-        let found = self.store.packed(self.state).find(hash).map(str::to_owned);
-        let Some(name) = found else {
-            return self.state.inline_copy(hash)?.get(hash).ok().flatten();
-        };
+        let name = self.store.packed(self.state).find(hash)?.to_owned();
         let pack = Pack::open(&pack_path(self.store.inner.blobs.dir(), &name)).ok()?;
         pack.get(hash).ok().flatten()
     }
@@ -181,7 +178,6 @@ impl UndoStore {
             damage: None,
             group: None,
             git: None,
-            inline: Default::default(),
         };
         let blobs = &self.inner.blobs;
         let failed = |err| UndoError::io("store a copy in", blobs.dir(), err);
@@ -213,17 +209,6 @@ impl UndoStore {
                 && !record.packs.iter().any(|named| named == name)
             {
                 record.packs.push(name.to_owned());
-            }
-        }
-        // And the copies only a turn's record holds: held in this one's too, since that turn
-        // may leave the log before this one does.
-        for hash in &hashes {
-            if !(record.inline.contains(hash)
-                || blobs.contains(hash)
-                || packed.find(hash).is_some())
-                && let Some(inline) = state.inline_copy(hash)
-            {
-                record.inline.take_from(inline, hash);
             }
         }
         Ok(record)

@@ -111,7 +111,6 @@ impl Selection {
             damage: None,
             group,
             git: git.filter(|git| !git.is_empty()),
-            inline: Default::default(),
         };
         for member in &members {
             for tool in &member.tools {
@@ -127,7 +126,6 @@ impl Selection {
                     turn.packs.push(pack.clone());
                 }
             }
-            turn.inline.extend(&member.inline);
         }
         turn.bash_unrestorable.sort();
         turn.bash_unrestorable.dedup();
@@ -189,10 +187,6 @@ impl Selection {
                     member.packs.push(pack.clone());
                 }
             }
-            // What it no longer refers to. (What it refers to that another member's record
-            // holds, a forced undo's copy, say, is never needed once the members part: each
-            // goes back to the undo stack, where its own undo keeps again what it replaces.)
-            member.prune_inline();
         }
     }
 }

@@ -207,7 +207,6 @@ impl UndoStore {
                 Direction::Redo => record.before = item.now.clone(),
             }
         }
-        restored.prune_inline();
         if let Some(record) = &mut restored.git
             && options.force
         {
