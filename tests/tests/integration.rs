@@ -10,6 +10,7 @@ mod bash_background;
 mod bash_capture;
 mod bash_crash;
 mod bash_git;
+mod bash_new_trees;
 mod bash_property;
 mod bash_sandbox;
 mod big_files;

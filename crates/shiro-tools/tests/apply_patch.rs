@@ -554,6 +554,7 @@ fn injected(mutation: &Mutation<'_>) -> &'static str {
         Mutation::RemoveFile(_) => "injected fault remove",
         Mutation::RemoveDir(_) => "injected fault remove directory",
         Mutation::RemoveTree(_) => "injected fault remove tree",
+        Mutation::MoveTreeIn(_) => "injected fault move tree in",
         Mutation::Rename { .. } => "injected fault rename",
     }
 }

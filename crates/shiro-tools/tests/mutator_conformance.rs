@@ -960,3 +960,63 @@ async fn real_stat_many_answers_as_one_path_at_a_time() {
         "every file was read"
     );
 }
+
+/// A new tree outside the workspace (a command's layer) is moved in whole where nothing is;
+/// where something is, where the path is protected, or across file systems, nothing moves
+/// and the caller is told. A mutator without a disk never moves one.
+#[tokio::test]
+async fn move_tree_in_moves_a_new_tree_whole_or_nothing() {
+    use std::os::unix::fs::MetadataExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let tree = |name: &str, root: &Path| {
+        let source = root.join(name);
+        std::fs::create_dir_all(source.join("a")).unwrap();
+        std::fs::write(source.join("a/f"), name).unwrap();
+        std::os::unix::fs::symlink("a/f", source.join("link")).unwrap();
+        source
+    };
+    let listed = [p("new/a"), p("new/a/f"), p("new/link")];
+    let fs = FsMutator::new(dir.path()).unwrap();
+
+    let source = tree("one", outside.path());
+    assert!(fs.move_tree_in(&source, &p("new"), &listed).await.unwrap());
+    assert!(!source.exists(), "the tree is still in the layer");
+    assert_eq!(fs.read(&p("new/a/f")).await.unwrap(), b"one");
+    assert!(matches!(
+        fs.stat(&p("new/link")).await.unwrap(),
+        Stat::Symlink { target } if target == "a/f"
+    ));
+
+    // Taken by then: refused, and both trees are as they were.
+    let source = tree("two", outside.path());
+    assert!(!fs.move_tree_in(&source, &p("new"), &listed).await.unwrap());
+    assert_eq!(std::fs::read(source.join("a/f")).unwrap(), b"two");
+    assert_eq!(fs.read(&p("new/a/f")).await.unwrap(), b"one");
+
+    let refused = fs.move_tree_in(&source, &p(".git"), &[]).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(source.join("a/f").exists() && !dir.path().join(".git").exists());
+
+    assert!(
+        !(MemMutator::new().move_tree_in(&source, &p("new"), &listed))
+            .await
+            .unwrap()
+    );
+
+    let shm = Path::new("/dev/shm");
+    if !shm
+        .metadata()
+        .is_ok_and(|meta| meta.dev() != dir.path().metadata().unwrap().dev())
+    {
+        eprintln!(
+            "skipped the other file system: /dev/shm is missing or on the same file system as {:?}",
+            dir.path()
+        );
+        return;
+    }
+    let far = tempfile::tempdir_in(shm).unwrap();
+    let source = tree("three", far.path());
+    assert!(!fs.move_tree_in(&source, &p("other"), &[]).await.unwrap());
+    assert!(source.join("a/f").exists() && !dir.path().join("other").exists());
+}

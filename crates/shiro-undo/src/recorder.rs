@@ -692,6 +692,20 @@ impl<M: Mutator> Mutator for Recording<M> {
     }
 
     /// Captures the directory and everything listed under it (in one batch, unless the
+    /// caller prepared them: each is absent), then moves the tree in.
+    async fn move_tree_in(
+        &self,
+        source: &Path,
+        path: &WorkspacePath,
+        listed: &[WorkspacePath],
+    ) -> Result<bool, MutatorError> {
+        let mut slot = self.turn.lock().await;
+        let paths: Vec<&WorkspacePath> = std::iter::once(path).chain(listed).collect();
+        self.capture(&mut slot, &paths).await?;
+        self.inner.move_tree_in(source, path, listed).await
+    }
+
+    /// Captures the directory and everything listed under it (in one batch, unless the
     /// caller prepared them), then removes it.
     async fn remove_tree(
         &self,

@@ -424,6 +424,15 @@ enum Step {
         listed: Vec<DirEntry>,
     },
     MakeDir(WorkspacePath),
+    /// Moves the layer's directory `source`, new to the workspace, in whole (see
+    /// `Mutator::move_tree_in`); `listed` holds every path under it, and `steps` make it
+    /// entry by entry where the move cannot be made.
+    MoveTreeIn {
+        path: WorkspacePath,
+        source: PathBuf,
+        listed: Vec<WorkspacePath>,
+        steps: Vec<Step>,
+    },
     /// Writes the upper layer's file `source` at the path.
     Write {
         path: WorkspacePath,
@@ -444,6 +453,7 @@ impl Step {
             | Step::RemoveDir(path)
             | Step::RemoveTree { path, .. }
             | Step::MakeDir(path)
+            | Step::MoveTreeIn { path, .. }
             | Step::SetMode(path, _)
             | Step::Write { path, .. }
             | Step::Link { path, .. } => path,
@@ -479,6 +489,20 @@ impl Step {
                 }
                 other => other,
             },
+            Step::MoveTreeIn {
+                path,
+                source,
+                listed,
+                steps,
+            } => {
+                if mutator.move_tree_in(source, path, listed).await? {
+                    return Ok(());
+                }
+                for step in steps {
+                    Box::pin(step.apply(mutator, layer)).await?;
+                }
+                Ok(())
+            }
             Step::SetMode(path, mode) => mutator.set_mode(path, *mode).await,
             Step::Link { path, target } => {
                 if let Stat::Symlink { target: now } = mutator.stat(path).await?
@@ -514,6 +538,10 @@ struct Plan {
     shown: BTreeMap<WorkspacePath, (bool, bool)>,
     order: Vec<WorkspacePath>,
     notes: Vec<String>,
+    /// How many entries were found that a directory moved in whole must not hold (a
+    /// whiteout, a file with other names, a directory the overlay marked): a new directory
+    /// is moved in whole only when none was found under it.
+    unmovable: usize,
 }
 
 impl Plan {
@@ -527,8 +555,12 @@ impl Plan {
         let mut set: BTreeSet<&WorkspacePath> = BTreeSet::new();
         for step in &self.steps {
             set.insert(step.path());
-            if let Step::RemoveTree { listed, .. } = step {
-                set.extend(listed.iter().map(|entry| &entry.path));
+            match step {
+                Step::RemoveTree { listed, .. } => {
+                    set.extend(listed.iter().map(|entry| &entry.path));
+                }
+                Step::MoveTreeIn { listed, .. } => set.extend(listed),
+                _ => {}
             }
         }
         set.into_iter().cloned().collect()
@@ -609,6 +641,7 @@ impl Plan {
             };
             let mode = meta.mode() & 0o7777;
             if kind.is_char_device() && meta.rdev() == 0 {
+                self.unmovable += 1;
                 self.remove(&path, &now, mutator).await?;
             } else if kind.is_dir() {
                 let how = if complete || is_opaque(&source) {
@@ -625,12 +658,13 @@ impl Plan {
                     }
                     _ => {
                         self.remove(&path, &now, mutator).await?;
-                        self.steps.push(Step::MakeDir(path.clone()));
-                        Box::pin(self.merge_dir(&source, Some(&path), Merge::New, mutator)).await?;
-                        self.steps.push(Step::SetMode(path, mode));
+                        Box::pin(self.new_dir(path, source, mode, mutator)).await?;
                     }
                 }
             } else if kind.is_file() {
+                if meta.nlink() != 1 {
+                    self.unmovable += 1;
+                }
                 let same = match &now {
                     Stat::File { len, .. } if *len == meta.len() => {
                         same_bytes(mutator, &path, &source).await?
@@ -689,6 +723,44 @@ impl Plan {
         Ok(())
     }
 
+    /// Makes the workspace directory `path`, where nothing is now, with everything the layer's
+    /// directory `source` holds: with one move of the whole directory when nothing under it
+    /// needs more than a rename (a command that made `node_modules` or a build tree, say),
+    /// else entry by entry.
+    async fn new_dir(
+        &mut self,
+        path: WorkspacePath,
+        source: PathBuf,
+        mode: u32,
+        mutator: &dyn Mutator,
+    ) -> Result<(), MutatorError> {
+        let (first, notes, unmovable) = (self.steps.len(), self.notes.len(), self.unmovable);
+        self.steps.push(Step::MakeDir(path.clone()));
+        self.merge_dir(&source, Some(&path), Merge::New, mutator)
+            .await?;
+        self.steps.push(Step::SetMode(path.clone(), mode));
+        if marked_by_overlay(&source) {
+            self.unmovable += 1;
+        }
+        // A note says something under it is not carried over, so it must not be moved.
+        if self.notes.len() != notes || self.unmovable != unmovable {
+            return Ok(());
+        }
+        let steps: Vec<Step> = self.steps.drain(first..).collect();
+        let mut listed = Vec::new();
+        for step in &steps {
+            list_made(step, &mut listed);
+        }
+        listed.retain(|made| *made != path);
+        self.steps.push(Step::MoveTreeIn {
+            path,
+            source,
+            listed,
+            steps,
+        });
+        Ok(())
+    }
+
     /// Removes what is at `path` if it is a directory (a file or link there is replaced by
     /// the write that follows).
     async fn remove_dir(
@@ -742,6 +814,20 @@ impl Plan {
             }
         }
         Ok(())
+    }
+}
+
+/// Appends the paths `step` makes to `made`.
+fn list_made(step: &Step, made: &mut Vec<WorkspacePath>) {
+    match step {
+        Step::MakeDir(path) | Step::Write { path, .. } | Step::Link { path, .. } => {
+            made.push(path.clone());
+        }
+        Step::MoveTreeIn { path, listed, .. } => {
+            made.push(path.clone());
+            made.extend(listed.iter().cloned());
+        }
+        Step::RemoveFile(_) | Step::RemoveDir(_) | Step::RemoveTree { .. } | Step::SetMode(..) => {}
     }
 }
 
@@ -806,6 +892,20 @@ async fn stat_or_absent(mutator: &dyn Mutator, path: &WorkspacePath) -> Result<S
         Err(MutatorError::NotFound(_) | MutatorError::NotDirectory(_)) => Ok(Stat::Absent),
         Err(err) => Err(err),
     }
+}
+
+/// Whether the overlay left a mark of its own on the layer's directory `dir` (an extended
+/// attribute of its namespace: opaque, impure, a redirect), which the workspace must not
+/// get; `true` too when its attributes cannot be listed.
+fn marked_by_overlay(dir: &Path) -> bool {
+    let mut names = vec![0u8; 4096];
+    let len = match rustix::fs::llistxattr(dir, &mut names[..]) {
+        Ok(len) => len,
+        Err(rustix::io::Errno::NOTSUP) => return false,
+        Err(_) => return true,
+    };
+    (names[..len].split(|&byte| byte == 0))
+        .any(|name| name.starts_with(b"trusted.overlay.") || name.starts_with(b"user.overlay."))
 }
 
 /// Whether the overlay marked the layer's directory opaque: it replaced a directory, whose

@@ -26,6 +26,8 @@ pub enum Mutation<'a> {
     RemoveDir(&'a WorkspacePath),
     /// [`Mutator::remove_tree`]: the directory removed with everything in it.
     RemoveTree(&'a WorkspacePath),
+    /// [`Mutator::move_tree_in`]: a new directory moved in with everything in it.
+    MoveTreeIn(&'a WorkspacePath),
     /// [`Mutator::rename`].
     Rename {
         /// The source.
@@ -46,6 +48,7 @@ impl Mutation<'_> {
             | Mutation::RemoveFile(path)
             | Mutation::RemoveDir(path)
             | Mutation::RemoveTree(path)
+            | Mutation::MoveTreeIn(path)
             | Mutation::Rename { from: path, .. } => path,
         }
     }
@@ -60,6 +63,7 @@ impl Mutation<'_> {
             Mutation::RemoveFile(_) => "remove",
             Mutation::RemoveDir(_) => "remove directory",
             Mutation::RemoveTree(_) => "remove tree",
+            Mutation::MoveTreeIn(_) => "move tree in",
             Mutation::Rename { .. } => "rename",
         }
     }
@@ -297,6 +301,19 @@ impl<M: Mutator> Mutator for Hooked<M> {
         self.around(
             Mutation::RemoveTree(path),
             self.inner.remove_tree(path, listed, aside),
+        )
+        .await
+    }
+
+    async fn move_tree_in(
+        &self,
+        source: &Path,
+        path: &WorkspacePath,
+        listed: &[WorkspacePath],
+    ) -> Result<bool, MutatorError> {
+        self.around(
+            Mutation::MoveTreeIn(path),
+            self.inner.move_tree_in(source, path, listed),
         )
         .await
     }

@@ -260,6 +260,25 @@ pub trait Mutator: Send + Sync {
         remove_listed(self, path, listed).await
     }
 
+    /// Moves the directory `source`, outside the workspace, to `path`, where nothing is, with
+    /// everything in it and with one rename, for a caller that made the tree itself (a
+    /// command's layer) and, recording, captured `path` and `listed`, the workspace paths of
+    /// every entry under it. The tree must hold only what a workspace may: directories,
+    /// regular files with one name each, and symbolic links, none of them protected.
+    ///
+    /// `Ok(false)`, having done nothing, when it cannot: `source` is on another file system,
+    /// something is at `path` now, or the mutator keeps no files on disk (the default). The
+    /// caller then makes the entries one at a time.
+    async fn move_tree_in(
+        &self,
+        source: &Path,
+        path: &WorkspacePath,
+        listed: &[WorkspacePath],
+    ) -> Result<bool, MutatorError> {
+        let _ = (source, path, listed);
+        Ok(false)
+    }
+
     /// What is at `path` itself, reached through real directories only: like
     /// [`Mutator::stat`], but a path with an ancestor that is not a directory (a file, a
     /// symbolic link, or nothing) is [`Stat::Absent`]. What a link on the way reaches is

@@ -732,6 +732,16 @@ impl<M: Mutator> Mutator for Timed<M> {
             .await
     }
 
+    async fn move_tree_in(
+        &self,
+        source: &Path,
+        path: &WorkspacePath,
+        listed: &[WorkspacePath],
+    ) -> Result<bool, MutatorError> {
+        self.change(self.inner.move_tree_in(source, path, listed))
+            .await
+    }
+
     async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
         self.inner.real_stat(path).await
     }

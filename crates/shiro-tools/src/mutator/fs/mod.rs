@@ -372,6 +372,25 @@ fn move_in(
     }
 }
 
+/// See [`Mutator::move_tree_in`]: one rename, refused (`false`) where `path` is taken or
+/// `source` is on another file system.
+fn move_tree_in(roots: &Roots, source: &Path, path: &WorkspacePath) -> Result<bool, MutatorError> {
+    let dir = roots.parent_for_change(path)?;
+    match rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        source,
+        &dir,
+        path.file_name(),
+        rustix::fs::RenameFlags::NOREPLACE,
+    ) {
+        Ok(()) => Ok(true),
+        // Made since the caller looked, or another file system (`EINVAL`: one that cannot
+        // rename without replacing).
+        Err(Errno::EXIST | Errno::XDEV | Errno::INVAL | Errno::NOSYS) => Ok(false),
+        Err(errno) => Err(io_error("move the new directory into", path, errno.into())),
+    }
+}
+
 /// See [`Mutator::link_out`].
 fn link_out(roots: &Roots, path: &WorkspacePath, to: &Path) -> Result<bool, MutatorError> {
     // A path the jail refuses to change is not kept either: the capture that asked reads it.
@@ -767,6 +786,18 @@ impl Mutator for FsMutator {
             return Ok(());
         }
         super::copy_in(self, source, path, mode).await
+    }
+
+    async fn move_tree_in(
+        &self,
+        source: &Path,
+        path: &WorkspacePath,
+        listed: &[WorkspacePath],
+    ) -> Result<bool, MutatorError> {
+        let _ = listed;
+        let (source, path) = (source.to_path_buf(), path.clone());
+        self.blocking(move |roots| move_tree_in(roots, &source, &path))
+            .await
     }
 
     async fn link_out(&self, path: &WorkspacePath, to: &Path) -> Result<bool, MutatorError> {
