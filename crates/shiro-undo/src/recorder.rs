@@ -691,8 +691,8 @@ impl<M: Mutator> Mutator for Recording<M> {
         self.inner.remove_dir(path).await
     }
 
-    /// Captures the directory and everything listed under it (in one batch, unless the
-    /// caller prepared them: each is absent), then moves the tree in.
+    /// Captures the directory and every path listed under it, each absent before the call (in
+    /// one batch, unless the caller prepared them), then moves the tree in.
     async fn move_tree_in(
         &self,
         source: &Path,
