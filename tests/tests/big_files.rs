@@ -1,6 +1,6 @@
 //! A turn on a file far bigger than what the store holds in memory: a bash command appends to
 //! a 160 MiB file, and the turn, its undo and its redo are exact, while no `shiro` process's
-//! peak memory comes near the file's size. The store copies and hashes such files a piece at
+//! peak memory comes near the file's size, nor that of the dry runs that preview the undo. The store copies and hashes such files a piece at
 //! a time (`StoreOptions::stream_file_bytes`, docs/formats.md); it used to hold the old and
 //! the new version whole, twice the file.
 //!
@@ -130,6 +130,24 @@ fn a_bash_turn_on_a_big_file_is_exact_in_bounded_memory() {
         (old.dev(), old.ino(), 1, BIG as u64),
         "the kept blob is the old file itself"
     );
+
+    // The previews, of the undo and of a revert of the turn, show the file's lengths and
+    // read neither version whole.
+    let shown = format!(
+        "Large files differ ({} -> {} bytes; diffs are shown up to 8 MiB)",
+        BIG + 5,
+        BIG
+    );
+    for preview in [
+        &["undo", "--dry-run"][..],
+        &["undo", "--turn", "1", "--dry-run"],
+    ] {
+        let (run, kib) = measured(&ws, preview);
+        assert_eq!(run.code, 0, "{}", run.show());
+        assert!(run.stdout.contains(&shown), "{preview:?}: {}", run.show());
+        assert!(kib < MAX_KIB, "{preview:?} peaked at {kib} KiB");
+    }
+    assert!(same_bytes(&big, &after), "a dry run changed the file");
 
     let (run, kib) = measured(&ws, &["undo"]);
     assert_eq!(run.code, 0, "{}", run.show());

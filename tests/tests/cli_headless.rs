@@ -616,3 +616,43 @@ fn undo_turn_reverts_one_turn_and_keeps_the_later_ones() {
     assert_eq!(both.code, 2, "{}", both.show());
     insta::assert_snapshot!(t);
 }
+
+/// A dry run over a file past `PREVIEW_MAX_BYTES` (8 MiB) shows its lengths, not a diff of
+/// its bytes, and reads neither version whole: the undo's preview and the revert's alike.
+#[test]
+fn dry_runs_show_a_big_file_by_its_lengths() {
+    let ws = Ws::new();
+    let big = |line: &str| line.repeat((9 << 20) / line.len());
+    ws.write("big.txt", &big("before, one line of a big file\n"));
+    let args = serde_json::json!({
+        "path": "big.txt",
+        "content": big("after, one line of the big file\n"),
+    });
+    let outside = tempfile::tempdir().unwrap();
+    let file = outside.path().join("args.json");
+    std::fs::write(&file, args.to_string()).unwrap();
+    let arg = format!("@{}", file.display());
+    ws.ok(&["tool", "write_file", "--args", &arg]);
+    ws.ok(&[
+        "tool",
+        "write_file",
+        "--args",
+        r#"{"path":"small.txt","content":"small\n"}"#,
+    ]);
+
+    let mut t = String::new();
+    let mut step = |label: &str, run: &support::Run| {
+        t += &format!("$ shiro {label}\n{}\n", normalize_times(&run.show()));
+    };
+    step(
+        "undo --turn 1 --dry-run",
+        &ws.ok(&["undo", "--turn", "1", "--dry-run"]),
+    );
+    ws.ok(&["undo"]);
+    step("undo --dry-run", &ws.ok(&["undo", "--dry-run"]));
+    assert!(
+        ws.read("big.txt").starts_with("after"),
+        "a dry run changed the file"
+    );
+    insta::assert_snapshot!(t);
+}

@@ -38,6 +38,16 @@ pub enum Side {
     Absent,
     /// A regular file's bytes and mode.
     File(Vec<u8>, u32),
+    /// A regular file over [`shiro_undo::PREVIEW_MAX_BYTES`], whose bytes are not read: its
+    /// length, mode and hash (which tells two versions apart).
+    Big {
+        /// Length in bytes.
+        len: u64,
+        /// Unix permission bits.
+        mode: u32,
+        /// The hash of its bytes.
+        hash: shiro_undo::ContentHash,
+    },
     /// A directory.
     Dir,
     /// A symbolic link to a target.
@@ -53,13 +63,22 @@ pub fn diff(path: &str, old: &Side, new: &Side, color: Color) -> String {
     };
     header(&mut out, format!("--- {}", label("a", path, old)));
     header(&mut out, format!("+++ {}", label("b", path, new)));
+    if let (Some(mode_a), Some(mode_b)) = (old.file_mode(), new.file_mode())
+        && mode_a != mode_b
+    {
+        out.push_str(&format!("mode {mode_a:o} -> {mode_b:o}\n"));
+    }
     match (old, new) {
-        (Side::File(a, mode_a), Side::File(b, mode_b)) => {
-            if mode_a != mode_b {
-                out.push_str(&format!("mode {mode_a:o} -> {mode_b:o}\n"));
-            }
-            out.push_str(&text_diff(a, b, color));
+        (Side::Big { .. }, _) | (_, Side::Big { .. }) if old.file_hash() != new.file_hash() => {
+            out.push_str(&format!(
+                "Large files differ ({} -> {} bytes; diffs are shown up to {} MiB)\n",
+                old.file_len(),
+                new.file_len(),
+                shiro_undo::PREVIEW_MAX_BYTES >> 20
+            ));
         }
+        (Side::Big { .. }, _) | (_, Side::Big { .. }) => {}
+        (Side::File(a, _), Side::File(b, _)) => out.push_str(&text_diff(a, b, color)),
         (Side::File(a, _), _) => out.push_str(&text_diff(a, b"", color)),
         (_, Side::File(b, _)) => out.push_str(&text_diff(b"", b, color)),
         _ => {}
@@ -70,10 +89,38 @@ pub fn diff(path: &str, old: &Side, new: &Side, color: Color) -> String {
             Side::Symlink(target) => {
                 out.push_str(&color.paint(code, &format!("{sign}(symbolic link to {target})\n")));
             }
-            Side::Absent | Side::File(..) => {}
+            Side::Absent | Side::File(..) | Side::Big { .. } => {}
         }
     }
     out
+}
+
+impl Side {
+    /// A regular file's mode.
+    fn file_mode(&self) -> Option<u32> {
+        match self {
+            Side::File(_, mode) | Side::Big { mode, .. } => Some(*mode),
+            Side::Absent | Side::Dir | Side::Symlink(_) => None,
+        }
+    }
+
+    /// A regular file's length; 0 for anything else.
+    fn file_len(&self) -> u64 {
+        match self {
+            Side::File(bytes, _) => bytes.len() as u64,
+            Side::Big { len, .. } => *len,
+            Side::Absent | Side::Dir | Side::Symlink(_) => 0,
+        }
+    }
+
+    /// A regular file's hash (computed for a file whose bytes are held).
+    fn file_hash(&self) -> Option<shiro_undo::ContentHash> {
+        match self {
+            Side::File(bytes, _) => Some(shiro_undo::ContentHash::of(bytes)),
+            Side::Big { hash, .. } => Some(*hash),
+            Side::Absent | Side::Dir | Side::Symlink(_) => None,
+        }
+    }
 }
 
 fn label(prefix: &str, path: &str, side: &Side) -> String {
@@ -159,6 +206,39 @@ mod tests {
             "d",
             &Side::Dir,
             &Side::Symlink("target".into()),
+            Color::Never,
+        );
+        insta::assert_snapshot!(out);
+    }
+
+    /// A file past the preview limit is shown by its lengths; its mode still shows, and two
+    /// versions with the same bytes show no change of bytes.
+    #[test]
+    fn shows_big_files_by_their_lengths() {
+        let big = |fill: u8, len: u64, mode: u32| Side::Big {
+            len,
+            mode,
+            hash: shiro_undo::ContentHash::of(&[fill]),
+        };
+        let small = Side::File(b"small\n".to_vec(), 0o644);
+        let mut out = String::new();
+        out += &diff(
+            "grown.bin",
+            &big(1, 9 << 20, 0o644),
+            &big(2, 10 << 20, 0o644),
+            Color::Never,
+        );
+        out += &diff("was-small", &small, &big(3, 9 << 20, 0o644), Color::Never);
+        out += &diff(
+            "gone.bin",
+            &big(4, 9 << 20, 0o644),
+            &Side::Absent,
+            Color::Never,
+        );
+        out += &diff(
+            "run.bin",
+            &big(5, 9 << 20, 0o644),
+            &big(5, 9 << 20, 0o755),
             Color::Never,
         );
         insta::assert_snapshot!(out);

@@ -85,3 +85,9 @@ pub use revert::report::{
     RevertConflict, RevertConflictKind, RevertConflicts, RevertOutcome, RevertPath,
 };
 pub use store::{Abandoned, Copies, PathStanding, StoreOptions, UndoOptions, UndoStore};
+
+/// The largest file whose bytes a dry run reads to show its change as a diff. Past it, a
+/// preview shows the file's lengths, not its bytes: a diff of such a file is no use to read,
+/// and reading both versions whole would cost memory in proportion to the file (a restore
+/// itself streams big files; see `docs/undo.md`, "Big files").
+pub const PREVIEW_MAX_BYTES: u64 = 8 << 20;

@@ -7,7 +7,8 @@ use std::sync::atomic::Ordering;
 use anyhow::{Context as _, Result, anyhow, bail};
 use shiro_tools::{FsMutator, Mutator};
 use shiro_undo::{
-    Image, RevertOutcome, TurnId, TurnStart, UndoError, UndoOptions, UndoOutcome, UndoStore,
+    Image, PREVIEW_MAX_BYTES, RevertOutcome, TurnId, TurnStart, UndoError, UndoOptions,
+    UndoOutcome, UndoStore,
 };
 
 use super::{
@@ -202,11 +203,8 @@ pub fn revert_summary(store: &UndoStore, id: TurnId) -> String {
 pub fn revert_diff(outcome: &RevertOutcome, color: Color) -> String {
     let mut out = String::new();
     for path in &outcome.paths {
-        let now = side_of(&path.now, path.now_bytes.clone().unwrap_or_default());
-        let becomes = side_of(
-            &path.becomes,
-            path.becomes_bytes.clone().unwrap_or_default(),
-        );
+        let now = side_of(&path.now, path.now_bytes.clone());
+        let becomes = side_of(&path.becomes, path.becomes_bytes.clone());
         if now != becomes {
             out.push_str(&render::diff(path.path.as_str(), &now, &becomes, color));
         }
@@ -247,14 +245,18 @@ pub async fn dry_run_diff(
     let copies = store.copies(outcome.turn.id)?;
     for path in &outcome.paths {
         let now_bytes = match &path.now {
-            Image::File { .. } => workspace.read(&path.path).await?,
-            _ => Vec::new(),
+            Image::File { len, .. } if *len <= PREVIEW_MAX_BYTES => {
+                Some(workspace.read(&path.path).await?)
+            }
+            _ => None,
         };
-        let becomes_bytes = match path.becomes.hash() {
-            Some(hash) => copies
-                .get(&hash)?
-                .ok_or_else(|| anyhow!("the stored copy of {} is missing", path.path))?,
-            None => Vec::new(),
+        let becomes_bytes = match &path.becomes {
+            Image::File { len, hash, .. } if *len <= PREVIEW_MAX_BYTES => Some(
+                copies
+                    .get(hash)?
+                    .ok_or_else(|| anyhow!("the stored copy of {} is missing", path.path))?,
+            ),
+            _ => None,
         };
         let now = side_of(&path.now, now_bytes);
         let becomes = side_of(&path.becomes, becomes_bytes);
@@ -265,11 +267,17 @@ pub async fn dry_run_diff(
     Ok(out)
 }
 
-/// What `image` shows in a diff; `bytes` are the file's when it is one.
-fn side_of(image: &Image, bytes: Vec<u8>) -> Side {
+/// What `image` shows in a diff; `bytes` are the file's when it is one, read only up to
+/// [`PREVIEW_MAX_BYTES`].
+fn side_of(image: &Image, bytes: Option<Vec<u8>>) -> Side {
     match image {
         Image::Absent => Side::Absent,
-        Image::File { mode, .. } => Side::File(bytes, *mode),
+        Image::File { len, mode, hash } if *len > PREVIEW_MAX_BYTES => Side::Big {
+            len: *len,
+            mode: *mode,
+            hash: *hash,
+        },
+        Image::File { mode, .. } => Side::File(bytes.unwrap_or_default(), *mode),
         Image::Dir { .. } => Side::Dir,
         Image::Symlink { target } => Side::Symlink(target.clone()),
     }

@@ -43,11 +43,12 @@ pub struct RevertPath {
     /// that was changed since, those later changes kept.
     pub merged: bool,
     /// In a dry run, for a file the revert changes: its bytes now (for the caller to show
-    /// the change as a diff). `None` otherwise.
+    /// the change as a diff). `None` otherwise, and for a file over
+    /// [`PREVIEW_MAX_BYTES`](crate::PREVIEW_MAX_BYTES).
     #[serde(skip)]
     pub now_bytes: Option<Vec<u8>>,
     /// In a dry run, for a file the revert writes: the bytes it would write. `None`
-    /// otherwise.
+    /// otherwise, and for a file over [`PREVIEW_MAX_BYTES`](crate::PREVIEW_MAX_BYTES).
     #[serde(skip)]
     pub becomes_bytes: Option<Vec<u8>>,
 }

@@ -14,6 +14,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use shiro_tools::{Mutator, WorkspacePath};
 
+use crate::PREVIEW_MAX_BYTES;
 use crate::blob::Blobs;
 use crate::error::UndoError;
 use crate::format::{Begun, LogLine, PROGRESS_FILE, PathRecord, TurnMeta, TurnRecord};
@@ -330,7 +331,7 @@ impl UndoStore {
 }
 
 /// The plan of a revert of `turn` as a dry run's outcome: every path with the bytes of each
-/// file it changes, now and as it would write them.
+/// file it changes, now and as it would write them, up to [`PREVIEW_MAX_BYTES`] each.
 async fn dry_run(
     workspace: &dyn Mutator,
     turn: &TurnRecord,
@@ -342,13 +343,17 @@ async fn dry_run(
         if !step.changes() {
             continue;
         }
-        if let Image::File { .. } = step.now {
+        if let Image::File { len, .. } = step.now
+            && len <= PREVIEW_MAX_BYTES
+        {
             path.now_bytes = match step.now_bytes.take() {
                 Some(bytes) => Some(bytes),
                 None => Some(workspace.read(&step.path).await?),
             };
         }
-        if let Some(hash) = step.becomes.hash() {
+        if let Image::File { len, hash, .. } = step.becomes
+            && len <= PREVIEW_MAX_BYTES
+        {
             path.becomes_bytes = match step.merged.take() {
                 Some(bytes) => Some(bytes),
                 None => stored
