@@ -21,6 +21,8 @@ mod cases;
 mod inputs;
 #[path = "shiro_bench/mcp.rs"]
 mod mcp;
+#[path = "shiro_bench/quiet.rs"]
+mod quiet;
 #[path = "shiro_bench/report.rs"]
 mod report;
 #[path = "shiro_bench/search.rs"]
@@ -146,6 +148,8 @@ impl Plan {
 pub(crate) struct Runner {
     pub(crate) exe: PathBuf,
     home: PathBuf,
+    /// Waits before each case until file creation is unshadowed (see `quiet`).
+    quiet: quiet::Quiet,
     /// Every case run, for the memory table: (section, label, result).
     log: Vec<(String, String, Result<CaseResult, String>)>,
 }
@@ -158,6 +162,9 @@ impl Runner {
         case: &Case,
     ) -> Result<CaseResult, String> {
         eprintln!("shiro_bench: {section}: {label}");
+        if let Err(err) = self.quiet.settle(&format!("{section}: {label}")) {
+            eprintln!("shiro_bench:   cannot tell whether the disk is quiet: {err:#}");
+        }
         let result = self.spawn(case).map_err(|err| format!("{err:#}"));
         if let Err(why) = &result {
             eprintln!("shiro_bench:   not measured: {why}");
@@ -280,15 +287,18 @@ fn real_main() -> Result<()> {
     let mut runner = Runner {
         exe: std::env::current_exe()?,
         home,
+        quiet: quiet::Quiet::new(work.path())?,
         log: Vec::new(),
     };
     let started = Instant::now();
     let sections = only.unwrap_or_else(|| SECTIONS.iter().map(|s| (*s).to_owned()).collect());
     let doc = bench(&plan, &sections, &shiro, work.path(), &mut runner)?;
-    let mut doc = doc.replace(
-        "{ELAPSED}",
-        &format!("{:.0} s", started.elapsed().as_secs_f64()),
-    );
+    let mut doc = doc
+        .replace(
+            "{ELAPSED}",
+            &format!("{:.0} s", started.elapsed().as_secs_f64()),
+        )
+        .replace("{QUIET}", &runner.quiet.report());
     // What changed against the previous run, and why, written by hand beside the page: the
     // one part of it that is not measured.
     if let Ok(notes) = fs::read_to_string(out.with_file_name(NOTES_FILE)) {
@@ -462,7 +472,7 @@ fn header(doc: &mut String, plan: &Plan, shiro: &Path, fsync: &Cell) -> Result<(
          exits. The machine is shared with other work (compilers), so the spread (min–max) \
          matters as much as the median. Benchmarks are not assertions: the test suite never \
          times anything. Build times are not here: each takes a fresh clone and a quiet \
-         machine, so they are measured apart (`build-times.md`).\n",
+         machine, so they are measured apart (`build-times.md`).\n\n{{QUIET}}",
         quick = if plan.name == "quick" { " --quick" } else { "" },
         mode = plan.name,
         mem = bytes(mem_kib * 1024),
