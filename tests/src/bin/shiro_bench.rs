@@ -729,12 +729,16 @@ fn settle() -> Result<()> {
     run_ok(Command::new("sync")).map(drop)
 }
 
-/// Makes `ws` a git repository of its own (`ws/.git`) with every file committed.
+/// Makes `ws` a git repository of its own (`ws/.git`) with every file committed. Without
+/// automatic collection: after committing 100,000 loose objects, `git commit` would start a
+/// `git gc` in the background, which packs them for minutes beside the timed cases and was
+/// still writing into `.git` when the harness removed the workspace.
 fn own_repository(ws: &Path) -> Result<()> {
     let mut sh = Command::new("sh");
     sh.args([
         "-c",
-        "git init -q && git add -A && git -c user.name=bench -c user.email=bench@localhost \
+        "git init -q && git config gc.auto 0 && git config maintenance.auto false \
+         && git add -A && git -c user.name=bench -c user.email=bench@localhost \
          -c commit.gpgsign=false commit -qm bench",
     ])
     .current_dir(ws)
