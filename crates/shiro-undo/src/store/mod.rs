@@ -483,7 +483,7 @@ impl UndoStore {
     fn packed(&self, state: &LogState) -> MutexGuard<'_, Packed> {
         // A poisoned lock only means a panic elsewhere; refreshing makes it right again.
         let mut packed = lock_or_poisoned(&self.inner.packed);
-        packed.refresh(self.inner.blobs.dir(), &state.packs());
+        packed.refresh(self.inner.blobs.dir(), &state.packs(), &self.held_lock());
         packed
     }
 
