@@ -399,6 +399,69 @@ async fn mem_and_fs_behave_the_same() {
     );
 }
 
+/// `read_with` hands a big file over a piece at a time, running inline or on the blocking
+/// pool alike, so that hashing or copying a file of any size needs memory of one piece (a
+/// recorder capturing a 10 GiB file must not hold it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_with_streams_a_big_file_in_pieces_both_ways() {
+    let dir = tempfile::tempdir().unwrap();
+    let big: Vec<u8> = (0..5_000_000u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(dir.path().join("big"), &big).unwrap();
+    for (way, m) in [
+        ("on the blocking pool", FsMutator::new(dir.path()).unwrap()),
+        ("inline", FsMutator::new(dir.path()).unwrap().inline()),
+    ] {
+        let (mut got, mut largest, mut pieces) = (Vec::new(), 0, 0);
+        let len = m
+            .read_with(&p("big"), &mut |piece| {
+                got.extend_from_slice(piece);
+                largest = largest.max(piece.len());
+                pieces += 1;
+            })
+            .await
+            .unwrap();
+        assert_eq!(len, big.len() as u64, "{way}");
+        assert!(got == big, "{way}: the bytes differ");
+        assert!(
+            largest <= 1 << 20 && pieces >= 5,
+            "{way}: {pieces} pieces, the largest {largest} bytes"
+        );
+    }
+}
+
+/// `open_read` hands out the file `read` would read, through the same jail: a link inside is
+/// followed, one leading outside and a directory are refused; the in-memory tree has no
+/// files to hand out.
+#[tokio::test]
+async fn open_read_hands_out_what_read_reads() {
+    use std::io::Read as _;
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "secret").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a"), "the bytes").unwrap();
+    std::os::unix::fs::symlink("a", dir.path().join("in")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("out")).unwrap();
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    let m = FsMutator::new(dir.path()).unwrap();
+    for path in ["a", "in"] {
+        let mut text = String::new();
+        let file = m.open_read(&p(path)).await.unwrap();
+        file.unwrap().read_to_string(&mut text).unwrap();
+        assert_eq!(text, "the bytes", "{path}");
+    }
+    for path in ["out", "d", "nothing"] {
+        let read = outcome(m.read(&p(path)).await);
+        let opened = outcome(m.open_read(&p(path)).await.map(|_| ()));
+        assert!(
+            read.starts_with("err") && opened.starts_with("err"),
+            "{path}: {opened}"
+        );
+    }
+    let mem = MemMutator::new();
+    mem.write(&p("a"), b"the bytes", None).await.unwrap();
+    assert!(mem.open_read(&p("a")).await.unwrap().is_none());
+}
+
 /// Hostile paths: refused by the jail or by both mutators, and nothing appears outside.
 #[tokio::test]
 async fn hostile_paths_are_refused_by_both_mutators() {

@@ -443,7 +443,8 @@ impl Blobs {
         let Some((mut file, start)) = self.open_raw_bytes(hash)? else {
             return Ok(None);
         };
-        let (found, len) = hash_read(&mut file, 64 * 1024)?;
+        let (found, len) = crate::file_hash::hash_file_from(&mut file, start)?;
+        let found = ContentHash::from_bytes(*found.as_bytes());
         if found != *hash {
             return Err(damaged("blob content does not match its hash"));
         }
@@ -745,27 +746,6 @@ fn inflate(stored: &[u8]) -> io::Result<Vec<u8>> {
         .read_to_end(&mut bytes)
         .map_err(|err| damaged(&err.to_string()))?;
     Ok(bytes)
-}
-
-/// The BLAKE3 hash and the length of what `reader` holds from where it is, read `piece` bytes
-/// at a time. (A buffer of 128 KiB or more is a mapping of fresh pages of its own: worth it
-/// only for a file of many of them.)
-pub(crate) fn hash_read(reader: &mut dyn Read, piece: usize) -> io::Result<(ContentHash, u64)> {
-    let mut hasher = blake3::Hasher::new();
-    let mut piece = vec![0u8; piece];
-    let mut len = 0u64;
-    loop {
-        match reader.read(&mut piece) {
-            Ok(0) => break,
-            Ok(n) => {
-                hasher.update(&piece[..n]);
-                len += n as u64;
-            }
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-            Err(err) => return Err(err),
-        }
-    }
-    Ok((ContentHash::from_bytes(*hasher.finalize().as_bytes()), len))
 }
 
 /// Whether a regular file is at `path` (a link there is no blob: reading it would fail).

@@ -300,8 +300,8 @@ pub(crate) async fn hashed_image(
     path: &WorkspacePath,
 ) -> Result<Image, MutatorError> {
     Ok(match mutator.real_stat(path).await? {
-        Stat::File { mode, .. } => {
-            let (len, hash) = hash_file(mutator, path).await?;
+        Stat::File { mode, len } => {
+            let (len, hash) = hash_file(mutator, path, Some(len)).await?;
             Image::File { mode, len, hash }
         }
         stat => image_of(mutator, path, stat, &Spares::none()).await?.0,
@@ -318,7 +318,7 @@ pub(crate) async fn bounded_image(
 ) -> Result<(Image, Option<Vec<u8>>), MutatorError> {
     match mutator.real_stat(path).await? {
         Stat::File { mode, len } if len >= stream => {
-            let (len, hash) = hash_file(mutator, path).await?;
+            let (len, hash) = hash_file(mutator, path, Some(len)).await?;
             Ok((Image::File { mode, len, hash }, None))
         }
         stat => image_of(mutator, path, stat, spares).await,
@@ -354,11 +354,28 @@ pub(crate) async fn copy_into(
     }
 }
 
-/// The length and hash of the file at `path`, read a piece at a time.
+/// The length and hash of the file at `path`, read a piece at a time. `len` is its length
+/// when the caller knows it: a big file is then opened and hashed on two threads where the
+/// mutator can hand out its files (see [`crate::file_hash::hash_file_from`]).
 pub(crate) async fn hash_file(
     mutator: &dyn Mutator,
     path: &WorkspacePath,
+    len: Option<u64>,
 ) -> Result<(u64, ContentHash), MutatorError> {
+    if len.is_some_and(|len| len >= crate::file_hash::PARALLEL_HASH_FROM)
+        && let Some(mut file) = mutator.open_read(path).await?
+    {
+        let hashed =
+            tokio::task::spawn_blocking(move || crate::file_hash::hash_file_from(&mut file, 0))
+                .await
+                .map_err(|join| MutatorError::Interrupted(join.to_string()))?;
+        let (hash, len) = hashed.map_err(|source| MutatorError::Io {
+            op: "read",
+            path: path.clone(),
+            source,
+        })?;
+        return Ok((len, ContentHash::from_bytes(*hash.as_bytes())));
+    }
     let mut hasher = blake3::Hasher::new();
     let len = mutator
         .read_with(path, &mut |piece| {

@@ -53,6 +53,7 @@ mod blob;
 mod codec;
 mod delta;
 mod error;
+mod file_hash;
 mod flight;
 mod format;
 #[cfg(test)]

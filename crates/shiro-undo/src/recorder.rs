@@ -536,9 +536,10 @@ const LOOK_AHEAD: usize = 256;
 /// then holds at most 64 MiB. Longer ones are read one at a time, into spare buffers.
 const LOOK_AHEAD_READ: u64 = 256 << 10;
 
-/// The BLAKE3 hash and the length of the file at `path`, read a piece at a time.
+/// The BLAKE3 hash and the length of the file at `path` (see [`crate::file_hash::hash_file_from`]).
 fn hash_file(path: &Path) -> std::io::Result<(ContentHash, u64)> {
-    crate::blob::hash_read(&mut crate::ground::open_read(path)?, 1 << 20)
+    let (hash, len) = crate::file_hash::hash_file_from(&mut crate::ground::open_read(path)?, 0)?;
+    Ok((ContentHash::from_bytes(*hash.as_bytes()), len))
 }
 
 #[async_trait]
@@ -553,6 +554,10 @@ impl<M: Mutator> Mutator for Recording<M> {
 
     async fn read(&self, path: &WorkspacePath) -> Result<Vec<u8>, MutatorError> {
         self.inner.read(path).await
+    }
+
+    async fn open_read(&self, path: &WorkspacePath) -> Result<Option<std::fs::File>, MutatorError> {
+        self.inner.open_read(path).await
     }
 
     async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {

@@ -838,7 +838,7 @@ async fn holds(
 ) -> Result<bool, UndoError> {
     Ok(match seen.get(path) {
         Some(image) => image.hash().as_ref() == Some(hash),
-        None => hash_file(mutator, path).await?.1 == *hash,
+        None => hash_file(mutator, path, None).await?.1 == *hash,
     })
 }
 

@@ -206,6 +206,15 @@ pub trait Mutator: Send + Sync {
         Ok(bytes.len() as u64)
     }
 
+    /// The regular file at `path`, opened for reading as [`Mutator::read`] finds it, for a
+    /// caller that reads a big file its own way: a recorder hashing it on several threads.
+    /// `Ok(None)` from a mutator that keeps no files on disk (the default); the caller then
+    /// reads with [`Mutator::read_with`].
+    async fn open_read(&self, path: &WorkspacePath) -> Result<Option<std::fs::File>, MutatorError> {
+        let _ = path;
+        Ok(None)
+    }
+
     /// The entries of a directory, sorted by path.
     async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError>;
 

@@ -685,6 +685,10 @@ impl<M: Mutator> Mutator for Timed<M> {
         self.inner.read_with(path, sink).await
     }
 
+    async fn open_read(&self, path: &WorkspacePath) -> Result<Option<std::fs::File>, MutatorError> {
+        self.inner.open_read(path).await
+    }
+
     async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
         self.inner.read_dir(path).await
     }

@@ -23,6 +23,7 @@ use crate::path::{PathError, WorkspacePath};
 
 mod aside;
 mod overwrite;
+mod read;
 
 use overwrite::{Source, overwrite};
 
@@ -667,33 +668,20 @@ impl Mutator for FsMutator {
         .await
     }
 
-    /// Inline, through one buffer of 64 KiB; otherwise (on another thread) the
-    /// whole file is read there and handed over at once.
+    /// Inline, through one buffer of 64 KiB; otherwise a piece of 1 MiB at a time on the
+    /// blocking pool (see `read.rs`).
     async fn read_with(
         &self,
         path: &WorkspacePath,
         sink: &mut (dyn for<'b> FnMut(&'b [u8]) + Send),
     ) -> Result<u64, MutatorError> {
-        if !self.inline {
-            let bytes = self.read(path).await?;
-            sink(&bytes);
-            return Ok(bytes.len() as u64);
-        }
-        let mut file = open_file(&self.inner, path)?;
-        let failed = |err| io_error("read", path, err);
-        let mut piece = vec![0u8; READ_PIECE];
-        let mut total = 0;
-        loop {
-            match std::io::Read::read(&mut file, &mut piece) {
-                Ok(0) => return Ok(total),
-                Ok(n) => {
-                    sink(&piece[..n]);
-                    total += n as u64;
-                }
-                Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
-                Err(err) => return Err(failed(err)),
-            }
-        }
+        read::read_with(self, path, sink).await
+    }
+
+    async fn open_read(&self, path: &WorkspacePath) -> Result<Option<fs::File>, MutatorError> {
+        let path = path.clone();
+        self.blocking(move |roots| open_file(roots, &path).map(Some))
+            .await
     }
 
     async fn read_dir(&self, path: &WorkspacePath) -> Result<Vec<DirEntry>, MutatorError> {
