@@ -695,7 +695,50 @@ fn capture(
         "`shiro tool edit_file` (whole process)",
         verdicts,
     );
+    one_edit_turn(&procs, verdicts);
     Ok(())
+}
+
+/// Issue 33's "unchanged" budget: the one-edit turn, as a whole process, at most 5 ms at
+/// every workspace size.
+fn one_edit_turn(procs: &Table, verdicts: &mut Verdicts) {
+    const BUDGET: u64 = 5_000_000;
+    let budget = "The one-edit turn at most 5 ms as a whole process (`shiro tool edit_file`)";
+    let mut worst: Option<(&str, u64)> = None;
+    for (label, cells) in &procs.rows {
+        let Ok(cli) = &cells[0] else {
+            return verdicts.add(
+                budget,
+                None,
+                format!("the case failed at {label}; see the table"),
+            );
+        };
+        if worst.is_none_or(|(_, median)| cli.median > median) {
+            worst = Some((label, cli.median));
+        }
+    }
+    let Some((label, median)) = worst else {
+        return verdicts.add(budget, None, "no rows".into());
+    };
+    let each = (procs.rows.iter())
+        .filter_map(|(label, cells)| {
+            Some(format!(
+                "{} at {label}",
+                duration(cells[0].as_ref().ok()?.median)
+            ))
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    verdicts.add(
+        budget,
+        Some(median <= BUDGET),
+        format!(
+            "worst {} at {label} ({each}; section 1, whole process), starting the process \
+             included (see \"Process start\").{}",
+            duration(median),
+            verdicts.in_fsyncs(median)
+        ),
+    );
 }
 
 /// Whether a column stays flat from the smallest to the largest workspace: the largest
