@@ -444,8 +444,7 @@ impl Blobs {
             return Ok(None);
         };
         let (found, len) = crate::file_hash::hash_file_from(&mut file, start)?;
-        let found = ContentHash::from_bytes(*found.as_bytes());
-        if found != *hash {
+        if ContentHash::from(found) != *hash {
             return Err(damaged("blob content does not match its hash"));
         }
         file.seek(io::SeekFrom::Start(start))?;
@@ -685,7 +684,7 @@ impl RawWriter {
 
     /// The hash and length of what was written so far.
     pub(crate) fn peek(&self) -> (ContentHash, u64) {
-        let hash = ContentHash::from_bytes(*self.hasher.finalize().as_bytes());
+        let hash = ContentHash::from(self.hasher.finalize());
         (hash, self.len)
     }
 

@@ -10,6 +10,12 @@ use shiro_tools::{Mutator, MutatorError, Stat, WorkspacePath};
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ContentHash([u8; 32]);
 
+impl From<blake3::Hash> for ContentHash {
+    fn from(hash: blake3::Hash) -> Self {
+        Self(*hash.as_bytes())
+    }
+}
+
 impl ContentHash {
     /// The hash of `bytes`.
     pub fn of(bytes: &[u8]) -> Self {
@@ -374,7 +380,7 @@ pub(crate) async fn hash_file(
             path: path.clone(),
             source,
         })?;
-        return Ok((len, ContentHash::from_bytes(*hash.as_bytes())));
+        return Ok((len, hash.into()));
     }
     let mut hasher = blake3::Hasher::new();
     let len = mutator
@@ -382,7 +388,7 @@ pub(crate) async fn hash_file(
             hasher.update(piece);
         })
         .await?;
-    Ok((len, ContentHash(*hasher.finalize().as_bytes())))
+    Ok((len, hasher.finalize().into()))
 }
 
 /// The image of what `stat` found at `path`, reading the bytes of a file (into a spare

@@ -539,7 +539,7 @@ const LOOK_AHEAD_READ: u64 = 256 << 10;
 /// The BLAKE3 hash and the length of the file at `path` (see [`crate::file_hash::hash_file_from`]).
 fn hash_file(path: &Path) -> std::io::Result<(ContentHash, u64)> {
     let (hash, len) = crate::file_hash::hash_file_from(&mut crate::ground::open_read(path)?, 0)?;
-    Ok((ContentHash::from_bytes(*hash.as_bytes()), len))
+    Ok((hash.into(), len))
 }
 
 #[async_trait]

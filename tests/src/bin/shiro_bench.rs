@@ -704,7 +704,7 @@ fn capture(
 fn one_edit_turn(procs: &Table, verdicts: &mut Verdicts) {
     const BUDGET: u64 = 5_000_000;
     let budget = "The one-edit turn at most 5 ms as a whole process (`shiro tool edit_file`)";
-    let mut worst: Option<(&str, u64)> = None;
+    let mut medians = Vec::with_capacity(procs.rows.len());
     for (label, cells) in &procs.rows {
         let Ok(cli) = &cells[0] else {
             return verdicts.add(
@@ -713,20 +713,13 @@ fn one_edit_turn(procs: &Table, verdicts: &mut Verdicts) {
                 format!("the case failed at {label}; see the table"),
             );
         };
-        if worst.is_none_or(|(_, median)| cli.median > median) {
-            worst = Some((label, cli.median));
-        }
+        medians.push((label.as_str(), cli.median));
     }
-    let Some((label, median)) = worst else {
+    let Some(&(label, median)) = medians.iter().max_by_key(|(_, median)| *median) else {
         return verdicts.add(budget, None, "no rows".into());
     };
-    let each = (procs.rows.iter())
-        .filter_map(|(label, cells)| {
-            Some(format!(
-                "{} at {label}",
-                duration(cells[0].as_ref().ok()?.median)
-            ))
-        })
+    let each = (medians.iter())
+        .map(|(label, median)| format!("{} at {label}", duration(*median)))
         .collect::<Vec<_>>()
         .join(", ");
     verdicts.add(

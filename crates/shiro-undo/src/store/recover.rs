@@ -315,7 +315,7 @@ impl UndoStore {
                 } else {
                     let mut hasher = blake3::Hasher::new();
                     std::io::copy(bytes, &mut hasher)?;
-                    let found = ContentHash::from_bytes(*hasher.finalize().as_bytes());
+                    let found = ContentHash::from(hasher.finalize());
                     (found, Pending::Filed { offset, len })
                 };
                 if found != hash {
