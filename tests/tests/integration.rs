@@ -6,6 +6,7 @@
 mod procs;
 mod support;
 
+mod bash_ahead;
 mod bash_background;
 mod bash_capture;
 mod bash_crash;

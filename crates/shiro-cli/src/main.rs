@@ -53,8 +53,7 @@ fn main() -> ExitCode {
     // model while it waits for the terminal and for Ctrl-C, so it gets worker threads.
     // The MCP server, too, takes calls while one runs, and waits for the store's lock on a
     // thread of its own.
-    let headless = matches!(&cli.command, Some(command) if !matches!(command, Command::Demo | Command::Mcp(_)));
-    let mut builder = if headless {
+    let mut builder = if !runs_many(cli.command.as_ref()) {
         tokio::runtime::Builder::new_current_thread()
     } else {
         let mut builder = tokio::runtime::Builder::new_multi_thread();
@@ -131,6 +130,12 @@ fn handling(cli: &Cli) -> Handling {
     }
 }
 
+/// Whether `command` runs many things over its life: the agent (no command), the MCP
+/// server and the demo. A headless command does one thing.
+fn runs_many(command: Option<&Command>) -> bool {
+    matches!(command, None | Some(Command::Mcp(_) | Command::Demo))
+}
+
 async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
     let cwd = std::env::current_dir()?;
     let workspace = workspace::locate(cli.global.workspace.as_deref(), &cwd)?;
@@ -158,7 +163,10 @@ async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
         Environment::new(std::env::vars_os().filter_map(|(name, value)| {
             Some((name.into_string().ok()?, value.into_string().ok()?))
         }));
-    let bash = headless::bash_tool(&config, &env, &signals, &helper, &state);
+    // The agent, the server and the demo start each command's helper as the one before
+    // finishes.
+    let many = runs_many(cli.command.as_ref());
+    let bash = headless::bash_tool(&config, &env, &signals, &helper, &state, many);
     let ctx = Context {
         root,
         state,

@@ -120,15 +120,21 @@ pub struct Context {
 /// hidden from the command and the sandbox of `[bash] sandbox` (see [`sandbox`]), falling
 /// back to detection where overlays are refused; detection only; or no capture. A signal
 /// that asks the running work to stop stops its command, whose changes are then still
-/// captured.
+/// captured. `many`: the process runs many commands (an agent's session, a server), so
+/// each command's helper is started ahead, as the one before finishes (see
+/// [`Overlay::start_ahead`]).
 pub fn bash_tool(
     config: &Config,
     env: &Environment,
     signals: &Signals,
     helper: &Path,
     state: &StateDir,
+    many: bool,
 ) -> Bash {
-    let overlay = || Overlay::new(helper, state.layers_dir()).hiding(state.home());
+    let overlay = || {
+        let overlay = Overlay::new(helper, state.layers_dir()).hiding(state.home());
+        if many { overlay.start_ahead() } else { overlay }
+    };
     let sandbox = sandbox(config, env);
     let runner: Arc<dyn BashRunner> = match config.bash_capture {
         BashCapture::Overlay => Arc::new(Auto::new(overlay().sandbox(sandbox.clone()), Detect)),

@@ -8,6 +8,7 @@ use tokio::process::Command;
 
 use super::{
     BashRunner, CaptureError, CaptureMode, Captured, CommandCapture, Detect, Ended, Overlay,
+    Started,
 };
 use crate::mutator::Mutator;
 
@@ -104,6 +105,10 @@ struct Watched {
 impl CommandCapture for Watched {
     fn command(&self, program: &str, script: &str) -> Command {
         self.inner.command(program, script)
+    }
+
+    async fn start_ready(&self, program: &str, script: &str) -> Option<Started> {
+        self.inner.start_ready(program, script).await
     }
 
     fn kill(&self) -> bool {

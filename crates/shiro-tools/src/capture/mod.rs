@@ -21,6 +21,7 @@ mod background;
 mod detect;
 mod layer;
 mod overlay;
+mod ready;
 mod sandbox;
 
 use std::fmt;
@@ -28,7 +29,8 @@ use std::process::ExitStatus;
 
 use async_trait::async_trait;
 use serde::Serialize;
-use tokio::process::Command;
+use tokio::net::unix::pipe;
+use tokio::process::{Child, Command};
 
 use crate::change::Change;
 use crate::mutator::{Mutator, MutatorError};
@@ -44,6 +46,7 @@ pub use layer::{LayerRecovery, recover_layers};
 pub use overlay::{
     HELPER_BACKGROUND, HELPER_INIT, HELPER_OVERLAY, HelperExit, Overlay, is_helper_call, run_helper,
 };
+pub use ready::HELPER_READY;
 pub use sandbox::{PROTECTED, Sandbox, SandboxMode, TEMP_DIRS};
 
 /// How a command's changes were captured.
@@ -124,12 +127,29 @@ pub trait BashRunner: Send + Sync + fmt::Debug {
     async fn begin(&self, mutator: &dyn Mutator) -> Result<Box<dyn CommandCapture>, CaptureError>;
 }
 
+/// A command's process as its capture started it (see [`CommandCapture::start_ready`]).
+#[derive(Debug)]
+pub struct Started {
+    /// The process: the leader of its own process group, killed when dropped.
+    pub child: Child,
+    /// Its standard output and standard error, one pipe.
+    pub output: pipe::Receiver,
+}
+
 /// The capture of one command.
 #[async_trait]
 pub trait CommandCapture: Send + Sync {
     /// The process to start to run `program -c script` in `root`. The caller sets its
     /// output, its process group and its working directory is already set.
     fn command(&self, program: &str, script: &str) -> Command;
+
+    /// Runs `program -c script` in a process started ahead of time (see
+    /// [`Overlay::start_ahead`]), standard input `/dev/null`; `None` (the default) when
+    /// none is ready, and the caller starts [`Self::command`] itself.
+    async fn start_ready(&self, program: &str, script: &str) -> Option<Started> {
+        let _ = (program, script);
+        None
+    }
 
     /// Kills the command's processes, for a timeout or a stop, so that once the started
     /// process has ended nothing of the command runs any more. Returns whether it did; when

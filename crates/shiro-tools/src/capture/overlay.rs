@@ -27,13 +27,15 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use tokio::process::Command;
 
 use super::layer::{Layer, commit_layer};
+use super::ready::{Ahead, HELPER_READY};
 use super::sandbox::{Sandbox, SandboxMode};
-use super::{BashRunner, CaptureError, CaptureMode, Captured, CommandCapture, Ended};
+use super::{BashRunner, CaptureError, CaptureMode, Captured, CommandCapture, Ended, Started};
 use crate::git;
 use crate::mutator::Mutator;
 
@@ -59,6 +61,8 @@ pub struct Overlay {
     layers: PathBuf,
     hidden: Vec<PathBuf>,
     sandbox: Sandbox,
+    /// The helper started ahead for the next command, when asked for.
+    ahead: Option<Arc<Ahead>>,
 }
 
 impl Overlay {
@@ -73,7 +77,25 @@ impl Overlay {
             hidden: vec![layers.clone()],
             layers,
             sandbox: Sandbox::off(),
+            ahead: None,
         }
+    }
+
+    /// Keeps a helper started ahead of the next command: as each command finishes, the
+    /// next one's helper starts (its `run_helper` is called with [`HELPER_READY`]) and
+    /// waits, so that the command skips a program start, about a millisecond (see
+    /// `docs/performance.md`). For a runner that serves many commands, an agent's session
+    /// or a server; the helper that waits is killed when the runner is dropped. Clones
+    /// share it.
+    pub fn start_ahead(mut self) -> Self {
+        self.ahead = Some(Arc::new(Ahead::new(self.helper.clone())));
+        self
+    }
+
+    /// The process id of the helper started ahead that waits for the next command, once
+    /// it has started (see [`Self::start_ahead`]); `None` when none waits.
+    pub async fn waiting_helper(&self) -> Option<u32> {
+        self.ahead.as_ref()?.waiting_id().await
     }
 
     /// Runs every command in `sandbox` (none by default).
@@ -185,6 +207,7 @@ impl BashRunner for Overlay {
             sandbox: self.sandbox.clone(),
             layer,
             git,
+            ahead: self.ahead.clone(),
         }))
     }
 }
@@ -199,6 +222,23 @@ struct OverlayCapture {
     sandbox: Sandbox,
     layer: Layer,
     git: GitWatch,
+    ahead: Option<Arc<Ahead>>,
+}
+
+impl OverlayCapture {
+    /// The overlay helper's arguments for `program -c script`, [`HELPER_OVERLAY`] first.
+    fn helper_args(&self, program: &str, script: &str) -> Vec<OsString> {
+        let mut args: Vec<OsString> = vec![
+            HELPER_OVERLAY.into(),
+            self.root.clone().into(),
+            self.layer.dir().into(),
+            self.hidden.len().to_string().into(),
+        ];
+        args.extend(self.hidden.iter().map(OsString::from));
+        args.extend(self.sandbox.to_args());
+        args.extend([program.into(), "-c".into(), script.into()]);
+        args
+    }
 }
 
 /// What a capture knows of the git repository at the workspace root.
@@ -233,17 +273,14 @@ impl CommandCapture for OverlayCapture {
     fn command(&self, program: &str, script: &str) -> Command {
         let mut command = Command::new(&self.helper);
         command
-            .arg(HELPER_OVERLAY)
-            .arg(&self.root)
-            .arg(self.layer.dir())
-            .arg(self.hidden.len().to_string())
-            .args(&self.hidden)
-            .args(self.sandbox.to_args())
-            .arg(program)
-            .arg("-c")
-            .arg(script)
+            .args(self.helper_args(program, script))
             .current_dir(&self.root);
         command
+    }
+
+    async fn start_ready(&self, program: &str, script: &str) -> Option<Started> {
+        let ahead = self.ahead.as_ref()?;
+        ahead.run(&self.helper_args(program, script)).await
     }
 
     fn refused_note(&self, output: &str) -> Option<String> {
@@ -272,7 +309,9 @@ impl CommandCapture for OverlayCapture {
         mutator: &dyn Mutator,
         ended: Ended,
     ) -> Result<Captured, CaptureError> {
-        let OverlayCapture { layer, git, .. } = *self;
+        let OverlayCapture {
+            layer, git, ahead, ..
+        } = *self;
         if let Ended::Exited(status) = ended
             && status.code() == Some(SETUP_FAILED)
             && let Some(why) = layer.setup_error()
@@ -283,6 +322,10 @@ impl CommandCapture for OverlayCapture {
         // Read before the commit, which removes the layer and the index kept in it.
         let moved = git.since().await;
         let mut captured = commit_layer(mutator, layer).await?;
+        // The next command's helper starts while this one's result is read.
+        if let Some(ahead) = ahead {
+            ahead.refill();
+        }
         match moved {
             Ok(change) => captured.git = change,
             Err(why) => captured.notes.push(format!(
@@ -306,16 +349,18 @@ pub struct HelperExit {
 }
 
 /// Whether `args` (the process's arguments after its name) ask for a helper: their first
-/// is [`HELPER_OVERLAY`], [`HELPER_BACKGROUND`] or [`HELPER_INIT`].
+/// is [`HELPER_OVERLAY`], [`HELPER_READY`], [`HELPER_BACKGROUND`] or [`HELPER_INIT`].
 pub fn is_helper_call(args: &[OsString]) -> bool {
-    args.first().is_some_and(|first| {
-        first == HELPER_OVERLAY || first == HELPER_BACKGROUND || first == HELPER_INIT
-    })
+    args.first()
+        .and_then(|first| first.to_str())
+        .is_some_and(|first| {
+            [HELPER_OVERLAY, HELPER_READY, HELPER_BACKGROUND, HELPER_INIT].contains(&first)
+        })
 }
 
-/// Runs the helper named by `args[0]` ([`HELPER_OVERLAY`], [`HELPER_BACKGROUND`] or
-/// [`HELPER_INIT`]) and says how
-/// the process should end. Call it first thing in `main`, while the process has one thread.
+/// Runs the helper named by `args[0]` ([`HELPER_OVERLAY`], [`HELPER_READY`],
+/// [`HELPER_BACKGROUND`] or [`HELPER_INIT`]) and says how the process should end. Call it
+/// first thing in `main`, while the process has one thread.
 pub fn run_helper(args: &[OsString]) -> HelperExit {
     #[cfg(target_os = "linux")]
     {
@@ -347,11 +392,13 @@ mod linux {
 
     use super::{HELPER_BACKGROUND, HELPER_INIT, HELPER_OVERLAY, HelperExit, SETUP_FAILED};
     use crate::capture::layer::{INIT_PID_FILE, SETUP_ERROR_FILE, UPPER_DIR, WORK_DIR};
+    use crate::capture::ready::{HELPER_READY, take_request};
     use crate::capture::sandbox::{Sandbox, SandboxMode, linux as sandbox};
 
     pub(super) fn run(args: &[OsString]) -> HelperExit {
         match args.first().and_then(|a| a.to_str()) {
             Some(HELPER_OVERLAY) => overlay(&args[1..]),
+            Some(HELPER_READY) => ready(),
             Some(HELPER_BACKGROUND) => background(&args[1..]),
             Some(HELPER_INIT) => init(&args[1..]),
             _ => HelperExit {
@@ -384,6 +431,31 @@ mod linux {
             return failed();
         }
         run_init(&layer_fd, root, &sandbox, program, rest)
+    }
+
+    /// Waits for the overlay helper's arguments (see `ready.rs`), then runs as that helper;
+    /// ends quietly when the input ends with none.
+    fn ready() -> HelperExit {
+        match take_request() {
+            Ok(None) => HelperExit {
+                code: 0,
+                message: None,
+            },
+            Ok(Some(args)) => match args.split_first() {
+                Some((first, rest)) if first == HELPER_OVERLAY => overlay(rest),
+                _ => HelperExit {
+                    code: SETUP_FAILED,
+                    message: Some(
+                        "the waiting helper was handed something other than a command to run over an overlay"
+                            .to_owned(),
+                    ),
+                },
+            },
+            Err(err) => HelperExit {
+                code: SETUP_FAILED,
+                message: Some(format!("cannot read the command to run: {err}")),
+            },
+        }
     }
 
     /// `N ITEM… REST…`: the N items, and the rest.

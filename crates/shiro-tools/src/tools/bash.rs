@@ -21,6 +21,7 @@ use tokio::time::Instant;
 
 use crate::capture::{
     Background, BashRunner, CaptureError, CaptureMode, Captured, CommandCapture, Direct, Ended,
+    Started,
 };
 use crate::mutator::Mutator;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
@@ -544,17 +545,24 @@ async fn run(
     {
         stop.mark_unchanged();
     }
-    // One pipe for stdout and stderr, so the model reads them interleaved as a terminal shows.
-    let (writer, mut reader) = tokio::net::unix::pipe::pipe()?;
-    let writer = writer.into_blocking_fd()?;
-    let mut child = match spawn(capture, "bash", command, &writer) {
-        Err(err) if err.kind() == io::ErrorKind::NotFound => {
-            spawn(capture, "sh", command, &writer)?
+    let (mut child, mut reader) = match capture.start_ready("bash", command).await {
+        Some(Started { child, output }) => (child, output),
+        None => {
+            // One pipe for stdout and stderr, so the model reads them interleaved as a
+            // terminal shows.
+            let (writer, reader) = tokio::net::unix::pipe::pipe()?;
+            let writer = writer.into_blocking_fd()?;
+            let child = match spawn(capture, "bash", command, &writer) {
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                    spawn(capture, "sh", command, &writer)?
+                }
+                other => other?,
+            };
+            // Our copy of the write end must go, or the pipe never reports end of file.
+            drop(writer);
+            (child, reader)
         }
-        other => other?,
     };
-    // Our copy of the write end must go, or the pipe never reports end of file.
-    drop(writer);
     let pid = child
         .id()
         .and_then(|id| i32::try_from(id).ok())

@@ -145,7 +145,11 @@ enum Way {
     Bare,
     /// The bash tool with `Overlay`, in a recorded turn, with no sandbox.
     Overlay,
-    /// The same with the default sandbox (`workspace-write`), as `shiro tool bash` makes it.
+    /// The same with the helper started ahead, as the agent runs commands
+    /// (`Overlay::start_ahead`).
+    Ahead,
+    /// The same with the default sandbox (`workspace-write`), as the agent runs commands:
+    /// the helper started ahead too.
     Sandboxed,
     /// The same turn driven phase by phase.
     Phased,
@@ -182,8 +186,11 @@ pub async fn one_file(
         .map(|first| state_beside(&first.ws).layers_dir())
         .unwrap_or_default();
     let sandboxed = Bash::new(Arc::new(
-        Overlay::new(shiro, &layers).sandbox(Sandbox::new(SandboxMode::WorkspaceWrite)),
+        Overlay::new(shiro, &layers)
+            .sandbox(Sandbox::new(SandboxMode::WorkspaceWrite))
+            .start_ahead(),
     ));
+    let ahead = Bash::new(Arc::new(Overlay::new(shiro, &layers).start_ahead()));
     let overlay: Arc<dyn BashRunner> = Arc::new(Overlay::new(shiro, layers));
     let tool = Bash::new(Arc::clone(&overlay));
     let bare = Bash::new(Arc::new(Direct));
@@ -202,6 +209,7 @@ pub async fn one_file(
             Way::Init,
             Way::Bare,
             Way::Overlay,
+            Way::Ahead,
             Way::Sandboxed,
             Way::Phased,
         ]
@@ -255,28 +263,24 @@ pub async fn one_file(
                             out.text
                         );
                     }
-                    Way::Overlay => {
+                    Way::Overlay | Way::Ahead | Way::Sandboxed => {
+                        let (tool, name) = match way {
+                            Way::Overlay => (&tool, "overlay"),
+                            Way::Ahead => (&ahead, "ahead"),
+                            _ => (&sandboxed, "sandboxed"),
+                        };
                         let start = Instant::now();
-                        let changed = tool_turn(recording, &tool, &command).await?;
-                        push(r, &series("overlay"), start.elapsed());
+                        let changed = tool_turn(recording, tool, &command).await?;
+                        push(r, &series(name), start.elapsed());
                         ensure!(
                             changed == 1,
-                            "the overlay call recorded {changed} changes, not 1"
+                            "the {name} call recorded {changed} changes, not 1"
                         );
-                        if dirty_mib == 0 {
+                        if matches!(way, Way::Overlay) && dirty_mib == 0 {
                             let start = Instant::now();
                             run_ok(git_snapshot(ws, git))?;
                             push(r, &series("git"), start.elapsed());
                         }
-                    }
-                    Way::Sandboxed => {
-                        let start = Instant::now();
-                        let changed = tool_turn(recording, &sandboxed, &command).await?;
-                        push(r, &series("sandboxed"), start.elapsed());
-                        ensure!(
-                            changed == 1,
-                            "the sandboxed call recorded {changed} changes, not 1"
-                        );
                     }
                     Way::Phased => {
                         let phases = phased_turn(store, workspace, &overlay, &command).await?;
