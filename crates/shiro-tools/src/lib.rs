@@ -34,6 +34,7 @@ mod mutator;
 mod output;
 pub mod patch;
 mod path;
+mod split;
 pub mod text;
 mod tool;
 pub mod tools;
@@ -44,4 +45,5 @@ pub use mutator::{
     is_partial_write_of, sync_data_all,
 };
 pub use path::{PathError, WorkspacePath};
+pub use split::on_threads;
 pub use tool::{Change, Tool, ToolError, ToolOutput, parse_args, schema_of};

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use flate2::read::ZlibDecoder;
 use flate2::{Compress, Compression, FlushCompress, Status};
+use shiro_tools::on_threads;
 
 use crate::image::ContentHash;
 
@@ -114,25 +115,17 @@ impl PackWriter {
             }
             return Ok(());
         }
-        let chunk = fresh.len().div_ceil(threads);
-        let parts: Vec<io::Result<Vec<Vec<u8>>>> = std::thread::scope(|scope| {
-            let workers: Vec<_> = (fresh.chunks(chunk))
-                .map(|part| {
-                    scope.spawn(move || {
-                        let mut compressors = BTreeMap::new();
-                        (part.iter())
-                            .map(|(_, bytes, level)| compress(&mut compressors, bytes, *level))
-                            .collect()
-                    })
-                })
-                .collect();
-            (workers.into_iter())
-                .map(|worker| {
-                    (worker.join())
-                        .unwrap_or_else(|_| Err(io::Error::other("a compressing thread failed")))
-                })
-                .collect()
-        });
+        let parts: Vec<io::Result<Vec<Vec<u8>>>> = on_threads(
+            &fresh,
+            fresh.len().div_ceil(threads),
+            |_, part| {
+                let mut compressors = BTreeMap::new();
+                (part.iter())
+                    .map(|(_, bytes, level)| compress(&mut compressors, bytes, *level))
+                    .collect()
+            },
+            |_, _| Err(io::Error::other("a compressing thread failed")),
+        );
         let mut stored = Vec::with_capacity(fresh.len());
         for part in parts {
             stored.extend(part?);

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use shiro_tools::{Mutator, MutatorError, Stat, WorkspacePath, create_parent_dirs};
+use shiro_tools::{Mutator, MutatorError, Stat, WorkspacePath, create_parent_dirs, on_threads};
 
 use crate::blob::Blobs;
 use crate::error::UndoError;
@@ -412,22 +412,15 @@ pub(crate) fn verify<'a>(
     let first_failure = if threads < 2 || wanted.len() < 2 * threads {
         first_bad(stored, &wanted, 0)
     } else {
-        let chunk = wanted.len().div_ceil(threads);
-        std::thread::scope(|scope| {
-            let workers: Vec<_> = wanted
-                .chunks(chunk)
-                .enumerate()
-                .map(|(n, part)| scope.spawn(move || first_bad(stored, part, n * chunk)))
-                .collect();
-            workers
-                .into_iter()
-                .filter_map(|worker| {
-                    worker.join().unwrap_or_else(|_| {
-                        Some((0, Err(std::io::Error::other("a checking thread failed"))))
-                    })
-                })
-                .min_by_key(|(at, _)| *at)
-        })
+        on_threads(
+            &wanted,
+            wanted.len().div_ceil(threads),
+            |at, part| first_bad(stored, part, at),
+            |at, _| Some((at, Err(std::io::Error::other("a checking thread failed")))),
+        )
+        .into_iter()
+        .flatten()
+        .min_by_key(|(at, _)| *at)
     };
     let Some((at, failure)) = first_failure else {
         return Ok(());

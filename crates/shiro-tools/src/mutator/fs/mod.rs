@@ -20,6 +20,7 @@ use super::{
     partial_write_name, read_exactly,
 };
 use crate::path::{PathError, WorkspacePath};
+use crate::split::on_threads;
 
 mod aside;
 mod overwrite;
@@ -198,29 +199,15 @@ fn look_many(
         }
         looked
     };
-    let mut runs = paths.chunks(paths.len().div_ceil(threads).max(1));
-    let Some(first) = runs.next() else {
-        return Vec::new();
-    };
-    std::thread::scope(|scope| {
-        let others: Vec<_> = runs
-            .map(|run| {
-                let worker = std::thread::Builder::new()
-                    .name("shiro-look".to_owned())
-                    .spawn_scoped(scope, move || look_run(run));
-                (run, worker)
-            })
-            .collect();
-        let mut looked = look_run(first);
-        for (run, worker) in others {
-            let answers = match worker {
-                Ok(worker) => worker.join().unwrap_or_else(|_| look_run(run)),
-                Err(_) => look_run(run),
-            };
-            looked.extend(answers);
-        }
-        looked
-    })
+    on_threads(
+        paths,
+        paths.len().div_ceil(threads),
+        |_, run| look_run(run),
+        |_, run| look_run(run),
+    )
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 /// A file read as a plain reader, without `File`'s own `read_to_end` (see [`look_in`]).
@@ -524,17 +511,14 @@ pub fn sync_data_all(files: &[&fs::File]) -> io::Result<()> {
     if files.len() < 2 * THREADS {
         return files.iter().try_for_each(|file| file.sync_data());
     }
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = files
-            .chunks(files.len().div_ceil(THREADS))
-            .map(|part| scope.spawn(move || part.iter().try_for_each(|file| file.sync_data())))
-            .collect();
-        workers.into_iter().try_for_each(|worker| {
-            worker
-                .join()
-                .unwrap_or_else(|_| Err(io::Error::other("a flushing thread failed")))
-        })
-    })
+    on_threads(
+        files,
+        files.len().div_ceil(THREADS),
+        |_, part| part.iter().try_for_each(|file| file.sync_data()),
+        |_, _| Err(io::Error::other("a flushing thread failed")),
+    )
+    .into_iter()
+    .collect()
 }
 
 /// See [`Mutator::remove_partial_writes`]. A directory that cannot be reached through real
