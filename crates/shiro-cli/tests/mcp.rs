@@ -322,6 +322,35 @@ async fn overlays_work() -> bool {
     !refused
 }
 
+/// The server starts each bash command's overlay helper as the one before finishes
+/// (`Overlay::start_ahead`): the first command runs in a helper started for it, the next in
+/// the one that waited. The sandbox is off so that the command sees the host's `/proc`,
+/// where it reads the first argument its helper was started with.
+#[tokio::test]
+async fn the_server_starts_each_commands_helper_ahead() {
+    use shiro_tools::capture::{HELPER_OVERLAY, HELPER_READY};
+
+    if !overlays_work().await {
+        return;
+    }
+    let world = World::new();
+    std::fs::write(
+        world.cfg.path().join("config.toml"),
+        "[bash]\nsandbox = \"off\"\n",
+    )
+    .unwrap();
+    let client = connect(&world, &[]).await;
+    let who = "read -r _ _ _ init _ < /proc/self/stat; \
+               read -r _ _ _ helper _ < /proc/$init/stat; \
+               tr '\\0' '\\n' < /proc/$helper/cmdline | sed -n 2p > helper.txt";
+    for started in [HELPER_OVERLAY, HELPER_READY, HELPER_READY] {
+        let result = call(&client, "bash", json!({ "command": who })).await;
+        assert!(!failed(&result), "{}", text(&result));
+        assert_eq!(world.read("helper.txt").unwrap().trim(), started);
+    }
+    client.cancel().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_call_survives_its_client_going_away_and_is_undone_after() {
     if !overlays_work().await {
