@@ -130,3 +130,127 @@ async fn link_out_names_only_a_lone_file() {
             .unwrap()
     );
 }
+
+/// Bytes past the size from which a new version is swapped in rather than renamed over the
+/// old one (1 MiB).
+fn big_bytes(fill: u8) -> Vec<u8> {
+    let mut bytes = vec![fill; (1 << 20) + 4096];
+    bytes[17] = b'\n';
+    bytes
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn a_big_file_is_swapped_in_and_the_old_one_keeps_its_other_names() {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(ws.path().join(".shiro/layer")).unwrap();
+    let source = ws.path().join(".shiro/layer/new");
+    std::fs::write(&source, big_bytes(b'n')).unwrap();
+    let inode = std::fs::metadata(&source).unwrap().ino();
+    // The old version, with a second name as the undo store keeps a big file's.
+    let target = ws.path().join("big.bin");
+    std::fs::write(&target, big_bytes(b'o')).unwrap();
+    let kept = ws.path().join(".shiro/kept");
+    std::fs::hard_link(&target, &kept).unwrap();
+
+    let m = FsMutator::new(ws.path()).unwrap();
+    m.adopt(&source, &path("big.bin"), 0o640).await.unwrap();
+    let meta = std::fs::metadata(&target).unwrap();
+    assert_eq!((meta.ino(), meta.nlink()), (inode, 1), "moved, not copied");
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o640);
+    assert_eq!(std::fs::read(&target).unwrap(), big_bytes(b'n'));
+    assert_eq!(std::fs::read(&kept).unwrap(), big_bytes(b'o'));
+    assert_eq!(std::fs::metadata(&kept).unwrap().nlink(), 1);
+    assert!(!source.exists());
+    assert_eq!(
+        names(ws.path()),
+        [".shiro", "big.bin"],
+        "no name left beside it"
+    );
+
+    // Where nothing is replaced, or a link is, the new version is renamed in.
+    std::fs::write(&source, big_bytes(b'a')).unwrap();
+    m.adopt(&source, &path("fresh.bin"), 0o644).await.unwrap();
+    std::os::unix::fs::symlink("big.bin", ws.path().join("link")).unwrap();
+    std::fs::write(&source, big_bytes(b'l')).unwrap();
+    m.adopt(&source, &path("link"), 0o644).await.unwrap();
+    assert_eq!(
+        std::fs::read(ws.path().join("fresh.bin")).unwrap(),
+        big_bytes(b'a')
+    );
+    assert_eq!(
+        std::fs::read(ws.path().join("link")).unwrap(),
+        big_bytes(b'l')
+    );
+    assert!(
+        std::fs::symlink_metadata(ws.path().join("link"))
+            .unwrap()
+            .is_file()
+    );
+    assert_eq!(std::fs::read(&target).unwrap(), big_bytes(b'n'));
+    assert_eq!(names(ws.path()), [".shiro", "big.bin", "fresh.bin", "link"]);
+}
+
+/// A layer whose commit had begun in this boot, holding `big.bin`'s new version, as the
+/// process that committed it left it: `layers/<16 hex digits>/up/big.bin`. Returns its file.
+fn committing_layer(layers: &std::path::Path, bytes: &[u8]) -> std::path::PathBuf {
+    let layer = layers.join("00000000000000aa");
+    std::fs::create_dir_all(layer.join("up")).unwrap();
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    std::fs::write(layer.join("commit"), boot.trim()).unwrap();
+    let file = layer.join("up/big.bin");
+    std::fs::write(&file, bytes).unwrap();
+    file
+}
+
+/// A commit killed inside a swap leaves the workspace either as it was or with the new
+/// version in place: finishing the layer and removing partial writes, as crash recovery does,
+/// ends with the new version at the path and nothing beside it, from either point.
+#[tokio::test]
+async fn a_swap_killed_part_way_is_finished_by_recovery() {
+    if !std::path::Path::new("/proc/sys/kernel/random/boot_id").exists() {
+        eprintln!("skipped: no /proc/sys/kernel/random/boot_id to mark a layer with");
+        return;
+    }
+    let spare = ".big.bin.00000000000000ff.shiro-tmp";
+    for killed_after_exchange in [false, true] {
+        let ws = tempfile::tempdir().unwrap();
+        let layers = ws.path().join(".shiro/layers");
+        let new = committing_layer(&layers, &big_bytes(b'n'));
+        let target = ws.path().join("big.bin");
+        std::fs::write(&target, big_bytes(b'o')).unwrap();
+        // Killed after the second name was made, or after the exchange too.
+        std::fs::hard_link(&new, ws.path().join(spare)).unwrap();
+        if killed_after_exchange {
+            std::fs::rename(&target, ws.path().join("swap")).unwrap();
+            std::fs::rename(ws.path().join(spare), &target).unwrap();
+            std::fs::rename(ws.path().join("swap"), ws.path().join(spare)).unwrap();
+        }
+
+        let m = FsMutator::new(ws.path()).unwrap();
+        let done = shiro_tools::capture::recover_layers(&m, &layers)
+            .await
+            .unwrap();
+        let steps = usize::from(!killed_after_exchange);
+        assert_eq!(
+            done,
+            [shiro_tools::capture::LayerRecovery::Finished { steps }],
+            "killed after the exchange: {killed_after_exchange}"
+        );
+        assert_eq!(
+            m.remove_partial_writes(&[path("big.bin")]).await.unwrap(),
+            1
+        );
+        assert_eq!(std::fs::read(&target).unwrap(), big_bytes(b'n'));
+        assert_eq!(names(ws.path()), [".shiro", "big.bin"]);
+    }
+}

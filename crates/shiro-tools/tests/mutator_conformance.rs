@@ -1083,3 +1083,37 @@ async fn move_tree_in_moves_a_new_tree_whole_or_nothing() {
     assert!(!fs.move_tree_in(&source, &p("other"), &[]).await.unwrap());
     assert!(source.join("a/f").exists() && !dir.path().join("other").exists());
 }
+
+/// A write of 1 MiB or more goes in by exchanging names with the file it replaces (no rename
+/// over it, which ext4 makes wait for the new bytes' write-back): to a reader it is the same
+/// replacement, a new file with the file's other names left holding the old bytes, the mode
+/// kept, and no name left beside it.
+#[tokio::test]
+async fn a_big_write_replaces_the_file_as_a_small_one_does() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FsMutator::new(dir.path()).unwrap();
+    let target = dir.path().join("big.bin");
+    std::fs::write(&target, vec![b'o'; 2 << 20]).unwrap();
+    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o751)).unwrap();
+    std::fs::hard_link(&target, dir.path().join("other-name")).unwrap();
+    let before = std::fs::metadata(&target).unwrap().ino();
+
+    let new = vec![b'n'; (1 << 20) + 1];
+    fs.write(&p("big.bin"), &new, None).await.unwrap();
+    let meta = std::fs::metadata(&target).unwrap();
+    assert_ne!(meta.ino(), before, "replaced, not written in place");
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o751);
+    assert_eq!(std::fs::read(&target).unwrap(), new);
+    assert_eq!(
+        std::fs::read(dir.path().join("other-name")).unwrap(),
+        vec![b'o'; 2 << 20],
+        "the other name keeps its bytes"
+    );
+    let mut names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["big.bin", "other-name"]);
+}

@@ -25,8 +25,10 @@ use crate::split::on_threads;
 mod aside;
 mod overwrite;
 mod read;
+mod swap;
 
 use overwrite::{Source, overwrite};
+use swap::{swap, swap_in, swaps};
 
 /// How many bytes [`Mutator::read_with`] reads at a time: small enough to stay in the
 /// processor's cache, big enough that the calls cost nothing beside the copying.
@@ -297,7 +299,8 @@ fn regular_file(fd: OwnedFd, path: &WorkspacePath) -> Result<fs::File, MutatorEr
 
 /// Replaces `path` with a new file holding `bytes`, atomically: a temporary file with an
 /// unpredictable name, created with `O_EXCL` (so it is never an existing file, nor a link
-/// planted under that name), then renamed over the target.
+/// planted under that name), then renamed over the target (or, when big, exchanged with it:
+/// see [`swap::SWAP_IN_FROM`]).
 fn write_atomic(
     roots: &Roots,
     path: &WorkspacePath,
@@ -318,7 +321,9 @@ fn write_atomic(
         file.write_all(bytes)?;
         rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
         drop(file);
-        rustix::fs::renameat(&dir, temp.as_str(), &dir, path.file_name())?;
+        if !(swaps(&dir, path, bytes.len() as u64) && swap(&dir, &temp, path)?) {
+            rustix::fs::renameat(&dir, temp.as_str(), &dir, path.file_name())?;
+        }
         Ok(())
     })();
     if let Err(err) = written {
@@ -353,6 +358,11 @@ fn move_in(
         return Ok(false);
     }
     rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(|errno| failed(errno.into()))?;
+    if u64::try_from(stat.st_size).is_ok_and(|len| swaps(&dir, path, len))
+        && swap_in(roots, &dir, source, path)?
+    {
+        return Ok(true);
+    }
     match rustix::fs::renameat(rustix::fs::CWD, source, &dir, path.file_name()) {
         Ok(()) => Ok(true),
         Err(Errno::XDEV) => Ok(false),
