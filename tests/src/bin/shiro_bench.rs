@@ -2285,8 +2285,9 @@ fn bash_big(
          a line to it through the overlay in a recorded turn (driven phase by phase, from an \
          empty store), {reps} times, and the turn is undone; the baseline is `cp` of the file \
          (not flushed). The overlay itself copies the file into its upper layer before the \
-         command writes (the kernel's copy-up), and the store copies the old version as its \
-         pre-image and flushes it. Peak memory of the process that ran the turns and the \
+         command writes (the kernel's copy-up); the store keeps the old version as its \
+         pre-image under a second name (a hard link) and hashes it, hashes the new one, and \
+         the commit exchanges the new version with the old. Peak memory of the process that ran the turns and the \
          undos: {peak}.\n\n{}",
         table.render(),
         reps = plan.bash_big_reps,

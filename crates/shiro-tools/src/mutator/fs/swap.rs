@@ -36,10 +36,21 @@ pub(super) fn swaps(dir: &DirFd<'_>, path: &WorkspacePath, len: u64) -> bool {
 /// `temp` over `path` does, without the wait of [`SWAP_IN_FROM`]. `false` where the file
 /// system cannot exchange, and nothing was changed. Killed between the two steps it leaves
 /// the new version in place and the old one under a temporary name, which crash recovery
-/// removes as it removes a write's.
+/// removes as it removes a write's. Should `path` name something other than a regular file by
+/// the time of the exchange, it is exchanged back, and `false` returned: the caller's rename
+/// then says why it cannot replace it.
 pub(super) fn swap(dir: &DirFd<'_>, temp: &str, path: &WorkspacePath) -> io::Result<bool> {
-    use rustix::fs::{RenameFlags, renameat_with, unlinkat};
-    if renameat_with(dir, temp, dir, path.file_name(), RenameFlags::EXCHANGE).is_err() {
+    use rustix::fs::{RenameFlags, renameat_with, statat, unlinkat};
+    let exchange = || renameat_with(dir, temp, dir, path.file_name(), RenameFlags::EXCHANGE);
+    if exchange().is_err() {
+        return Ok(false);
+    }
+    // Another program may have put something else at `path` since the caller looked: a
+    // directory, say, which a rename would have refused to replace. It goes back.
+    let replaced = statat(dir, temp, AtFlags::SYMLINK_NOFOLLOW)
+        .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile);
+    if !replaced {
+        exchange()?;
         return Ok(false);
     }
     unlinkat(dir, temp, AtFlags::empty())?;
@@ -75,4 +86,35 @@ pub(super) fn swap_in(
     // there already.
     let _ = unlinkat(CWD, source, AtFlags::empty());
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use rustix::fs::{Mode, OFlags};
+
+    use super::*;
+
+    #[test]
+    fn what_is_no_longer_a_file_by_the_exchange_is_exchanged_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (at, temp) = (dir.path(), ".big.bin.00000000000000aa.shiro-tmp");
+        let fd = rustix::fs::open(at, OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty());
+        let fd = DirFd::Owned(fd.unwrap());
+        let path = WorkspacePath::from_relative("big.bin").unwrap();
+        // A directory put where the caller saw a file.
+        std::fs::create_dir(at.join("big.bin")).unwrap();
+        std::fs::write(at.join("big.bin/inside"), "kept").unwrap();
+        std::fs::write(at.join(temp), "new").unwrap();
+        assert!(!swap(&fd, temp, &path).unwrap());
+        assert_eq!(std::fs::read(at.join("big.bin/inside")).unwrap(), b"kept");
+        assert_eq!(std::fs::read(at.join(temp)).unwrap(), b"new");
+
+        std::fs::remove_dir_all(at.join("big.bin")).unwrap();
+        std::fs::write(at.join("big.bin"), "old").unwrap();
+        assert!(swap(&fd, temp, &path).unwrap());
+        assert_eq!(std::fs::read(at.join("big.bin")).unwrap(), b"new");
+        assert!(!at.join(temp).exists());
+    }
 }
