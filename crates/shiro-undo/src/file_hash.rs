@@ -105,9 +105,10 @@ impl Subtree {
     }
 }
 
-/// The hash of the `len` bytes of `file` from `start` (more than one BLAKE3 chunk), as
-/// subtrees of BLAKE3's tree of at most `len / parts` bytes (rounded up), each read and
-/// hashed on a thread of its own, then joined; `None` when the file ended before `len` bytes.
+/// The hash of the `len` bytes of `file` from `start`, as subtrees of BLAKE3's tree of at
+/// most `len / parts` bytes (rounded up), each read and hashed on a thread of its own, then
+/// joined (bytes that make one such subtree are hashed as one); `None` when the file ended
+/// before `len` bytes.
 ///
 /// BLAKE3's own halves are only as even as the length is close to a power of two: a file one
 /// line longer than a gigabyte has a gigabyte on the left and the line on the right. Spans of

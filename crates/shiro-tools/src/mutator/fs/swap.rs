@@ -12,14 +12,14 @@ use super::Roots;
 use crate::path::WorkspacePath;
 
 /// From this size, a new version is swapped in rather than renamed over the file it
-/// replaces ([`move_in`](super::move_in), [`write_atomic`](super::write_atomic)). ext4 starts writing a file back when a rename
-/// replaces another with it (`auto_da_alloc`, so that programs that save without flushing
-/// keep the old or the new version through a power cut), and the rename waits while it does:
-/// here about half a millisecond for each MiB not yet written, 0.4 s for a gigabyte a command
-/// appended a line to. An exchange of two names is not such a rename. The new version is then
-/// written back when the kernel writes back the rest, as a file `cp` made is; a recorded
-/// turn holds the old version in the undo store, flushed before the change, whatever a power
-/// cut does to the new one.
+/// replaces ([`move_in`](super::move_in), [`write_atomic`](super::write_atomic)). ext4
+/// starts writing a file back when a rename replaces another with it (`auto_da_alloc`, so
+/// that programs that save without flushing keep the old or the new version through a power
+/// cut), and the rename waits while it does: here about half a millisecond for each MiB not
+/// yet written, 0.4 s for a gigabyte a command appended a line to. An exchange of two names
+/// is not such a rename. The new version is then written back when the kernel writes back
+/// the rest, as a file `cp` made is; a recorded turn holds the old version in the undo
+/// store, flushed before the change, whatever a power cut does to the new one.
 pub(super) const SWAP_IN_FROM: u64 = 1 << 20;
 
 /// Whether a new version of `len` bytes goes in place of what `path` names in `dir` by an
