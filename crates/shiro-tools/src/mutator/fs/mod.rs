@@ -308,10 +308,11 @@ fn write_atomic(
     mode: Option<u32>,
 ) -> Result<(), MutatorError> {
     let dir = roots.parent_for_change(path)?;
-    let mode = match (mode, stat_in(&dir, path)?) {
+    let now = stat_in(&dir, path)?;
+    let mode = match (mode, &now) {
         (_, Stat::Dir { .. }) => return Err(MutatorError::IsDirectory(path.clone())),
         (Some(mode), _) => mode,
-        (None, Stat::File { mode, .. }) => mode,
+        (None, Stat::File { mode, .. }) => *mode,
         (None, Stat::Absent | Stat::Symlink { .. }) => DEFAULT_FILE_MODE,
     };
     let failed = |err: io::Error| io_error("write", path, err);
@@ -321,7 +322,7 @@ fn write_atomic(
         file.write_all(bytes)?;
         rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
         drop(file);
-        if !(swaps(&dir, path, bytes.len() as u64) && swap(&dir, &temp, path)?) {
+        if !(swaps(&now, bytes.len() as u64) && swap(&dir, &temp, path)?) {
             rustix::fs::renameat(&dir, temp.as_str(), &dir, path.file_name())?;
         }
         Ok(())
@@ -343,7 +344,8 @@ fn move_in(
     mode: u32,
 ) -> Result<bool, MutatorError> {
     let dir = roots.parent_for_change(path)?;
-    if let Stat::Dir { .. } = stat_in(&dir, path)? {
+    let now = stat_in(&dir, path)?;
+    if let Stat::Dir { .. } = now {
         return Err(MutatorError::IsDirectory(path.clone()));
     }
     let failed = |err: io::Error| io_error("move the new version into", path, err);
@@ -358,7 +360,7 @@ fn move_in(
         return Ok(false);
     }
     rustix::fs::fchmod(&file, Mode::from_raw_mode(mode)).map_err(|errno| failed(errno.into()))?;
-    if u64::try_from(stat.st_size).is_ok_and(|len| swaps(&dir, path, len))
+    if u64::try_from(stat.st_size).is_ok_and(|len| swaps(&now, len))
         && swap_in(roots, &dir, source, path)?
     {
         return Ok(true);

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use rustix::fs::{AtFlags, FileType};
 
-use super::super::MutatorError;
 use super::super::fs_jail::{DirFd, io_error};
+use super::super::{MutatorError, Stat};
 use super::Roots;
 use crate::path::WorkspacePath;
 
@@ -22,13 +22,12 @@ use crate::path::WorkspacePath;
 /// store, flushed before the change, whatever a power cut does to the new one.
 pub(super) const SWAP_IN_FROM: u64 = 1 << 20;
 
-/// Whether a new version of `len` bytes goes in place of what `path` names in `dir` by an
-/// exchange ([`swap`]): it is big enough, and a regular file is there (where nothing is
-/// replaced, a rename costs nothing).
-pub(super) fn swaps(dir: &DirFd<'_>, path: &WorkspacePath, len: u64) -> bool {
-    len >= SWAP_IN_FROM
-        && rustix::fs::statat(dir, path.file_name(), AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|stat| FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile)
+/// Whether a new version of `len` bytes goes in place of what the caller found at the path
+/// (`now`) by an exchange ([`swap`]): it is big enough, and a regular file is there (where
+/// nothing is replaced, a rename costs nothing). What `now` says may be stale by the
+/// exchange: [`swap`] checks what it replaced.
+pub(super) fn swaps(now: &Stat, len: u64) -> bool {
+    len >= SWAP_IN_FROM && matches!(now, Stat::File { .. })
 }
 
 /// Exchanges the names `temp` (the new version, named as a write's temporary file) and
