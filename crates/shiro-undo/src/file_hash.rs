@@ -29,8 +29,11 @@ const SMALL_PIECE: usize = 64 << 10;
 /// hashed again on one thread, to its end as it is then, as a smaller file is.
 pub(crate) fn hash_file_from(file: &mut fs::File, start: u64) -> io::Result<(blake3::Hash, u64)> {
     let len = file.metadata()?.len().saturating_sub(start);
-    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    // Asked only for a big file: the answer opens and reads five files of the cgroup tree, a
+    // cost the hash of a smaller one (a restore's check of a 1 MiB copy) need not pay.
+    let threads = || std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     if len >= PARALLEL_HASH_FROM
+        && let threads = threads()
         && threads >= 2
         && let Some(hash) = hash_in_parts(file, start, len, 2 * threads.min(4))?
         && file.metadata()?.len() == start + len
