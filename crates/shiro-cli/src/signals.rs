@@ -23,26 +23,42 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 /// Returns once both are registered.
 pub fn install(handling: Handling) -> std::io::Result<Signals> {
     let signals = Signals::with_hook(handling, Arc::new(act));
-    let mut caught = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
-    // After the iterator's: a signal before these would be caught, yet never delivered.
-    for signal in [SIGINT, SIGTERM] {
-        signal_hook::flag::register(signal, signals.received_flag())?;
-    }
+    // The thread first: should the system refuse one, nothing is registered yet, and a signal
+    // still stops the process, as the caller then says. It is handed the iterator once the
+    // handlers are in place, and is not waited for.
+    let (hand_over, handed) = std::sync::mpsc::sync_channel(1);
     let delivered = signals.clone();
     std::thread::Builder::new()
         .name("shiro-signals".to_owned())
         .spawn(move || {
-            // Ends with the process: nothing closes the iterator.
-            for signal in caught.forever() {
-                let signal = if signal == SIGTERM {
-                    Signal::Terminate
-                } else {
-                    Signal::Interrupt
-                };
-                delivered.deliver_received(signal);
-            }
+            // Nothing comes when the registration failed.
+            let Ok(mut caught) = handed.recv() else {
+                return;
+            };
+            deliver(&delivered, &mut caught);
         })?;
+    let caught = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    // After the iterator's: a signal before these would be caught, yet never delivered.
+    for signal in [SIGINT, SIGTERM] {
+        signal_hook::flag::register(signal, signals.received_flag())?;
+    }
+    hand_over.send(caught).map_err(|_| {
+        std::io::Error::other("the signal thread ended before it was handed the signals")
+    })?;
     Ok(signals)
+}
+
+/// The signal thread: delivers each signal `caught` as it comes, until the process ends
+/// (nothing closes the iterator).
+fn deliver(signals: &Signals, caught: &mut signal_hook::iterator::Signals) {
+    for signal in caught.forever() {
+        let signal = if signal == SIGTERM {
+            Signal::Terminate
+        } else {
+            Signal::Interrupt
+        };
+        signals.deliver_received(signal);
+    }
 }
 
 /// Does what a signal's verdict asks of the process.
