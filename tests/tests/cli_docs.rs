@@ -86,16 +86,13 @@ fn every_example_in_help_runs() {
     for args in HELPS {
         for example in examples(&help(&ws, args)) {
             seen += 1;
-            let out = Command::new("sh")
+            // Isolated as every run is: an example's undo history is not the user's.
+            let out = ws
+                .isolate(&mut Command::new("sh"))
                 .arg("-c")
                 .arg(&example)
                 .current_dir(ws.path())
                 .env("PATH", &path)
-                .env("SHIRO_CONFIG_DIR", ws.config.path())
-                .env("NO_COLOR", "1")
-                .env_remove("SHIRO_MODEL")
-                .env_remove("OPENAI_BASE_URL")
-                .env_remove("OPENAI_API_KEY")
                 .stdin(Stdio::null())
                 .output()
                 .unwrap();

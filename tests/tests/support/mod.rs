@@ -120,10 +120,21 @@ impl Ws {
     /// this one's environment.
     pub fn command_in(&self, shiro: &Path, root: &Path, args: &[&str]) -> Command {
         let mut command = Command::new(shiro);
-        command
+        self.isolate(&mut command)
             .arg("-C")
             .arg(root)
             .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+
+    /// Gives `command` (shiro, or a shell that runs it) the environment every run gets: its
+    /// own config directory and home, so nothing of the user's is read or written, and no
+    /// model.
+    pub fn isolate<'c>(&self, command: &'c mut Command) -> &'c mut Command {
+        command
             .env("SHIRO_CONFIG_DIR", self.config.path())
             // The user's own command folders (`~/.claude/commands`, …) are never seen.
             .env("HOME", self.config.path())
@@ -135,10 +146,6 @@ impl Ws {
             .env_remove("SHIRO_MODEL")
             .env_remove("OPENAI_BASE_URL")
             .env_remove("OPENAI_API_KEY")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        command
     }
 
     /// Runs `shiro -C <ws> ARGS` with `stdin` as input.
