@@ -619,7 +619,7 @@ impl Blobs {
     /// packed is collected without going through every path of every turn.
     pub(crate) fn collect(
         &self,
-        keep: impl FnOnce() -> BTreeSet<ContentHash>,
+        keep: impl FnOnce() -> Option<BTreeSet<ContentHash>>,
         packs: &BTreeSet<String>,
     ) -> io::Result<Listing> {
         let mut listing = self.list()?;
@@ -629,7 +629,11 @@ impl Blobs {
         listing.packs.retain(|name, _| packs.contains(name));
         let live = match listing.whole.is_empty() && listing.deltas.is_empty() {
             true => BTreeSet::new(),
-            false => self.closure(&keep(), &listing),
+            false => match keep() {
+                Some(keep) => self.closure(&keep, &listing),
+                // What is needed is not known: nothing is removed.
+                None => return Ok(listing),
+            },
         };
         let mut removed = Vec::new();
         for hash in listing.whole.keys().filter(|hash| !live.contains(hash)) {

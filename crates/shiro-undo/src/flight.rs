@@ -9,6 +9,7 @@ use std::io::Write;
 use shiro_tools::{Mutator, WorkspacePath};
 
 use crate::codec::encode;
+use crate::deferred::Deferred;
 use crate::error::UndoError;
 use crate::format::{
     BashCapture, ChangeRecord, GitRecord, InflightLine, PathRecord, TurnMeta, TurnRecord,
@@ -292,12 +293,12 @@ impl Flight {
         let record = TurnRecord {
             meta: self.meta,
             tools: self.tools,
-            changes: self.changes,
+            changes: Deferred::new(self.changes),
             ran_bash: self.ran_bash,
             bash_uncaptured: self.bash_uncaptured,
             bash_unrestorable: self.bash_unrestorable.into_iter().collect(),
             recovered,
-            paths,
+            paths: Deferred::new(paths),
             packs: Vec::new(),
             damage: None,
             group: None,
@@ -493,7 +494,7 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
-        assert!(finished.record.paths.is_empty());
+        assert!(finished.record.paths().unwrap().is_empty());
         assert_eq!(finished.record.bash_unrestorable, ["a", "b"]);
         assert!(finished.record.validate().is_ok());
         // Nothing known to name: as before, a turn that changed nothing is not kept.

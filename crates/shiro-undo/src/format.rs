@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use shiro_tools::git::Move;
 use shiro_tools::{Change, WorkspacePath};
 
+use crate::deferred::{Checked, Deferred};
+use crate::error::UndoError;
 use crate::image::{ContentHash, Image};
 use crate::report::{Direction, TurnId, TurnSummary};
 
@@ -91,12 +93,37 @@ pub(crate) struct PathRecord {
     pub after: Image,
 }
 
+/// What tools reported is read as it is: a change naming a path that is not a workspace path
+/// is left out of the turn's summary.
+impl Checked for Vec<ChangeRecord> {
+    fn check(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// A turn's paths: each a valid workspace path, once.
+impl Checked for Vec<PathRecord> {
+    fn check(&self) -> Result<(), String> {
+        let mut seen = BTreeSet::new();
+        for record in self {
+            WorkspacePath::from_relative(&record.path)
+                .map_err(|err| format!("invalid path {:?}: {err}", record.path))?;
+            if !seen.insert(record.path.as_str()) {
+                return Err(format!("path {} listed twice", record.path));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A finished turn as the log keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct TurnRecord {
     pub meta: TurnMeta,
     pub tools: Vec<String>,
-    pub changes: Vec<ChangeRecord>,
+    /// What its tools reported, decoded when asked for (see [`Deferred`]): a bash call's
+    /// list is as long as its paths'.
+    pub changes: Deferred<Vec<ChangeRecord>>,
     pub ran_bash: bool,
     /// Whether a `bash` call of the turn ran with capture off: what it did is not known.
     /// Format 6; read as `ran_bash` from older formats, which never captured bash.
@@ -107,8 +134,9 @@ pub(crate) struct TurnRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bash_unrestorable: Vec<String>,
     pub recovered: bool,
-    /// Sorted by path, each path once.
-    pub paths: Vec<PathRecord>,
+    /// Sorted by path, each path once. Decoded when asked for (see [`Deferred`]): use
+    /// [`TurnRecord::paths`].
+    pub paths: Deferred<Vec<PathRecord>>,
     /// The packs (`blobs/<name>.pack`) holding the copies its restores kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub packs: Vec<String>,
@@ -208,12 +236,12 @@ impl TurnRecord {
                 session: None,
             },
             tools: Vec::new(),
-            changes: Vec::new(),
+            changes: Deferred::new(Vec::new()),
             ran_bash: false,
             bash_uncaptured: false,
             bash_unrestorable: Vec::new(),
             recovered: false,
-            paths: Vec::new(),
+            paths: Deferred::new(Vec::new()),
             packs: Vec::new(),
             damage: None,
             group: None,
@@ -221,23 +249,13 @@ impl TurnRecord {
         }
     }
 
-    /// Checks what a checksum cannot: every path is a valid workspace path, once.
+    /// Checks what a checksum cannot: its packs, git names and the paths bash changed are
+    /// valid. Its paths are checked when decoded (see [`TurnRecord::paths`]).
     pub(crate) fn validate(&self) -> Result<(), String> {
         for pack in &self.packs {
             let plain = |c: char| c.is_ascii_digit() || c.is_ascii_lowercase() || c == '-';
             if pack.is_empty() || pack.len() > 64 || !pack.chars().all(plain) {
                 return Err(format!("invalid pack name in turn {}", self.meta.id));
-            }
-        }
-        let mut seen = BTreeSet::new();
-        for record in &self.paths {
-            WorkspacePath::from_relative(&record.path)
-                .map_err(|err| format!("invalid path in turn {}: {err}", self.meta.id))?;
-            if !seen.insert(record.path.as_str()) {
-                return Err(format!(
-                    "path {} listed twice in turn {}",
-                    record.path, self.meta.id
-                ));
             }
         }
         if let Some(git) = &self.git {
@@ -265,35 +283,64 @@ impl TurnRecord {
         }
     }
 
-    /// The paths as workspace paths. Records are validated when read, so none is dropped.
-    pub(crate) fn workspace_paths(&self) -> Vec<(WorkspacePath, &PathRecord)> {
-        self.paths
-            .iter()
+    /// The paths it touched, sorted, each once: decoded and checked the first time they are
+    /// asked for. `Err` says why they cannot be (see [`Deferred`]).
+    pub(crate) fn paths(&self) -> Result<&[PathRecord], UndoError> {
+        (self.paths.get().map(Vec::as_slice)).map_err(|reason| self.unreadable(reason))
+    }
+
+    /// What its tools reported, decoded the first time it is asked for.
+    pub(crate) fn changes(&self) -> Result<&[ChangeRecord], UndoError> {
+        (self.changes.get().map(Vec::as_slice)).map_err(|reason| self.unreadable(reason))
+    }
+
+    /// [`TurnRecord::paths`], to change.
+    pub(crate) fn paths_mut(&mut self) -> Result<&mut Vec<PathRecord>, UndoError> {
+        let id = self.meta.id;
+        (self.paths.get_mut()).map_err(|reason| UndoError::UnreadableTurn { id, reason })
+    }
+
+    fn unreadable(&self, reason: String) -> UndoError {
+        UndoError::UnreadableTurn {
+            id: self.meta.id,
+            reason,
+        }
+    }
+
+    /// The paths as workspace paths. They are checked when decoded, so none is dropped.
+    pub(crate) fn workspace_paths(&self) -> Result<Vec<(WorkspacePath, &PathRecord)>, UndoError> {
+        Ok((self.paths()?.iter())
             .filter_map(|record| {
                 WorkspacePath::from_relative(&record.path)
                     .ok()
                     .map(|p| (p, record))
             })
-            .collect()
+            .collect())
     }
 
-    /// Every blob hash the turn refers to.
-    pub(crate) fn hashes(&self) -> impl Iterator<Item = ContentHash> + '_ {
-        self.paths
-            .iter()
+    /// Every blob hash the turn refers to; `Err` when its paths cannot be read.
+    pub(crate) fn hashes(&self) -> Result<impl Iterator<Item = ContentHash> + '_, UndoError> {
+        Ok((self.paths()?.iter())
             .flat_map(|r| [r.before.hash(), r.after.hash()])
             .flatten()
-            .chain(self.git.iter().flat_map(GitRecord::hashes))
+            .chain(self.git.iter().flat_map(GitRecord::hashes)))
     }
 
     pub(crate) fn summary(&self) -> TurnSummary {
-        let mut changes: Vec<Change> = self
-            .changes
-            .iter()
-            .filter_map(ChangeRecord::to_change)
-            .collect();
+        // What cannot be read shows as the turn's damage (a restore of it reports it too).
+        let mut damage = self.damage.clone();
+        let mut changes: Vec<Change> = match self.changes() {
+            Ok(records) => records.iter().filter_map(ChangeRecord::to_change).collect(),
+            Err(err) => {
+                damage = damage.or(Some(err.to_string()));
+                Vec::new()
+            }
+        };
         if changes.is_empty() {
-            changes = self.paths.iter().filter_map(derived_change).collect();
+            match self.paths() {
+                Ok(paths) => changes = paths.iter().filter_map(derived_change).collect(),
+                Err(err) => damage = damage.or(Some(err.to_string())),
+            }
         }
         TurnSummary {
             id: self.meta.id,
@@ -311,7 +358,7 @@ impl TurnRecord {
                 .filter_map(|path| WorkspacePath::from_relative(path).ok())
                 .collect(),
             recovered: self.recovered,
-            damage: self.damage.clone(),
+            damage,
             git: self
                 .git
                 .as_ref()
@@ -390,7 +437,18 @@ impl LogLine {
         struct Tag {
             record: String,
         }
-        match serde_json::from_str::<Tag>(json)?.record.as_str() {
+        // Written first, as serde writes a tag: found without a scan of the whole line,
+        // which for a turn of many paths is megabytes.
+        let first = json
+            .strip_prefix(r#"{"record":""#)
+            .and_then(|rest| rest.split_once('"'))
+            .map(|(tag, _)| tag)
+            .filter(|tag| !tag.contains('\\'));
+        let tag = match first {
+            Some(tag) => tag.to_owned(),
+            None => serde_json::from_str::<Tag>(json)?.record,
+        };
+        match tag.as_str() {
             "turn" => serde_json::from_str(json).map(LogLine::Turn),
             "push" => serde_json::from_str(json).map(LogLine::Push),
             "begin" => serde_json::from_str(json).map(LogLine::Begin),
@@ -683,7 +741,7 @@ mod tests {
         let mut turn = TurnRecord::empty(4);
         turn.git = Some(sum.clone());
         assert!(
-            turn.hashes().any(|h| h == hash(1)),
+            turn.hashes().unwrap().any(|h| h == hash(1)),
             "collection keeps the index copies"
         );
         assert_eq!(turn.validate(), Ok(()));

@@ -67,7 +67,7 @@ fn path(s: &str) -> WorkspacePath {
 fn unneeded(store: &UndoStore) -> Vec<String> {
     let (state, blobs) = store.inside();
     let listing = blobs.list().unwrap();
-    let hashes = state.hashes();
+    let hashes = state.hashes().unwrap();
     let live = blobs.closure(&hashes, &listing);
     let named = state.packs();
     let mut unneeded = Vec::new();

@@ -51,6 +51,7 @@
 
 mod blob;
 mod codec;
+mod deferred;
 mod delta;
 mod error;
 mod file_hash;

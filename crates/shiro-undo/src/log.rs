@@ -17,6 +17,7 @@ use std::sync::Arc;
 use crate::codec::{
     BadLine, line_sum, raw_lines, write_atomic_with, write_line, write_summed_line,
 };
+use crate::error::UndoError;
 use crate::format::{
     Begun, FORMAT_VERSION, LOG_FORMAT, LogLine, Pushed, Stack, Stacked, TurnRecord,
 };
@@ -120,9 +121,14 @@ impl LogState {
         )
     }
 
-    /// Every blob the kept turns refer to.
-    pub(crate) fn hashes(&self) -> BTreeSet<ContentHash> {
-        self.kept().flat_map(TurnRecord::hashes).collect()
+    /// Every blob the kept turns refer to; `Err` when a turn's paths cannot be read, and so
+    /// what it needs is not known.
+    pub(crate) fn hashes(&self) -> Result<BTreeSet<ContentHash>, UndoError> {
+        let mut hashes = BTreeSet::new();
+        for turn in self.kept() {
+            hashes.extend(turn.hashes()?);
+        }
+        Ok(hashes)
     }
 
     /// The packs the kept turns name.
@@ -655,6 +661,9 @@ mod tests {
 
     use super::*;
     use crate::codec::encode;
+    use crate::deferred::Deferred;
+    use crate::format::{ChangeRecord, PathRecord};
+    use crate::image::Image;
 
     fn turn(id: u64) -> Arc<TurnRecord> {
         Arc::new(TurnRecord::empty(id))
@@ -666,6 +675,45 @@ mod tests {
             dropped: Vec::new(),
             scoped: false,
         })
+    }
+
+    /// Reading the log decodes no turn's paths or changes: a turn of many paths costs a
+    /// command that does not restore it a scan of its bytes. Asked for, they are what was
+    /// written, and a snapshot writes them back as they were read.
+    #[test]
+    fn reading_the_log_leaves_the_turns_paths_and_changes_to_be_decoded_when_asked_for() {
+        let mut made = TurnRecord::empty(3);
+        made.paths = Deferred::new(vec![PathRecord {
+            path: "a.txt".to_owned(),
+            before: Image::Absent,
+            after: Image::Dir { mode: 0o755 },
+        }]);
+        made.changes = Deferred::new(vec![ChangeRecord::Added {
+            path: "a.txt".to_owned(),
+        }]);
+        let bytes = [
+            encode(&LogLine::Header {
+                format: LOG_FORMAT.to_owned(),
+                version: FORMAT_VERSION,
+                next_id: 4,
+            })
+            .unwrap(),
+            encode(&LogLine::Turn(Stacked {
+                stack: Stack::Undo,
+                turn: Arc::new(made.clone()),
+            }))
+            .unwrap(),
+        ]
+        .concat();
+        let state = parse(bytes.as_bytes()).unwrap().state;
+        let read = &state.undo[0];
+        assert!(read.paths.is_deferred() && read.changes.is_deferred());
+        let snapshot = |state: &LogState| String::from_utf8(state.snapshot()).unwrap();
+        assert_eq!(snapshot(&state), bytes);
+        assert_eq!(read.paths().unwrap(), made.paths().unwrap());
+        assert_eq!(read.changes().unwrap(), made.changes().unwrap());
+        assert!(!read.paths.is_deferred() && !read.changes.is_deferred());
+        assert_eq!(snapshot(&state), bytes);
     }
 
     #[test]

@@ -49,8 +49,9 @@ pub(crate) async fn plan(
     turn: &TurnRecord,
     direction: Direction,
 ) -> Result<Vec<Planned>, UndoError> {
-    let mut planned = Vec::with_capacity(turn.paths.len());
-    for (path, record) in turn.workspace_paths() {
+    let paths = turn.workspace_paths()?;
+    let mut planned = Vec::with_capacity(paths.len());
+    for (path, record) in paths {
         let now = hashed_image(mutator, &path).await?;
         let (expected, becomes) = sides(record, direction);
         planned.push(Planned {
@@ -491,8 +492,9 @@ pub(crate) async fn standings(
     direction: Direction,
     started: Option<usize>,
 ) -> Result<Vec<(WorkspacePath, Standing)>, UndoError> {
-    let mut out = Vec::with_capacity(turn.paths.len());
-    for (index, record) in turn.paths.iter().enumerate() {
+    let paths = turn.paths()?;
+    let mut out = Vec::with_capacity(paths.len());
+    for (index, record) in paths.iter().enumerate() {
         let Ok(path) = WorkspacePath::from_relative(&record.path) else {
             continue;
         };
@@ -666,7 +668,7 @@ pub(crate) async fn apply(
     progress: &Progress,
 ) -> Result<BTreeMap<WorkspacePath, Action>, UndoError> {
     // The targets borrowed from the turn: it may list many paths.
-    let mut items: Vec<(WorkspacePath, &Image, usize)> = (turn.paths.iter().enumerate())
+    let mut items: Vec<(WorkspacePath, &Image, usize)> = (turn.paths()?.iter().enumerate())
         .filter_map(|(index, record)| {
             let path = WorkspacePath::from_relative(&record.path).ok()?;
             let target = sides(record, direction).1;
@@ -810,8 +812,9 @@ pub(crate) async fn apply_marked_first(
     progress: &Progress,
 ) -> Result<BTreeMap<WorkspacePath, Action>, UndoError> {
     let seen = Seen::new();
-    if let Some(marked) = progress.current().and_then(|i| turn.paths.get(i)) {
-        let others: BTreeSet<WorkspacePath> = (turn.paths.iter())
+    let paths = turn.paths()?;
+    if let Some(marked) = progress.current().and_then(|i| paths.get(i)) {
+        let others: BTreeSet<WorkspacePath> = (paths.iter())
             .filter(|record| record.path != marked.path)
             .filter_map(|record| WorkspacePath::from_relative(&record.path).ok())
             .chain(leave.iter().cloned())
@@ -892,7 +895,7 @@ mod tests {
             let before = format!("{name} before");
             let after = format!("{name} after");
             batch.push((ContentHash::of(before.as_bytes()), before));
-            turn.paths.push(crate::format::PathRecord {
+            turn.paths_mut().unwrap().push(crate::format::PathRecord {
                 path: name.to_owned(),
                 before: file(batch.last().unwrap().1.as_bytes()),
                 after: file(after.as_bytes()),

@@ -1632,3 +1632,58 @@ async fn a_tree_removed_whole_is_recorded_and_undone_exactly() {
     store.undo(&ws, UndoOptions::default()).await.unwrap();
     assert_eq!(common::disk_tree(&root), before);
 }
+
+/// A turn's paths are read only when a restore needs them. A turn whose record names a path
+/// that is not a workspace path (its checksum sound: written by another build, or by hand)
+/// stays in the log as it is: the turns after it are recorded, undone and redone, and an
+/// undo of it is refused with the reason, changing nothing and removing none of its copies.
+#[tokio::test]
+async fn a_turn_whose_paths_cannot_be_read_is_refused_and_the_others_still_work() {
+    let f = fixture(StoreOptions::default()).await;
+    turn(&f, "first", &[("a.txt", b"1")]).await.unwrap();
+    let path = f.store.dir().join("log.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let rewritten: String = (text.lines())
+        .map(|line| {
+            let (_, json) = line.split_once(' ').unwrap();
+            let json = json.replace(r#""path":"a.txt""#, r#""path":"../a.txt""#);
+            format!("{} {json}\n", blake3::hash(json.as_bytes()).to_hex())
+        })
+        .collect();
+    assert_ne!(rewritten, text);
+    std::fs::write(&path, &rewritten).unwrap();
+    let blobs = || {
+        let mut names: Vec<String> = std::fs::read_dir(f.store.dir().join("blobs"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let kept = blobs();
+
+    turn(&f, "second", &[("b.txt", b"2")]).await.unwrap();
+    let undone = f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(undone.turn.summary, "second");
+    assert!(f.ws.read(&p("b.txt")).await.is_err());
+    f.store.redo(&f.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(f.ws.read(&p("b.txt")).await.unwrap(), b"2");
+    f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+
+    let err = f
+        .store
+        .undo(&f.ws, UndoOptions::default())
+        .await
+        .unwrap_err();
+    insta::assert_snapshot!(err, @"the undo log's record of turn #1 cannot be used: invalid path \"../a.txt\": path \"../a.txt\" uses `..`; give the path relative to the workspace root without `..`");
+    assert_eq!(f.ws.read(&p("a.txt")).await.unwrap(), b"1");
+    let log = f.store.log().unwrap();
+    assert_eq!(log.len(), 1);
+    insta::assert_snapshot!(log[0].damage.clone().unwrap_or_default(), @"the undo log's record of turn #1 cannot be used: invalid path \"../a.txt\": path \"../a.txt\" uses `..`; give the path relative to the workspace root without `..`");
+    for name in kept {
+        assert!(blobs().contains(&name), "{name} was removed");
+    }
+    // The record is written back as it was read, the bad path included.
+    let now = std::fs::read_to_string(&path).unwrap();
+    assert!(now.contains(r#""path":"../a.txt""#), "{now}");
+}

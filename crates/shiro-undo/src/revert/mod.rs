@@ -79,9 +79,10 @@ pub(crate) async fn plan(
     turn: &TurnRecord,
     copies: &dyn Copies,
 ) -> Result<Plan, UndoError> {
-    let mut steps = Vec::with_capacity(turn.paths.len());
+    let paths = turn.workspace_paths()?;
+    let mut steps = Vec::with_capacity(paths.len());
     let mut conflicts = Vec::new();
-    for (path, record) in turn.workspace_paths() {
+    for (path, record) in paths {
         let (before, after) = (&record.before, &record.after);
         let now = hashed_image(workspace, &path).await?;
         let step = |now: Image, becomes: Image| Step {

@@ -301,7 +301,8 @@ impl UndoStore {
         }
         let state = self.read_state()?;
         let turns = state.undo.iter().chain(&state.redo);
-        for turn in turns.filter(|turn| turn.hashes().any(|h| h == *hash)) {
+        // A turn whose paths cannot be read is not known to refer to it.
+        for turn in turns.filter(|turn| turn.hashes().is_ok_and(|mut h| h.any(|h| h == *hash))) {
             if let Some(bytes) = Copies::of(self, Some(turn)).get(hash)? {
                 return Ok(Some(bytes));
             }
@@ -663,7 +664,7 @@ impl UndoStore {
     fn collect(&self, state: &LogState) -> Result<Listing, UndoError> {
         self.inner
             .blobs
-            .collect(|| state.hashes(), &state.packs())
+            .collect(|| state.hashes().ok(), &state.packs())
             .map_err(|err| UndoError::io("collect unused blobs in", self.inner.blobs.dir(), err))
     }
 
@@ -686,7 +687,10 @@ impl UndoStore {
         if candidates.is_empty() {
             return Ok(listing);
         }
-        let live = state.hashes();
+        // A turn whose paths cannot be read may need any copy: no pack is rewritten.
+        let Ok(live) = state.hashes() else {
+            return Ok(listing);
+        };
         let dir = self.inner.blobs.dir();
         let mut rewrote = false;
         for name in candidates {
@@ -723,17 +727,21 @@ impl UndoStore {
         // turn before it (what that one left), so every turn but the newest.
         let mut weighed: BTreeMap<String, Pack> = BTreeMap::new();
         // What the kept turns need, with the bases of their deltas.
-        let used = |state: &LogState, weighed: &BTreeMap<String, Pack>| -> u64 {
-            let live = state.hashes();
+        // `None` when a turn's paths cannot be read, and so what it needs is not known.
+        let used = |state: &LogState, weighed: &BTreeMap<String, Pack>| -> Option<u64> {
+            let live = state.hashes().ok()?;
             let (reweighed, whole): (BTreeSet<String>, BTreeSet<String>) =
                 (state.packs().into_iter()).partition(|name| weighed.contains_key(name));
             let reweighed: u64 = (reweighed.iter())
                 .filter_map(|name| weighed.get(name))
                 .map(|pack| pack.collected_size(|hash| live.contains(hash)))
                 .sum();
-            blobs.size_of(&live, &whole, listing) + reweighed
+            Some(blobs.size_of(&live, &whole, listing) + reweighed)
         };
-        let mut total = used(state, &weighed);
+        // Turns are dropped for size only while what the others need is known.
+        let Some(mut total) = used(state, &weighed) else {
+            return Ok(());
+        };
         let mut dropped = Vec::new();
         let earlier = named_packs(state);
         while total > cap && state.undo.len() > 1 {
@@ -746,7 +754,10 @@ impl UndoStore {
                 }
             }
             dropped.push(turn.meta.id);
-            total = used(state, &weighed);
+            match used(state, &weighed) {
+                Some(now) => total = now,
+                None => break,
+            }
         }
         if !dropped.is_empty() {
             self.append(
@@ -848,18 +859,18 @@ fn needed_writes(
     direction: Direction,
     standings: &[(WorkspacePath, restore::Standing)],
     leave: &BTreeSet<WorkspacePath>,
-) -> Vec<(WorkspacePath, Image)> {
+) -> Result<Vec<(WorkspacePath, Image)>, UndoError> {
     let done: BTreeSet<&WorkspacePath> = (standings.iter())
         .filter(|(_, standing)| *standing == restore::Standing::Done)
         .map(|(path, _)| path)
         .collect();
-    (turn.paths.iter())
+    Ok((turn.paths()?.iter())
         .filter_map(|record| {
             let path = WorkspacePath::from_relative(&record.path).ok()?;
             let needed = !done.contains(&path) && !leave.contains(&path);
             needed.then(|| (path, restore::sides(record, direction).1.clone()))
         })
-        .collect()
+        .collect())
 }
 
 #[cfg(test)]

@@ -103,7 +103,7 @@ impl UndoStore {
             reverting,
             reason: err.to_string(),
         };
-        let paths = pending.turn.workspace_paths();
+        let paths = pending.turn.workspace_paths()?;
         restore::sweep_partial_writes(workspace, paths.iter().map(|(path, _)| path)).await;
         let progress_path = self.path(PROGRESS_FILE);
         let started = restore::Progress::read(&progress_path, pending.run);
@@ -130,7 +130,7 @@ impl UndoStore {
             )
         } else {
             let stored = restore::Stored::open(&self.inner.blobs, &pending.turn);
-            let writes = needed_writes(&pending.turn, direction, &standings, &BTreeSet::new());
+            let writes = needed_writes(&pending.turn, direction, &standings, &BTreeSet::new())?;
             let progress = restore::Progress::resume(&progress_path, run, started);
             let git = pending.turn.git.as_ref();
             let verified = restore::verify(&stored, writes.iter().map(|(p, i)| (p, i))).and_then(
@@ -397,7 +397,7 @@ impl UndoStore {
                 };
                 match flight.finish(workspace, true, keep, &spares).await? {
                     Some(finished) => {
-                        let paths = finished.record.paths.len();
+                        let paths = finished.record.paths()?.len();
                         let unrestorable = finished.record.summary().bash_unrestorable;
                         // A blob an earlier attempt to finish this turn left damaged (a disk
                         // error) must not count as stored.
@@ -462,20 +462,24 @@ impl UndoStore {
             small_afters,
         } = finished;
         let mut record = record;
+        let id = record.meta.id;
+        // Direct, so that only the field is borrowed: the record's packs are named below.
+        let paths =
+            (record.paths.get()).map_err(|reason| UndoError::UnreadableTurn { id, reason })?;
         // A file kept under a second name that the turn did not replace after all (it failed,
         // or a crash cut it short) gets a copy of its own now, before any turn relies on it.
         let stream = self.inner.options.stream_file_bytes;
-        for hash in (record.paths.iter()).filter_map(|path| path.before.streamed_hash(stream)) {
+        for hash in (paths.iter()).filter_map(|path| path.before.streamed_hash(stream)) {
             (blobs.unshare_if_shared(&hash))
                 .map_err(|err| UndoError::io("store a copy in", blobs.dir(), err))?;
         }
         let packed = self.packed(state);
-        let loose = blobs.contains_many(record.paths.len() + pending.len());
+        let loose = blobs.contains_many(paths.len() + pending.len());
         let in_store = |hash: &ContentHash| loose.contains(hash) || packed.find(hash).is_some();
         let mut items = Vec::new();
         let mut raw = BTreeSet::new();
         let mut stored = BTreeSet::new();
-        for path in &record.paths {
+        for path in paths {
             let (Some(before), Some(after)) = (path.before.hash(), path.after.hash()) else {
                 continue;
             };
@@ -515,7 +519,7 @@ impl UndoStore {
         let failed = |err| UndoError::io("store a copy in", blobs.dir(), err);
         let mut batch: Vec<(ContentHash, Form<'_>)> = Vec::new();
         let mut pack: Option<PackWriter> = None;
-        let befores = record.paths.iter().filter_map(|path| path.before.hash());
+        let befores = paths.iter().filter_map(|path| path.before.hash());
         let mut seen = BTreeSet::new();
         let in_path_order = (befores.chain(pending.keys().copied()))
             .filter(|hash| seen.insert(*hash))
@@ -565,7 +569,7 @@ impl UndoStore {
         }
         // Then what the turn left of small files, but a copy stored already or on its way.
         let big_afters: BTreeSet<ContentHash> = items.iter().map(|(hash, _)| *hash).collect();
-        let afters_in_path_order = (record.paths.iter())
+        let afters_in_path_order = (paths.iter())
             .filter_map(|path| path.after.hash())
             .filter_map(|hash| Some((hash, small_afters.get(&hash)?)));
         let small: Vec<_> = afters_in_path_order
@@ -597,7 +601,7 @@ impl UndoStore {
         }
         // A copy stored already in another turn's pack is not stored again: this turn names
         // that pack too, so that it stays as long as this turn needs it.
-        let hashes: BTreeSet<ContentHash> = record.hashes().collect();
+        let hashes: BTreeSet<ContentHash> = record.hashes()?.collect();
         for hash in &hashes {
             if let Some(name) = packed.find(hash)
                 && named.insert(name.to_owned())
@@ -667,8 +671,16 @@ mod tests {
         let (log, blobs) = store.inside();
         let turn = log.undo.last().unwrap();
         let pack = Pack::open(&pack_path(blobs.dir(), &turn.packs[0])).unwrap();
-        let befores = turn.paths.iter().filter_map(|path| path.before.hash());
-        let afters = turn.paths.iter().filter_map(|path| path.after.hash());
+        let befores = turn
+            .paths()
+            .unwrap()
+            .iter()
+            .filter_map(|path| path.before.hash());
+        let afters = turn
+            .paths()
+            .unwrap()
+            .iter()
+            .filter_map(|path| path.after.hash());
         for copies in [befores.collect::<Vec<_>>(), afters.collect()] {
             let offsets: Vec<u64> = (copies.iter())
                 .map(|hash| pack.offset_of(hash).unwrap())

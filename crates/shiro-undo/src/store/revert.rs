@@ -16,6 +16,7 @@ use shiro_tools::{Mutator, WorkspacePath};
 
 use crate::PREVIEW_MAX_BYTES;
 use crate::blob::Blobs;
+use crate::deferred::Deferred;
 use crate::error::UndoError;
 use crate::format::{Begun, LogLine, PROGRESS_FILE, PathRecord, TurnMeta, TurnRecord};
 use crate::image::{ContentHash, Image};
@@ -162,19 +163,21 @@ impl UndoStore {
                 session: start.session,
             },
             tools: Vec::new(),
-            changes: Vec::new(),
+            changes: Deferred::new(Vec::new()),
             ran_bash: false,
             bash_uncaptured: false,
             bash_unrestorable: Vec::new(),
             recovered: false,
-            paths: (steps.iter())
-                .filter(|step| step.changes())
-                .map(|step| PathRecord {
-                    path: step.path.to_string(),
-                    before: step.now.clone(),
-                    after: step.becomes.clone(),
-                })
-                .collect(),
+            paths: Deferred::new(
+                (steps.iter())
+                    .filter(|step| step.changes())
+                    .map(|step| PathRecord {
+                        path: step.path.to_string(),
+                        before: step.now.clone(),
+                        after: step.becomes.clone(),
+                    })
+                    .collect(),
+            ),
             packs: Vec::new(),
             damage: None,
             group: None,
@@ -204,7 +207,7 @@ impl UndoStore {
         }
         // The copies stored already (the reverted turn's, what is there now): the turn names
         // the packs that hold them, so that they stay as long as it does.
-        let hashes: BTreeSet<ContentHash> = record.hashes().collect();
+        let hashes: BTreeSet<ContentHash> = record.hashes()?.collect();
         for hash in &hashes {
             if let Some(name) = packed.find(hash)
                 && !record.packs.iter().any(|named| named == name)

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use shiro_tools::WorkspacePath;
 
+use crate::deferred::Deferred;
 use crate::error::UndoError;
 use crate::format::{GitRecord, PathRecord, TurnRecord};
 use crate::log::LogState;
@@ -39,9 +40,13 @@ impl Selection {
     }
 
     /// The turns `first` and `later` (oldest first) as one restore.
-    fn joined(direction: Direction, first: Arc<TurnRecord>, later: Vec<Arc<TurnRecord>>) -> Self {
+    fn joined(
+        direction: Direction,
+        first: Arc<TurnRecord>,
+        later: Vec<Arc<TurnRecord>>,
+    ) -> Result<Self, UndoError> {
         if later.is_empty() {
-            return Self::single(direction, first);
+            return Ok(Self::single(direction, first));
         }
         let (meta, group) = (first.meta.clone(), first.group);
         let mut members = later;
@@ -49,7 +54,7 @@ impl Selection {
         let mut paths: BTreeMap<&str, (PathRecord, TurnId)> = BTreeMap::new();
         let mut between = Vec::new();
         for member in &members {
-            for record in &member.paths {
+            for record in member.paths()? {
                 match paths.get_mut(record.path.as_str()) {
                     None => {
                         paths.insert(&record.path, (record.clone(), member.meta.id));
@@ -101,24 +106,25 @@ impl Selection {
         let mut turn = TurnRecord {
             meta,
             tools: Vec::new(),
-            changes: Vec::new(),
+            changes: Deferred::new(Vec::new()),
             ran_bash: members.iter().any(|m| m.ran_bash),
             bash_uncaptured: members.iter().any(|m| m.bash_uncaptured),
             bash_unrestorable: Vec::new(),
             recovered: members.iter().any(|m| m.recovered),
-            paths: paths.into_values().map(|(record, _)| record).collect(),
+            paths: Deferred::new(paths.into_values().map(|(record, _)| record).collect()),
             packs: Vec::new(),
             damage: None,
             group,
             git: git.filter(|git| !git.is_empty()),
         };
+        let mut changes = Vec::new();
         for member in &members {
             for tool in &member.tools {
                 if !turn.tools.contains(tool) {
                     turn.tools.push(tool.clone());
                 }
             }
-            turn.changes.extend(member.changes.iter().cloned());
+            changes.extend(member.changes()?.iter().cloned());
             turn.bash_unrestorable
                 .extend(member.bash_unrestorable.iter().cloned());
             for pack in &member.packs {
@@ -127,15 +133,16 @@ impl Selection {
                 }
             }
         }
+        turn.changes = Deferred::new(changes);
         turn.bash_unrestorable.sort();
         turn.bash_unrestorable.dedup();
         between.sort_by(|a, b| a.path.cmp(&b.path));
-        Self {
+        Ok(Self {
             direction,
             turn: Arc::new(turn),
             members,
             between,
-        }
+        })
     }
 
     /// The ids of the turns after the first.
@@ -158,22 +165,26 @@ impl Selection {
     /// leaves, as a restore of one turn does in its record, so that the opposite restore
     /// brings that back exactly; and names the `packs` the restore kept those copies in.
     /// For an undo that is the last turn to touch each path, for a redo the first.
-    pub fn settle(&mut self, plan: &[Planned], packs: &[String]) {
+    pub fn settle(&mut self, plan: &[Planned], packs: &[String]) -> Result<(), UndoError> {
         let direction = self.direction;
         // The members are the log's records, shared: each is copied as it is first changed.
         for item in plan {
             let path = item.path.as_str();
-            let holds = |m: &Arc<TurnRecord>| m.paths.iter().position(|r| r.path == path);
+            let mut holders = Vec::new();
+            for (i, member) in self.members.iter().enumerate() {
+                if let Some(at) = member.paths()?.iter().position(|r| r.path == path) {
+                    holders.push((i, at));
+                }
+            }
             let holder = match direction {
-                Direction::Undo => {
-                    (self.members.iter().enumerate().rev()).find_map(|(i, m)| Some((i, holds(m)?)))
-                }
-                Direction::Redo => {
-                    (self.members.iter().enumerate()).find_map(|(i, m)| Some((i, holds(m)?)))
-                }
+                Direction::Undo => holders.last(),
+                Direction::Redo => holders.first(),
             };
-            if let Some((member, at)) = holder {
-                let record = &mut Arc::make_mut(&mut self.members[member]).paths[at];
+            if let Some(&(member, at)) = holder
+                && let Some(record) = Arc::make_mut(&mut self.members[member])
+                    .paths_mut()?
+                    .get_mut(at)
+            {
                 match direction {
                     Direction::Undo => record.after = item.now.clone(),
                     Direction::Redo => record.before = item.now.clone(),
@@ -188,6 +199,7 @@ impl Selection {
                 }
             }
         }
+        Ok(())
     }
 }
 
@@ -200,7 +212,7 @@ pub(super) fn newest(state: &LogState) -> Result<Selection, UndoError> {
 /// The next turn to redo; with the turns a rewind undid with it, when it was one of those.
 pub(super) fn next_redo(state: &LogState) -> Result<Selection, UndoError> {
     let top = state.redo.last().ok_or(UndoError::NothingToRedo)?;
-    Ok(redo_with_group(state, top))
+    redo_with_group(state, top)
 }
 
 /// Turn `id`, wherever it is on the redo stack, with the turns a rewind undid with it: for
@@ -210,13 +222,13 @@ pub(super) fn redo_of(state: &LogState, id: TurnId) -> Result<Selection, UndoErr
     let turn = (state.redo.iter())
         .find(|turn| turn.meta.id == id)
         .ok_or(UndoError::NotUndone { id })?;
-    Ok(redo_with_group(state, turn))
+    redo_with_group(state, turn)
 }
 
 /// `turn` of the redo stack and the other turns of its group, as one redo.
-fn redo_with_group(state: &LogState, turn: &Arc<TurnRecord>) -> Selection {
+fn redo_with_group(state: &LogState, turn: &Arc<TurnRecord>) -> Result<Selection, UndoError> {
     let Some(group) = turn.group else {
-        return Selection::single(Direction::Redo, Arc::clone(turn));
+        return Ok(Selection::single(Direction::Redo, Arc::clone(turn)));
     };
     let mut members: Vec<&Arc<TurnRecord>> = (state.redo.iter())
         .filter(|other| other.group == Some(group))
@@ -228,7 +240,7 @@ fn redo_with_group(state: &LogState, turn: &Arc<TurnRecord>) -> Selection {
             Arc::clone(first),
             later.iter().map(|member| Arc::clone(member)).collect(),
         ),
-        None => Selection::single(Direction::Redo, Arc::clone(turn)),
+        None => Ok(Selection::single(Direction::Redo, Arc::clone(turn))),
     }
 }
 
@@ -275,12 +287,16 @@ fn rewind_where(
         Direction::Undo,
         Arc::clone(first),
         later.into_iter().cloned().collect(),
-    );
+    )?;
     let mut crossed = Vec::new();
-    for record in &selection.turn.paths {
-        let touched_by = others
-            .iter()
-            .find(|other| other.paths.iter().any(|p| p.path == record.path));
+    for record in selection.turn.paths()? {
+        let mut touched_by = None;
+        for other in &others {
+            if other.paths()?.iter().any(|p| p.path == record.path) {
+                touched_by = Some(other);
+                break;
+            }
+        }
         if let Some(other) = touched_by
             && let Ok(path) = WorkspacePath::from_relative(&record.path)
         {

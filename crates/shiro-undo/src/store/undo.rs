@@ -201,7 +201,7 @@ impl UndoStore {
                 return Err(selection.refusal(changed));
             }
         }
-        for (record, item) in restored.paths.iter_mut().zip(&plan) {
+        for (record, item) in restored.paths_mut()?.iter_mut().zip(&plan) {
             match direction {
                 Direction::Undo => record.after = item.now.clone(),
                 Direction::Redo => record.before = item.now.clone(),
@@ -214,7 +214,7 @@ impl UndoStore {
             git::settle(workspace.root(), record, direction)?;
         }
         let (id, kept_from) = (turn.meta.id, turn.packs.len());
-        selection.settle(&plan, &restored.packs[kept_from..]);
+        selection.settle(&plan, &restored.packs[kept_from..])?;
         // Durable before anything changes: a crash from here on is completed on the next open.
         let run = restore::new_run();
         self.append(
@@ -358,7 +358,7 @@ impl UndoStore {
         let standings = restore::standings(workspace, &pending.turn, back, None)
             .await
             .map_err(|err| stuck(&err))?;
-        let writes = needed_writes(&pending.turn, back, &standings, &leave);
+        let writes = needed_writes(&pending.turn, back, &standings, &leave)?;
         restore::verify(&stored, writes.iter().map(|(path, image)| (path, image)))
             .map_err(|err| stuck(&err))?;
         restore::apply_marked_first(workspace, &stored, &pending.turn, back, &leave, progress)

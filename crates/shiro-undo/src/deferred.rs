@@ -1,0 +1,209 @@
+//! A part of a log record kept as the JSON it was read from, and decoded only when it is
+//! asked for.
+//!
+//! A turn's list of paths is most of its record: about 300 bytes a path, so one `sed -i`
+//! over 10,000 files leaves 3 MB in the log. Every command reads the log, and most of them
+//! (recording a turn, undoing a later one) never look at that turn's paths: kept as the JSON
+//! it was read from, the list costs a scan of its bytes rather than a decode of each path,
+//! and is written back as it was read. The bytes were checked against the line's checksum
+//! when read, so they are what was written; decoding them checks what a checksum cannot (a
+//! path that is not a workspace path), and a part that fails that check fails every use of
+//! its turn that needs it, with the reason.
+
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
+
+/// What a deferred part checks once decoded, beyond its JSON's shape.
+pub(crate) trait Checked {
+    fn check(&self) -> Result<(), String>;
+}
+
+/// A value of `T`, or the JSON it is decoded from when first asked for.
+///
+/// Invariant: `raw` is `Some` or `value` is set.
+pub(crate) struct Deferred<T> {
+    /// The JSON it was read from, while the value is still what it says: written back as is.
+    raw: Option<Arc<RawValue>>,
+    value: OnceLock<Result<T, String>>,
+}
+
+impl<T: DeserializeOwned + Checked> Deferred<T> {
+    /// A value known from the start.
+    pub(crate) fn new(value: T) -> Self {
+        Self {
+            raw: None,
+            value: OnceLock::from(Ok(value)),
+        }
+    }
+
+    /// The value, decoded and checked the first time it is asked for; `Err` says why it
+    /// cannot be (every time it is asked).
+    pub(crate) fn get(&self) -> Result<&T, String> {
+        let decoded = self.value.get_or_init(|| {
+            let raw = self.raw.as_ref().ok_or("it holds nothing")?;
+            let value: T = serde_json::from_str(raw.get()).map_err(|err| err.to_string())?;
+            value.check()?;
+            Ok(value)
+        });
+        decoded.as_ref().map_err(String::clone)
+    }
+
+    /// The value, to change: from then on it is written as it is, no longer as read.
+    pub(crate) fn get_mut(&mut self) -> Result<&mut T, String> {
+        self.get()?;
+        self.raw = None;
+        match self.value.get_mut() {
+            Some(Ok(value)) => Ok(value),
+            Some(Err(reason)) => Err(reason.clone()),
+            None => Err("it holds nothing".to_owned()),
+        }
+    }
+
+    /// Whether it is still the JSON it was read from, not decoded yet (for tests).
+    #[cfg(test)]
+    pub(crate) fn is_deferred(&self) -> bool {
+        self.value.get().is_none()
+    }
+}
+
+impl<T: Clone> Clone for Deferred<T> {
+    fn clone(&self) -> Self {
+        Self {
+            // Shared, not copied: a turn's paths may take megabytes.
+            raw: self.raw.clone(),
+            value: self.value.clone(),
+        }
+    }
+}
+
+impl<T: fmt::Debug> fmt::Debug for Deferred<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.value.get(), &self.raw) {
+            (Some(value), _) => value.fmt(f),
+            (None, Some(raw)) => write!(f, "Deferred({} bytes)", raw.get().len()),
+            (None, None) => f.write_str("Deferred(nothing)"),
+        }
+    }
+}
+
+/// Two are equal when they decode to the same value, or cannot be decoded from the same
+/// JSON.
+impl<T: DeserializeOwned + Checked + PartialEq> PartialEq for Deferred<T> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self.get(), other.get()) {
+            (Ok(one), Ok(two)) => one == two,
+            (Err(_), Err(_)) => {
+                let json = |part: &Self| part.raw.as_ref().map(|raw| raw.get().to_owned());
+                json(self) == json(other)
+            }
+            _ => false,
+        }
+    }
+}
+
+impl<T: DeserializeOwned + Checked + Eq> Eq for Deferred<T> {}
+
+impl<T: Serialize> Serialize for Deferred<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match (&self.raw, self.value.get()) {
+            (Some(raw), _) => raw.serialize(serializer),
+            (None, Some(Ok(value))) => value.serialize(serializer),
+            (None, Some(Err(reason))) => Err(serde::ser::Error::custom(reason)),
+            (None, None) => Err(serde::ser::Error::custom("a deferred part holds nothing")),
+        }
+    }
+}
+
+/// Read as the JSON it is, unchecked until asked for. Only serde_json's deserializer can
+/// hand over the JSON of a part, which is the only one the log is read with.
+impl<'de, T> Deserialize<'de> for Deferred<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        Ok(Self {
+            raw: Some(Arc::from(raw)),
+            value: OnceLock::new(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    struct Even(Vec<u32>);
+
+    impl Checked for Even {
+        fn check(&self) -> Result<(), String> {
+            match self.0.iter().find(|n| *n % 2 == 1) {
+                Some(odd) => Err(format!("{odd} is odd")),
+                None => Ok(()),
+            }
+        }
+    }
+
+    #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+    struct Holder {
+        part: Deferred<Even>,
+    }
+
+    #[test]
+    fn a_part_read_is_decoded_when_asked_for_and_written_back_as_read() {
+        // Spacing a writer of today's code would not make: written back as it was read.
+        let json = r#"{"part":[2, 4,6]}"#;
+        let read: Holder = serde_json::from_str(json).unwrap();
+        assert!(read.part.is_deferred());
+        assert_eq!(serde_json::to_string(&read).unwrap(), json);
+        assert_eq!(read.part.get().unwrap(), &Even(vec![2, 4, 6]));
+        assert!(!read.part.is_deferred());
+        // Decoded but not changed: still written as read.
+        assert_eq!(serde_json::to_string(&read).unwrap(), json);
+    }
+
+    #[test]
+    fn a_part_changed_is_written_as_it_now_is() {
+        let mut read: Holder = serde_json::from_str(r#"{"part":[2, 4]}"#).unwrap();
+        read.part.get_mut().unwrap().0.push(8);
+        assert_eq!(serde_json::to_string(&read).unwrap(), r#"{"part":[2,4,8]}"#);
+        let made = Holder {
+            part: Deferred::new(Even(vec![0])),
+        };
+        assert_eq!(serde_json::to_string(&made).unwrap(), r#"{"part":[0]}"#);
+    }
+
+    #[test]
+    fn a_part_that_fails_its_check_or_its_shape_says_why_every_time() {
+        let odd: Holder = serde_json::from_str(r#"{"part":[2,3]}"#).unwrap();
+        assert_eq!(odd.part.get().unwrap_err(), "3 is odd");
+        assert_eq!(odd.part.get().unwrap_err(), "3 is odd");
+        assert_eq!(odd.clone().part.get_mut().unwrap_err(), "3 is odd");
+        // Still written as read: what cannot be decoded is not lost.
+        assert_eq!(serde_json::to_string(&odd).unwrap(), r#"{"part":[2,3]}"#);
+        let shape: Holder = serde_json::from_str(r#"{"part":{"not":"a list"}}"#).unwrap();
+        assert!(shape.part.get().unwrap_err().contains("expected"));
+        // Equal only to the same JSON.
+        assert_eq!(odd, odd.clone());
+        assert_ne!(odd, shape);
+    }
+
+    #[test]
+    fn clones_share_the_json_and_decode_on_their_own() {
+        let read: Holder = serde_json::from_str(r#"{"part":[4]}"#).unwrap();
+        let mut copy = read.clone();
+        copy.part.get_mut().unwrap().0.push(6);
+        assert_eq!(read.part.get().unwrap(), &Even(vec![4]));
+        assert_eq!(copy.part.get().unwrap(), &Even(vec![4, 6]));
+        assert_eq!(
+            read,
+            Holder {
+                part: Deferred::new(Even(vec![4]))
+            }
+        );
+    }
+}
