@@ -27,7 +27,8 @@ pub(crate) trait Checked {
 /// Invariant: `raw` is `Some` or `value` is set.
 pub(crate) struct Deferred<T> {
     /// The JSON it was read from, while the value is still what it says: written back as is.
-    raw: Option<Arc<RawValue>>,
+    /// (The box is shared as it is: an `Arc<RawValue>` made from it would copy the JSON.)
+    raw: Option<Arc<Box<RawValue>>>,
     value: OnceLock<Result<T, String>>,
 }
 
@@ -124,7 +125,7 @@ impl<'de, T> Deserialize<'de> for Deferred<T> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = Box::<RawValue>::deserialize(deserializer)?;
         Ok(Self {
-            raw: Some(Arc::from(raw)),
+            raw: Some(Arc::new(raw)),
             value: OnceLock::new(),
         })
     }

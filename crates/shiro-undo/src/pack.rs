@@ -260,47 +260,27 @@ impl Pack {
     pub(crate) fn open(path: &Path) -> io::Result<Self> {
         let file = crate::ground::open_read(path)?;
         let size = file.metadata()?.len();
-        let damaged = || io::Error::new(io::ErrorKind::InvalidData, "damaged pack");
-        if size < (MAGIC.len() + TRAILER) as u64 {
-            return Err(damaged());
-        }
-        let mut trailer = [0u8; TRAILER];
-        file.read_exact_at(&mut trailer, size - TRAILER as u64)?;
-        let (numbers, magic) = trailer.split_at(16);
-        let number = |at: usize| {
-            let mut bytes = [0u8; 8];
-            bytes.copy_from_slice(&numbers[at..at + 8]);
-            u64::from_le_bytes(bytes)
-        };
-        let (index_at, count) = (number(0), number(8));
-        let index_len = count.checked_mul(INDEX_ENTRY as u64).ok_or_else(damaged)?;
-        if magic != MAGIC || index_at.checked_add(index_len) != Some(size - TRAILER as u64) {
-            return Err(damaged());
-        }
-        let mut raw = vec![0u8; usize::try_from(index_len).map_err(|_| damaged())?];
-        file.read_exact_at(&mut raw, index_at)?;
         // Gathered, then built at once: sorted first and built bottom-up, rather than inserted
         // one by one (a pack of 10,000 copies is opened by every restore while it is kept).
-        let mut entries = Vec::with_capacity(raw.len() / INDEX_ENTRY);
-        for entry in raw.chunks_exact(INDEX_ENTRY) {
-            let mut hash = [0u8; 32];
-            hash.copy_from_slice(&entry[..32]);
-            let mut field = [0u8; 8];
-            field.copy_from_slice(&entry[32..40]);
-            let offset = u64::from_le_bytes(field);
-            field.copy_from_slice(&entry[40..48]);
-            let len = u64::from_le_bytes(field);
-            if offset.checked_add(len).is_none_or(|end| end > index_at) {
-                return Err(damaged());
-            }
-            entries.push((ContentHash::from_bytes(hash), (offset, len)));
-        }
+        let entries = read_index(&file, size)?;
         Ok(Self {
             path: path.to_owned(),
             file,
             size,
             index: BTreeMap::from_iter(entries),
         })
+    }
+
+    /// The hashes the pack at `path` holds, sorted, each once: its index without the rest.
+    pub(crate) fn hashes_at(path: &Path) -> io::Result<Vec<ContentHash>> {
+        let file = crate::ground::open_read(path)?;
+        let size = file.metadata()?.len();
+        let mut hashes: Vec<ContentHash> = (read_index(&file, size)?.into_iter())
+            .map(|(hash, _)| hash)
+            .collect();
+        hashes.sort_unstable();
+        hashes.dedup();
+        Ok(hashes)
     }
 
     /// How many bytes the stored copies take, and how many of them the copies of `live`.
@@ -415,6 +395,45 @@ fn file_id(meta: &std::fs::Metadata) -> FileId {
     )
 }
 
+/// Reads the index of the pack `file`, `size` bytes: each copy's hash, offset and length, in
+/// the order written. A pack that is not whole is damage (`InvalidData`).
+fn read_index(file: &File, size: u64) -> io::Result<Vec<(ContentHash, (u64, u64))>> {
+    let damaged = || io::Error::new(io::ErrorKind::InvalidData, "damaged pack");
+    if size < (MAGIC.len() + TRAILER) as u64 {
+        return Err(damaged());
+    }
+    let mut trailer = [0u8; TRAILER];
+    file.read_exact_at(&mut trailer, size - TRAILER as u64)?;
+    let (numbers, magic) = trailer.split_at(16);
+    let number = |at: usize| {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(&numbers[at..at + 8]);
+        u64::from_le_bytes(bytes)
+    };
+    let (index_at, count) = (number(0), number(8));
+    let index_len = count.checked_mul(INDEX_ENTRY as u64).ok_or_else(damaged)?;
+    if magic != MAGIC || index_at.checked_add(index_len) != Some(size - TRAILER as u64) {
+        return Err(damaged());
+    }
+    let mut raw = vec![0u8; usize::try_from(index_len).map_err(|_| damaged())?];
+    file.read_exact_at(&mut raw, index_at)?;
+    let mut entries = Vec::with_capacity(raw.len() / INDEX_ENTRY);
+    for entry in raw.chunks_exact(INDEX_ENTRY) {
+        let mut hash = [0u8; 32];
+        hash.copy_from_slice(&entry[..32]);
+        let mut field = [0u8; 8];
+        field.copy_from_slice(&entry[32..40]);
+        let offset = u64::from_le_bytes(field);
+        field.copy_from_slice(&entry[40..48]);
+        let len = u64::from_le_bytes(field);
+        if offset.checked_add(len).is_none_or(|end| end > index_at) {
+            return Err(damaged());
+        }
+        entries.push((ContentHash::from_bytes(hash), (offset, len)));
+    }
+    Ok(entries)
+}
+
 /// The hashes the packs named in the log hold: what deduplication looks up before it stores
 /// a copy, and where a turn that needs a copy stored already finds the pack to name.
 ///
@@ -423,7 +442,8 @@ fn file_id(meta: &std::fs::Metadata) -> FileId {
 /// known by its new identity and read again.
 #[derive(Debug, Default)]
 pub(crate) struct Packed {
-    packs: BTreeMap<String, (FileId, BTreeSet<ContentHash>)>,
+    /// Each pack's identity on disk, and its hashes (sorted, each once).
+    packs: BTreeMap<String, (FileId, Vec<ContentHash>)>,
     /// When the identity of every known pack was last checked on disk: under which hold of
     /// the store's lock, and how many packs this process had written by then (see
     /// [`PACKS_WRITTEN`]).
@@ -471,9 +491,8 @@ impl Packed {
             if self.packs.get(name).is_some_and(|(known, _)| *known == id) {
                 continue;
             }
-            match Pack::open(&path) {
-                Ok(pack) => {
-                    let hashes = pack.index.keys().copied().collect();
+            match Pack::hashes_at(&path) {
+                Ok(hashes) => {
                     self.packs.insert(name.clone(), (id, hashes));
                 }
                 Err(_) => {
@@ -487,7 +506,7 @@ impl Packed {
     /// A named pack that holds `hash`.
     pub(crate) fn find(&self, hash: &ContentHash) -> Option<&str> {
         (self.packs.iter())
-            .find(|(_, (_, hashes))| hashes.contains(hash))
+            .find(|(_, (_, hashes))| hashes.binary_search(hash).is_ok())
             .map(|(name, _)| name.as_str())
     }
 }
