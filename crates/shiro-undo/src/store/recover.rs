@@ -204,7 +204,10 @@ impl UndoStore {
         let (mut good, bad) = decode_all::<Journal>(&bytes);
         match good.pop() {
             Some((_, journal))
-                if bad.is_empty() && journal.turn.validate().is_ok() && state.pending.is_none() =>
+                if bad.is_empty()
+                    && journal.turn.validate().is_ok()
+                    && journal.turn.paths().is_ok()
+                    && state.pending.is_none() =>
             {
                 if journal.version > FORMAT_VERSION {
                     return Err(UndoError::UnsupportedVersion {
