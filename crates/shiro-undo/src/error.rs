@@ -101,14 +101,14 @@ pub enum UndoError {
         /// `missing`, or what is wrong with it.
         reason: String,
     },
-    /// A turn's record in the log whose paths cannot be read, though its line's checksum
-    /// matched (written by another build, or by hand): the turn cannot be restored, and its
-    /// record is kept as it is.
+    /// A turn's record in the log whose paths (or changes) cannot be read, though its line's
+    /// checksum matched (written by another build, or by hand): the turn cannot be restored,
+    /// and its record is kept as it is.
     #[error("the undo log's record of turn {id} cannot be used: {reason}")]
     UnreadableTurn {
         /// The turn.
         id: TurnId,
-        /// What is wrong with its paths.
+        /// What is wrong with them.
         reason: String,
     },
     /// Reading or writing the store itself failed.

@@ -693,17 +693,23 @@ mod tests {
         })
     }
 
+    /// Turn `id`, which made the directory `path` (written as given, checked when read).
+    fn made_dir(id: u64, path: &str) -> TurnRecord {
+        let mut turn = TurnRecord::empty(id);
+        turn.paths = Deferred::new(vec![PathRecord {
+            path: path.to_owned(),
+            before: Image::Absent,
+            after: Image::Dir { mode: 0o755 },
+        }]);
+        turn
+    }
+
     /// Reading the log decodes no turn's paths or changes: a turn of many paths costs a
     /// command that does not restore it a scan of its bytes. Asked for, they are what was
     /// written, and a snapshot writes them back as they were read.
     #[test]
     fn reading_the_log_leaves_the_turns_paths_and_changes_to_be_decoded_when_asked_for() {
-        let mut made = TurnRecord::empty(3);
-        made.paths = Deferred::new(vec![PathRecord {
-            path: "a.txt".to_owned(),
-            before: Image::Absent,
-            after: Image::Dir { mode: 0o755 },
-        }]);
+        let mut made = made_dir(3, "a.txt");
         made.changes = Deferred::new(vec![ChangeRecord::Added {
             path: "a.txt".to_owned(),
         }]);
@@ -737,12 +743,7 @@ mod tests {
     /// its stack.
     #[test]
     fn a_begin_whose_paths_cannot_be_read_leaves_no_restore_pending() {
-        let mut bad = TurnRecord::empty(2);
-        bad.paths = Deferred::new(vec![PathRecord {
-            path: "../outside".to_owned(),
-            before: Image::Absent,
-            after: Image::Dir { mode: 0o755 },
-        }]);
+        let bad = made_dir(2, "../outside");
         let lines = [
             LogLine::Header {
                 format: LOG_FORMAT.to_owned(),
