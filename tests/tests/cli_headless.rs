@@ -412,18 +412,11 @@ fn ctrl_c_stops_bash_and_leaves_the_log_consistent() {
     ]);
     let pid_file = ws.config.path().join("sleeper.pid");
     let command = format!("sleep 30 & echo $! > {}; wait", pid_file.display());
-    let child = Command::new(support::shiro_bin())
-        .arg("-C")
-        .arg(ws.path())
-        .args([
-            "tool",
-            "bash",
-            "--args",
-            &serde_json::json!({ "command": command }).to_string(),
-        ])
-        .env("SHIRO_CONFIG_DIR", ws.config.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+    // In the environment every run gets: the same store as the turn above, not the user's.
+    let args = serde_json::json!({ "command": command }).to_string();
+    let child = ws
+        .command(&["tool", "bash", "--args", &args])
+        .stdin(Stdio::null())
         .spawn()
         .unwrap();
     let started = Instant::now();
