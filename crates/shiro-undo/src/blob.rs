@@ -491,8 +491,12 @@ impl Blobs {
     /// every link, since a wrong link would change the result.
     fn get_in_chain(&self, hash: &ContentHash, depth: usize) -> io::Result<Option<Vec<u8>>> {
         let bytes = match read_optional(&self.path(hash))? {
-            Some(stored) => match stored.split_first() {
-                Some((&RAW, raw)) => raw.to_vec(),
+            Some(mut stored) => match stored.first() {
+                // In place: a copy would take as much memory again, page by page.
+                Some(&RAW) => {
+                    stored.remove(0);
+                    stored
+                }
                 _ => inflate(&stored)?,
             },
             None => {

@@ -154,7 +154,7 @@ pub(crate) fn raw_lines(bytes: &[u8]) -> impl Iterator<Item = RawLine<'_>> {
     std::iter::from_fn(move || {
         let rest = bytes.get(start..).filter(|rest| !rest.is_empty())?;
         number += 1;
-        let (text, end, complete) = match rest.iter().position(|&b| b == b'\n') {
+        let (text, end, complete) = match memchr::memchr(b'\n', rest) {
             Some(at) => (&rest[..at], start + at + 1, true),
             None => (rest, bytes.len(), false),
         };

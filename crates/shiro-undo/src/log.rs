@@ -17,6 +17,7 @@ use std::sync::Arc;
 use crate::codec::{
     BadLine, line_sum, raw_lines, write_atomic_with, write_line, write_summed_line,
 };
+use crate::deferred::SharedSource;
 use crate::error::UndoError;
 use crate::format::{
     Begun, FORMAT_VERSION, LOG_FORMAT, LogLine, Pushed, Stack, Stacked, TurnRecord,
@@ -426,6 +427,13 @@ pub(crate) enum Refused {
     Version(u32),
 }
 
+/// Reads a log as [`parse`] does; the turns' deferred parts share `bytes` rather than copy
+/// their JSON out of them (see [`SharedSource`]).
+pub(crate) fn parse_shared(bytes: &Arc<Vec<u8>>) -> Result<Parsed, Refused> {
+    let _shared = SharedSource::set(Arc::clone(bytes));
+    parse(bytes)
+}
+
 /// Reads a log. A last record that cannot be used is the append a crash cut short (it was
 /// never acknowledged, since an append returns only once flushed; an unlocked reader may
 /// also see one still being written): it is ignored, and the next append replaces it. Any
@@ -727,15 +735,23 @@ mod tests {
             .unwrap(),
         ]
         .concat();
-        let state = parse(bytes.as_bytes()).unwrap().state;
-        let read = &state.undo[0];
-        assert!(read.paths.is_deferred() && read.changes.is_deferred());
-        let snapshot = |state: &LogState| String::from_utf8(state.snapshot()).unwrap();
-        assert_eq!(snapshot(&state), bytes);
-        assert_eq!(read.paths().unwrap(), made.paths().unwrap());
-        assert_eq!(read.changes().unwrap(), made.changes().unwrap());
-        assert!(!read.paths.is_deferred() && !read.changes.is_deferred());
-        assert_eq!(snapshot(&state), bytes);
+        // Copied out of the bytes read, or left where they lie in them (as the store reads).
+        let copied = parse(bytes.as_bytes()).unwrap().state;
+        let shared = parse_shared(&Arc::new(bytes.clone().into_bytes()))
+            .unwrap()
+            .state;
+        for (state, lie_in_the_log) in [(copied, false), (shared, true)] {
+            let read = &state.undo[0];
+            assert!(read.paths.is_deferred() && read.changes.is_deferred());
+            assert_eq!(read.paths.is_shared(), lie_in_the_log);
+            assert_eq!(read.changes.is_shared(), lie_in_the_log);
+            let snapshot = |state: &LogState| String::from_utf8(state.snapshot()).unwrap();
+            assert_eq!(snapshot(&state), bytes);
+            assert_eq!(read.paths().unwrap(), made.paths().unwrap());
+            assert_eq!(read.changes().unwrap(), made.changes().unwrap());
+            assert!(!read.paths.is_deferred() && !read.changes.is_deferred());
+            assert_eq!(snapshot(&state), bytes);
+        }
     }
 
     /// A restore under way is completed on the next open without asking: a `begin` whose

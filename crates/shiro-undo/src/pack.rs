@@ -262,7 +262,8 @@ impl Pack {
         let size = file.metadata()?.len();
         // Gathered, then built at once: sorted first and built bottom-up, rather than inserted
         // one by one (a pack of 10,000 copies is opened by every restore while it is kept).
-        let entries = read_index(&file, size)?;
+        let mut entries = Vec::new();
+        read_index(&file, size, |hash, at| entries.push((hash, at)))?;
         Ok(Self {
             path: path.to_owned(),
             file,
@@ -275,9 +276,8 @@ impl Pack {
     pub(crate) fn hashes_at(path: &Path) -> io::Result<Vec<ContentHash>> {
         let file = crate::ground::open_read(path)?;
         let size = file.metadata()?.len();
-        let mut hashes: Vec<ContentHash> = (read_index(&file, size)?.into_iter())
-            .map(|(hash, _)| hash)
-            .collect();
+        let mut hashes = Vec::new();
+        read_index(&file, size, |hash, _| hashes.push(hash))?;
         hashes.sort_unstable();
         hashes.dedup();
         Ok(hashes)
@@ -395,9 +395,19 @@ fn file_id(meta: &std::fs::Metadata) -> FileId {
     )
 }
 
-/// Reads the index of the pack `file`, `size` bytes: each copy's hash, offset and length, in
-/// the order written. A pack that is not whole is damage (`InvalidData`).
-fn read_index(file: &File, size: u64) -> io::Result<Vec<(ContentHash, (u64, u64))>> {
+/// Reads the index of the pack `file`, `size` bytes: gives `each` copy's hash, with its offset
+/// and length, in the order written. A pack that is not whole is damage (`InvalidData`), and
+/// what `each` was given then is to be dropped.
+///
+/// The index is read a piece at a time: a pack of 20,000 copies has an index of about a
+/// megabyte, which every command that deduplicates reads.
+fn read_index(
+    file: &File,
+    size: u64,
+    mut each: impl FnMut(ContentHash, (u64, u64)),
+) -> io::Result<()> {
+    /// Index entries read at a time.
+    const PIECE: usize = 1024;
     let damaged = || io::Error::new(io::ErrorKind::InvalidData, "damaged pack");
     if size < (MAGIC.len() + TRAILER) as u64 {
         return Err(damaged());
@@ -415,23 +425,29 @@ fn read_index(file: &File, size: u64) -> io::Result<Vec<(ContentHash, (u64, u64)
     if magic != MAGIC || index_at.checked_add(index_len) != Some(size - TRAILER as u64) {
         return Err(damaged());
     }
-    let mut raw = vec![0u8; usize::try_from(index_len).map_err(|_| damaged())?];
-    file.read_exact_at(&mut raw, index_at)?;
-    let mut entries = Vec::with_capacity(raw.len() / INDEX_ENTRY);
-    for entry in raw.chunks_exact(INDEX_ENTRY) {
-        let mut hash = [0u8; 32];
-        hash.copy_from_slice(&entry[..32]);
-        let mut field = [0u8; 8];
-        field.copy_from_slice(&entry[32..40]);
-        let offset = u64::from_le_bytes(field);
-        field.copy_from_slice(&entry[40..48]);
-        let len = u64::from_le_bytes(field);
-        if offset.checked_add(len).is_none_or(|end| end > index_at) {
-            return Err(damaged());
+    let mut piece = vec![0u8; INDEX_ENTRY * PIECE];
+    let mut at = index_at;
+    while at < index_at + index_len {
+        let want = usize::try_from(index_at + index_len - at)
+            .map_or(piece.len(), |left| left.min(piece.len()));
+        let raw = &mut piece[..want];
+        file.read_exact_at(raw, at)?;
+        at += want as u64;
+        for entry in raw.chunks_exact(INDEX_ENTRY) {
+            let mut hash = [0u8; 32];
+            hash.copy_from_slice(&entry[..32]);
+            let mut field = [0u8; 8];
+            field.copy_from_slice(&entry[32..40]);
+            let offset = u64::from_le_bytes(field);
+            field.copy_from_slice(&entry[40..48]);
+            let len = u64::from_le_bytes(field);
+            if offset.checked_add(len).is_none_or(|end| end > index_at) {
+                return Err(damaged());
+            }
+            each(ContentHash::from_bytes(hash), (offset, len));
         }
-        entries.push((ContentHash::from_bytes(hash), (offset, len)));
     }
-    Ok(entries)
+    Ok(())
 }
 
 /// The hashes the packs named in the log hold: what deduplication looks up before it stores

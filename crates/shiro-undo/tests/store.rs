@@ -1687,3 +1687,58 @@ async fn a_turn_whose_paths_cannot_be_read_is_refused_and_the_others_still_work(
     let now = std::fs::read_to_string(&path).unwrap();
     assert!(now.contains(r#""path":"../a.txt""#), "{now}");
 }
+
+/// A store opened for one operation keeps the lock it opened with until that operation takes
+/// it over: no other process gets in between, and once the operation is done, others do.
+/// Should the store be deleted in between, the lock kept (on a file of the store that is gone)
+/// is let go, and the operation begins a new history, as it would have without it.
+#[tokio::test]
+async fn a_store_opened_for_one_operation_keeps_its_lock_for_it() {
+    let dir = fast_tempdir();
+    let root = dir.path().join("ws");
+    std::fs::create_dir(&root).unwrap();
+    let ws = shiro_tools::FsMutator::new(&root).unwrap();
+    let state = shiro_undo::StateDir::at(dir.path().join("state"), &root);
+    let short = StoreOptions {
+        lock_timeout: Duration::from_millis(100),
+        ..StoreOptions::default()
+    };
+    {
+        let store = UndoStore::open(&state, short.clone()).await.unwrap();
+        let rec = store.recorder(ws.clone());
+        rec.begin_turn(start("write a")).await.unwrap();
+        write(&rec, "a", b"new").await;
+        rec.finish_turn().await.unwrap().unwrap();
+    }
+
+    let store = UndoStore::open_for_one(&state, short.clone())
+        .await
+        .unwrap();
+    assert!(matches!(
+        UndoStore::open(&state, short.clone()).await,
+        Err(UndoError::Locked { .. })
+    ));
+    store.undo(&ws, UndoOptions::default()).await.unwrap();
+    assert!(!root.join("a").exists());
+    // The undo took the lock over and let it go when done.
+    let other = UndoStore::open(&state, short.clone()).await.unwrap();
+    other.redo(&ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(std::fs::read(root.join("a")).unwrap(), b"new");
+    drop(other);
+
+    let store = UndoStore::open_for_one(&state, short.clone())
+        .await
+        .unwrap();
+    std::fs::remove_dir_all(store.dir()).unwrap();
+    assert!(matches!(
+        store.undo(&ws, UndoOptions::default()).await,
+        Err(UndoError::NothingToUndo)
+    ));
+    assert!(
+        (store.take_notices().iter()).any(|n| matches!(n, shiro_undo::Notice::HistoryGone { .. })),
+        "the history's loss is not reported"
+    );
+    assert_eq!(std::fs::read(root.join("a")).unwrap(), b"new");
+    // Nothing holds the new store's lock.
+    UndoStore::open(&state, short).await.unwrap();
+}

@@ -18,7 +18,7 @@ pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
             ..Report::default()
         });
     }
-    let (store, notices) = ctx.open_store().await?;
+    let (store, notices) = ctx.open_store_for_one().await?;
     let turns = store.log()?;
     let workspace = ctx.workspace()?;
     // Only the newest turn can be undone next, so only its cleanliness is meaningful now.

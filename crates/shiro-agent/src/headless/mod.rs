@@ -219,6 +219,17 @@ impl Context {
         Ok((store, notices))
     }
 
+    /// Like [`Context::open_store`], for a command that opens the store to do one thing and
+    /// does it at once: the lock taken to open it is kept for that operation (see
+    /// [`UndoStore::open_for_one`]), which then reads nothing more.
+    pub async fn open_store_for_one(&self) -> Result<(UndoStore, Vec<String>)> {
+        let store = UndoStore::open_for_one(&self.state, self.store_options())
+            .await
+            .context("cannot open the undo store")?;
+        let notices = notices_of(&store);
+        Ok((store, notices))
+    }
+
     /// Whether the workspace may have an undo log: its state directory has the store, or
     /// bash layers that opening the store recovers after a crash, or had a store that was
     /// deleted (opening says so), or an earlier version's store is in the tree; opening the
@@ -454,7 +465,7 @@ pub async fn run_as_turn(
             ..Report::default()
         });
     }
-    let (store, mut notices) = ctx.open_store().await?;
+    let (store, mut notices) = ctx.open_store_for_one().await?;
     if ctx.signals.interrupted() {
         return Err(InterruptedBeforeStart.into());
     }

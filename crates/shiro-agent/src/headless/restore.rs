@@ -38,7 +38,7 @@ pub async fn restore(ctx: &Context, way: Way, args: &RestoreArgs) -> Result<Repo
     if args.abandon {
         return abandon(ctx).await;
     }
-    let (store, mut notices) = ctx.open_store().await?;
+    let (store, mut notices) = ctx.open_store_for_one().await?;
     let workspace = ctx.workspace()?;
     if let (Way::Undo, Some(id)) = (way, args.turn) {
         let result = revert(ctx, &store, workspace, TurnId(id), args.dry_run).await;

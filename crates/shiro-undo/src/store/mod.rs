@@ -130,6 +130,9 @@ struct Inner {
     parsed: Mutex<Option<Kept>>,
     /// The token of the lock this store took last (see [`LockGuard::token`]).
     held: Mutex<Weak<()>>,
+    /// The lock [`UndoStore::open_for_one`] took to open the store, kept for the store's first
+    /// operation to take over (see [`UndoStore::lock`]).
+    opened: Mutex<Option<LockGuard>>,
     notices: Mutex<Vec<Notice>>,
 }
 
@@ -162,6 +165,22 @@ impl UndoStore {
         Self::open_with(state, &workspace, options).await
     }
 
+    /// Like [`UndoStore::open`], for a process that opens the store to do one thing (`shiro
+    /// undo`, `shiro tool`): the lock taken to open it is kept, and its first operation takes
+    /// it over, so that nothing can have changed the log in between and the operation reads
+    /// nothing that opening did not (a log that lists a turn of ten thousand paths is
+    /// megabytes). Until then, or until the store is dropped, every other process waits for
+    /// the lock: a store that stays open (an agent's) is opened with [`UndoStore::open`].
+    pub async fn open_for_one(state: &StateDir, options: StoreOptions) -> Result<Self, UndoError> {
+        state.check_apart()?;
+        let root = state.workspace();
+        let workspace =
+            FsMutator::new(root).map_err(|err| UndoError::io("open the workspace", root, err))?;
+        let (store, guard) = Self::open_locked(state, &workspace, options).await?;
+        *lock_or_poisoned(&store.inner.opened) = Some(guard);
+        Ok(store)
+    }
+
     /// Like [`UndoStore::open`], with the store in `state` on disk but recovery going through
     /// `workspace` (an in-memory workspace in tests and embeddings).
     pub async fn open_with(
@@ -169,12 +188,22 @@ impl UndoStore {
         workspace: &dyn Mutator,
         options: StoreOptions,
     ) -> Result<Self, UndoError> {
+        let (store, _guard) = Self::open_locked(state, workspace, options).await?;
+        Ok(store)
+    }
+
+    /// Opens the store as [`UndoStore::open_with`] does; returns it with the lock it took.
+    async fn open_locked(
+        state: &StateDir,
+        workspace: &dyn Mutator,
+        options: StoreOptions,
+    ) -> Result<(Self, LockGuard), UndoError> {
         let moved = crate::place::migrate(state, MoveBy::Rename, options.lock_timeout)?;
         let store = Self::create(state, options)?;
         for notice in moved {
             store.notify(notice);
         }
-        let _guard = store.lock()?;
+        let guard = store.lock()?;
         // Only a crash leaves blobs no turn refers to (and temporary files) behind; every
         // recorded turn collects them too. Listing `blobs/` on every open would cost each
         // command time that grows with the store.
@@ -188,7 +217,7 @@ impl UndoStore {
             store.collect(&state)?;
         }
         crate::place::tidy_legacy(&store.inner.state);
-        Ok(store)
+        Ok((store, guard))
     }
 
     /// Opens the store as it is, completing nothing a crash left (no restore, no turn): for
@@ -212,6 +241,7 @@ impl UndoStore {
                 packed: Mutex::default(),
                 parsed: Mutex::default(),
                 held: Mutex::default(),
+                opened: Mutex::default(),
                 dir,
                 state: state.clone(),
                 options,
@@ -439,6 +469,9 @@ impl UndoStore {
         if fs::symlink_metadata(&self.inner.dir).is_ok() {
             return Ok(());
         }
+        // The lock kept from opening is on a file of the store that is gone: it excludes no
+        // one, and what was read under it is no longer the log.
+        lock_or_poisoned(&self.inner.opened).take();
         self.make_ground()?;
         let dir = self.inner.dir.clone();
         let mut notices = self.notices();
@@ -451,8 +484,13 @@ impl UndoStore {
         Ok(())
     }
 
+    /// Takes the store's lock: the one [`UndoStore::open_for_one`] kept, the first time, else
+    /// waits for it (up to the lock timeout).
     fn lock(&self) -> Result<LockGuard, UndoError> {
         self.regrow_if_gone()?;
+        if let Some(opened) = lock_or_poisoned(&self.inner.opened).take() {
+            return Ok(opened);
+        }
         let guard = lock::acquire(&self.path(LOCK_FILE), self.inner.options.lock_timeout)?;
         *lock_or_poisoned(&self.inner.held) = guard.token();
         Ok(guard)
@@ -538,14 +576,16 @@ impl UndoStore {
             }
             return Ok((kept.state.clone(), Vec::new()));
         }
-        let mut parsed = log::parse(&bytes).map_err(|Refused::Version(found)| {
-            UndoError::UnsupportedVersion {
-                path: path.clone(),
-                found,
-                supported: FORMAT_VERSION,
-            }
-        })?;
-        parsed.state.read_from(hasher, bytes.len());
+        let len = bytes.len();
+        let mut parsed =
+            log::parse_shared(&Arc::new(bytes)).map_err(|Refused::Version(found)| {
+                UndoError::UnsupportedVersion {
+                    path: path.clone(),
+                    found,
+                    supported: FORMAT_VERSION,
+                }
+            })?;
+        parsed.state.read_from(hasher, len);
         *last = parsed.bad.is_empty().then(|| Kept {
             hash,
             state: parsed.state.clone(),

@@ -134,13 +134,13 @@ pub fn report(
          takes {FINAL_STEP_SECS} s of the release build (compiling `main.rs`, where every \
          generic function is instantiated, and linking), against the 4-minute budget of the \
          release build.\n\
-         - **Opening the store twice.** `shiro undo` opens the store (taking its lock, \
-         reading the log, completing what a crash left), then the undo takes the lock and \
-         reads the log again, since another process may have changed it in between. The \
-         second read hashes the log's bytes and, finding the bytes the first read parsed, \
-         takes the state it kept instead of parsing them again (see `formats.md`, \
+         - **Opening the store once.** `shiro undo` opens the store (taking its lock, \
+         reading the log, completing what a crash left), then the undo operates. It used to \
+         let the lock go in between, so the undo took it again and read and hashed the log \
+         again, since another process might have changed it. Now it keeps the lock it opened \
+         with for the operation, which then reads nothing more (see `formats.md`, \
          `log.jsonl`): the `shiro log` row above opens this section's store, whose log by \
-         then lists every turn above, up to {max_files} files each, and parses it once.\n\
+         then lists every turn above, up to {max_files} files each, and reads it once.\n\
          - **Fewer threads and files at start.** `shiro` no longer asks how many processors \
          there are (which reads five cgroup files) before a restore of fewer than four \
          copies, a pack write under 1 MiB, or the hash of a file under 32 MiB. The thread \
