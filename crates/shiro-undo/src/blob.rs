@@ -20,11 +20,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use flate2::Compression;
-use flate2::read::ZlibDecoder;
 use flate2::write::ZlibEncoder;
 
 use shiro_tools::sync_data_all;
 
+use crate::codec::inflate;
 use crate::delta;
 use crate::ground::{open_read, read_optional};
 use crate::image::ContentHash;
@@ -743,16 +743,6 @@ fn compress_into(file: &mut fs::File, bytes: &[u8], level: Compression) -> io::R
     let mut encoder = ZlibEncoder::new(file, level);
     encoder.write_all(bytes)?;
     encoder.finish().map(drop)
-}
-
-/// Inflates from memory: a reader over the file made a system call per 32 KiB.
-/// Any failure is damage (`InvalidData`): the stream is already in memory.
-fn inflate(stored: &[u8]) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::with_capacity(stored.len().saturating_mul(3));
-    ZlibDecoder::new(stored)
-        .read_to_end(&mut bytes)
-        .map_err(|err| damaged(&err.to_string()))?;
-    Ok(bytes)
 }
 
 /// Whether a regular file is at `path` (a link there is no blob: reading it would fail).

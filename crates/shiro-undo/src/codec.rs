@@ -9,6 +9,7 @@ use std::fs::{self, File};
 use std::io::{self, BufRead, Read, Write};
 use std::path::Path;
 
+use flate2::{Decompress, FlushDecompress, Status};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -271,6 +272,37 @@ fn decode_line_with<T>(
 
 pub(crate) use crate::ground::read_optional;
 
+/// Inflates from memory (a reader over the file made a system call per 32 KiB), straight
+/// into the bytes it returns: a decoder that reads would copy the stream through a buffer of
+/// its own, allocated for each copy. Any failure is damage (`InvalidData`): the stream is
+/// already in memory.
+pub(crate) fn inflate(stored: &[u8]) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(stored.len().saturating_mul(3));
+    let mut stream = Decompress::new(true);
+    loop {
+        let (read, written) = (stream.total_in(), stream.total_out());
+        let rest = (usize::try_from(read).ok())
+            .and_then(|read| stored.get(read..))
+            .ok_or_else(|| invalid("compressed copy read past its end"))?;
+        if bytes.len() == bytes.capacity() {
+            bytes.reserve(bytes.capacity().max(1 << 16));
+        }
+        match stream.decompress_vec(rest, &mut bytes, FlushDecompress::Finish) {
+            Ok(Status::StreamEnd) => return Ok(bytes),
+            // Room to write and nothing read or written: the stream stops short.
+            Ok(_) if (stream.total_in(), stream.total_out()) == (read, written) => {
+                return Err(invalid("compressed copy ends early"));
+            }
+            Ok(_) => {}
+            Err(err) => return Err(invalid(&err.to_string())),
+        }
+    }
+}
+
+fn invalid(reason: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, reason.to_owned())
+}
+
 /// Replaces `path` with `contents` atomically and durably: a temporary file beside it is
 /// written and flushed, renamed over the target, and the directory is flushed so the rename
 /// itself survives a crash.
@@ -346,6 +378,30 @@ pub(crate) fn empty_file(path: &Path, durably: bool) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Inflating gives back the bytes whatever they grow to (a megabyte of zeros is about a
+    /// kilobyte compressed), and a stream cut short, or not one at all, is damage.
+    #[test]
+    fn inflating_gives_the_bytes_back_or_says_the_copy_is_damaged() {
+        let zlib = |bytes: &[u8]| {
+            let mut encoder =
+                flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+            encoder.write_all(bytes).unwrap();
+            encoder.finish().unwrap()
+        };
+        let text: Vec<u8> = (0..100_000u32).flat_map(|n| n.to_le_bytes()).collect();
+        for bytes in [Vec::new(), b"a".to_vec(), vec![0u8; 1 << 20], text] {
+            let stored = zlib(&bytes);
+            assert_eq!(inflate(&stored).unwrap(), bytes);
+            // Cut anywhere short of its end, or empty, it is damage.
+            for cut in [0, 1, stored.len() / 2, stored.len() - 1] {
+                let err = inflate(&stored[..cut]).unwrap_err();
+                assert_eq!(err.kind(), io::ErrorKind::InvalidData, "cut at {cut}");
+            }
+        }
+        let err = inflate(b"not a zlib stream at all").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+    }
 
     #[test]
     fn a_record_that_reads_differently_the_second_time_is_refused() {

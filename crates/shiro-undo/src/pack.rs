@@ -13,13 +13,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::Weak;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use flate2::read::ZlibDecoder;
 use flate2::{Compress, Compression, FlushCompress, Status};
 use shiro_tools::on_threads;
 
@@ -263,7 +262,7 @@ impl Pack {
         // Gathered, then built at once: sorted first and built bottom-up, rather than inserted
         // one by one (a pack of 10,000 copies is opened by every restore while it is kept).
         let mut entries = Vec::new();
-        read_index(&file, size, |hash, at| entries.push((hash, at)))?;
+        read_index(&file, size, &mut entries, |hash, at| (hash, at))?;
         Ok(Self {
             path: path.to_owned(),
             file,
@@ -277,7 +276,7 @@ impl Pack {
         let file = crate::ground::open_read(path)?;
         let size = file.metadata()?.len();
         let mut hashes = Vec::new();
-        read_index(&file, size, |hash, _| hashes.push(hash))?;
+        read_index(&file, size, &mut hashes, |hash, _| hash)?;
         hashes.sort_unstable();
         hashes.dedup();
         Ok(hashes)
@@ -369,10 +368,7 @@ impl Pack {
         let Some(stored) = self.stored(hash)? else {
             return Ok(None);
         };
-        let mut bytes = Vec::with_capacity(stored.len().saturating_mul(3));
-        ZlibDecoder::new(&stored[..])
-            .read_to_end(&mut bytes)
-            .map_err(|err| damaged(&err.to_string()))?;
+        let bytes = crate::codec::inflate(&stored)?;
         if ContentHash::of(&bytes) != *hash {
             return Err(damaged("copy in pack does not match its hash"));
         }
@@ -395,16 +391,17 @@ fn file_id(meta: &std::fs::Metadata) -> FileId {
     )
 }
 
-/// Reads the index of the pack `file`, `size` bytes: gives `each` copy's hash, with its offset
-/// and length, in the order written. A pack that is not whole is damage (`InvalidData`), and
-/// what `each` was given then is to be dropped.
+/// Reads the index of the pack `file`, `size` bytes: appends to `entries` what `each` makes of
+/// each copy's hash, offset and length, in the order written. A pack that is not whole is
+/// damage (`InvalidData`), and what was appended then is to be dropped.
 ///
 /// The index is read a piece at a time: a pack of 20,000 copies has an index of about a
 /// megabyte, which every command that deduplicates reads.
-fn read_index(
+fn read_index<T>(
     file: &File,
     size: u64,
-    mut each: impl FnMut(ContentHash, (u64, u64)),
+    entries: &mut Vec<T>,
+    mut each: impl FnMut(ContentHash, (u64, u64)) -> T,
 ) -> io::Result<()> {
     /// Index entries read at a time.
     const PIECE: usize = 1024;
@@ -425,14 +422,14 @@ fn read_index(
     if magic != MAGIC || index_at.checked_add(index_len) != Some(size - TRAILER as u64) {
         return Err(damaged());
     }
-    let mut piece = vec![0u8; INDEX_ENTRY * PIECE];
-    let mut at = index_at;
-    while at < index_at + index_len {
-        let want = usize::try_from(index_at + index_len - at)
-            .map_or(piece.len(), |left| left.min(piece.len()));
-        let raw = &mut piece[..want];
-        file.read_exact_at(raw, at)?;
-        at += want as u64;
+    entries.reserve(usize::try_from(count).map_err(|_| damaged())?);
+    let whole = usize::try_from(index_len).map_err(|_| damaged())?;
+    let mut piece = vec![0u8; whole.min(INDEX_ENTRY * PIECE)];
+    let mut done = 0;
+    while done < whole {
+        let raw = &mut piece[..(whole - done).min(INDEX_ENTRY * PIECE)];
+        file.read_exact_at(raw, index_at + done as u64)?;
+        done += raw.len();
         for entry in raw.chunks_exact(INDEX_ENTRY) {
             let mut hash = [0u8; 32];
             hash.copy_from_slice(&entry[..32]);
@@ -444,7 +441,7 @@ fn read_index(
             if offset.checked_add(len).is_none_or(|end| end > index_at) {
                 return Err(damaged());
             }
-            each(ContentHash::from_bytes(hash), (offset, len));
+            entries.push(each(ContentHash::from_bytes(hash), (offset, len)));
         }
     }
     Ok(())

@@ -212,22 +212,14 @@ impl Context {
     /// Opens the workspace's undo store (recovering what a crash left behind) and returns
     /// it with the notices to show.
     pub async fn open_store(&self) -> Result<(UndoStore, Vec<String>)> {
-        let store = UndoStore::open(&self.state, self.store_options())
-            .await
-            .context("cannot open the undo store")?;
-        let notices = notices_of(&store);
-        Ok((store, notices))
+        with_notices(UndoStore::open(&self.state, self.store_options()).await)
     }
 
     /// Like [`Context::open_store`], for a command that opens the store to do one thing and
     /// does it at once: the lock taken to open it is kept for that operation (see
     /// [`UndoStore::open_for_one`]), which then reads nothing more.
     pub async fn open_store_for_one(&self) -> Result<(UndoStore, Vec<String>)> {
-        let store = UndoStore::open_for_one(&self.state, self.store_options())
-            .await
-            .context("cannot open the undo store")?;
-        let notices = notices_of(&store);
-        Ok((store, notices))
+        with_notices(UndoStore::open_for_one(&self.state, self.store_options()).await)
     }
 
     /// Whether the workspace may have an undo log: its state directory has the store, or
@@ -674,6 +666,13 @@ fn tracked<M: Mutator>(inner: M) -> (Hooked<M>, Arc<AtomicBool>) {
         Ok(())
     });
     (hooked, changed)
+}
+
+/// The store just opened, with what opening it has to say.
+fn with_notices(opened: Result<UndoStore, UndoError>) -> Result<(UndoStore, Vec<String>)> {
+    let store = opened.context("cannot open the undo store")?;
+    let notices = notices_of(&store);
+    Ok((store, notices))
 }
 
 /// The store's notices gathered so far, as lines to show.
