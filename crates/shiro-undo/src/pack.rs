@@ -24,7 +24,8 @@ use shiro_tools::on_threads;
 
 use crate::image::ContentHash;
 
-const MAGIC: &[u8; 8] = b"SHIROPK1";
+/// The first bytes of a pack, which name its format.
+pub(crate) const MAGIC: &[u8; 8] = b"SHIROPK1";
 /// A hash, an offset, a length.
 const INDEX_ENTRY: usize = 32 + 8 + 8;
 /// The index's offset, the number of entries, the magic bytes.

@@ -200,8 +200,15 @@ impl<'a> Stored<'a> {
         self.blobs.dir()
     }
 
+    /// Whether a pack or a blob holds `hash`: the packs first, whose indexes are in memory,
+    /// where each look for a blob is two or three lookups of files that are mostly missing.
     pub(crate) fn contains(&self, hash: &ContentHash) -> bool {
-        self.blobs.contains(hash) || self.packs.iter().any(|pack| pack.contains(hash))
+        self.in_packs(hash) || self.blobs.contains(hash)
+    }
+
+    /// Whether a pack of the restore holds `hash`.
+    fn in_packs(&self, hash: &ContentHash) -> bool {
+        self.packs.iter().any(|pack| pack.contains(hash))
     }
 
     fn checked(&self) -> std::sync::MutexGuard<'_, Checked> {
@@ -214,6 +221,14 @@ impl<'a> Stored<'a> {
     /// Checks the copy of `hash` in full: `Ok(false)` when none holds it. What it read is
     /// remembered for [`Stored::take`] and [`Stored::open_raw`].
     fn check(&self, hash: &ContentHash) -> std::io::Result<bool> {
+        // A pack's copy, where one reads back whole, spares looking for a raw blob (which
+        // only a big file's copy is, and packs do not hold those).
+        if self.in_packs(hash)
+            && let Ok(Some(bytes)) = self.get(hash)
+        {
+            self.keep_checked(hash, bytes);
+            return Ok(true);
+        }
         let raw_damage = match self.blobs.open_raw(hash) {
             Ok(Some(_)) => {
                 self.checked().raw.insert(*hash);
@@ -229,15 +244,20 @@ impl<'a> Stored<'a> {
             (None, Some(err)) => return Err(err),
             (None, None) => return Ok(false),
         };
+        self.keep_checked(hash, bytes);
+        Ok(true)
+    }
+
+    /// Keeps the bytes [`Stored::check`] read of `hash` for [`Stored::take`], while they fit
+    /// in [`Checked::KEEP_MAX`] with those kept already; else the restore reads them again.
+    fn keep_checked(&self, hash: &ContentHash, mut bytes: Vec<u8>) {
         let mut checked = self.checked();
         if checked.kept + bytes.len() <= Checked::KEEP_MAX {
             // Decoding leaves room to spare, which a kept copy would hold on to.
-            let mut bytes = bytes;
             bytes.shrink_to_fit();
             checked.kept += bytes.len();
             checked.bytes.insert(*hash, bytes);
         }
-        Ok(true)
     }
 
     /// The bytes of `hash`, checked: those [`verify`] read, or read now.
@@ -257,13 +277,19 @@ impl<'a> Stored<'a> {
     /// The raw blob of `hash`, opened to copy from (see [`Blobs::open_raw`]); checked unless
     /// [`verify`] checked it already.
     fn open_raw(&self, hash: &ContentHash) -> std::io::Result<Option<(std::fs::File, u64)>> {
-        if self.checked().raw.contains(hash) {
+        let checked = self.checked();
+        if checked.raw.contains(hash) {
+            drop(checked);
             self.blobs.open_raw_checked_already(hash)
+        } else if checked.bytes.contains_key(hash) {
+            // Read already, and kept: [`Stored::take`] has them.
+            Ok(None)
         } else {
+            drop(checked);
             match self.blobs.open_raw(hash) {
                 // A raw blob that cannot be read, where a pack holds the bytes (as
                 // [`Stored::check`] found): they are read from the pack.
-                Err(_) if self.packs.iter().any(|pack| pack.contains(hash)) => Ok(None),
+                Err(_) if self.in_packs(hash) => Ok(None),
                 opened => opened,
             }
         }
@@ -988,6 +1014,56 @@ mod tests {
             .map(|(p, i)| (p, i))
             .collect();
         verify(&stored, whole).unwrap();
+    }
+
+    /// A copy is read from the pack that holds it, even with a raw blob of the same bytes
+    /// beside it; where the pack's copy does not read back, from a blob that holds it too;
+    /// and where neither does, the pack's damage is what is reported.
+    #[test]
+    fn a_copy_is_read_from_its_pack_else_from_a_blob_that_holds_it_too() {
+        use crate::blob::Form;
+        let dir = tempfile::tempdir().unwrap();
+        let blobs = Blobs::new(dir.path().to_path_buf());
+        let (a, b) = (b"copy a".repeat(50), b"copy b".repeat(50));
+        for (name, bytes) in [("1-0", &a), ("1-1", &b)] {
+            let mut writer = PackWriter::create(dir.path()).unwrap();
+            writer.add(ContentHash::of(bytes), bytes).unwrap();
+            writer.finish(&pack_path(dir.path(), name)).unwrap();
+        }
+        let (hash_a, hash_b) = (ContentHash::of(&a), ContentHash::of(&b));
+        blobs
+            .put_all([(hash_a, Form::Raw(&a)), (hash_b, Form::Raw(&b))])
+            .unwrap();
+        // The second pack's copy damaged (as `pack.rs` damages one): its index still reads.
+        let damaged = pack_path(dir.path(), "1-1");
+        let mut bytes = std::fs::read(&damaged).unwrap();
+        bytes[crate::pack::MAGIC.len() + 3] ^= 0x40;
+        std::fs::write(&damaged, &bytes).unwrap();
+        let turn = TurnRecord {
+            packs: vec!["1-0".to_owned(), "1-1".to_owned()],
+            ..TurnRecord::empty(1)
+        };
+        let targets = [
+            (WorkspacePath::from_relative("a").unwrap(), file(&a)),
+            (WorkspacePath::from_relative("b").unwrap(), file(&b)),
+        ];
+        let stored = Stored::open(&blobs, &turn);
+        verify(&stored, targets.iter().map(|(p, i)| (p, i))).unwrap();
+        // Both read and kept by the check; neither is a raw blob to copy from.
+        for (hash, bytes) in [(&hash_a, &a), (&hash_b, &b)] {
+            assert!(stored.open_raw(hash).unwrap().is_none());
+            assert_eq!(stored.take(hash).unwrap().as_ref(), Some(bytes));
+        }
+
+        // Without the blobs, the damaged copy is reported, and the other still reads.
+        blobs.remove_raw(&[hash_a, hash_b]).unwrap();
+        let stored = Stored::open(&blobs, &turn);
+        let err = verify(&stored, targets.iter().map(|(p, i)| (p, i))).unwrap_err();
+        assert!(
+            matches!(&err, UndoError::Blob { path, .. } if path.as_str() == "b"),
+            "{err:?}"
+        );
+        assert_eq!(stored.get(&hash_a).unwrap(), Some(a));
     }
 
     /// The copies are read again after the plan and kept in one pack; a file that changed

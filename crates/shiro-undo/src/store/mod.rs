@@ -867,13 +867,15 @@ impl Ledger for UndoStore {
     }
 
     fn holds(&self, hash: &ContentHash) -> bool {
-        self.inner.blobs.contains(hash) || lock_or_poisoned(&self.inner.packed).find(hash).is_some()
+        // The packs' indexes first: they are in memory, where a look for a blob is two or
+        // three lookups of files that are mostly missing.
+        lock_or_poisoned(&self.inner.packed).find(hash).is_some() || self.inner.blobs.contains(hash)
     }
 
     fn holds_many(&self, questions: usize) -> Box<dyn Fn(&ContentHash) -> bool + Send + Sync + '_> {
         let blobs = self.inner.blobs.contains_many(questions);
         Box::new(move |hash| {
-            blobs.contains(hash) || lock_or_poisoned(&self.inner.packed).find(hash).is_some()
+            lock_or_poisoned(&self.inner.packed).find(hash).is_some() || blobs.contains(hash)
         })
     }
 
