@@ -657,17 +657,21 @@ async fn overwrite_of_a_write_only_file_is_in_place_and_exact() {
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
 
-    /// Whatever a big file held and whatever replaces it, an overwrite (which compares them
-    /// block by block) leaves exactly the new bytes.
+    /// Whatever a file held and whatever replaces it, an overwrite (which compares a big
+    /// file block by block) leaves exactly the new bytes, with the mode asked for: from
+    /// memory or from a reader, longer, shorter or as long as it was.
     #[test]
     fn overwrite_leaves_exactly_the_new_bytes(
         old in proptest::collection::vec(0u8..4, 0..300_000),
         edits in proptest::collection::vec((0usize..300_000, 1usize..9000, proptest::prelude::any::<u8>()), 0..6),
         new_len in 0usize..300_000,
+        same_len in proptest::prelude::any::<bool>(),
+        mode in proptest::sample::select(vec![0o644u32, 0o600, 0o755]),
     ) {
+        use std::os::unix::fs::PermissionsExt;
         // The new bytes: the old ones resized, with a few runs overwritten.
         let mut new = old.clone();
-        new.resize(new_len, 1);
+        new.resize(if same_len { old.len() } else { new_len }, 1);
         for (at, len, byte) in edits {
             let at = at.min(new.len());
             let end = new.len().min(at + len);
@@ -676,12 +680,22 @@ proptest::proptest! {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("f"), &old).unwrap();
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
-        for inline in [true, false] {
+        let path = dir.path().join("f");
+        for (inline, reader) in [(true, false), (false, false), (true, true), (false, true)] {
             let fs = FsMutator::new(dir.path()).unwrap();
             let fs = if inline { fs.inline() } else { fs };
-            std::fs::write(dir.path().join("f"), &old).unwrap();
-            runtime.block_on(fs.overwrite(&p("f"), &new, 0o644)).unwrap();
-            proptest::prop_assert!(std::fs::read(dir.path().join("f")).unwrap() == new);
+            std::fs::write(&path, &old).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
+            let written = if reader {
+                let mut source = std::io::Cursor::new(new.clone());
+                runtime.block_on(fs.overwrite_from(&p("f"), &mut source, new.len() as u64, mode))
+            } else {
+                runtime.block_on(fs.overwrite(&p("f"), &new, mode))
+            };
+            written.unwrap();
+            proptest::prop_assert!(std::fs::read(&path).unwrap() == new);
+            let found = std::fs::metadata(&path).unwrap().permissions().mode() & 0o7777;
+            proptest::prop_assert_eq!(found, mode);
         }
     }
 }

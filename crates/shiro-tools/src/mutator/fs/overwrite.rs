@@ -2,7 +2,7 @@
 //! a one-line edit of a big file writes a block, not the file.
 
 use std::fs;
-use std::io::{self, ErrorKind};
+use std::io::{self, ErrorKind, Write};
 use std::os::unix::fs::FileExt;
 
 use rustix::fs::{FileType, Mode, OFlags};
@@ -94,11 +94,11 @@ pub(super) fn overwrite(
         return Err(MutatorError::IsDirectory(path.clone()));
     };
     let mut file = fs::File::from(fd);
-    let mut reader = source.reader();
-    let copied = if compare {
-        write_changed(&file, &mut reader)
-    } else {
-        io::copy(&mut reader, &mut file)
+    let copied = match (&mut source, compare) {
+        (_, true) => write_changed(&file, &mut source.reader()),
+        // In one call where the bytes are in memory: a copy goes 8 KiB at a time.
+        (Source::Bytes(bytes), false) => file.write_all(bytes).map(|()| len),
+        (Source::Reader(..), false) => io::copy(&mut source.reader(), &mut file),
     };
     match copied {
         Ok(copied) if copied == len => {}
@@ -110,8 +110,13 @@ pub(super) fn overwrite(
         Err(err) => return Err(io_error("write", path, err)),
     }
     let written = (|| -> io::Result<()> {
-        file.set_len(len)?;
-        let now = rustix::fs::fstat(&file)?.st_mode & 0o7777;
+        // One look after writing gives both what is left past the bytes written (the file
+        // was longer) and the mode (writing clears the set-user-ID and set-group-ID bits).
+        let after = rustix::fs::fstat(&file)?;
+        if u64::try_from(after.st_size) != Ok(len) {
+            file.set_len(len)?;
+        }
+        let now = after.st_mode & 0o7777;
         if now != mode {
             rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
         }
