@@ -375,11 +375,11 @@ impl Blobs {
         Ok(())
     }
 
-    /// The zlib level for a blob of `len` bytes. Level 6 compresses about a third better than
+    /// The zlib level for a delta of `len` bytes. Level 6 compresses about a third better than
     /// level 1 but runs at only 15-25 MB/s on a slow machine, so it is kept for the sizes of
     /// source files (under 17 ms each); larger ones get level 1. Big files are mostly stored
     /// as deltas instead (see `docs/formats.md`).
-    pub(crate) fn finish_level(len: usize) -> Compression {
+    fn finish_level(len: usize) -> Compression {
         if len <= WELL_COMPRESSED_MAX {
             Compression::default()
         } else {

@@ -74,14 +74,6 @@ impl Pending {
         len >= big || held.saturating_add(len) <= max_held
     }
 
-    /// How many bytes the pre-image has.
-    pub(crate) fn len(&self) -> u64 {
-        match self {
-            Pending::Held(bytes) => bytes.len() as u64,
-            Pending::Filed { len, .. } => *len,
-        }
-    }
-
     /// The bytes, read back from the in-flight file `inflight` when they are only there,
     /// and checked against `hash` then: the file could have been changed under the turn.
     pub(crate) fn bytes(

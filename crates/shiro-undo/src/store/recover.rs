@@ -8,7 +8,7 @@ use std::sync::Arc;
 use shiro_tools::capture::LayerRecovery;
 use shiro_tools::{Mutator, WorkspacePath};
 
-use crate::blob::{Blobs, Form, MAX_DELTA_DEPTH};
+use crate::blob::{Form, MAX_DELTA_DEPTH};
 use crate::codec::{decode_all, empty_file, read_framed, read_optional, remove_durably};
 use crate::delta;
 use crate::error::UndoError;
@@ -528,19 +528,7 @@ impl UndoStore {
             .filter(|hash| seen.insert(*hash))
             .filter_map(|hash| Some((hash, pending.get(&hash)?)));
         // They are compressed a window at a time, on a few threads; those past what the turn
-        // held in memory are read back from the in-flight file as their window comes. More
-        // than one window is a bulk turn (an `rm -rf` of a tree, say), which the user waits
-        // for: compressed at the fast level. For 66 MB of source files that made the copies
-        // about a fifth bigger, and `finish_turn` took 440 ms instead of 765 ms.
-        let new_bytes: u64 = pending.values().map(Pending::len).sum();
-        let bulk = new_bytes > PACK_WINDOW as u64;
-        let level = |len: usize| {
-            if bulk {
-                flate2::Compression::fast()
-            } else {
-                Blobs::finish_level(len)
-            }
-        };
+        // held in memory are read back from the in-flight file as their window comes.
         let mut inflight = Inflight::at(self.path(INFLIGHT_FILE));
         let mut window: Vec<(ContentHash, std::borrow::Cow<'_, [u8]>)> = Vec::new();
         let mut window_bytes = 0;
@@ -563,7 +551,7 @@ impl UndoStore {
                     None => pack.insert(PackWriter::create(blobs.dir()).map_err(failed)?),
                 };
                 let items: Vec<_> = (window.iter())
-                    .map(|(hash, bytes)| (*hash, &**bytes, level(bytes.len())))
+                    .map(|(hash, bytes)| (*hash, &**bytes))
                     .collect();
                 writer.add_all(&items).map_err(failed)?;
                 window.clear();
@@ -582,7 +570,7 @@ impl UndoStore {
                     || in_store(hash)
                     || pack.as_ref().is_some_and(|writer| writer.contains(hash)))
             })
-            .map(|(hash, bytes)| (hash, bytes.as_slice(), Blobs::finish_level(bytes.len())))
+            .map(|(hash, bytes)| (hash, bytes.as_slice()))
             .collect();
         if !small.is_empty() {
             let writer = match &mut pack {

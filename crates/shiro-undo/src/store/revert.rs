@@ -15,7 +15,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use shiro_tools::{Mutator, WorkspacePath};
 
 use crate::PREVIEW_MAX_BYTES;
-use crate::blob::Blobs;
 use crate::deferred::Deferred;
 use crate::error::UndoError;
 use crate::format::{Begun, LogLine, PROGRESS_FILE, PathRecord, TurnMeta, TurnRecord};
@@ -198,7 +197,7 @@ impl UndoStore {
                 Some(writer) => writer,
                 None => writer.insert(PackWriter::create(blobs.dir()).map_err(failed)?),
             };
-            (writer.add_at(hash, bytes, Blobs::finish_level(bytes.len()))).map_err(failed)?;
+            writer.add(hash, bytes).map_err(failed)?;
         }
         if let Some(writer) = writer.filter(|writer| !writer.is_empty()) {
             let name = fresh_pack_name(state, &record);
