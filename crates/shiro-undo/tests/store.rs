@@ -1688,6 +1688,75 @@ async fn a_turn_whose_paths_cannot_be_read_is_refused_and_the_others_still_work(
     assert!(now.contains(r#""path":"../a.txt""#), "{now}");
 }
 
+/// Under the lock a store opened for one operation kept, its operation does not look for a
+/// crash's leftovers again, but a restore that opening left stuck still stops it: the undo is
+/// refused, as it is under a lock taken anew, and nothing in the workspace changes.
+#[tokio::test]
+async fn a_store_opened_for_one_operation_still_refuses_to_go_past_a_stuck_restore() {
+    let dir = fast_tempdir();
+    let root = dir.path().join("ws");
+    std::fs::create_dir(&root).unwrap();
+    let ws = shiro_tools::FsMutator::new(&root).unwrap();
+    let state = shiro_undo::StateDir::at(dir.path().join("state"), &root);
+    let store = UndoStore::open(&state, StoreOptions::default())
+        .await
+        .unwrap();
+    let rec = store.recorder(ws.clone());
+    rec.begin_turn(start("write a and b")).await.unwrap();
+    write(&rec, "a", b"a").await;
+    write(&rec, "b", b"b").await;
+    rec.finish_turn().await.unwrap().unwrap();
+    // Every write of the undo fails from the second on, its rollback's too: it is stuck.
+    let calls = AtomicUsize::new(0);
+    let failing = Hooked::new(ws.clone(), move |m| {
+        if calls.fetch_add(1, Ordering::SeqCst) >= 1 {
+            return Err(MutatorError::Interrupted(format!(
+                "no write to {}",
+                m.path()
+            )));
+        }
+        Ok(())
+    });
+    let err = store
+        .undo(&failing, UndoOptions::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, UndoError::RestoreStuck { .. }), "{err}");
+    // Without the copies, opening can neither complete it nor roll it back.
+    for entry in std::fs::read_dir(store.dir().join("blobs")).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    drop(store);
+    let stuck_tree = (
+        std::fs::read(root.join("a")).ok(),
+        std::fs::read(root.join("b")).ok(),
+    );
+
+    for fresh_lock in [false, true] {
+        let store = UndoStore::open_for_one(&state, StoreOptions::default())
+            .await
+            .unwrap();
+        assert!(
+            (store.take_notices().iter())
+                .any(|n| matches!(n, shiro_undo::Notice::StuckRestore { .. })),
+            "opening reports the stuck restore"
+        );
+        if fresh_lock {
+            // Something that does not change the log, then the lock is taken anew.
+            drop(store.log().unwrap());
+        }
+        let err = store.undo(&ws, UndoOptions::default()).await.unwrap_err();
+        assert!(matches!(err, UndoError::RestoreStuck { .. }), "{err}");
+        assert_eq!(
+            (
+                std::fs::read(root.join("a")).ok(),
+                std::fs::read(root.join("b")).ok()
+            ),
+            stuck_tree
+        );
+    }
+}
+
 /// A store opened for one operation keeps the lock it opened with until that operation takes
 /// it over: no other process gets in between, and once the operation is done, others do.
 /// Should the store be deleted in between, the lock kept (on a file of the store that is gone)

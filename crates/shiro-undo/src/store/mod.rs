@@ -1,7 +1,7 @@
 //! The store: the log on disk, its lock, recovery, undo and redo. It makes the recorders
 //! ([`UndoStore::recorder`]), which reach it only through the [`Ledger`] it implements.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -10,7 +10,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use shiro_tools::{FsMutator, Mutator, WorkspacePath};
 
-use crate::blob::{Blobs, Listing, RawWriter};
+use crate::blob::{Blobs, RawWriter};
 use crate::codec::{read_optional, write_atomic};
 use crate::error::UndoError;
 use crate::flight::Finished;
@@ -22,13 +22,14 @@ use crate::ground;
 use crate::image::{ContentHash, Image, Spares};
 use crate::lock::{self, LockGuard};
 use crate::log::{self, LogState, Refused};
-use crate::pack::{Pack, Packed, pack_path};
+use crate::pack::Packed;
 use crate::place::{MoveBy, StateDir};
 use crate::recorder::{Ledger, Recording, TurnStart};
 use crate::report::{Conflict, Direction, Notice, TurnId, TurnSummary, UndoOutcome, restore_name};
 use crate::restore;
 use crate::revert::report::RevertOutcome;
 
+mod collect;
 mod recover;
 mod revert;
 mod select;
@@ -158,11 +159,8 @@ impl UndoStore {
     /// record in the log, and a turn whose process stopped mid-turn becomes a finished,
     /// undoable turn. Both leave a [`Notice`].
     pub async fn open(state: &StateDir, options: StoreOptions) -> Result<Self, UndoError> {
-        state.check_apart()?;
-        let root = state.workspace();
-        let workspace =
-            FsMutator::new(root).map_err(|err| UndoError::io("open the workspace", root, err))?;
-        Self::open_with(state, &workspace, options).await
+        let (store, _guard) = Self::open_on_disk(state, options).await?;
+        Ok(store)
     }
 
     /// Like [`UndoStore::open`], for a process that opens the store to do one thing (`shiro
@@ -172,13 +170,22 @@ impl UndoStore {
     /// megabytes). Until then, or until the store is dropped, every other process waits for
     /// the lock: a store that stays open (an agent's) is opened with [`UndoStore::open`].
     pub async fn open_for_one(state: &StateDir, options: StoreOptions) -> Result<Self, UndoError> {
+        let (store, guard) = Self::open_on_disk(state, options).await?;
+        *lock_or_poisoned(&store.inner.opened) = Some(guard);
+        Ok(store)
+    }
+
+    /// Opens the store as [`UndoStore::open`] does, recovering through the workspace on disk;
+    /// returns it with the lock it took.
+    async fn open_on_disk(
+        state: &StateDir,
+        options: StoreOptions,
+    ) -> Result<(Self, LockGuard), UndoError> {
         state.check_apart()?;
         let root = state.workspace();
         let workspace =
             FsMutator::new(root).map_err(|err| UndoError::io("open the workspace", root, err))?;
-        let (store, guard) = Self::open_locked(state, &workspace, options).await?;
-        *lock_or_poisoned(&store.inner.opened) = Some(guard);
-        Ok(store)
+        Self::open_locked(state, &workspace, options).await
     }
 
     /// Like [`UndoStore::open`], with the store in `state` on disk but recovery going through
@@ -198,11 +205,7 @@ impl UndoStore {
         workspace: &dyn Mutator,
         options: StoreOptions,
     ) -> Result<(Self, LockGuard), UndoError> {
-        let moved = crate::place::migrate(state, MoveBy::Rename, options.lock_timeout)?;
-        let store = Self::create(state, options)?;
-        for notice in moved {
-            store.notify(notice);
-        }
+        let store = Self::migrate_and_create(state, options)?;
         let guard = store.lock()?;
         // Only a crash leaves blobs no turn refers to (and temporary files) behind; every
         // recorded turn collects them too. Listing `blobs/` on every open would cost each
@@ -224,6 +227,12 @@ impl UndoStore {
     /// [`UndoStore::abandon`], which must see a stuck restore as it stands.
     pub async fn open_as_is(state: &StateDir, options: StoreOptions) -> Result<Self, UndoError> {
         state.check_apart()?;
+        Self::migrate_and_create(state, options)
+    }
+
+    /// Moves a store an earlier version kept in the workspace's tree to `state` (with a
+    /// notice), then checks the store's ground and makes its directories.
+    fn migrate_and_create(state: &StateDir, options: StoreOptions) -> Result<Self, UndoError> {
         let moved = crate::place::migrate(state, MoveBy::Rename, options.lock_timeout)?;
         let store = Self::create(state, options)?;
         for notice in moved {
@@ -487,13 +496,38 @@ impl UndoStore {
     /// Takes the store's lock: the one [`UndoStore::open_for_one`] kept, the first time, else
     /// waits for it (up to the lock timeout).
     fn lock(&self) -> Result<LockGuard, UndoError> {
+        Ok(self.lock_noting_kept()?.0)
+    }
+
+    /// [`Self::lock`], and whether the lock is the one [`UndoStore::open_for_one`] kept.
+    fn lock_noting_kept(&self) -> Result<(LockGuard, bool), UndoError> {
         self.regrow_if_gone()?;
         if let Some(opened) = lock_or_poisoned(&self.inner.opened).take() {
-            return Ok(opened);
+            return Ok((opened, true));
         }
         let guard = lock::acquire(&self.path(LOCK_FILE), self.inner.options.lock_timeout)?;
         *lock_or_poisoned(&self.inner.held) = guard.token();
-        Ok(guard)
+        Ok((guard, false))
+    }
+
+    /// Takes the lock and finishes what a crash left (see `recover`), for an operation that
+    /// changes the log. Under the lock [`UndoStore::open_for_one`] kept, opening recovered
+    /// already and no other process has run since: only a restore still pending (one that
+    /// opening left stuck, which an operation must refuse to go past) is looked at again.
+    /// That spares a `shiro undo` or `shiro tool` looking for a crash's leftovers twice.
+    pub(super) async fn lock_and_recover(
+        &self,
+        workspace: &dyn Mutator,
+    ) -> Result<(LockGuard, LogState), UndoError> {
+        let (guard, kept) = self.lock_noting_kept()?;
+        if !kept {
+            return Ok((guard, self.recover(workspace).await?));
+        }
+        let mut state = self.load_state()?;
+        if state.pending.is_some() {
+            self.recover_strictly(workspace, &mut state).await?;
+        }
+        Ok((guard, state))
     }
 
     /// The token of the lock this store holds, if it holds one (a lock is held by one holder
@@ -666,7 +700,7 @@ impl UndoStore {
         let excess = (state.undo.len() + 1).saturating_sub(depth);
         let mut dropped: Vec<TurnId> = state.undo.iter().take(excess).map(|t| t.meta.id).collect();
         dropped.extend(redo_past_depth(state, &record, depth));
-        let earlier = named_packs(state);
+        let earlier = collect::named_packs(state);
         self.append(
             state,
             LogLine::Push(Pushed {
@@ -698,122 +732,6 @@ impl UndoStore {
         }
         let listing = self.collect_after(state, earlier)?;
         self.enforce_cap(state, &listing)
-    }
-
-    /// Removes the blobs `state` does not need; returns what remains.
-    fn collect(&self, state: &LogState) -> Result<Listing, UndoError> {
-        self.inner
-            .blobs
-            .collect(|| state.hashes().ok(), &state.packs())
-            .map_err(|err| UndoError::io("collect unused blobs in", self.inner.blobs.dir(), err))
-    }
-
-    /// Collects after turns left the log (`earlier` is what the turns named before), and
-    /// rewrites each pack a turn that left named whose live copies now take less than half
-    /// of it (see [`Pack::rewrite`]: crash-safe, under the same name, so no record changes).
-    /// Returns what remains.
-    fn collect_after(
-        &self,
-        state: &LogState,
-        earlier: &[(TurnId, Vec<String>)],
-    ) -> Result<Listing, UndoError> {
-        let listing = self.collect(state)?;
-        let named = state.packs();
-        let candidates: BTreeSet<&String> = (earlier.iter())
-            .filter(|(id, _)| !state.contains(*id))
-            .flat_map(|(_, packs)| packs)
-            .filter(|name| named.contains(*name))
-            .collect();
-        if candidates.is_empty() {
-            return Ok(listing);
-        }
-        // A turn whose paths cannot be read may need any copy: no pack is rewritten.
-        let Ok(live) = state.hashes() else {
-            return Ok(listing);
-        };
-        let dir = self.inner.blobs.dir();
-        let mut rewrote = false;
-        for name in candidates {
-            // A pack that cannot be read is left as it is: its turns report it on restore.
-            let Ok(pack) = Pack::open(&pack_path(dir, name)) else {
-                continue;
-            };
-            if pack.worth_rewriting(|hash| live.contains(hash)) {
-                pack.rewrite(|hash| live.contains(hash))
-                    .map_err(|err| UndoError::io("rewrite a pack in", dir, err))?;
-                rewrote = true;
-            }
-        }
-        if !rewrote {
-            return Ok(listing);
-        }
-        (self.inner.blobs.list()).map_err(|err| UndoError::io("list", dir, err))
-    }
-
-    /// Drops the oldest turns while what the kept ones need (`listing`, after collection)
-    /// is over the size cap.
-    fn enforce_cap(&self, state: &mut LogState, listing: &Listing) -> Result<(), UndoError> {
-        let cap = self.inner.options.max_store_bytes;
-        // What the kept turns need is at most what the store holds: when that is under the
-        // cap, the turns' needs are not counted (which goes through every path of each).
-        if listing.bytes() <= cap {
-            return Ok(());
-        }
-        let blobs = &self.inner.blobs;
-        // The packs the dropped turns named, opened: one that a kept turn still names (for a
-        // copy it found stored there) counts as collection leaves it, rewritten with the
-        // copies still needed when they take less than half of it. Counted whole, it would
-        // drop more turns than the cap asks: a turn finds its pre-images in the pack of the
-        // turn before it (what that one left), so every turn but the newest.
-        let mut weighed: BTreeMap<String, Pack> = BTreeMap::new();
-        // What the kept turns need, with the bases of their deltas.
-        // `None` when a turn's paths cannot be read, and so what it needs is not known.
-        let used = |state: &LogState, weighed: &BTreeMap<String, Pack>| -> Option<u64> {
-            let live = state.hashes().ok()?;
-            let (reweighed, whole): (BTreeSet<String>, BTreeSet<String>) =
-                (state.packs().into_iter()).partition(|name| weighed.contains_key(name));
-            let reweighed: u64 = (reweighed.iter())
-                .filter_map(|name| weighed.get(name))
-                .map(|pack| pack.collected_size(|hash| live.contains(hash)))
-                .sum();
-            Some(blobs.size_of(&live, &whole, listing) + reweighed)
-        };
-        // Turns are dropped for size only while what the others need is known.
-        let Some(mut total) = used(state, &weighed) else {
-            return Ok(());
-        };
-        let mut dropped = Vec::new();
-        let earlier = named_packs(state);
-        while total > cap && state.undo.len() > 1 {
-            let turn = state.undo.remove(0);
-            for name in turn.packs.iter().cloned() {
-                if !weighed.contains_key(&name)
-                    && let Ok(pack) = Pack::open(&pack_path(blobs.dir(), &name))
-                {
-                    weighed.insert(name, pack);
-                }
-            }
-            dropped.push(turn.meta.id);
-            match used(state, &weighed) {
-                Some(now) => total = now,
-                None => break,
-            }
-        }
-        if !dropped.is_empty() {
-            self.append(
-                state,
-                LogLine::Drop {
-                    ids: dropped.clone(),
-                },
-            )?;
-            self.collect_after(state, &earlier)?;
-            self.notify(Notice::DroppedForSize {
-                dropped,
-                store_bytes: total,
-                cap,
-            });
-        }
-        Ok(())
     }
 }
 
@@ -880,8 +798,7 @@ impl Ledger for UndoStore {
     }
 
     async fn begin(&self, workspace: &dyn Mutator) -> Result<(LockGuard, TurnId), UndoError> {
-        let lock = self.lock()?;
-        let state = self.recover(workspace).await?;
+        let (lock, state) = self.lock_and_recover(workspace).await?;
         // What the packs hold, as of this lock: `holds` looks there during the turn.
         drop(self.packed(&state));
         Ok((lock, TurnId(state.next_id)))
@@ -972,14 +889,6 @@ fn redo_past_depth(state: &LogState, record: &TurnRecord, depth: usize) -> Vec<T
         dropped.push(turn.meta.id);
     }
     dropped
-}
-
-/// The packs each kept turn of `state` names.
-fn named_packs(state: &LogState) -> Vec<(TurnId, Vec<String>)> {
-    (state.undo.iter())
-        .chain(&state.redo)
-        .map(|turn| (turn.meta.id, turn.packs.clone()))
-        .collect()
 }
 
 /// The summary of `turn`, saying so when its restore is under way in `state`.

@@ -164,7 +164,7 @@ impl UndoStore {
             };
             match completed {
                 Ok(_) => {
-                    let earlier = super::named_packs(state);
+                    let earlier = super::collect::named_packs(state);
                     self.append(state, LogLine::Done { id })?;
                     if reverting.is_some() {
                         // The revert's turn is recorded now: the log keeps its depth.

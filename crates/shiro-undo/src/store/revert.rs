@@ -29,8 +29,9 @@ use crate::revert::report::{
 };
 use crate::revert::{self, Copies, Step};
 
+use super::UndoStore;
+use super::collect::named_packs;
 use super::undo::fresh_pack_name;
-use super::{UndoStore, named_packs};
 
 /// Where a revert's plan finds stored bytes: the reverted turn's copies, and for what the
 /// turn left (the base of a merge), any pack the log names.
@@ -74,8 +75,7 @@ impl UndoStore {
         id: TurnId,
         start: Option<TurnStart>,
     ) -> Result<RevertOutcome, UndoError> {
-        let _guard = self.lock()?;
-        let mut state = self.recover(workspace).await?;
+        let (_guard, mut state) = self.lock_and_recover(workspace).await?;
         let Some(turn) = state.undo.iter().find(|t| t.meta.id == id).cloned() else {
             let undone = state.redo.iter().any(|t| t.meta.id == id);
             return Err(UndoError::NoTurnToRevert { id, undone });

@@ -25,8 +25,7 @@ impl UndoStore {
         options: UndoOptions,
         direction: Direction,
     ) -> Result<UndoOutcome, UndoError> {
-        let _guard = self.lock()?;
-        let mut state = self.recover(workspace).await?;
+        let (_guard, mut state) = self.lock_and_recover(workspace).await?;
         let selection = match direction {
             Direction::Undo => select::newest(&state)?,
             Direction::Redo => select::next_redo(&state)?,
@@ -42,8 +41,7 @@ impl UndoStore {
         id: TurnId,
         options: UndoOptions,
     ) -> Result<UndoOutcome, UndoError> {
-        let _guard = self.lock()?;
-        let mut state = self.recover(workspace).await?;
+        let (_guard, mut state) = self.lock_and_recover(workspace).await?;
         let selection = select::rewind(&state, id)?;
         self.restore_selected(workspace, &mut state, selection, options)
             .await
@@ -56,8 +54,7 @@ impl UndoStore {
         ids: &[TurnId],
         options: UndoOptions,
     ) -> Result<UndoOutcome, UndoError> {
-        let _guard = self.lock()?;
-        let mut state = self.recover(workspace).await?;
+        let (_guard, mut state) = self.lock_and_recover(workspace).await?;
         let selection = select::rewind_turns(&state, ids)?;
         self.restore_selected(workspace, &mut state, selection, options)
             .await
@@ -70,8 +67,7 @@ impl UndoStore {
         id: TurnId,
         options: UndoOptions,
     ) -> Result<UndoOutcome, UndoError> {
-        let _guard = self.lock()?;
-        let mut state = self.recover(workspace).await?;
+        let (_guard, mut state) = self.lock_and_recover(workspace).await?;
         let selection = select::redo_of(&state, id)?;
         self.restore_selected(workspace, &mut state, selection, options)
             .await
