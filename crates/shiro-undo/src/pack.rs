@@ -220,13 +220,15 @@ fn compress(bytes: &[u8]) -> Vec<u8> {
         stored[0] = FORM_LZ4;
         stored[1..head].copy_from_slice(&(bytes.len() as u64).to_le_bytes());
         stored.truncate(head + len);
+        // Room was made for the worst case, a tenth more than the bytes: a turn holds a
+        // window of copies at once, which would each keep it.
+        stored.shrink_to_fit();
         return stored;
     }
-    stored.clear();
-    stored.reserve_exact(1 + bytes.len());
-    stored.push(FORM_RAW);
-    stored.extend_from_slice(bytes);
-    stored
+    let mut raw = Vec::with_capacity(1 + bytes.len());
+    raw.push(FORM_RAW);
+    raw.extend_from_slice(bytes);
+    raw
 }
 
 /// The bytes of a copy as [`compress`] stored it, or as a format-10 pack did (zlib). Anything
