@@ -584,7 +584,8 @@ mod tests {
         }
 
         /// A stored copy with any byte changed, or cut short, decodes to some bytes or is
-        /// damage: never a panic, and never more memory than it could decode to.
+        /// damage, never a panic (a length it could not hold is refused before memory is
+        /// taken for it: see the test of the forms below).
         #[test]
         fn a_damaged_copy_decodes_or_is_damage(
             bytes in copy(),
