@@ -1688,16 +1688,27 @@ async fn a_turn_whose_paths_cannot_be_read_is_refused_and_the_others_still_work(
     assert!(now.contains(r#""path":"../a.txt""#), "{now}");
 }
 
-/// Under the lock a store opened for one operation kept, its operation does not look for a
-/// crash's leftovers again, but a restore that opening left stuck still stops it: the undo is
-/// refused, as it is under a lock taken anew, and nothing in the workspace changes.
-#[tokio::test]
-async fn a_store_opened_for_one_operation_still_refuses_to_go_past_a_stuck_restore() {
+/// A workspace on disk (`ws` in the returned directory) and its state directory beside it.
+fn on_disk() -> (
+    tempfile::TempDir,
+    shiro_tools::FsMutator,
+    shiro_undo::StateDir,
+) {
     let dir = fast_tempdir();
     let root = dir.path().join("ws");
     std::fs::create_dir(&root).unwrap();
     let ws = shiro_tools::FsMutator::new(&root).unwrap();
     let state = shiro_undo::StateDir::at(dir.path().join("state"), &root);
+    (dir, ws, state)
+}
+
+/// Under the lock a store opened for one operation kept, its operation does not look for a
+/// crash's leftovers again, but a restore that opening left stuck still stops it: the undo is
+/// refused, as it is under a lock taken anew, and nothing in the workspace changes.
+#[tokio::test]
+async fn a_store_opened_for_one_operation_still_refuses_to_go_past_a_stuck_restore() {
+    let (dir, ws, state) = on_disk();
+    let root = dir.path().join("ws");
     let store = UndoStore::open(&state, StoreOptions::default())
         .await
         .unwrap();
@@ -1763,11 +1774,8 @@ async fn a_store_opened_for_one_operation_still_refuses_to_go_past_a_stuck_resto
 /// is let go, and the operation begins a new history, as it would have without it.
 #[tokio::test]
 async fn a_store_opened_for_one_operation_keeps_its_lock_for_it() {
-    let dir = fast_tempdir();
+    let (dir, ws, state) = on_disk();
     let root = dir.path().join("ws");
-    std::fs::create_dir(&root).unwrap();
-    let ws = shiro_tools::FsMutator::new(&root).unwrap();
-    let state = shiro_undo::StateDir::at(dir.path().join("state"), &root);
     let short = StoreOptions {
         lock_timeout: Duration::from_millis(100),
         ..StoreOptions::default()
