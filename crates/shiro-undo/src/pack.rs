@@ -234,10 +234,14 @@ fn compress(bytes: &[u8]) -> Vec<u8> {
 /// The bytes of a copy as [`compress`] stored it, or as a format-10 pack did (zlib). Anything
 /// else is damage (`InvalidData`), found before memory is taken for it where the copy says
 /// it holds more than it could.
-fn decompress(stored: &[u8]) -> io::Result<Vec<u8>> {
+fn decompress(mut stored: Vec<u8>) -> io::Result<Vec<u8>> {
     let damaged = |reason: &str| io::Error::new(io::ErrorKind::InvalidData, reason.to_owned());
     match stored.split_first() {
-        Some((&FORM_RAW, bytes)) => Ok(bytes.to_vec()),
+        // Its bytes are the copy's own, moved down over the form byte rather than copied out.
+        Some((&FORM_RAW, _)) => {
+            stored.remove(0);
+            Ok(stored)
+        }
         Some((&FORM_LZ4, rest)) => {
             let (len, block) = rest
                 .split_first_chunk::<8>()
@@ -255,7 +259,7 @@ fn decompress(stored: &[u8]) -> io::Result<Vec<u8>> {
                 Err(err) => Err(damaged(&err.to_string())),
             }
         }
-        _ => crate::codec::inflate(stored),
+        _ => crate::codec::inflate(&stored),
     }
 }
 
@@ -384,7 +388,7 @@ impl Pack {
         let Some(stored) = self.stored(hash)? else {
             return Ok(None);
         };
-        let bytes = decompress(&stored)?;
+        let bytes = decompress(stored)?;
         if ContentHash::of(&bytes) != *hash {
             return Err(damaged("copy in pack does not match its hash"));
         }
@@ -600,7 +604,7 @@ mod tests {
             } else {
                 stored[at] ^= flip;
             }
-            if let Err(err) = decompress(&stored) {
+            if let Err(err) = decompress(stored) {
                 prop_assert_eq!(err.kind(), io::ErrorKind::InvalidData);
             }
         }
@@ -625,7 +629,7 @@ mod tests {
         let lz4 = compress(&text);
         assert_eq!(lz4[0], FORM_LZ4);
         assert!(lz4.len() < text.len() / 4, "{}", lz4.len());
-        assert_eq!(decompress(&lz4).unwrap(), text);
+        assert_eq!(decompress(lz4.clone()).unwrap(), text);
 
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         let noise: Vec<u8> = (0..4096)
@@ -638,24 +642,24 @@ mod tests {
             .collect();
         let raw = compress(&noise);
         assert_eq!((raw[0], raw.len()), (FORM_RAW, noise.len() + 1));
-        assert_eq!(decompress(&raw).unwrap(), noise);
-        assert_eq!(decompress(&compress(b"")).unwrap(), b"");
+        assert_eq!(decompress(raw).unwrap(), noise);
+        assert_eq!(decompress(compress(b"")).unwrap(), b"");
 
         let zeros = vec![0u8; 1 << 20];
-        assert_eq!(decompress(&compress(&zeros)).unwrap(), zeros);
+        assert_eq!(decompress(compress(&zeros)).unwrap(), zeros);
 
         let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::fast());
         io::Write::write_all(&mut zlib, &text).unwrap();
-        assert_eq!(decompress(&zlib.finish().unwrap()).unwrap(), text);
+        assert_eq!(decompress(zlib.finish().unwrap()).unwrap(), text);
 
         let mut boastful = lz4.clone();
         boastful[1..9].copy_from_slice(&u64::MAX.to_le_bytes());
-        let err = decompress(&boastful).unwrap_err();
+        let err = decompress(boastful).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
         assert!(err.to_string().contains("more than it could hold"), "{err}");
-        let err = decompress(&lz4[..5]).unwrap_err();
+        let err = decompress(lz4[..5].to_vec()).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
-        let err = decompress(&[]).unwrap_err();
+        let err = decompress(Vec::new()).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
     }
 

@@ -3,8 +3,8 @@
 //! turn, its copies zlib-compressed), in `tests/fixtures/format10-store/`, and the format-11
 //! code (LZ4), in `tests/fixtures/format11-store/`, which the next format change must keep
 //! reading. Each is the `undo/` directory that code left after recording the turns of
-//! [`turns`] and undoing the last one (see its README), as [`write_a_store_of_this_format`]
-//! writes it.
+//! [`turns`] and undoing the last one (see its README), as
+//! [`a_store_of_this_format_undoes_and_redoes_exactly`] writes one.
 #![allow(clippy::unwrap_used)]
 
 use crate::common;
@@ -138,25 +138,26 @@ fn fixture(name: &str) -> std::path::PathBuf {
 
 #[test]
 fn a_format_6_store_undoes_and_redoes_exactly() {
-    undoes_and_redoes_exactly("format6-store", 6);
+    undoes_and_redoes_exactly(&fixture("format6-store"), 6);
 }
 
 #[test]
 fn a_format_10_store_undoes_and_redoes_exactly() {
-    undoes_and_redoes_exactly("format10-store", 10);
+    undoes_and_redoes_exactly(&fixture("format10-store"), 10);
 }
 
 #[test]
 fn a_format_11_store_undoes_and_redoes_exactly() {
-    undoes_and_redoes_exactly("format11-store", 11);
+    undoes_and_redoes_exactly(&fixture("format11-store"), 11);
 }
 
-/// Writes a store of this code's format as the fixtures are, into `this-format-store` in
-/// cargo's temporary directory for tests: run by hand (`--ignored`) when the format changes,
-/// and the result committed as `tests/fixtures/format<N>-store/` with a README.
+/// A store of this code's format, written as the fixtures were, undoes and redoes exactly as
+/// they do. It is left in `this-format-store` in cargo's temporary directory for tests: when
+/// the format changes, that is what to commit as `tests/fixtures/format<N>-store/`, with a
+/// README.
 #[test]
-#[ignore = "writes a fixture; run by hand when the format changes"]
-fn write_a_store_of_this_format() {
+fn a_store_of_this_format_undoes_and_redoes_exactly() {
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("this-format-store");
     common::runtime().block_on(async {
         let dir = fast_tempdir();
         let state = common::state(dir.path());
@@ -170,20 +171,20 @@ fn write_a_store_of_this_format() {
         }
         store.undo(&ws, UndoOptions::default()).await.unwrap();
         drop(store);
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("this-format-store");
         let _ = std::fs::remove_dir_all(&out);
         copy_dir(&state.undo_dir(), &out);
     });
+    undoes_and_redoes_exactly(&out, shiro_undo::FORMAT_VERSION);
 }
 
-/// Opens a copy of the store of fixture `name` (of format `format`), undoes and redoes every
-/// turn, then records a turn on top and undoes and redoes it with the old ones.
-fn undoes_and_redoes_exactly(name: &str, format: u32) {
+/// Opens a copy of the store in `source` (of format `format`, a fixture's), undoes and redoes
+/// every turn, then records a turn on top and undoes and redoes it with the old ones.
+fn undoes_and_redoes_exactly(source: &Path, format: u32) {
     common::runtime().block_on(async {
         let states = states(format).await;
         let dir = fast_tempdir();
         let state = common::state(dir.path());
-        copy_dir(&fixture(name), &state.undo_dir());
+        copy_dir(source, &state.undo_dir());
         // The workspace as the fixture's code left it: three turns done, the fourth undone.
         let ws = MemMutator::new();
         for ops in &turns(format)[..3] {
