@@ -130,32 +130,33 @@ fn hash_in_parts(
     let mut spans = Vec::new();
     left.spans(&mut spans);
     right.spans(&mut spans);
-    let span = |from: u64, to: u64| {
-        let hashed = read_span(file, start, from, to)?;
+    let hashed = each_on_a_thread(&spans, |(from, to)| {
+        let hashed = read_span(file, start, *from, *to)?;
         Ok(hashed.map(|hasher| hasher.finalize_non_root()))
+    })?;
+    let Some(values) = hashed else {
+        return Ok(None);
     };
-    let hashed = on_threads(
-        &spans,
-        1,
-        |_, part| {
-            part.iter()
-                .map(|(from, to)| span(*from, *to))
-                .collect::<Vec<_>>()
-        },
-        |_, _| vec![Err(io::Error::other("a hashing thread failed"))],
-    );
-    let mut values = Vec::with_capacity(spans.len());
-    for value in hashed.into_iter().flatten() {
-        match value? {
-            Some(value) => values.push(value),
-            None => return Ok(None),
-        }
-    }
     let mut values = values.into_iter();
     Ok(match (left.join(&mut values), right.join(&mut values)) {
         (Some(left), Some(right)) => Some(merge_subtrees_root(&left, &right, Mode::Hash)),
         _ => None,
     })
+}
+
+/// What `work` gives for each of `items`, each on a thread of its own (see [`on_threads`]);
+/// `None` when it gives `None` for any.
+fn each_on_a_thread<T: Sync, V: Send>(
+    items: &[T],
+    work: impl Fn(&T) -> io::Result<Option<V>> + Sync,
+) -> io::Result<Option<Vec<V>>> {
+    let done = on_threads(
+        items,
+        1,
+        |_, part| part.iter().map(&work).collect::<Vec<_>>(),
+        |_, _| vec![Err(io::Error::other("a hashing thread failed"))],
+    );
+    done.into_iter().flatten().collect()
 }
 
 /// A hasher that has read the bytes `from..to` of `file` (counted from `start`) as that
@@ -186,6 +187,201 @@ fn read_span(
         }
     }
     Ok(Some(hasher))
+}
+
+/// The hashes and lengths of `old` and `new`, two versions of one file, hashing what they
+/// share once.
+///
+/// A command that appends a line to a file of a gigabyte leaves two versions that differ in
+/// that line alone, and hashing both reads and hashes two gigabytes. BLAKE3's tree lets the
+/// common part be hashed once: every span of a power of two of whole chunks, aligned to its
+/// length and lying wholly inside both versions, is a node of both trees (unless it is one of
+/// them whole, whose value is the root's). Each such span is read from both files and
+/// compared as it is hashed, and its chaining value serves both trees when the bytes are the
+/// same; the rest of each file is hashed on its own. The spans are read on threads of their
+/// own, as [`hash_file_from`] reads a big file's. Versions shorter than
+/// [`PARALLEL_HASH_FROM`], or whose lengths change meanwhile, are hashed one after the other.
+pub(crate) fn hash_pair(
+    old: &mut fs::File,
+    new: &mut fs::File,
+) -> io::Result<[(blake3::Hash, u64); 2]> {
+    let lens = [old.metadata()?.len(), new.metadata()?.len()];
+    if lens[0].min(lens[1]) >= PARALLEL_HASH_FROM {
+        let threads = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        let most = lens[0]
+            .max(lens[1])
+            .div_ceil(2 * threads.clamp(1, 4) as u64);
+        if let Some([old_hash, new_hash]) = hash_pair_in_parts([old, new], lens, most)?
+            && old.metadata()?.len() == lens[0]
+            && new.metadata()?.len() == lens[1]
+        {
+            return Ok([(old_hash, lens[0]), (new_hash, lens[1])]);
+        }
+    }
+    Ok([hash_file_from(old, 0)?, hash_file_from(new, 0)?])
+}
+
+/// A span of bytes hashed as a subtree of one or both files' trees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Job {
+    /// A span of both files, a node of both trees: read from both, hashed once if the same.
+    Shared { from: u64, to: u64 },
+    /// A span of one file (0 the old, 1 the new) alone.
+    Own { file: usize, from: u64, to: u64 },
+}
+
+/// A file's tree, down to the jobs whose values make it.
+enum Shape {
+    Job(usize),
+    Join(Box<Shape>, Box<Shape>),
+}
+
+impl Shape {
+    /// The shape of the node over `from..to` of the tree of file `file`, whose length is
+    /// `lens[file]`, splitting it as BLAKE3 does until each part is a span both files share
+    /// ([`Job::Shared`], at most `most` bytes), or lies past what they could share, or is one
+    /// chunk.
+    fn of(
+        file: usize,
+        (from, to): (u64, u64),
+        lens: [u64; 2],
+        most: u64,
+        jobs: &mut Vec<Job>,
+    ) -> Self {
+        const CHUNK: u64 = blake3::CHUNK_LEN as u64;
+        let shared_end = lens[0].min(lens[1]) / CHUNK * CHUNK;
+        let len = to - from;
+        let whole = from == 0 && lens.contains(&to);
+        let shared = to <= shared_end
+            && len % CHUNK == 0
+            && (len / CHUNK).is_power_of_two()
+            && from % len == 0
+            && !whole;
+        let job = if shared && len <= most {
+            Some(Job::Shared { from, to })
+        } else if (!shared && len <= CHUNK) || (from >= shared_end && len <= most) {
+            Some(Job::Own { file, from, to })
+        } else {
+            None
+        };
+        if let Some(job) = job {
+            let index = jobs.iter().position(|j| *j == job).unwrap_or_else(|| {
+                jobs.push(job);
+                jobs.len() - 1
+            });
+            return Shape::Job(index);
+        }
+        let mid = from + blake3::hazmat::left_subtree_len(len);
+        Shape::Join(
+            Box::new(Shape::of(file, (from, mid), lens, most, jobs)),
+            Box::new(Shape::of(file, (mid, to), lens, most, jobs)),
+        )
+    }
+
+    /// The chaining value of this node of file `file`'s tree, from the jobs' values.
+    fn value(
+        &self,
+        file: usize,
+        values: &[[blake3::hazmat::ChainingValue; 2]],
+    ) -> Option<blake3::hazmat::ChainingValue> {
+        use blake3::hazmat::{Mode, merge_subtrees_non_root};
+        match self {
+            Shape::Job(index) => values.get(*index).map(|value| value[file]),
+            Shape::Join(left, right) => Some(merge_subtrees_non_root(
+                &left.value(file, values)?,
+                &right.value(file, values)?,
+                Mode::Hash,
+            )),
+        }
+    }
+}
+
+/// The hashes of `files`, of `lens` bytes each (both more than one chunk), from jobs of at
+/// most `most` bytes on threads of their own; `None` when a file ended early.
+fn hash_pair_in_parts(
+    files: [&fs::File; 2],
+    lens: [u64; 2],
+    most: u64,
+) -> io::Result<Option<[blake3::Hash; 2]>> {
+    use blake3::hazmat::{Mode, merge_subtrees_root};
+    let mut jobs = Vec::new();
+    let mut roots = Vec::with_capacity(2);
+    for (file, len) in lens.into_iter().enumerate() {
+        if len <= blake3::CHUNK_LEN as u64 {
+            return Err(io::Error::other("a file of one chunk has no subtrees"));
+        }
+        let mid = blake3::hazmat::left_subtree_len(len);
+        let left = Shape::of(file, (0, mid), lens, most, &mut jobs);
+        let right = Shape::of(file, (mid, len), lens, most, &mut jobs);
+        roots.push((left, right));
+    }
+    let Some(values) = each_on_a_thread(&jobs, |job| run(files, *job))? else {
+        return Ok(None);
+    };
+    let mut hashes = [blake3::Hash::from_bytes([0; 32]); 2];
+    for (file, (left, right)) in roots.iter().enumerate() {
+        match (left.value(file, &values), right.value(file, &values)) {
+            (Some(left), Some(right)) => {
+                hashes[file] = merge_subtrees_root(&left, &right, Mode::Hash);
+            }
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(hashes))
+}
+
+/// The chaining values `job` gives the old file's tree and the new one's (the same value
+/// twice for a span of one file alone); `None` when a file ended before the span did.
+fn run(files: [&fs::File; 2], job: Job) -> io::Result<Option<[blake3::hazmat::ChainingValue; 2]>> {
+    use blake3::hazmat::HasherExt;
+    let (from, to) = match job {
+        Job::Own { file, from, to } => {
+            let hashed = read_span(files[file], 0, from, to)?;
+            return Ok(hashed.map(|hasher| [hasher.finalize_non_root(); 2]));
+        }
+        Job::Shared { from, to } => (from, to),
+    };
+    let mut old = blake3::Hasher::new();
+    old.set_input_offset(from);
+    // Made from the old one's state at the first piece that differs.
+    let mut new: Option<blake3::Hasher> = None;
+    let mut pieces = [vec![0u8; HASH_PIECE], vec![0u8; HASH_PIECE]];
+    let mut at = from;
+    while at < to {
+        let want = usize::try_from(to - at).map_or(HASH_PIECE, |rest| rest.min(HASH_PIECE));
+        let [a, b] = &mut pieces;
+        if !read_full_at(files[0], &mut a[..want], at)?
+            || !read_full_at(files[1], &mut b[..want], at)?
+        {
+            return Ok(None);
+        }
+        if new.is_none() && a[..want] != b[..want] {
+            new = Some(old.clone());
+        }
+        old.update(&a[..want]);
+        if let Some(new) = &mut new {
+            new.update(&b[..want]);
+        }
+        at += want as u64;
+    }
+    let old = old.finalize_non_root();
+    Ok(Some([old, new.map_or(old, |new| new.finalize_non_root())]))
+}
+
+/// Fills `buf` from `file` at `offset`; `false` when the file ends first.
+fn read_full_at(file: &fs::File, mut buf: &mut [u8], mut offset: u64) -> io::Result<bool> {
+    while !buf.is_empty() {
+        match file.read_at(buf, offset) {
+            Ok(0) => return Ok(false),
+            Ok(n) => {
+                buf = &mut buf[n..];
+                offset += n as u64;
+            }
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -274,6 +470,135 @@ mod tests {
             let mut file = fs::File::open(&path).unwrap();
             let (hash, found) = hash_file_from(&mut file, 1).unwrap();
             assert_eq!((hash, found), (blake3::hash(&bytes[1..=len]), len as u64));
+        }
+    }
+
+    /// How a test changes the old version into the new one.
+    #[derive(Debug, Clone)]
+    enum Edit {
+        Append(Vec<u8>),
+        Truncate(usize),
+        Overwrite { at: prop::sample::Index, byte: u8 },
+        Same,
+    }
+
+    fn edit() -> impl Strategy<Value = Edit> {
+        prop_oneof![
+            prop::collection::vec(any::<u8>(), 1..5000).prop_map(Edit::Append),
+            (1usize..5000).prop_map(Edit::Truncate),
+            (any::<prop::sample::Index>(), any::<u8>())
+                .prop_map(|(at, byte)| Edit::Overwrite { at, byte }),
+            Just(Edit::Same),
+        ]
+    }
+
+    use proptest::prelude::*;
+
+    /// A length past one chunk: any, or a power of two of chunks (where one version is a
+    /// node of the other's tree), or one either side of one.
+    fn length() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            1025u64..(8 << 20),
+            (11u32..23, -1i64..=1).prop_map(|(power, side)| ((1i64 << power) + side) as u64),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Two versions hashed together have the hashes of their bytes, whatever the change
+        /// between them (bytes appended, cut off, one overwritten, none), the lengths (one
+        /// chunk and a byte up, powers of two and odd sizes) and the size of the jobs.
+        #[test]
+        fn two_versions_hashed_together_have_the_hashes_of_their_bytes(
+            len in prop_oneof![1025usize..70_000, Just(16 << 10), Just(32 << 10), Just((32 << 10) + 1)],
+            edit in edit(),
+            most in prop_oneof![Just(1024u64), Just(3000), Just(8192), Just(1 << 20)],
+            seed in any::<u8>(),
+        ) {
+            let old: Vec<u8> = (0..len).map(|i| (i as u32 * 31 + u32::from(seed)) as u8).collect();
+            let mut new = old.clone();
+            match edit {
+                Edit::Append(tail) => new.extend_from_slice(&tail),
+                Edit::Truncate(cut) => new.truncate(len.saturating_sub(cut).max(1025)),
+                Edit::Overwrite { at, byte } => {
+                    let at = at.index(len);
+                    new[at] = new[at].wrapping_add(byte.max(1));
+                }
+                Edit::Same => {}
+            }
+            let dir = tempfile::tempdir().unwrap();
+            fs::write(dir.path().join("old"), &old).unwrap();
+            fs::write(dir.path().join("new"), &new).unwrap();
+            let files = [
+                fs::File::open(dir.path().join("old")).unwrap(),
+                fs::File::open(dir.path().join("new")).unwrap(),
+            ];
+            let lens = [old.len() as u64, new.len() as u64];
+            let got = hash_pair_in_parts([&files[0], &files[1]], lens, most).unwrap();
+            prop_assert_eq!(got, Some([blake3::hash(&old), blake3::hash(&new)]));
+            // Asked for more than a file holds, there is no hash.
+            let longer = [lens[0], lens[1] + 1];
+            prop_assert_eq!(hash_pair_in_parts([&files[0], &files[1]], longer, most).unwrap(), None);
+        }
+
+        /// Every whole chunk that both versions hold is read once, as part of a span of both,
+        /// and each file's own jobs hold only what lies past that: what they share is hashed
+        /// once when it is the same.
+        #[test]
+        fn all_that_two_versions_could_share_is_read_once(
+            lens in (length(), length()),
+            most in 1024u64..(4 << 20),
+        ) {
+            let lens = [lens.0, lens.1];
+            let mut jobs = Vec::new();
+            for (file, len) in lens.into_iter().enumerate() {
+                let mid = blake3::hazmat::left_subtree_len(len);
+                Shape::of(file, (0, mid), lens, most, &mut jobs);
+                Shape::of(file, (mid, len), lens, most, &mut jobs);
+            }
+            let shared_end = lens[0].min(lens[1]) / 1024 * 1024;
+            let mut shared = 0;
+            let mut own = [0; 2];
+            for job in &jobs {
+                match *job {
+                    Job::Shared { from, to } => shared += to - from,
+                    Job::Own { file, from, to } => {
+                        prop_assert!(from >= shared_end, "{job:?} lies in what both hold");
+                        own[file] += to - from;
+                    }
+                }
+            }
+            prop_assert_eq!(shared, shared_end);
+            prop_assert_eq!(own, [lens[0] - shared_end, lens[1] - shared_end]);
+        }
+    }
+
+    /// Versions past the size hashed in parts, appended to, have their bytes' hashes through
+    /// [`hash_pair`], and so do smaller ones.
+    #[test]
+    fn a_big_file_appended_to_hashes_as_its_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = PARALLEL_HASH_FROM as usize + 4096 + 3;
+        let old: Vec<u8> = (0..big as u32).map(|i| (i % 239) as u8).collect();
+        for len in [5000, big] {
+            let mut new = old[..len].to_vec();
+            new.extend_from_slice(b"tail\n");
+            fs::write(dir.path().join("old"), &old[..len]).unwrap();
+            fs::write(dir.path().join("new"), &new).unwrap();
+            let mut files = [
+                fs::File::open(dir.path().join("old")).unwrap(),
+                fs::File::open(dir.path().join("new")).unwrap(),
+            ];
+            let [a, b] = &mut files;
+            let got = hash_pair(a, b).unwrap();
+            assert_eq!(
+                got,
+                [
+                    (blake3::hash(&old[..len]), len as u64),
+                    (blake3::hash(&new), new.len() as u64)
+                ]
+            );
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::error::UndoError;
 use crate::format::{
     BashCapture, ChangeRecord, GitRecord, InflightLine, PathRecord, TurnMeta, TurnRecord,
 };
-use crate::image::{ContentHash, Image, Spares, bounded_image};
+use crate::image::{ContentHash, Image, KnownHash, Spares, bounded_image};
 
 /// A turn being assembled, from the recorder or from an in-flight file after a crash.
 #[derive(Debug)]
@@ -38,6 +38,9 @@ pub(crate) struct Flight {
     pub held: BTreeMap<ContentHash, Vec<u8>>,
     /// What its `bash` calls moved in the git repository.
     pub git: GitRecord,
+    /// The hashes of new versions read before they were moved in (a big file's, hashed with
+    /// its pre-image), by path, with the stamp of the file read; not in the in-flight file.
+    pub known_after: BTreeMap<WorkspacePath, KnownHash>,
 }
 
 /// A finished turn and the bytes its blobs are made from.
@@ -162,6 +165,7 @@ impl Flight {
             held_bytes: 0,
             held: BTreeMap::new(),
             git: GitRecord::default(),
+            known_after: BTreeMap::new(),
         }
     }
 
@@ -241,7 +245,9 @@ impl Flight {
         let mut small_afters = BTreeMap::new();
         let mut small_bytes = 0u64;
         for (path, before) in self.before {
-            let (after, bytes) = bounded_image(workspace, &path, keep.stream, spares).await?;
+            let known = self.known_after.get(&path);
+            let (after, bytes) =
+                bounded_image(workspace, &path, keep.stream, spares, known).await?;
             match (&before, &after, bytes) {
                 (Image::File { len, .. }, Image::File { hash, .. }, Some(bytes))
                     if *len >= keep.big && after != before =>

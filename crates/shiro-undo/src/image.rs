@@ -315,20 +315,73 @@ pub(crate) async fn hashed_image(
 }
 
 /// As [`real_image`], but a file of `stream` bytes or more is hashed a piece at a time and
-/// its bytes are not returned: a file of any size then costs bounded memory.
+/// its bytes are not returned: a file of any size then costs bounded memory. `known` is the
+/// hash of a file read before, with its stamp: a file found at the path with that stamp is
+/// not read again.
 pub(crate) async fn bounded_image(
     mutator: &dyn Mutator,
     path: &WorkspacePath,
     stream: u64,
     spares: &Spares,
+    known: Option<&KnownHash>,
 ) -> Result<(Image, Option<Vec<u8>>), MutatorError> {
     match mutator.real_stat(path).await? {
         Stat::File { mode, len } if len >= stream => {
-            let (len, hash) = hash_file(mutator, path, Some(len)).await?;
+            let (len, hash) = hash_file_known(mutator, path, len, known).await?;
             Ok((Image::File { mode, len, hash }, None))
         }
         stat => image_of(mutator, path, stat, spares).await,
     }
+}
+
+/// The hash of a file read earlier, with the file's stamp then.
+pub(crate) type KnownHash = (FileStamp, ContentHash);
+
+/// Which file a regular file is, and whether it changed since: its device, inode, length
+/// and modification time.
+///
+/// Every write changes the modification time, to the nanosecond here, so a file with the
+/// stamp it had when it was hashed still has the bytes it had then, unless a program set the
+/// time back on purpose. Taken for a new version that a recorder hashed before it was moved
+/// in: a hash wrongly taken for the one the workspace holds could only make an undo find a
+/// change where there is none, and keep the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FileStamp {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    modified: (i64, i64),
+}
+
+impl FileStamp {
+    pub(crate) fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            modified: (meta.mtime(), meta.mtime_nsec()),
+        }
+    }
+}
+
+/// [`hash_file`] of a file of `len` bytes, unless it has the stamp of `known`, whose hash it
+/// then has.
+async fn hash_file_known(
+    mutator: &dyn Mutator,
+    path: &WorkspacePath,
+    len: u64,
+    known: Option<&KnownHash>,
+) -> Result<(u64, ContentHash), MutatorError> {
+    if let Some((stamp, hash)) = known
+        && let Some(file) = mutator.open_read(path).await?
+        && file
+            .metadata()
+            .is_ok_and(|meta| FileStamp::of(&meta) == *stamp)
+    {
+        return Ok((stamp.len, *hash));
+    }
+    hash_file(mutator, path, Some(len)).await
 }
 
 /// Hands the file at `path` to `sink` a piece at a time, and stops handing at the first

@@ -4,6 +4,7 @@
 //! into only through [`Ledger`], which the store implements: a lock with the next turn's id at
 //! the start of a turn, and a commit at its end.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -11,18 +12,19 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use shiro_tools::{Change, DirEntry, Looked, Mutator, MutatorError, Stat, WorkspacePath};
+use shiro_tools::{Change, DirEntry, Incoming, Looked, Mutator, MutatorError, Stat, WorkspacePath};
 use tokio::sync::Mutex;
 
 use crate::blob::RawWriter;
 use crate::codec::{empty_file, open_emptied};
 use crate::error::UndoError;
+use crate::file_hash::hash_pair;
 use crate::flight::{Batch, Finished, Flight, Keep, Pending, append_line};
 use crate::format::{
     BashCapture, ChangeRecord, FORMAT_VERSION, GitRecord, INFLIGHT_FILE, IndexRecord, InflightLine,
     TurnMeta,
 };
-use crate::image::{ContentHash, Image, Spares, copy_into, image_of};
+use crate::image::{ContentHash, FileStamp, Image, KnownHash, Spares, copy_into, image_of};
 use crate::lock::LockGuard;
 use crate::report::TurnId;
 
@@ -344,15 +346,17 @@ impl<M: Mutator> Recording<M> {
     /// files then costs one flush, not a thousand. A path the call then leaves alone is not
     /// recorded. Outside a turn it does nothing; a path captured already is skipped.
     pub async fn capture_ahead(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
-        let mut slot = self.turn.lock().await;
-        let paths: Vec<&WorkspacePath> = paths.iter().collect();
-        self.capture(&mut slot, &paths).await
+        self.prepare(paths, &[]).await
     }
 
     /// Keeps the file at `path`, too big to hold, as a blob without copying it: gives it a
     /// second name in the store ([`Mutator::link_out`]), hashes it through that name, and makes
     /// it the blob of its hash. Returns the hash, the length, and whether the blob is new;
     /// `None` when the file cannot be kept so (the caller copies it).
+    ///
+    /// `incoming` is the new version about to replace the file, if the caller named it: when
+    /// it is big too, the two are hashed together (see [`hash_pair`]), and the new one's hash
+    /// is noted in `known_after`, for the end of the turn.
     ///
     /// The blob shares the file with the workspace until the change replaces the file (a
     /// bash command's new version moved in, a removal); meanwhile it does not count as stored,
@@ -361,12 +365,22 @@ impl<M: Mutator> Recording<M> {
     async fn keep(
         &self,
         path: &WorkspacePath,
+        incoming: Option<&Path>,
+        known_after: &mut BTreeMap<WorkspacePath, KnownHash>,
     ) -> Result<Option<(ContentHash, u64, bool)>, MutatorError> {
         let kept = self.store.keep_name();
         if !self.inner.link_out(path, &kept).await? {
             return Ok(None);
         }
-        let stored = hash_file(&kept).and_then(|(hash, len)| {
+        let stream = self.store.stream_file_bytes();
+        let hashed = match incoming {
+            Some(source) => hash_with_incoming(&kept, source, stream),
+            None => hash_file(&kept).map(|(hash, len)| (hash, len, None)),
+        };
+        let stored = hashed.and_then(|(hash, len, after)| {
+            if let Some(after) = after {
+                known_after.insert(path.clone(), after);
+            }
             let new = self.store.keep_file(&kept, &hash)?;
             Ok((hash, len, new))
         });
@@ -389,6 +403,7 @@ impl<M: Mutator> Recording<M> {
         &self,
         slot: &mut Option<InFlight>,
         paths: &[&WorkspacePath],
+        incoming: &[Incoming<'_>],
     ) -> Result<(), MutatorError> {
         let (Some(turn), Some(&first)) = (slot.as_mut(), paths.first()) else {
             return Ok(());
@@ -447,7 +462,11 @@ impl<M: Mutator> Recording<M> {
                 // its own on the way; either durably, before its record says the store holds
                 // it.
                 (Stat::File { mode, len }, _) if len >= self.store.stream_file_bytes() => {
-                    let (hash, len) = match self.keep(path).await? {
+                    let source = (incoming.iter())
+                        .find(|new| new.path == path)
+                        .map(|new| new.source);
+                    let known_after = &mut turn.flight.known_after;
+                    let (hash, len) = match self.keep(path, source, known_after).await? {
                         Some((hash, len, stored)) => {
                             if stored {
                                 turn.streamed.push(hash);
@@ -542,6 +561,31 @@ fn hash_file(path: &Path) -> std::io::Result<(ContentHash, u64)> {
     Ok((hash.into(), len))
 }
 
+/// The hash and the length of the file at `kept`, and, when the file at `source` (its new
+/// version) has `stream` bytes or more, that file's hash with its stamp, the two hashed
+/// together (see [`hash_pair`]). The new version's hash is left out should its stamp change
+/// while it is read.
+fn hash_with_incoming(
+    kept: &Path,
+    source: &Path,
+    stream: u64,
+) -> std::io::Result<(ContentHash, u64, Option<KnownHash>)> {
+    // Unreadable, it is the caller's to move in, or fail to, later.
+    let Ok(mut new) = crate::ground::open_read(source) else {
+        return hash_file(kept).map(|(hash, len)| (hash, len, None));
+    };
+    let meta = new.metadata()?;
+    let stamp = FileStamp::of(&meta);
+    if !meta.is_file() || meta.len() < stream {
+        return hash_file(kept).map(|(hash, len)| (hash, len, None));
+    }
+    let mut old = crate::ground::open_read(kept)?;
+    let [(old_hash, old_len), (new_hash, _)] = hash_pair(&mut old, &mut new)?;
+    let unchanged = FileStamp::of(&new.metadata()?) == stamp;
+    let after = unchanged.then_some((stamp, new_hash.into()));
+    Ok((old_hash.into(), old_len, after))
+}
+
 #[async_trait]
 impl<M: Mutator> Mutator for Recording<M> {
     fn root(&self) -> &Path {
@@ -571,7 +615,7 @@ impl<M: Mutator> Mutator for Recording<M> {
         mode: Option<u32>,
     ) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
-        self.capture(&mut slot, &[path]).await?;
+        self.capture(&mut slot, &[path], &[]).await?;
         self.inner.write(path, bytes, mode).await
     }
 
@@ -582,7 +626,7 @@ impl<M: Mutator> Mutator for Recording<M> {
         mode: u32,
     ) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
-        self.capture(&mut slot, &[path]).await?;
+        self.capture(&mut slot, &[path], &[]).await?;
         // A new version with other names is copied into place rather than moved: the file it
         // replaces would then be read whole into memory (a write never goes into a file that a
         // kept blob shares), unless the blob gets a copy of its own first.
@@ -626,9 +670,16 @@ impl<M: Mutator> Mutator for Recording<M> {
     }
 
     /// Captures the pre-images of `paths` now, with one flush (see
-    /// [`Recording::capture_ahead`]).
-    async fn prepare(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
-        self.capture_ahead(paths).await
+    /// [`Recording::capture_ahead`]); a big file that one of `incoming` replaces is hashed
+    /// with it.
+    async fn prepare(
+        &self,
+        paths: &[WorkspacePath],
+        incoming: &[Incoming<'_>],
+    ) -> Result<(), MutatorError> {
+        let mut slot = self.turn.lock().await;
+        let paths: Vec<&WorkspacePath> = paths.iter().collect();
+        self.capture(&mut slot, &paths, incoming).await
     }
 
     async fn read_into(&self, path: &WorkspacePath, buf: Vec<u8>) -> Result<Vec<u8>, MutatorError> {
@@ -650,7 +701,7 @@ impl<M: Mutator> Mutator for Recording<M> {
         mode: u32,
     ) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
-        self.capture(&mut slot, &[path]).await?;
+        self.capture(&mut slot, &[path], &[]).await?;
         self.inner.overwrite(path, bytes, mode).await
     }
 
@@ -662,37 +713,37 @@ impl<M: Mutator> Mutator for Recording<M> {
         mode: u32,
     ) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
-        self.capture(&mut slot, &[path]).await?;
+        self.capture(&mut slot, &[path], &[]).await?;
         self.inner.overwrite_from(path, source, len, mode).await
     }
 
     async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
-        self.capture(&mut slot, &[path]).await?;
+        self.capture(&mut slot, &[path], &[]).await?;
         self.inner.set_mode(path, mode).await
     }
 
     async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
-        self.capture(&mut slot, &[path]).await?;
+        self.capture(&mut slot, &[path], &[]).await?;
         self.inner.create_dir(path).await
     }
 
     async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
-        self.capture(&mut slot, &[path]).await?;
+        self.capture(&mut slot, &[path], &[]).await?;
         self.inner.symlink(target, path).await
     }
 
     async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
-        self.capture(&mut slot, &[path]).await?;
+        self.capture(&mut slot, &[path], &[]).await?;
         self.inner.remove_file(path).await
     }
 
     async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
-        self.capture(&mut slot, &[path]).await?;
+        self.capture(&mut slot, &[path], &[]).await?;
         self.inner.remove_dir(path).await
     }
 
@@ -706,7 +757,7 @@ impl<M: Mutator> Mutator for Recording<M> {
     ) -> Result<bool, MutatorError> {
         let mut slot = self.turn.lock().await;
         let paths: Vec<&WorkspacePath> = std::iter::once(path).chain(listed).collect();
-        self.capture(&mut slot, &paths).await?;
+        self.capture(&mut slot, &paths, &[]).await?;
         self.inner.move_tree_in(source, path, listed).await
     }
 
@@ -722,7 +773,7 @@ impl<M: Mutator> Mutator for Recording<M> {
         let paths: Vec<&WorkspacePath> = std::iter::once(path)
             .chain(listed.iter().map(|entry| &entry.path))
             .collect();
-        self.capture(&mut slot, &paths).await?;
+        self.capture(&mut slot, &paths, &[]).await?;
         self.inner.remove_tree(path, listed, aside).await?;
         // Moved out whole, the tree still names the big files kept from it, until its removal
         // in the background; those names go now, so that the blobs are left theirs alone
@@ -752,7 +803,7 @@ impl<M: Mutator> Mutator for Recording<M> {
 
     async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
-        self.capture(&mut slot, &[from, to]).await?;
+        self.capture(&mut slot, &[from, to], &[]).await?;
         self.inner.rename(from, to).await
     }
 

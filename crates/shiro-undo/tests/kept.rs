@@ -11,7 +11,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
 use common::{noise, p};
-use shiro_tools::{FsMutator, Mutator};
+use shiro_tools::{FsMutator, Incoming, Mutator};
 use shiro_undo::{Recording, StoreOptions, TurnStart, UndoOptions, UndoStore};
 
 /// Files from 1 KiB on are streamed, and kept where they can be.
@@ -53,6 +53,16 @@ impl Disk {
         fs::write(&path, bytes).unwrap();
         path
     }
+}
+
+/// A workspace on disk holding one file, `big`, of `len` bytes, with its tree.
+async fn disk_with_big(len: usize, seed: u32) -> (Disk, common::Tree) {
+    let d = disk();
+    d.ws.write(&p("big"), &noise(len, seed), None)
+        .await
+        .unwrap();
+    let before = common::disk_tree(&d.root);
+    (d, before)
 }
 
 /// The files of `blobs/`, by name, with their metadata.
@@ -105,8 +115,12 @@ async fn a_big_file_replaced_whole_is_kept_not_copied() {
     let store = d.open().await;
     let rec = store.recorder(d.ws.clone());
     rec.begin_turn(start("append")).await.unwrap();
-    rec.prepare(&[p("big")]).await.unwrap();
     let source = d.new_version("big", &noise(100_010, 2));
+    let incoming = Incoming {
+        path: &p("big"),
+        source: &source,
+    };
+    rec.prepare(&[p("big")], &[incoming]).await.unwrap();
     rec.adopt(&source, &p("big"), 0o644).await.unwrap();
     rec.finish_turn().await.unwrap().unwrap();
 
@@ -124,6 +138,56 @@ async fn a_big_file_replaced_whole_is_kept_not_copied() {
         .collect();
     assert!(copies.is_empty(), "a copy was written: {copies:?}");
     undo_redo_undo(&store, &d, &before).await;
+}
+
+/// A new version named to `prepare` is hashed there, with the old one, and that hash is the
+/// turn's after-image while the file moved in is the file hashed: its stamp (inode, length,
+/// modification time) unchanged. Written into between the two, it is hashed again, and the
+/// turn undoes and redoes exactly. Written into with its time set back, its stamp cannot tell:
+/// the turn records the hash of what `prepare` read, and the undo takes what the workspace
+/// holds for a change made since, and keeps it (the safe side of a stamp that lies).
+#[tokio::test]
+async fn a_new_version_hashed_at_prepare_counts_only_while_unchanged() {
+    for case in ["as read", "written since", "time set back"] {
+        let (d, before) = disk_with_big(40_000, 7).await;
+        let store = d.open().await;
+        let rec = store.recorder(d.ws.clone());
+        rec.begin_turn(start(case)).await.unwrap();
+        let source = d.new_version("big", &noise(40_010, 8));
+        let read = fs::metadata(&source).unwrap();
+        let incoming = Incoming {
+            path: &p("big"),
+            source: &source,
+        };
+        rec.prepare(&[p("big")], &[incoming]).await.unwrap();
+        if case != "as read" {
+            // The same length, one byte changed, in place.
+            let mut bytes = noise(40_010, 8);
+            bytes[20_000] ^= 0xff;
+            fs::write(&source, &bytes).unwrap();
+        }
+        if case == "time set back" {
+            let file = fs::File::options().write(true).open(&source).unwrap();
+            file.set_modified(read.modified().unwrap()).unwrap();
+        }
+        rec.adopt(&source, &p("big"), 0o644).await.unwrap();
+        rec.finish_turn().await.unwrap().unwrap();
+        if case != "time set back" {
+            undo_redo_undo(&store, &d, &before).await;
+            continue;
+        }
+        let after = common::disk_tree(&d.root);
+        let refused = store.undo(&d.ws, UndoOptions::default()).await;
+        assert!(
+            matches!(refused, Err(shiro_undo::UndoError::Conflict(_))),
+            "{refused:?}"
+        );
+        assert_eq!(
+            common::disk_tree(&d.root),
+            after,
+            "the undo changed the file"
+        );
+    }
 }
 
 /// A big file kept and then not replaced (written in place, moved, or left alone) never
@@ -145,7 +209,7 @@ async fn a_big_file_kept_and_not_replaced_gets_a_copy_of_its_own() {
     let rec = store.recorder(d.ws.clone());
     rec.begin_turn(start("mixed")).await.unwrap();
     let all = [p("written"), p("moved"), p("left"), p("small")];
-    rec.prepare(&all).await.unwrap();
+    rec.prepare(&all, &[]).await.unwrap();
     assert_eq!(kept_files(&store).len(), 3, "{:?}", blobs(&store));
     rec.overwrite(&p("written"), &noise(50_000, 9), 0o644)
         .await
@@ -197,16 +261,12 @@ async fn a_big_file_with_another_name_is_copied() {
 #[tokio::test]
 async fn a_kept_file_survives_a_crash_either_way() {
     for replaced in [true, false] {
-        let d = disk();
-        d.ws.write(&p("big"), &noise(30_000, 5), None)
-            .await
-            .unwrap();
-        let before = common::disk_tree(&d.root);
+        let (d, before) = disk_with_big(30_000, 5).await;
         {
             let store = d.open().await;
             let rec: Recording<FsMutator> = store.recorder(d.ws.clone());
             rec.begin_turn(start("cut short")).await.unwrap();
-            rec.prepare(&[p("big")]).await.unwrap();
+            rec.prepare(&[p("big")], &[]).await.unwrap();
             if replaced {
                 let source = d.new_version("big", &noise(30_010, 6));
                 rec.adopt(&source, &p("big"), 0o644).await.unwrap();

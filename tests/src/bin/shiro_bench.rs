@@ -2286,7 +2286,8 @@ fn bash_big(
          empty store), {reps} times, and the turn is undone; the baseline is `cp` of the file \
          (not flushed). The overlay itself copies the file into its upper layer before the \
          command writes (the kernel's copy-up); the store keeps the old version as its \
-         pre-image under a second name (a hard link) and hashes it, hashes the new one, and \
+         pre-image under a second name (a hard link) and hashes it together with the new \
+         one (what the two versions share, read from both and compared, is hashed once), and \
          the commit exchanges the new version with the old. Peak memory of the process that ran the turns and the \
          undos: {peak}.\n\n{}",
         table.render(),

@@ -22,7 +22,7 @@ use rustix::fs::{FlockOperation, Mode, OFlags};
 
 use super::{CaptureError, CaptureMode, Captured};
 use crate::change::Change;
-use crate::mutator::{DirEntry, Mutator, MutatorError, Stat};
+use crate::mutator::{DirEntry, Incoming, Mutator, MutatorError, Stat};
 use crate::path::WorkspacePath;
 
 pub(super) const UPPER_DIR: &str = "up";
@@ -304,7 +304,7 @@ pub(super) async fn commit_layer(
         layer.discard();
         return Ok(captured);
     }
-    if let Err(err) = mutator.prepare(&plan.paths()).await {
+    if let Err(err) = mutator.prepare(&plan.paths(), &plan.incoming()).await {
         layer.discard();
         return Err(CaptureError::Other(format!(
             "the command's changes were not applied, because their undo record could not be \
@@ -564,6 +564,17 @@ impl Plan {
             }
         }
         set.into_iter().cloned().collect()
+    }
+
+    /// The files the plan moves in whole over a path, each with its path (see
+    /// [`Mutator::prepare`]).
+    fn incoming(&self) -> Vec<Incoming<'_>> {
+        (self.steps.iter())
+            .filter_map(|step| match step {
+                Step::Write { path, source, .. } => Some(Incoming { path, source }),
+                _ => None,
+            })
+            .collect()
     }
 
     fn changes(&self) -> Vec<Change> {

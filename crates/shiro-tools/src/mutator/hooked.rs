@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{DirEntry, Looked, Mutator, MutatorError, Stat};
+use super::{DirEntry, Incoming, Looked, Mutator, MutatorError, Stat};
 use crate::path::WorkspacePath;
 
 /// One mutation about to happen, as a hook sees it.
@@ -226,8 +226,12 @@ impl<M: Mutator> Mutator for Hooked<M> {
         self.inner.remove_partial_writes(paths).await
     }
 
-    async fn prepare(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
-        self.inner.prepare(paths).await
+    async fn prepare(
+        &self,
+        paths: &[WorkspacePath],
+        incoming: &[Incoming<'_>],
+    ) -> Result<(), MutatorError> {
+        self.inner.prepare(paths, incoming).await
     }
 
     async fn read_into(&self, path: &WorkspacePath, buf: Vec<u8>) -> Result<Vec<u8>, MutatorError> {

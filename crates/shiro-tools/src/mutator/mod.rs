@@ -138,6 +138,17 @@ pub struct Looked {
     pub bytes: Option<Vec<u8>>,
 }
 
+/// A new version of a file that a caller of [`Mutator::prepare`] is about to move in whole
+/// at `path` (see [`Mutator::adopt`]): a regular file outside the workspace, which nothing
+/// writes into meanwhile.
+#[derive(Debug, Clone, Copy)]
+pub struct Incoming<'a> {
+    /// Where it goes.
+    pub path: &'a WorkspacePath,
+    /// The file.
+    pub source: &'a Path,
+}
+
 /// One path of [`Mutator::real_stat_many`]'s default: its entry, then its bytes if it is a
 /// file short enough.
 async fn look_at<M: Mutator + ?Sized>(
@@ -394,10 +405,17 @@ pub trait Mutator: Send + Sync {
 
     /// Says that the caller is about to change `paths` (each one, or entries under it), so
     /// that a recorder captures their pre-images now, in one batch with one flush, rather
-    /// than one flush per change. A path the caller then leaves alone costs nothing more. The
-    /// default, for mutators that record nothing, does nothing.
-    async fn prepare(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
-        let _ = paths;
+    /// than one flush per change. A path the caller then leaves alone costs nothing more.
+    /// `incoming` names the new versions the caller will move in whole at some of the paths,
+    /// so that a recorder can read each with the version it replaces (a big file's two
+    /// versions are hashed together, what they share once). The default, for mutators that
+    /// record nothing, does nothing.
+    async fn prepare(
+        &self,
+        paths: &[WorkspacePath],
+        incoming: &[Incoming<'_>],
+    ) -> Result<(), MutatorError> {
+        let _ = (paths, incoming);
         Ok(())
     }
 

@@ -13,7 +13,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use shiro_tools::capture::{BashRunner, Direct, Ended, Overlay, Sandbox, SandboxMode};
 use shiro_tools::tools::Bash;
-use shiro_tools::{DirEntry, FsMutator, Looked, Mutator, MutatorError, Stat, Tool, WorkspacePath};
+use shiro_tools::{
+    DirEntry, FsMutator, Incoming, Looked, Mutator, MutatorError, Stat, Tool, WorkspacePath,
+};
 use shiro_undo::{BashCapture, Recording, TurnStart, UndoOptions, UndoStore};
 
 use shiro_tests::state_beside;
@@ -797,9 +799,13 @@ impl<M: Mutator> Mutator for Timed<M> {
         self.inner.link_out(path, to).await
     }
 
-    async fn prepare(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
+    async fn prepare(
+        &self,
+        paths: &[WorkspacePath],
+        incoming: &[Incoming<'_>],
+    ) -> Result<(), MutatorError> {
         self.note(|m| m.prepare_start = Some(Instant::now()));
-        let result = self.inner.prepare(paths).await;
+        let result = self.inner.prepare(paths, incoming).await;
         self.note(|m| m.prepare_end = Some(Instant::now()));
         result
     }
