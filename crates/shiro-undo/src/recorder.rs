@@ -565,23 +565,28 @@ fn hash_file(path: &Path) -> std::io::Result<(ContentHash, u64)> {
 /// version) has `stream` bytes or more, that file's hash with its stamp, the two hashed
 /// together (see [`hash_pair`]). The new version's hash is left out should its stamp change
 /// while it is read.
+///
+/// The new version is the caller's to move in, or fail to, later: should it fail to be read
+/// now, the old one is hashed alone, as it would be without it, and only a failure to read
+/// that fails the capture.
 fn hash_with_incoming(
     kept: &Path,
     source: &Path,
     stream: u64,
 ) -> std::io::Result<(ContentHash, u64, Option<KnownHash>)> {
-    // Unreadable, it is the caller's to move in, or fail to, later.
+    let alone = || hash_file(kept).map(|(hash, len)| (hash, len, None));
     let Ok(mut new) = crate::ground::open_read(source) else {
-        return hash_file(kept).map(|(hash, len)| (hash, len, None));
+        return alone();
     };
-    let meta = new.metadata()?;
-    let stamp = FileStamp::of(&meta);
-    if !meta.is_file() || meta.len() < stream {
-        return hash_file(kept).map(|(hash, len)| (hash, len, None));
-    }
+    let stamp = match new.metadata() {
+        Ok(meta) if meta.is_file() && meta.len() >= stream => FileStamp::of(&meta),
+        _ => return alone(),
+    };
     let mut old = crate::ground::open_read(kept)?;
-    let [(old_hash, old_len), (new_hash, _)] = hash_pair(&mut old, &mut new)?;
-    let unchanged = FileStamp::of(&new.metadata()?) == stamp;
+    let Ok([(old_hash, old_len), (new_hash, _)]) = hash_pair(&mut old, &mut new) else {
+        return alone();
+    };
+    let unchanged = (new.metadata()).is_ok_and(|meta| FileStamp::of(&meta) == stamp);
     let after = unchanged.then_some((stamp, new_hash.into()));
     Ok((old_hash.into(), old_len, after))
 }

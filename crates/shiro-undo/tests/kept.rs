@@ -190,6 +190,27 @@ async fn a_new_version_hashed_at_prepare_counts_only_while_unchanged() {
     }
 }
 
+/// A new version named to `prepare` that cannot be read then (here it does not exist yet)
+/// leaves the old one hashed alone, and the capture succeeds; the new one is hashed at the
+/// end of the turn, and undo and redo are exact.
+#[tokio::test]
+async fn a_new_version_unreadable_at_prepare_is_hashed_at_the_end() {
+    let (d, before) = disk_with_big(40_000, 9).await;
+    let store = d.open().await;
+    let rec = store.recorder(d.ws.clone());
+    rec.begin_turn(start("late")).await.unwrap();
+    let source = d.dir.path().join("layer").join("big");
+    let incoming = Incoming {
+        path: &p("big"),
+        source: &source,
+    };
+    rec.prepare(&[p("big")], &[incoming]).await.unwrap();
+    let source = d.new_version("big", &noise(40_010, 10));
+    rec.adopt(&source, &p("big"), 0o644).await.unwrap();
+    rec.finish_turn().await.unwrap().unwrap();
+    undo_redo_undo(&store, &d, &before).await;
+}
+
 /// A big file kept and then not replaced (written in place, moved, or left alone) never
 /// stays shared with the workspace: a write goes to a new file, and as the turn is stored
 /// the blob gets a copy of its own. The workspace's files all end with one name each, and
