@@ -257,7 +257,8 @@ impl Shape {
             && (len / CHUNK).is_power_of_two()
             && from % len == 0
             && !whole;
-        let job = if shared && len <= most {
+        // A shared chunk is a job even if `most` is smaller: it cannot be split.
+        let job = if shared && (len <= most || len <= CHUNK) {
             Some(Job::Shared { from, to })
         } else if (!shared && len <= CHUNK) || (from >= shared_end && len <= most) {
             Some(Job::Own { file, from, to })
@@ -548,7 +549,7 @@ mod tests {
         #[test]
         fn all_that_two_versions_could_share_is_read_once(
             lens in (length(), length()),
-            most in 1024u64..(4 << 20),
+            most in prop_oneof![1u64..2048, 2048u64..(4 << 20)],
         ) {
             let lens = [lens.0, lens.1];
             let mut jobs = Vec::new();
