@@ -77,28 +77,6 @@ impl Pending {
         len >= big || held.saturating_add(len) <= max_held
     }
 
-    /// The bytes, read back from the in-flight file `inflight` when they are only there,
-    /// and checked against `hash` then: the file could have been changed under the turn.
-    pub(crate) fn bytes(
-        &self,
-        hash: &ContentHash,
-        inflight: &mut Inflight,
-    ) -> std::io::Result<std::borrow::Cow<'_, [u8]>> {
-        match self {
-            Pending::Held(bytes) => Ok(std::borrow::Cow::Borrowed(bytes)),
-            Pending::Filed { offset, len } => {
-                let bytes = inflight.read_at(*offset, *len)?;
-                if ContentHash::of(&bytes) != *hash {
-                    return Err(std::io::Error::other(format!(
-                        "the in-flight file no longer holds the pre-image {hash} at offset \
-                         {offset}"
-                    )));
-                }
-                Ok(std::borrow::Cow::Owned(bytes))
-            }
-        }
-    }
-
     /// The buffer, to give back to the spares, when it is held.
     pub(crate) fn into_held(self) -> Option<Vec<u8>> {
         match self {
@@ -125,15 +103,61 @@ impl Inflight {
         &self.path
     }
 
-    fn read_at(&mut self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+    /// The bytes at each of `places` (offset, length) in the file, as one buffer and the
+    /// range of each place in it, unchecked. Places that lie close together, as a window of
+    /// pre-images filed one after another does, are read with one read rather than one each:
+    /// a place joins the read of those before it when the gap before it is at most 64 KiB
+    /// and the read stays at most twice the bytes of its places. The buffer so never holds
+    /// more than twice what was asked for (tiny files between long records are read one at a
+    /// time).
+    pub(crate) fn read_places(
+        &mut self,
+        places: &[(u64, u64)],
+    ) -> std::io::Result<(Vec<u8>, Vec<std::ops::Range<usize>>)> {
         use std::os::unix::fs::FileExt as _;
+        /// A gap of up to this many bytes between two places is read rather than skipped.
+        const GAP: u64 = 64 << 10;
         let file = match &mut self.file {
             Some(file) => file,
             None => self.file.insert(crate::ground::open_read(&self.path)?),
         };
-        let mut bytes = vec![0; usize::try_from(len).map_err(std::io::Error::other)?];
-        file.read_exact_at(&mut bytes, offset)?;
-        Ok(bytes)
+        let too_far = || std::io::Error::other("a pre-image's place lies past what memory holds");
+        let end_of = |(offset, len): (u64, u64)| offset.checked_add(len).ok_or_else(too_far);
+        let mut order: Vec<usize> = (0..places.len()).collect();
+        order.sort_by_key(|&i| places[i].0);
+        let mut buffer = Vec::new();
+        let mut ranges = vec![0..0; places.len()];
+        let mut run = order.as_slice();
+        while let Some(&first) = run.first() {
+            // The places that each start at most `GAP` past the end of those before them, while
+            // the read stays at most twice what they ask for.
+            let start = places[first].0;
+            let mut end = end_of(places[first])?;
+            let mut asked = places[first].1;
+            let mut taken = 1;
+            for &next in &run[1..] {
+                let next_end = end.max(end_of(places[next])?);
+                let next_asked = asked.saturating_add(places[next].1);
+                if places[next].0 > end.saturating_add(GAP)
+                    || next_end - start > next_asked.saturating_mul(2)
+                {
+                    break;
+                }
+                (end, asked) = (next_end, next_asked);
+                taken += 1;
+            }
+            let at = buffer.len();
+            let len = usize::try_from(end - start).map_err(|_| too_far())?;
+            buffer.resize(at + len, 0);
+            file.read_exact_at(&mut buffer[at..], start)?;
+            for &index in &run[..taken] {
+                let (offset, len) = places[index];
+                let from = at + usize::try_from(offset - start).map_err(|_| too_far())?;
+                ranges[index] = from..from + usize::try_from(len).map_err(|_| too_far())?;
+            }
+            run = &run[taken..];
+        }
+        Ok((buffer, ranges))
     }
 }
 
@@ -476,6 +500,65 @@ mod tests {
 
         let none = flight(vec![path("a")]);
         assert!(!none.ran_bash && !none.bash_uncaptured);
+    }
+
+    /// A file of 1,200,000 bytes, none of whose 4-byte runs repeats, in a temporary
+    /// directory, as an in-flight file.
+    fn inflight_file() -> (tempfile::TempDir, Inflight, Vec<u8>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inflight.jsonl");
+        let bytes: Vec<u8> = (0..300_000u32).flat_map(u32::to_le_bytes).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        (dir, Inflight::at(path), bytes)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Whatever the places, in any order, overlapping or far apart, each range read holds
+        /// the file's bytes at its place.
+        #[test]
+        fn places_read_back_as_they_lie(
+            places in proptest::collection::vec((0u64..1_100_000, 0u64..70_000), 0..12),
+        ) {
+            let (_dir, mut inflight, bytes) = inflight_file();
+            let places: Vec<(u64, u64)> = (places.into_iter())
+                .map(|(offset, len)| (offset, len.min(bytes.len() as u64 - offset)))
+                .collect();
+            let (read, ranges) = inflight.read_places(&places).unwrap();
+            proptest::prop_assert_eq!(ranges.len(), places.len());
+            let asked: u64 = places.iter().map(|(_, len)| len).sum();
+            proptest::prop_assert!(read.len() as u64 <= 2 * asked);
+            for ((offset, len), range) in places.iter().zip(ranges) {
+                let at = usize::try_from(*offset).unwrap();
+                let len = usize::try_from(*len).unwrap();
+                proptest::prop_assert_eq!(&read[range], &bytes[at..at + len]);
+            }
+        }
+    }
+
+    #[test]
+    fn places_close_together_are_read_at_once_and_far_ones_apart() {
+        let (_dir, mut inflight, bytes) = inflight_file();
+        // Close together: one read, the gaps between them included.
+        let (read, ranges) = inflight
+            .read_places(&[(5_000, 4_000), (0, 4_000), (10_000, 4_000)])
+            .unwrap();
+        assert_eq!(read.len(), 14_000);
+        assert_eq!(ranges, [5_000..9_000, 0..4_000, 10_000..14_000]);
+        // Small places with long gaps between them: one read each, lest the buffer hold
+        // mostly the gaps.
+        let (read, ranges) = inflight.read_places(&[(0, 10), (5_000, 10)]).unwrap();
+        assert_eq!(read.len(), 20);
+        assert_eq!(ranges, [0..10, 10..20]);
+        // Farther apart: each run read on its own, and only those bytes held.
+        let (read, ranges) = inflight.read_places(&[(1_000_000, 8), (0, 8)]).unwrap();
+        assert_eq!(read.len(), 16);
+        assert_eq!(&read[ranges[0].clone()], &bytes[1_000_000..1_000_008]);
+        assert_eq!(&read[ranges[1].clone()], &bytes[..8]);
+        // A place past the end of the file is an error.
+        assert!(inflight.read_places(&[(1_199_999, 8)]).is_err());
+        assert!(inflight.read_places(&[(u64::MAX, 8)]).is_err());
     }
 
     #[tokio::test]

@@ -80,33 +80,52 @@ impl PackWriter {
     /// each, compressing them on up to [`COMPRESS_THREADS`] threads: compression is most of
     /// what a turn of many files costs as it finishes.
     pub(crate) fn add_all(&mut self, items: &[(ContentHash, &[u8])]) -> io::Result<()> {
-        let mut seen = BTreeSet::new();
-        let fresh: Vec<&(ContentHash, &[u8])> = (items.iter())
-            .filter(|(hash, _)| !self.index.contains_key(hash) && seen.insert(*hash))
+        let items: Vec<(ContentHash, &[u8], Check)> = (items.iter())
+            .map(|(hash, bytes)| (*hash, *bytes, Check::Trusted))
             .collect();
-        let total: usize = fresh.iter().map(|(_, bytes)| bytes.len()).sum();
+        self.add_all_checked(&items)
+    }
+
+    /// As [`Self::add_all`], each item's bytes first checked against its hash where the item
+    /// says so (bytes read back from a file that could have changed), on the compressing
+    /// threads. A mismatch is `InvalidData`, and then nothing of `items` is added.
+    pub(crate) fn add_all_checked(
+        &mut self,
+        items: &[(ContentHash, &[u8], Check)],
+    ) -> io::Result<()> {
+        let mut seen = BTreeSet::new();
+        let fresh: Vec<&(ContentHash, &[u8], Check)> = (items.iter())
+            .filter(|(hash, ..)| !self.index.contains_key(hash) && seen.insert(*hash))
+            .collect();
+        let total: usize = fresh.iter().map(|(_, bytes, _)| bytes.len()).sum();
         let threads = if total < PARALLEL_FROM {
             1
         } else {
             worker_threads(COMPRESS_THREADS)
         };
-        if threads < 2 {
-            for (hash, bytes) in fresh {
-                self.add(*hash, bytes)?;
-            }
-            return Ok(());
-        }
-        let parts: Vec<io::Result<Vec<Vec<u8>>>> = on_threads(
-            &fresh,
-            fresh.len().div_ceil(threads),
-            |_, part| Ok(part.iter().map(|(_, bytes)| compress(bytes)).collect()),
-            |_, _| Err(io::Error::other("a compressing thread failed")),
-        );
+        let compressed = |part: &[&(ContentHash, &[u8], Check)]| -> io::Result<Vec<Vec<u8>>> {
+            (part.iter())
+                .map(|(hash, bytes, check)| {
+                    check.bytes(hash, bytes)?;
+                    Ok(compress(bytes))
+                })
+                .collect()
+        };
+        let parts: Vec<io::Result<Vec<Vec<u8>>>> = if threads < 2 {
+            vec![compressed(&fresh)]
+        } else {
+            on_threads(
+                &fresh,
+                fresh.len().div_ceil(threads),
+                |_, part| compressed(part),
+                |_, _| Err(io::Error::other("a compressing thread failed")),
+            )
+        };
         let mut stored = Vec::with_capacity(fresh.len());
         for part in parts {
             stored.extend(part?);
         }
-        for ((hash, _), stored) in fresh.into_iter().zip(stored) {
+        for ((hash, ..), stored) in fresh.into_iter().zip(stored) {
             self.add_stored(*hash, &stored)?;
         }
         Ok(())
@@ -179,6 +198,27 @@ impl PackWriter {
         tail.extend_from_slice(MAGIC);
         self.temp.write_all(&tail)?;
         (self.temp.into_inner()).map_err(io::IntoInnerError::into_error)
+    }
+}
+
+/// Whether [`PackWriter::add_all_checked`] checks a copy's bytes against its hash.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Check {
+    /// Bytes the caller holds since it hashed them.
+    Trusted,
+    /// Bytes read back from a file.
+    Hash,
+}
+
+impl Check {
+    fn bytes(self, hash: &ContentHash, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Check::Hash if ContentHash::of(bytes) != *hash => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the bytes read back for {hash} do not match that hash"),
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -721,6 +761,38 @@ mod tests {
             holds(&packed, b"two!") && !holds(&packed, b"one"),
             "without a hold"
         );
+    }
+
+    /// Copies read back from a file are checked against their hashes before they are
+    /// compressed, on the calling thread or on several: one that does not match is damage,
+    /// and nothing of the call is added; copies held since they were hashed are not checked.
+    #[test]
+    fn copies_that_do_not_match_their_hash_are_refused_whole() {
+        for size in [100, 40_000] {
+            let copies: Vec<Vec<u8>> = (0..64u32)
+                .map(|n| {
+                    (0..size)
+                        .map(|i: u32| (i.wrapping_mul(31) ^ n) as u8)
+                        .collect()
+                })
+                .collect();
+            let dir = tempfile::tempdir().unwrap();
+            let mut writer = PackWriter::create(dir.path()).unwrap();
+            let mut items: Vec<(ContentHash, &[u8], Check)> = (copies.iter())
+                .map(|bytes| (ContentHash::of(bytes), bytes.as_slice(), Check::Hash))
+                .collect();
+            let wrong = ContentHash::of(b"other bytes");
+            items[40].0 = wrong;
+            let err = writer.add_all_checked(&items).unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+            assert!(err.to_string().contains(&wrong.to_hex()), "{err}");
+            assert!(writer.is_empty());
+            // Trusted, the same items are taken as they are; checked, the others pass.
+            items[40].2 = Check::Trusted;
+            writer.add_all_checked(&items).unwrap();
+            assert!(writer.contains(&wrong));
+            assert_eq!(writer.index.len(), copies.len());
+        }
     }
 
     /// Copies compressed on several threads land in the pack in the order given, once each,

@@ -999,6 +999,62 @@ async fn a_turn_cut_short_is_recovered_on_the_next_open() {
     assert_eq!(mem_tree(&f.ws), after);
 }
 
+/// Pre-images past what a turn holds in memory are read back from the in-flight file as the
+/// turn is stored (several with one read), and each is checked against its hash: one changed
+/// there meanwhile fails the finish with an error naming the file, and the turn is recovered
+/// from that file by the next open, as after a crash.
+#[tokio::test]
+async fn a_pre_image_changed_in_the_in_flight_file_fails_the_finish() {
+    let f = fixture(StoreOptions {
+        max_held_bytes: 0,
+        ..StoreOptions::default()
+    })
+    .await;
+    let olds: Vec<Vec<u8>> = (0..3).map(|seed| noise(3000, 40 + seed)).collect();
+    for (i, old) in olds.iter().enumerate() {
+        write(&f.ws, &format!("f{i}"), old).await;
+    }
+    let before = mem_tree(&f.ws);
+    f.rec.begin_turn(start("rewrite")).await.unwrap();
+    for i in 0..3 {
+        write(&f.rec, &format!("f{i}"), format!("new {i}").as_bytes()).await;
+    }
+    let after = mem_tree(&f.ws);
+    let inflight = f.dir.path().join(".shiro/undo/inflight.jsonl");
+    let mut bytes = std::fs::read(&inflight).unwrap();
+    let at = (bytes.windows(olds[1].len()))
+        .position(|window| window == olds[1].as_slice())
+        .expect("the in-flight file holds the pre-image");
+    bytes[at + 100] ^= 1;
+    std::fs::write(&inflight, &bytes).unwrap();
+
+    let err = f.rec.finish_turn().await.unwrap_err().to_string();
+    assert!(
+        err.contains("inflight.jsonl") && err.contains("do not match that hash"),
+        "{err}"
+    );
+    assert_eq!(mem_tree(&f.ws), after, "the turn's writes stay");
+    assert!(f.store.log().unwrap().is_empty());
+
+    // Recovered as a turn cut short, without the damaged pre-image: an undo names it and
+    // changes nothing.
+    drop(f.rec);
+    let (store, notices) = reopen(f.dir.path(), &f.ws).await;
+    insta::assert_snapshot!(notices.join("\n"), @r#"
+    ignored a damaged record in the undo store (inflight.jsonl, line 3: stored bytes do not match their hash); the rest of the log is intact
+    recovered turn #1 "rewrite", interrupted before it finished; it changed 3 paths and can be undone
+    "#);
+    assert!(store.log().unwrap()[0].recovered);
+    let err = (store.undo(&f.ws, UndoOptions::default()).await).unwrap_err();
+    assert!(
+        matches!(&err, UndoError::Unrestorable { source, .. }
+            if matches!(&**source, UndoError::Blob { path, .. } if path.as_str() == "f1")),
+        "{err:?}"
+    );
+    assert_eq!(mem_tree(&f.ws), after);
+    assert_ne!(after, before);
+}
+
 /// A checksummed record line of the store's files, as the store writes them.
 fn record_line(json: &serde_json::Value) -> String {
     let json = json.to_string();

@@ -21,7 +21,7 @@ use crate::git;
 use crate::ground::open_read;
 use crate::image::{ContentHash, Image, Spares};
 use crate::log::LogState;
-use crate::pack::{PackWriter, pack_path};
+use crate::pack::{Check, PackWriter, pack_path};
 use crate::report::Notice;
 use crate::restore;
 
@@ -528,9 +528,11 @@ impl UndoStore {
             .filter(|hash| seen.insert(*hash))
             .filter_map(|hash| Some((hash, pending.get(&hash)?)));
         // They are compressed a window at a time, on a few threads; those past what the turn
-        // held in memory are read back from the in-flight file as their window comes.
+        // held in memory are read back from the in-flight file as their window comes, with a
+        // read for those that lie together, and checked against their hashes on the
+        // compressing threads.
         let mut inflight = Inflight::at(self.path(INFLIGHT_FILE));
-        let mut window: Vec<(ContentHash, std::borrow::Cow<'_, [u8]>)> = Vec::new();
+        let mut window: Vec<(ContentHash, &Pending)> = Vec::new();
         let mut window_bytes = 0;
         let mut in_path_order = in_path_order.peekable();
         while let Some((hash, pending)) = in_path_order.next() {
@@ -539,10 +541,11 @@ impl UndoStore {
             {
                 batch.push((hash, Form::Raw(bytes)));
             } else if !in_store(&hash) {
-                let bytes = (pending.bytes(&hash, &mut inflight))
-                    .map_err(|err| UndoError::io("read", inflight.path(), err))?;
-                window_bytes += bytes.len();
-                window.push((hash, bytes));
+                window_bytes += match pending {
+                    Pending::Held(bytes) => bytes.len(),
+                    Pending::Filed { len, .. } => usize::try_from(*len).unwrap_or(usize::MAX),
+                };
+                window.push((hash, pending));
             }
             if !window.is_empty() && (window_bytes >= PACK_WINDOW || in_path_order.peek().is_none())
             {
@@ -550,10 +553,7 @@ impl UndoStore {
                     Some(writer) => writer,
                     None => pack.insert(PackWriter::create(blobs.dir()).map_err(failed)?),
                 };
-                let items: Vec<_> = (window.iter())
-                    .map(|(hash, bytes)| (*hash, &**bytes))
-                    .collect();
-                writer.add_all(&items).map_err(failed)?;
+                pack_window(writer, &window, &mut inflight, blobs.dir())?;
                 window.clear();
                 window_bytes = 0;
             }
@@ -611,6 +611,41 @@ impl UndoStore {
         );
         committed
     }
+}
+
+/// Adds the pre-images of `window` to the pack `writer`, in order: those held as they are,
+/// those filed read back from `inflight` and checked.
+fn pack_window(
+    writer: &mut PackWriter,
+    window: &[(ContentHash, &Pending)],
+    inflight: &mut Inflight,
+    blobs_dir: &std::path::Path,
+) -> Result<(), UndoError> {
+    let places: Vec<(u64, u64)> = (window.iter())
+        .filter_map(|(_, pending)| match pending {
+            Pending::Filed { offset, len } => Some((*offset, *len)),
+            Pending::Held(_) => None,
+        })
+        .collect();
+    let (read, ranges) = (inflight.read_places(&places))
+        .map_err(|err| UndoError::io("read", inflight.path(), err))?;
+    let mut ranges = ranges.into_iter();
+    let items: Vec<(ContentHash, &[u8], Check)> = (window.iter())
+        .map(|(hash, pending)| match pending {
+            Pending::Held(bytes) => (*hash, bytes.as_slice(), Check::Trusted),
+            // A place missing would read as no bytes, which the check refuses.
+            Pending::Filed { .. } => {
+                let bytes = (ranges.next()).and_then(|range| read.get(range));
+                (*hash, bytes.unwrap_or_default(), Check::Hash)
+            }
+        })
+        .collect();
+    writer
+        .add_all_checked(&items)
+        .map_err(|err| match err.kind() {
+            std::io::ErrorKind::InvalidData => UndoError::io("read", inflight.path(), err),
+            _ => UndoError::io("store a copy in", blobs_dir, err),
+        })
 }
 
 /// What recovery made of the bytes an in-flight record carries.
