@@ -28,7 +28,8 @@ use crate::restore;
 use super::{UndoStore, direction_verb, needed_writes};
 
 /// How many bytes of new pre-images a finishing turn compresses at once (see
-/// [`PackWriter::add_all`]); at most this much of them is read back into memory at a time.
+/// [`PackWriter::add_all`]); at most this much of them is read back into memory at a time,
+/// twice that with the records that lie between them (see [`Inflight::read_places`]).
 const PACK_WINDOW: usize = 8 << 20;
 
 impl UndoStore {
