@@ -524,6 +524,10 @@ pub enum Notice {
         /// The paths `bash` changed that cannot be restored, sorted.
         #[serde(skip_serializing_if = "Vec::is_empty")]
         unrestorable: Vec<WorkspacePath>,
+        /// The paths whose pre-image was damaged before it could be stored (a disk error, a
+        /// hand edit of the in-flight file): the turn cannot be undone, and the log marks it.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        lost: Vec<WorkspacePath>,
     },
     /// A turn interrupted before it changed anything was discarded.
     DiscardedEmptyTurn {
@@ -637,17 +641,21 @@ impl fmt::Display for Notice {
                 summary,
                 paths,
                 unrestorable,
+                lost,
             } => {
                 write!(
                     f,
                     "recovered turn {id} {summary:?}, interrupted before it finished"
                 )?;
-                if *paths > 0 {
+                let changed = if *paths == 1 { "path" } else { "paths" };
+                if !lost.is_empty() {
                     write!(
                         f,
-                        "; it changed {paths} {} and can be undone",
-                        if *paths == 1 { "path" } else { "paths" }
+                        "; it changed {paths} {changed}, but cannot be undone: its copy of {} from before it was damaged before it could be stored (the log marks the turn)",
+                        named(lost, MAX_NAMED_IN_LINE)
                     )?;
+                } else if *paths > 0 {
+                    write!(f, "; it changed {paths} {changed} and can be undone")?;
                 }
                 if !unrestorable.is_empty() {
                     write!(
@@ -730,10 +738,18 @@ impl fmt::Display for Notice {
                 "the {} stopped part-way and could be neither completed nor rolled back ({reason}); fix the cause and run any shiro command to retry, or run `shiro undo --abandon` to keep every file as it is now",
                 restore_name(*direction, *id, *reverting)
             ),
-            Notice::CorruptRecord { file, line, reason } => write!(
-                f,
-                "ignored a damaged record in the undo store ({file}, line {line}: {reason}); the rest of the log is intact"
-            ),
+            Notice::CorruptRecord { file, line, reason } => {
+                write!(
+                    f,
+                    "ignored a damaged record in the undo store ({file}, line {line}: {reason})"
+                )?;
+                // The log's name (`format::LOG_FILE`, which this module cannot import
+                // without a cycle); the `damaged_record` snapshot holds it to this.
+                if file == "log.jsonl" {
+                    f.write_str("; the rest of the log is intact")?;
+                }
+                Ok(())
+            }
             Notice::RemovedLink { link } => write!(
                 f,
                 "removed a symbolic link from the undo store ({link}): the store never follows links, so its target was not touched; the store uses a file of its own there"
@@ -803,7 +819,7 @@ pub(crate) fn restore_name(
 }
 
 /// How many paths a one-line text names before it counts the rest.
-const MAX_NAMED_IN_LINE: usize = 10;
+pub(crate) const MAX_NAMED_IN_LINE: usize = 10;
 /// How many paths a restore's note names on its own line; more get a line each.
 const MAX_INLINE_IN_NOTE: usize = 3;
 
@@ -813,7 +829,7 @@ fn files(count: usize) -> String {
 }
 
 /// `a, b, c`, or the first `max` of `paths` and `and 2 more`.
-fn named(paths: &[WorkspacePath], max: usize) -> String {
+pub(crate) fn named(paths: &[WorkspacePath], max: usize) -> String {
     let shown: Vec<&str> = paths.iter().take(max).map(WorkspacePath::as_str).collect();
     let mut text = shown.join(", ");
     if paths.len() > max {

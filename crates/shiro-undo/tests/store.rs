@@ -1036,15 +1036,20 @@ async fn a_pre_image_changed_in_the_in_flight_file_fails_the_finish() {
     assert_eq!(mem_tree(&f.ws), after, "the turn's writes stay");
     assert!(f.store.log().unwrap().is_empty());
 
-    // Recovered as a turn cut short, without the damaged pre-image: an undo names it and
-    // changes nothing.
+    // Recovered as a turn cut short, without the damaged pre-image: the notice and the log
+    // say the turn cannot be undone, and an undo names the path and changes nothing.
     drop(f.rec);
     let (store, notices) = reopen(f.dir.path(), &f.ws).await;
     insta::assert_snapshot!(notices.join("\n"), @r#"
-    ignored a damaged record in the undo store (inflight.jsonl, line 3: stored bytes do not match their hash); the rest of the log is intact
-    recovered turn #1 "rewrite", interrupted before it finished; it changed 3 paths and can be undone
+    ignored a damaged record in the undo store (inflight.jsonl, line 3: stored bytes do not match their hash)
+    recovered turn #1 "rewrite", interrupted before it finished; it changed 3 paths, but cannot be undone: its copy of f1 from before it was damaged before it could be stored (the log marks the turn)
     "#);
-    assert!(store.log().unwrap()[0].recovered);
+    let log = store.log().unwrap();
+    assert!(log[0].recovered);
+    assert_eq!(
+        log[0].damage.as_deref(),
+        Some("its copy of f1 from before the turn was damaged before it could be stored")
+    );
     let err = (store.undo(&f.ws, UndoOptions::default()).await).unwrap_err();
     assert!(
         matches!(&err, UndoError::Unrestorable { source, .. }

@@ -22,7 +22,7 @@ use crate::ground::open_read;
 use crate::image::{ContentHash, Image, Spares};
 use crate::log::LogState;
 use crate::pack::{Check, PackWriter, pack_path};
-use crate::report::Notice;
+use crate::report::{MAX_NAMED_IN_LINE, Notice, named};
 use crate::restore;
 
 use super::{UndoStore, direction_verb, needed_writes};
@@ -299,16 +299,8 @@ impl UndoStore {
                 _ => None,
             },
             |line, offset, bytes| {
-                let (hash, len) = match line {
-                    InflightLine::Path {
-                        before: Image::File { hash, .. },
-                        bytes: Some(len),
-                        ..
-                    }
-                    | InflightLine::Blob {
-                        hash, bytes: len, ..
-                    } => (*hash, *len),
-                    _ => return Ok(Payload::Unused),
+                let Some((hash, len)) = carried(line) else {
+                    return Ok(Payload::Unused);
                 };
                 let keep =
                     Pending::is_held(len, held, options.big_file_bytes, options.max_held_bytes);
@@ -367,10 +359,14 @@ impl UndoStore {
                 // A record of another turn was left by an earlier turn (the emptying of the
                 // file, not flushed, was lost): this turn's records end there.
                 let own = records.take_while(|(_, line, _)| line.turn().is_none_or(|t| t == id));
+                // The pre-images whose bytes are damaged: unless stored already, the turn
+                // cannot be undone.
+                let mut damaged = BTreeSet::new();
                 for (number, line, payload) in own {
                     let payload = match payload {
                         Some(Payload::Kept(pending)) => Some(pending),
                         Some(Payload::Damaged) => {
+                            damaged.extend(carried(&line).map(|(hash, _)| hash));
                             self.notify(Notice::CorruptRecord {
                                 file: INFLIGHT_FILE.to_owned(),
                                 line: number,
@@ -401,7 +397,14 @@ impl UndoStore {
                 };
                 match flight.finish(workspace, true, keep, &spares).await? {
                     Some(finished) => {
-                        let paths = finished.record.paths()?.len();
+                        let paths = finished.record.paths()?;
+                        let suspects: Vec<(WorkspacePath, ContentHash)> = (paths.iter())
+                            .filter_map(|path| {
+                                let hash = path.before.hash().filter(|h| damaged.contains(h))?;
+                                Some((WorkspacePath::from_relative(&path.path).ok()?, hash))
+                            })
+                            .collect();
+                        let paths = paths.len();
                         let unrestorable = finished.record.summary().bash_unrestorable;
                         // A blob an earlier attempt to finish this turn left damaged (a disk
                         // error) must not count as stored.
@@ -411,11 +414,30 @@ impl UndoStore {
                             .map_err(|err| UndoError::io("check blobs in", blobs.dir(), err))?;
                         self.commit_flight(state, finished, &spares)?;
                         committed = true;
+                        // A damaged pre-image is lost unless the store holds its bytes (a capture
+                        // carries no bytes it finds stored, so only if they came meanwhile).
+                        let lost: Vec<WorkspacePath> = {
+                            let packed = self.packed(state);
+                            (suspects.into_iter())
+                                .filter(|(_, hash)| {
+                                    !blobs.contains(hash) && packed.find(hash).is_none()
+                                })
+                                .map(|(path, _)| path)
+                                .collect()
+                        };
+                        if !lost.is_empty() {
+                            let reason = format!(
+                                "its copy of {} from before the turn was damaged before it could be stored",
+                                named(&lost, MAX_NAMED_IN_LINE)
+                            );
+                            self.append(state, LogLine::Damaged { id, reason })?;
+                        }
                         self.notify(Notice::RecoveredTurn {
                             id,
                             summary,
                             paths,
                             unrestorable,
+                            lost,
                         });
                     }
                     None => {
@@ -647,6 +669,21 @@ fn pack_window(
             std::io::ErrorKind::InvalidData => UndoError::io("read", inflight.path(), err),
             _ => UndoError::io("store a copy in", blobs_dir, err),
         })
+}
+
+/// The pre-image whose bytes an in-flight record carries: its hash and length.
+fn carried(line: &InflightLine) -> Option<(ContentHash, u64)> {
+    match line {
+        InflightLine::Path {
+            before: Image::File { hash, .. },
+            bytes: Some(len),
+            ..
+        }
+        | InflightLine::Blob {
+            hash, bytes: len, ..
+        } => Some((*hash, *len)),
+        _ => None,
+    }
 }
 
 /// What recovery made of the bytes an in-flight record carries.
