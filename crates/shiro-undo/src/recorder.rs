@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
-use shiro_tools::{Change, DirEntry, Incoming, Looked, Mutator, MutatorError, Stat, WorkspacePath};
+use shiro_tools::{
+    Change, DirEntry, Incoming, Looked, Mutator, MutatorError, Stat, WorkspacePath, on_threads,
+};
 use tokio::sync::Mutex;
 
 use crate::blob::RawWriter;
@@ -428,6 +430,11 @@ impl<M: Mutator> Recording<M> {
         // Many paths (a bash command's) are looked at a window at a time, on several threads
         // where the mutator can; their small files are read then too.
         let many = todo.len() >= LOOK_AHEAD_FROM;
+        let hashers = if many {
+            crate::pack::worker_threads(HASH_THREADS)
+        } else {
+            1
+        };
         let mut ahead = std::collections::VecDeque::new();
         // Written as one batch, flushed once.
         let mut records = Batch::new(&mut turn.file).map_err(batch_failed)?;
@@ -439,7 +446,8 @@ impl<M: Mutator> Recording<M> {
                 let looked = self.inner.real_stat_many(&window, LOOK_AHEAD_READ).await;
                 // An answer missing would give later paths earlier ones' entries.
                 if looked.len() == window.len() {
-                    ahead = looked.into();
+                    let hashes = hash_read(&looked, hashers);
+                    ahead = looked.into_iter().zip(hashes).collect();
                 }
             }
             let failed = |source: std::io::Error| MutatorError::Io {
@@ -449,12 +457,12 @@ impl<M: Mutator> Recording<M> {
             };
             // The entry at the path itself: a mutation never acts through a link, so what a
             // link on the way leads to is another path's, and this one is absent.
-            let (stat, read) = match ahead.pop_front() {
-                Some(looked) => {
+            let (stat, read, hashed) = match ahead.pop_front() {
+                Some((looked, hash)) => {
                     let Looked { stat, bytes } = looked?;
-                    (stat, bytes)
+                    (stat, bytes, hash)
                 }
-                None => (self.inner.real_stat(path).await?, None),
+                None => (self.inner.real_stat(path).await?, None, None),
             };
             let (image, bytes) = match (stat, read) {
                 // Too big to hold: kept under a second name when it can be (the change to
@@ -492,7 +500,15 @@ impl<M: Mutator> Recording<M> {
                     };
                     (Image::File { mode, len, hash }, None)
                 }
-                (Stat::File { mode, .. }, Some(bytes)) => (Image::file(mode, &bytes), Some(bytes)),
+                (Stat::File { mode, .. }, Some(bytes)) => {
+                    let hash = hashed.unwrap_or_else(|| ContentHash::of(&bytes));
+                    let image = Image::File {
+                        mode,
+                        len: bytes.len() as u64,
+                        hash,
+                    };
+                    (image, Some(bytes))
+                }
                 (stat, _) => image_of(&self.inner, path, stat, &self.spares).await?,
             };
             // The bytes go into the in-flight file with their record (one flush for both),
@@ -554,6 +570,41 @@ const LOOK_AHEAD: usize = 256;
 /// Files shorter than this are read as they are looked at: a window of [`LOOK_AHEAD`] paths
 /// then holds at most 64 MiB. Longer ones are read one at a time, into spare buffers.
 const LOOK_AHEAD_READ: u64 = 256 << 10;
+
+/// At most how many threads hash the files of a window that [`Mutator::real_stat_many`]
+/// read: on an `rm -rf` of 100,000 files, hashing them one by one on the capturing thread
+/// took 0.3 s, while the other processors waited.
+const HASH_THREADS: usize = 4;
+/// Fewer bytes read than this are hashed on the capturing thread: a thread costs more.
+const HASH_IN_PARALLEL_FROM: usize = 256 << 10;
+
+/// The hash of each file that `looked` holds the bytes of, in order, hashed on up to
+/// `threads` threads.
+fn hash_read(looked: &[Result<Looked, MutatorError>], threads: usize) -> Vec<Option<ContentHash>> {
+    let hash_part = |_, part: &[Result<Looked, MutatorError>]| -> Vec<Option<ContentHash>> {
+        (part.iter())
+            .map(|looked| match looked {
+                Ok(Looked {
+                    stat: Stat::File { .. },
+                    bytes: Some(bytes),
+                }) => Some(ContentHash::of(bytes)),
+                _ => None,
+            })
+            .collect()
+    };
+    let read: usize = (looked.iter())
+        .filter_map(|looked| looked.as_ref().ok()?.bytes.as_ref().map(Vec::len))
+        .sum();
+    if threads < 2 || read < HASH_IN_PARALLEL_FROM {
+        return hash_part(0, looked);
+    }
+    // A part whose thread failed is hashed as its files come.
+    let lost = |_, part: &[Result<Looked, MutatorError>]| vec![None; part.len()];
+    on_threads(looked, looked.len().div_ceil(threads), hash_part, lost)
+        .into_iter()
+        .flatten()
+        .collect()
+}
 
 /// The BLAKE3 hash and the length of the file at `path` (see [`crate::file_hash::hash_file_from`]).
 fn hash_file(path: &Path) -> std::io::Result<(ContentHash, u64)> {
@@ -819,6 +870,61 @@ impl<M: Mutator> Mutator for Recording<M> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use shiro_tools::{Looked, MutatorError, Stat};
+
+    use crate::image::ContentHash;
+
+    /// Each file read is hashed, in order, on one thread or several; what holds no bytes
+    /// (a directory, a file too long to read, a failure) gets no hash.
+    #[test]
+    fn a_window_is_hashed_in_order_on_any_number_of_threads() {
+        let file = |len: usize, seed: u8| {
+            let bytes: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(seed)).collect();
+            Ok(Looked {
+                stat: Stat::File {
+                    mode: 0o644,
+                    len: len as u64,
+                },
+                bytes: Some(bytes),
+            })
+        };
+        let mut looked = Vec::new();
+        for i in 0..40u8 {
+            looked.push(file(usize::from(i) * 1000, i | 1));
+            looked.push(match i % 3 {
+                0 => Ok(Looked {
+                    stat: Stat::Dir { mode: 0o755 },
+                    bytes: None,
+                }),
+                1 => Ok(Looked {
+                    stat: Stat::File {
+                        mode: 0o644,
+                        len: 1 << 30,
+                    },
+                    bytes: None,
+                }),
+                _ => Err(MutatorError::Interrupted("gone".to_owned())),
+            });
+        }
+        let expected: Vec<Option<ContentHash>> = (looked.iter())
+            .map(|looked| {
+                let bytes = looked.as_ref().ok()?.bytes.as_ref()?;
+                Some(ContentHash::of(bytes))
+            })
+            .collect();
+        assert!(
+            expected.iter().flatten().count() == 40,
+            "every file read is hashed"
+        );
+        for threads in [1, 2, 3, 4] {
+            assert_eq!(super::hash_read(&looked, threads), expected, "{threads}");
+        }
+        // Too few bytes to split: hashed here, the same.
+        assert_eq!(super::hash_read(&looked[..4], 4), expected[..4]);
+    }
+
     // The store is `Send + Sync` because `Ledger`, which it implements, requires it.
     #[test]
     fn a_recording_is_send_and_sync() {
