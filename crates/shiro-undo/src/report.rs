@@ -651,7 +651,7 @@ impl fmt::Display for Notice {
                 if !lost.is_empty() {
                     write!(
                         f,
-                        "; it changed {paths} {changed}, but cannot be undone: its copy of {} from before it was damaged before it could be stored (the log marks the turn)",
+                        "; it changed {paths} {changed}, but cannot be undone: what {} held before it is lost, its copy damaged before it could be stored (the log marks the turn)",
                         named(lost, MAX_NAMED_IN_LINE)
                     )?;
                 } else if *paths > 0 {

@@ -427,7 +427,7 @@ impl UndoStore {
                         };
                         if !lost.is_empty() {
                             let reason = format!(
-                                "its copy of {} from before the turn was damaged before it could be stored",
+                                "what {} held before it is lost, its copy damaged before it could be stored",
                                 named(&lost, MAX_NAMED_IN_LINE)
                             );
                             self.append(state, LogLine::Damaged { id, reason })?;
