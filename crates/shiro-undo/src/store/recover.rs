@@ -15,7 +15,7 @@ use crate::error::UndoError;
 use crate::flight::{Finished, Flight, Inflight, Keep, Pending};
 use crate::format::{
     Begun, FORMAT_VERSION, INFLIGHT_FILE, InflightLine, JOURNAL_FILE, Journal, LogLine,
-    PROGRESS_FILE,
+    PROGRESS_FILE, PathRecord,
 };
 use crate::git;
 use crate::ground::open_read;
@@ -397,14 +397,7 @@ impl UndoStore {
                 };
                 match flight.finish(workspace, true, keep, &spares).await? {
                     Some(finished) => {
-                        let paths = finished.record.paths()?;
-                        let suspects: Vec<(WorkspacePath, ContentHash)> = (paths.iter())
-                            .filter_map(|path| {
-                                let hash = path.before.hash().filter(|h| damaged.contains(h))?;
-                                Some((WorkspacePath::from_relative(&path.path).ok()?, hash))
-                            })
-                            .collect();
-                        let paths = paths.len();
+                        let paths = finished.record.paths()?.len();
                         let unrestorable = finished.record.summary().bash_unrestorable;
                         // A blob an earlier attempt to finish this turn left damaged (a disk
                         // error) must not count as stored.
@@ -412,19 +405,9 @@ impl UndoStore {
                         blobs
                             .discard_damaged(finished.pending.keys().chain(finished.afters.keys()))
                             .map_err(|err| UndoError::io("check blobs in", blobs.dir(), err))?;
+                        let lost = self.lost(state, finished.record.paths()?, &damaged);
                         self.commit_flight(state, finished, &spares)?;
                         committed = true;
-                        // A damaged pre-image is lost unless the store holds its bytes (a capture
-                        // carries no bytes it finds stored, so only if they came meanwhile).
-                        let lost: Vec<WorkspacePath> = {
-                            let packed = self.packed(state);
-                            (suspects.into_iter())
-                                .filter(|(_, hash)| {
-                                    !blobs.contains(hash) && packed.find(hash).is_none()
-                                })
-                                .map(|(path, _)| path)
-                                .collect()
-                        };
                         if !lost.is_empty() {
                             let reason = format!(
                                 "what {} held before it is lost, its copy damaged before it could be stored",
@@ -454,6 +437,31 @@ impl UndoStore {
             }
         }
         empty_file(&path, !committed).map_err(|err| UndoError::io("empty", &path, err))
+    }
+
+    /// The paths of `paths` whose pre-image is among the `damaged` ones and stored nowhere
+    /// else (a capture carries no bytes it finds stored, so only if they came meanwhile):
+    /// what they held before the turn is lost.
+    fn lost(
+        &self,
+        state: &LogState,
+        paths: &[PathRecord],
+        damaged: &BTreeSet<ContentHash>,
+    ) -> Vec<WorkspacePath> {
+        if damaged.is_empty() {
+            return Vec::new();
+        }
+        let packed = self.packed(state);
+        (paths.iter())
+            .filter(|path| {
+                path.before.hash().is_some_and(|hash| {
+                    damaged.contains(&hash)
+                        && !self.inner.blobs.contains(&hash)
+                        && packed.find(&hash).is_none()
+                })
+            })
+            .filter_map(|path| WorkspacePath::from_relative(&path.path).ok())
+            .collect()
     }
 
     /// Stores the new pre-images of a finished turn in one pack, `<id>-0`, written and
