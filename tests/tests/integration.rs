@@ -19,6 +19,7 @@ mod cli_disk_full;
 mod cli_docs;
 mod cli_headless;
 mod cli_signals;
+mod cli_undo_redo;
 mod commands_corpus;
 mod hostile_tree;
 mod jail;

@@ -23,7 +23,7 @@ use crate::format::{
     Begun, FORMAT_VERSION, LOG_FORMAT, LogLine, Pushed, Stack, Stacked, TurnRecord,
 };
 use crate::ground::no_follow;
-use crate::image::ContentHash;
+use crate::image::{ContentHash, Image};
 use crate::report::{Direction, TurnId};
 
 /// Events are appended until they take more than this many bytes, or more than the snapshot,
@@ -200,7 +200,7 @@ impl LogState {
                     reverts,
                 });
             }
-            LogLine::Done { id } => {
+            LogLine::Done { id, kept } => {
                 let Pending {
                     direction,
                     turn,
@@ -208,14 +208,19 @@ impl LogState {
                     reverts,
                     ..
                 } = self.take_pending(id)?;
+                let kept = kept_as_found(&turn, direction, &kept);
                 if reverts.is_some() {
                     // A revert is a new turn, recorded now that it is applied.
+                    let mut turns = [turn];
+                    leave_kept(&mut turns, direction, kept);
+                    let [turn] = turns;
                     let group = turn.group;
                     self.push(marked(turn, None, group), true);
                     return Ok(());
                 }
                 let group = !members.is_empty();
-                let moved = if group { members } else { vec![turn] };
+                let mut moved = if group { members } else { vec![turn] };
+                leave_kept(&mut moved, direction, kept);
                 let ids: Vec<TurnId> = moved.iter().map(|t| t.meta.id).collect();
                 self.forget(&ids);
                 match direction {
@@ -378,6 +383,57 @@ fn marked(
         record.group = group;
     }
     turn
+}
+
+/// The images the directories `kept` (see [`LogLine::Done`]) had when the restore of `turn`
+/// in `direction` found them: its images on the side it leaves. Only a directory whose
+/// target is absent can have been kept; any other path named is left out, as are all of them
+/// when the turn's paths cannot be read (the opposite restore then refuses over them, as it
+/// did before the restore said what it kept).
+fn kept_as_found(turn: &TurnRecord, direction: Direction, kept: &[String]) -> Vec<(String, Image)> {
+    if kept.is_empty() {
+        return Vec::new();
+    }
+    let Ok(paths) = turn.paths() else {
+        return Vec::new();
+    };
+    (kept.iter())
+        .filter_map(|path| {
+            let record = paths.iter().find(|record| record.path == *path)?;
+            let (found, target) = match direction {
+                Direction::Undo => (&record.after, &record.before),
+                Direction::Redo => (&record.before, &record.after),
+            };
+            (found.is_dir() && !target.exists()).then(|| (path.clone(), found.clone()))
+        })
+        .collect()
+}
+
+/// Records in the turns a restore `moved` (oldest first) the directories it kept (`kept`,
+/// with the images it found them in): each becomes its image on the side the restore went
+/// to, in the turn that holds that side of the path (for an undo the first turn to touch
+/// it, for a redo the last), so that the opposite restore expects the directory where the
+/// restore left it.
+fn leave_kept(moved: &mut [Arc<TurnRecord>], direction: Direction, kept: Vec<(String, Image)>) {
+    for (path, image) in kept {
+        let holds = |turn: &Arc<TurnRecord>| {
+            turn.paths()
+                .is_ok_and(|paths| paths.iter().any(|r| r.path == path))
+        };
+        let holder = match direction {
+            Direction::Undo => moved.iter_mut().find(|turn| holds(turn)),
+            Direction::Redo => moved.iter_mut().rev().find(|turn| holds(turn)),
+        };
+        let Some(turn) = holder else { continue };
+        if let Ok(paths) = Arc::make_mut(turn).paths_mut()
+            && let Some(record) = paths.iter_mut().find(|r| r.path == path)
+        {
+            match direction {
+                Direction::Undo => record.before = image,
+                Direction::Redo => record.after = image,
+            }
+        }
+    }
 }
 
 /// Checks the turns a restore of several moves: each valid, the first under the restore's
@@ -950,7 +1006,10 @@ mod tests {
                         reverts: None,
                     })];
                     if matches!(op, Op::Restore(_)) {
-                        records.push(LogLine::Done { id: t.meta.id });
+                        records.push(LogLine::Done {
+                            id: t.meta.id,
+                            kept: Vec::new(),
+                        });
                     }
                     records
                 })
@@ -971,7 +1030,10 @@ mod tests {
             reverts: Some(reverted),
         })];
         records.extend(match end {
-            0 => vec![LogLine::Done { id: new }],
+            0 => vec![LogLine::Done {
+                id: new,
+                kept: Vec::new(),
+            }],
             1 => vec![
                 LogLine::Rollback {
                     id: new,
@@ -990,6 +1052,157 @@ mod tests {
             }],
         });
         records
+    }
+
+    /// Turn `id`, which touched each `(path, before, after)`.
+    fn touched(id: u64, paths: &[(&str, Image, Image)]) -> Arc<TurnRecord> {
+        let mut turn = TurnRecord::empty(id);
+        turn.paths = Deferred::new(
+            (paths.iter())
+                .map(|(path, before, after)| PathRecord {
+                    path: (*path).to_owned(),
+                    before: before.clone(),
+                    after: after.clone(),
+                })
+                .collect(),
+        );
+        Arc::new(turn)
+    }
+
+    /// The images of `path` in turn `id` of either stack.
+    fn images_of(state: &LogState, id: u64, path: &str) -> (Image, Image) {
+        let turn = (state.undo.iter().chain(&state.redo))
+            .find(|turn| turn.meta.id == TurnId(id))
+            .unwrap();
+        let record = turn.paths().unwrap().iter().find(|r| r.path == path);
+        let record = record.unwrap();
+        (record.before.clone(), record.after.clone())
+    }
+
+    /// A `done` names the directories its restore kept, not empty, where its target had
+    /// nothing: each turn it moves takes such a directory as the restore found it, on the
+    /// side the restore went to, so that the opposite restore expects it there (for a
+    /// rewind, in the turn that holds that side). A `done` of a log written before it named
+    /// them (no `kept`) leaves the images as they were, and a path that is not such a
+    /// directory is not taken.
+    #[test]
+    fn a_done_record_leaves_the_directories_its_restore_kept_as_found() {
+        let dir = |mode| Image::Dir { mode };
+        let file = Image::File {
+            mode: 0o644,
+            len: 1,
+            hash: ContentHash::of(b"x"),
+        };
+        let absent = || Image::Absent;
+        // Turns 1 and 2 make `d`, `d/a` and `e` (2 changes the mode of `d`); 3 removes `r`.
+        let one = touched(
+            1,
+            &[("d", absent(), dir(0o755)), ("d/a", absent(), file.clone())],
+        );
+        let two = touched(
+            2,
+            &[("d", dir(0o755), dir(0o700)), ("e", absent(), dir(0o755))],
+        );
+        let three = touched(3, &[("r", dir(0o755), absent())]);
+        // A rewind of 1 and 2 finds `d` with mode 0o711 (the last turn to touch it says so,
+        // as does their join), and keeps `d` and `e`.
+        let settled_two = touched(
+            2,
+            &[("d", dir(0o755), dir(0o711)), ("e", absent(), dir(0o755))],
+        );
+        let joined = touched(
+            1,
+            &[
+                ("d", absent(), dir(0o711)),
+                ("d/a", absent(), file.clone()),
+                ("e", absent(), dir(0o755)),
+            ],
+        );
+        // Then 3, undone, is redone, finding `r` with mode 0o700, and keeps it.
+        let found_r = touched(3, &[("r", dir(0o700), absent())]);
+        let log = |kept: &dyn Fn(&[&str]) -> Vec<String>| {
+            let lines = [
+                LogLine::Header {
+                    format: LOG_FORMAT.to_owned(),
+                    version: FORMAT_VERSION,
+                    next_id: 1,
+                },
+                LogLine::Push(Pushed {
+                    turn: Arc::clone(&one),
+                    dropped: Vec::new(),
+                    scoped: true,
+                }),
+                LogLine::Push(Pushed {
+                    turn: Arc::clone(&two),
+                    dropped: Vec::new(),
+                    scoped: true,
+                }),
+                LogLine::Push(Pushed {
+                    turn: Arc::clone(&three),
+                    dropped: Vec::new(),
+                    scoped: true,
+                }),
+                LogLine::Begin(Begun {
+                    direction: Direction::Undo,
+                    turn: Arc::clone(&three),
+                    run: Some(1),
+                    members: Vec::new(),
+                    reverts: None,
+                }),
+                LogLine::Done {
+                    id: TurnId(3),
+                    kept: Vec::new(),
+                },
+                LogLine::Begin(Begun {
+                    direction: Direction::Undo,
+                    turn: Arc::clone(&joined),
+                    run: Some(2),
+                    members: vec![Arc::clone(&one), Arc::clone(&settled_two)],
+                    reverts: None,
+                }),
+                LogLine::Done {
+                    id: TurnId(1),
+                    kept: kept(&["d", "d/a", "e"]),
+                },
+                LogLine::Begin(Begun {
+                    direction: Direction::Redo,
+                    turn: Arc::clone(&found_r),
+                    run: Some(3),
+                    members: Vec::new(),
+                    reverts: None,
+                }),
+                LogLine::Done {
+                    id: TurnId(3),
+                    kept: kept(&["r"]),
+                },
+            ];
+            let text: String = lines.iter().map(|line| encode(line).unwrap()).collect();
+            let parsed = parse(text.as_bytes()).unwrap();
+            assert!(parsed.bad.is_empty(), "{:?}", parsed.bad);
+            parsed.state
+        };
+        let state = log(&|paths| paths.iter().map(|p| (*p).to_owned()).collect());
+        assert!(state.pending.is_none());
+        assert_eq!(images_of(&state, 1, "d"), (dir(0o711), dir(0o755)));
+        assert_eq!(images_of(&state, 1, "d/a"), (absent(), file));
+        assert_eq!(images_of(&state, 2, "d"), (dir(0o755), dir(0o711)));
+        assert_eq!(images_of(&state, 2, "e"), (dir(0o755), dir(0o755)));
+        assert_eq!(images_of(&state, 3, "r"), (dir(0o700), dir(0o700)));
+        // A snapshot keeps them so.
+        let again = parse(&state.snapshot()).unwrap().state;
+        assert_eq!(images_of(&again, 1, "d"), (dir(0o711), dir(0o755)));
+        assert_eq!(images_of(&again, 3, "r"), (dir(0o700), dir(0o700)));
+
+        // As written before: `{"record":"done","id":1}`.
+        let plain = serde_json::to_string(&LogLine::Done {
+            id: TurnId(1),
+            kept: Vec::new(),
+        });
+        assert_eq!(plain.unwrap(), r#"{"record":"done","id":1}"#);
+        let state = log(&|_| Vec::new());
+        assert_eq!(images_of(&state, 1, "d"), (absent(), dir(0o755)));
+        assert_eq!(images_of(&state, 2, "e"), (absent(), dir(0o755)));
+        assert_eq!(images_of(&state, 3, "r"), (dir(0o700), absent()));
     }
 
     /// A revert's new turn joins the log when the revert is done (emptying the redo stack),
@@ -1013,7 +1226,10 @@ mod tests {
                     members: Vec::new(),
                     reverts: None,
                 }),
-                LogLine::Done { id: top.meta.id },
+                LogLine::Done {
+                    id: top.meta.id,
+                    kept: Vec::new(),
+                },
             ] {
                 append(&path, state, record).unwrap();
             }
@@ -1187,7 +1403,10 @@ mod tests {
         // missing before the next record.
         let text = [
             header,
-            line(LogLine::Done { id: TurnId(1) }),
+            line(LogLine::Done {
+                id: TurnId(1),
+                kept: Vec::new(),
+            }),
             line(push(1)),
             line(push(1)),
             begin,

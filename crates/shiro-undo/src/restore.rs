@@ -826,6 +826,16 @@ pub(crate) async fn apply(
     Ok(notes)
 }
 
+/// The directories [`apply`] kept where its target has nothing, because they held entries it
+/// did not make (its `notes`, see [`Action::KeptNotEmpty`]): the `done` record names them,
+/// so that the opposite restore expects them as they were left. Sorted, each once.
+pub(crate) fn kept_dirs(notes: &BTreeMap<WorkspacePath, Action>) -> Vec<String> {
+    (notes.iter())
+        .filter(|(_, action)| **action == Action::KeptNotEmpty)
+        .map(|(path, _)| path.as_str().to_owned())
+        .collect()
+}
+
 /// Like [`apply`], but first brings the path `progress` marks (the one being written when the
 /// restore stopped, which may hold a mix of two versions) to its target on its own: writing
 /// other paths first would move the mark, and a crash then would leave that mix unmarked.

@@ -1,7 +1,7 @@
 //! Rewinds against a model: random turns (file tools' and bash's) of two interleaved
 //! sessions and of headless commands, with the user's own edits between them, and the operations undo, redo (of the
 //! newest undone turn, or of a chosen one, as a fork's parent brings its turns back), rewind
-//! to before any turn, and fork (a rewind of a session's turns from one on, exactly those
+//! to before any turn (forced, too, over the user's edits), and fork (a rewind of a session's turns from one on, exactly those
 //! turns, after which the session goes on under a new id), and the revert of one earlier
 //! turn alone, as a new turn. A new turn clears the undone turns of its own session only. After every step the tree is the model's, and every
 //! refusal leaves it byte-identical.
@@ -55,6 +55,9 @@ enum Step {
     /// Redo a chosen undone turn (with its rewind's group), wherever it is on the stack.
     RedoTurn(Index),
     Rewind(Index),
+    /// Rewind to before a chosen turn with `--force`: over the user's edits, those between
+    /// its turns too (only a later turn of another session still refuses it).
+    ForceRewind(Index),
     /// Fork the session of a chosen turn before it: rewind exactly its turns from that one on,
     /// and go on under a new session id (the parent's turns wait, undone, for a redo).
     Fork(Index),
@@ -165,6 +168,25 @@ impl Model {
         true
     }
 
+    /// Undoes `group` (oldest first) whatever its paths hold now. What it finds is what its
+    /// redo brings back: the last turn of the group to touch each path keeps it as its
+    /// `after`, and an edit between two of its turns stays in the later one's `before`.
+    fn force_undo_group(&mut self, mut group: Vec<Turn>) {
+        let joined = Self::group_sides(&group);
+        for (path, (before, _)) in &joined {
+            let found = self.files.get(path).cloned();
+            if let Some(turn) = group.iter_mut().rev().find(|t| t.paths.contains_key(path))
+                && let Some(sides) = turn.paths.get_mut(path)
+            {
+                sides.1 = found;
+            }
+            self.set(path, before);
+        }
+        let ids: Vec<u64> = group.iter().map(|t| t.id).collect();
+        self.undo.retain(|t| !ids.contains(&t.id));
+        self.redo.push(group);
+    }
+
     fn redo_group(&mut self) -> Option<bool> {
         let top = self.redo.len().checked_sub(1)?;
         Some(self.redo_at(top))
@@ -242,6 +264,7 @@ fn step() -> impl Strategy<Value = Step> {
         2 => Just(Step::Redo),
         1 => any::<Index>().prop_map(Step::RedoTurn),
         3 => any::<Index>().prop_map(Step::Rewind),
+        1 => any::<Index>().prop_map(Step::ForceRewind),
         1 => any::<Index>().prop_map(Step::Fork),
         2 => (any::<Index>(), 0..SESSIONS.len()).prop_map(|(at, session)| Step::Revert(at, session)),
     ]
@@ -515,12 +538,38 @@ fn run(steps: &[Step]) -> Result<(), TestCaseError> {
                     script.push_str(&format!("rewind to #{id}: {real:?}\n"));
                     prop_assert_eq!(real, expected, "rewind\n{}", script);
                 }
+                Step::ForceRewind(index) => {
+                    if model.undo.is_empty() {
+                        continue;
+                    }
+                    let start = index.index(model.undo.len());
+                    let id = model.undo[start].id;
+                    let forced = UndoOptions {
+                        force: true,
+                        dry_run: false,
+                    };
+                    let real = settled(store.rewind(&mem, TurnId(id), forced).await);
+                    let expected = Some(match model.rewound(start) {
+                        Some(group) => {
+                            model.force_undo_group(group);
+                            true
+                        }
+                        None => false,
+                    });
+                    script.push_str(&format!("rewind to #{id} --force: {real:?}\n"));
+                    prop_assert_eq!(real, expected, "forced rewind\n{}", script);
+                }
             }
             let now = tree(&mem);
             prop_assert_eq!(&now, &model.files, "tree and model differ\n{}", script);
             if matches!(
                 step,
-                Step::Undo | Step::Redo | Step::RedoTurn(_) | Step::Rewind(_) | Step::Fork(_)
+                Step::Undo
+                    | Step::Redo
+                    | Step::RedoTurn(_)
+                    | Step::Rewind(_)
+                    | Step::ForceRewind(_)
+                    | Step::Fork(_)
             ) && script.ends_with("Some(false)\n")
             {
                 prop_assert_eq!(&now, &before, "a refusal changed the tree\n{}", script);
@@ -619,5 +668,125 @@ fn rewind_texts() {
             .await
             .unwrap_err();
         insta::assert_snapshot!(format!("{rewound}\n{redone}\n{refused}\n\n{missing}"));
+    });
+}
+
+/// Records one turn of session `s1` that writes each `(path, bytes)`.
+async fn write_turn(recording: &shiro_undo::Recording<MemMutator>, writes: &[(&str, &[u8])]) {
+    recording
+        .begin_turn(TurnStart {
+            summary: format!("write {}", writes[0].0),
+            history_marker: 0,
+            session: Some("s1".to_owned()),
+        })
+        .await
+        .unwrap();
+    for (path, bytes) in writes {
+        recording.write(&p(path), bytes, None).await.unwrap();
+    }
+    recording.finish_turn().await.unwrap().unwrap();
+}
+
+/// Checks that `copies` holds the bytes of every file `outcome` makes, as `expected` names
+/// them: what a dry run shows as a diff.
+fn check_copies(store: &UndoStore, outcome: &shiro_undo::UndoOutcome, expected: &[(&str, &[u8])]) {
+    let copies = store.copies(outcome.turn.id).unwrap();
+    let made: Vec<(&str, Vec<u8>)> = (outcome.paths.iter())
+        .filter_map(|path| {
+            let hash = path.becomes.hash()?;
+            let bytes = copies.get(&hash).unwrap();
+            let bytes = bytes.unwrap_or_else(|| panic!("no copy of {}", path.path));
+            Some((path.path.as_str(), bytes))
+        })
+        .collect();
+    let expected: Vec<(&str, Vec<u8>)> = (expected.iter())
+        .map(|(path, bytes)| (*path, bytes.to_vec()))
+        .collect();
+    assert_eq!(made, expected);
+}
+
+/// The stored copies of what a rewind, and its redo, would write are found through the
+/// outcome's turn, the first of them, though the later turn's pack holds some: a file that
+/// was there before the turns and that only the second one touched.
+#[test]
+fn the_copies_a_rewind_and_its_redo_write_are_found_through_its_first_turn() {
+    common::runtime().block_on(async {
+        let (dir, mem, store) = open().await;
+        mem.write(&p("f1"), b"1", None).await.unwrap();
+        let recording = store.recorder(mem.clone());
+        write_turn(&recording, &[("f2", b"2")]).await;
+        write_turn(&recording, &[("f1", b"1b")]).await;
+        let dry_run = UndoOptions {
+            force: false,
+            dry_run: true,
+        };
+        let planned = store.rewind(&mem, TurnId(1), dry_run).await.unwrap();
+        check_copies(&store, &planned, &[("f1", b"1")]);
+        store
+            .rewind(&mem, TurnId(1), UndoOptions::default())
+            .await
+            .unwrap();
+        // As the next command finds them, and as the one that rewound them does.
+        let reopened = UndoStore::open_with(&common::state(dir.path()), &mem, deep())
+            .await
+            .unwrap();
+        for store in [&store, &reopened] {
+            let planned = store.redo(&mem, dry_run).await.unwrap();
+            check_copies(store, &planned, &[("f1", b"1b"), ("f2", b"2")]);
+        }
+    });
+}
+
+/// A rewind forced over the user's edit between two of its turns is redone without force,
+/// since nothing changed after it: the workspace is back exactly as before the rewind, and
+/// the edit between the turns stays in the later turn's record, so that undoing that turn
+/// alone brings it back. A change made after the rewind still refuses the redo.
+#[test]
+fn a_rewind_forced_over_an_edit_between_its_turns_is_redone_without_force() {
+    common::runtime().block_on(async {
+        let (_dir, mem, store) = open().await;
+        let recording = store.recorder(mem.clone());
+        let forced = UndoOptions {
+            force: true,
+            dry_run: false,
+        };
+        write_turn(&recording, &[("a", b"1"), ("b", b"1")]).await;
+        mem.write(&p("a"), b"user", None).await.unwrap();
+        write_turn(&recording, &[("a", b"2")]).await;
+        let before = tree(&mem);
+        let Err(UndoError::Conflict(refused)) =
+            store.rewind(&mem, TurnId(1), UndoOptions::default()).await
+        else {
+            panic!("a rewind over an edit between its turns is refused");
+        };
+        assert!(matches!(
+            refused.conflicts[..],
+            [shiro_undo::Conflict {
+                kind: ConflictKind::ChangedBetween { .. },
+                ..
+            }]
+        ));
+        store.rewind(&mem, TurnId(1), forced).await.unwrap();
+        assert!(tree(&mem).is_empty());
+
+        let redone = store.redo(&mem, UndoOptions::default()).await.unwrap();
+        assert!(redone.conflicts.is_empty(), "{redone}");
+        assert_eq!(tree(&mem), before);
+        store.undo(&mem, UndoOptions::default()).await.unwrap();
+        assert_eq!(mem.read(&p("a")).await.unwrap(), b"user");
+        store.redo(&mem, UndoOptions::default()).await.unwrap();
+        assert_eq!(tree(&mem), before);
+
+        // Changed after the rewind: refused, and nothing changes.
+        store.rewind(&mem, TurnId(1), forced).await.unwrap();
+        mem.write(&p("b"), b"after the rewind", None).await.unwrap();
+        let after_edit = tree(&mem);
+        let Err(UndoError::Conflict(refused)) = store.redo(&mem, UndoOptions::default()).await
+        else {
+            panic!("a redo over a change since the rewind is refused");
+        };
+        let paths: Vec<&str> = refused.conflicts.iter().map(|c| c.path.as_str()).collect();
+        assert_eq!(paths, ["b"]);
+        assert_eq!(tree(&mem), after_edit);
     });
 }

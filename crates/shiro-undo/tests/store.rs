@@ -15,7 +15,7 @@ use shiro_tools::{
     Change, Hooked, MemMutator, Mutation, Mutator, MutatorError, Stat, create_parent_dirs,
 };
 use shiro_undo::{
-    BashCapture, ContentHash, FORMAT_VERSION, Recording, StoreOptions, TurnId, TurnStart,
+    Action, BashCapture, ContentHash, FORMAT_VERSION, Recording, StoreOptions, TurnId, TurnStart,
     UndoError, UndoOptions, UndoStore,
 };
 
@@ -840,6 +840,66 @@ async fn a_directory_with_foreign_entries_blocks_restoring_a_file() {
     insta::assert_snapshot!("kept_not_empty", outcome.to_string());
     let tree = mem_tree(&g.ws);
     assert!(tree.contains_key("made/user") && !tree.contains_key("made/x"));
+}
+
+/// An undo that keeps directories the turn made, since they hold the user's files, records
+/// that it left them: its redo expects them there and goes through, bringing the turn's file
+/// back beside the user's, as often as asked; so does the redo of an undo that a crash
+/// interrupted before its `done`, completed on the next open. A change to a kept directory
+/// after the undo still refuses the redo.
+#[tokio::test]
+async fn a_redo_expects_the_directories_its_undo_kept() {
+    let f = fixture(StoreOptions::default()).await;
+    turn(&f, "make dirs", &[("made/sub/x", b"x")])
+        .await
+        .unwrap();
+    write(&f.ws, "made/sub/user", b"mine").await;
+    let made = mem_tree(&f.ws);
+    let outcome = f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+    let kept: Vec<&str> = (outcome.paths.iter())
+        .filter(|path| path.action == Action::KeptNotEmpty)
+        .map(|path| path.path.as_str())
+        .collect();
+    assert_eq!(kept, ["made", "made/sub"]);
+    let undone = mem_tree(&f.ws);
+    assert!(!undone.contains_key("made/sub/x") && undone.contains_key("made/sub/user"));
+    for _ in 0..2 {
+        f.store.redo(&f.ws, UndoOptions::default()).await.unwrap();
+        assert_eq!(mem_tree(&f.ws), made);
+        f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+        assert_eq!(mem_tree(&f.ws), undone);
+    }
+    // A change since the undo: the mode of a kept directory.
+    f.ws.set_mode(&p("made/sub"), 0o700).await.unwrap();
+    let changed = mem_tree(&f.ws);
+    let Err(UndoError::Conflict(report)) = f.store.redo(&f.ws, UndoOptions::default()).await else {
+        panic!("expected a conflict");
+    };
+    let paths: Vec<&str> = report.conflicts.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(paths, ["made/sub"]);
+    assert_eq!(mem_tree(&f.ws), changed);
+
+    // Cut short after its changes, before its `done`: completed on the next open.
+    let g = fixture(StoreOptions::default()).await;
+    turn(&g, "make dirs", &[("made/sub/x", b"x")])
+        .await
+        .unwrap();
+    write(&g.ws, "made/sub/user", b"mine").await;
+    g.store.undo(&g.ws, UndoOptions::default()).await.unwrap();
+    let log = g.store.dir().join("log.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let (begun, done) = text.trim_end().rsplit_once('\n').unwrap();
+    assert!(done.contains(r#""record":"done""#), "{done}");
+    std::fs::write(&log, format!("{begun}\n")).unwrap();
+    drop(g.rec);
+    let (store, notices) = reopen(g.dir.path(), &g.ws).await;
+    assert_eq!(
+        notices,
+        ["completed the interrupted undo of turn #1; the workspace is as it was before the turn"]
+    );
+    assert_eq!(mem_tree(&g.ws), undone);
+    store.redo(&g.ws, UndoOptions::default()).await.unwrap();
+    assert_eq!(mem_tree(&g.ws), made);
 }
 
 #[tokio::test]

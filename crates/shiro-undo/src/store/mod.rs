@@ -335,31 +335,44 @@ impl UndoStore {
     /// them. A copy a restore kept (in a pack) is looked for in the turns that refer to `hash`,
     /// which reads the log: for the paths of one turn, [`UndoStore::copies`] reads it once.
     pub fn blob(&self, hash: &ContentHash) -> Result<Option<Vec<u8>>, UndoError> {
-        if let Some(bytes) = Copies::of(self, None).get(hash)? {
+        if let Some(bytes) = Copies::of(self, &[]).get(hash)? {
             return Ok(Some(bytes));
         }
         let state = self.read_state()?;
         let turns = state.undo.iter().chain(&state.redo);
         // A turn whose paths cannot be read is not known to refer to it.
         for turn in turns.filter(|turn| turn.hashes().is_ok_and(|mut h| h.any(|h| h == *hash))) {
-            if let Some(bytes) = Copies::of(self, Some(turn)).get(hash)? {
+            if let Some(bytes) = Copies::of(self, &[turn]).get(hash)? {
                 return Ok(Some(bytes));
             }
         }
         Ok(None)
     }
 
-    /// The stored files a restore of turn `id` reads (its blobs, and its packs): for a dry run
-    /// to show as a diff, with [`PathOutcome::becomes`](crate::PathOutcome::becomes). A turn
-    /// no longer in the log has only its blobs.
+    /// The stored files a restore of turn `id` reads (the blobs, and the packs of the turns
+    /// it moves): for a dry run to show as a diff, with
+    /// [`PathOutcome::becomes`](crate::PathOutcome::becomes), `id` being the outcome's turn.
+    /// A restore of several turns (a rewind to `id`, or the redo of one) writes what each of
+    /// them stored, and a path's copy is in the pack of the turn that first (or last) touched
+    /// it, not always `id`'s: on the undo stack, the packs of `id` and of every later turn
+    /// (a rewind takes some of them) are read; on the redo stack, those of the turns undone
+    /// with `id`. A turn no longer in the log has only its blobs.
     pub fn copies(&self, id: TurnId) -> Result<Copies<'_>, UndoError> {
         let state = self.read_state()?;
-        let turn = state
-            .undo
-            .iter()
-            .chain(&state.redo)
-            .find(|t| t.meta.id == id);
-        Ok(Copies::of(self, turn.map(Arc::as_ref)))
+        let turns: Vec<&TurnRecord> = match state.redo.iter().find(|t| t.meta.id == id) {
+            Some(turn) => match turn.group {
+                Some(group) => (state.redo.iter())
+                    .filter(|t| t.group == Some(group))
+                    .map(Arc::as_ref)
+                    .collect(),
+                None => vec![turn],
+            },
+            None => (state.undo.iter())
+                .skip_while(|t| t.meta.id != id)
+                .map(Arc::as_ref)
+                .collect(),
+        };
+        Ok(Copies::of(self, &turns))
     }
 
     /// The bytes the stored copies take on disk.
@@ -992,12 +1005,15 @@ pub struct Copies<'a> {
 }
 
 impl<'a> Copies<'a> {
-    fn of(store: &'a UndoStore, turn: Option<&TurnRecord>) -> Self {
-        let blobs = &store.inner.blobs;
-        let stored = match turn {
-            Some(turn) => restore::Stored::open(blobs, turn),
-            None => restore::Stored::blobs_only(blobs),
-        };
+    /// The blobs, and the packs `turns` name (each opened once).
+    fn of(store: &'a UndoStore, turns: &[&TurnRecord]) -> Self {
+        let mut stored = restore::Stored::blobs_only(&store.inner.blobs);
+        let mut opened = BTreeSet::new();
+        for name in turns.iter().flat_map(|turn| &turn.packs) {
+            if opened.insert(name) {
+                stored.open_pack(name);
+            }
+        }
         Self { stored }
     }
 

@@ -155,18 +155,19 @@ impl UndoStore {
                     // The repository's state is moved again: what stands where it goes is
                     // left alone.
                     match (applied, git) {
-                        (Ok(_), Some(record)) => {
-                            git::apply(workspace.root(), record, direction, index)
+                        (Ok(notes), Some(record)) => {
+                            git::apply(workspace.root(), record, direction, index).map(|()| notes)
                         }
-                        (applied, _) => applied.map(|_| ()),
+                        (applied, _) => applied,
                     }
                 }
                 Err(err) => Err(err),
             };
             match completed {
-                Ok(_) => {
+                Ok(notes) => {
                     let earlier = super::collect::named_packs(state);
-                    self.append(state, LogLine::Done { id })?;
+                    let kept = restore::kept_dirs(&notes);
+                    self.append(state, LogLine::Done { id, kept })?;
                     if reverting.is_some() {
                         // The revert's turn is recorded now: the log keeps its depth.
                         self.settle_new_turn(state, &earlier)?;

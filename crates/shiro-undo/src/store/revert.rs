@@ -309,7 +309,8 @@ impl UndoStore {
         match applied {
             Ok(notes) => {
                 let earlier = named_packs(state);
-                self.append(state, LogLine::Done { id: new_id })?;
+                let kept = restore::kept_dirs(&notes);
+                self.append(state, LogLine::Done { id: new_id, kept })?;
                 self.settle_new_turn(state, &earlier)?;
                 Ok(RevertOutcome {
                     reverted: reverted.summary(),

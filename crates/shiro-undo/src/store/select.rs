@@ -24,8 +24,8 @@ pub(super) struct Selection {
     pub turn: Arc<TurnRecord>,
     /// The turns it moves, oldest first, when there are several; empty for one.
     pub members: Vec<Arc<TurnRecord>>,
-    /// Paths someone else changed between two of the turns (see
-    /// [`ConflictKind::ChangedBetween`]).
+    /// For an undo, paths someone else changed between two of the turns (see
+    /// [`ConflictKind::ChangedBetween`]); always empty for a redo.
     pub between: Vec<Conflict>,
 }
 
@@ -40,6 +40,12 @@ impl Selection {
     }
 
     /// The turns `first` and `later` (oldest first) as one restore.
+    ///
+    /// An undo of them is refused over a path someone else changed between two of them
+    /// (undoing both would drop that change from the tree). A redo is not: such a gap is
+    /// history the undo left in the turns' records as it found them (a forced rewind goes
+    /// over it), not a change since the undo, and the redo brings back each turn's own
+    /// images, the later one's `before` holding that change for its own undo.
     fn joined(
         direction: Direction,
         first: Arc<TurnRecord>,
@@ -53,6 +59,7 @@ impl Selection {
         members.insert(0, first);
         let mut paths: BTreeMap<&str, (PathRecord, TurnId)> = BTreeMap::new();
         let mut between = Vec::new();
+        let undo = direction == Direction::Undo;
         for member in &members {
             for record in member.paths()? {
                 match paths.get_mut(record.path.as_str()) {
@@ -60,7 +67,8 @@ impl Selection {
                         paths.insert(&record.path, (record.clone(), member.meta.id));
                     }
                     Some((joined, last)) => {
-                        if joined.after != record.before
+                        if undo
+                            && joined.after != record.before
                             && let Ok(path) = WorkspacePath::from_relative(&record.path)
                         {
                             between.push(Conflict {
@@ -86,7 +94,8 @@ impl Selection {
             };
             let joined = git.get_or_insert_with(GitRecord::default);
             for (name, moved) in &record.moved {
-                if let Some(known) = joined.moved.get(name)
+                if undo
+                    && let Some(known) = joined.moved.get(name)
                     && known.after != moved.before
                     && let Some(&left_by) = movers.get(name.as_str())
                     && let Ok(path) = WorkspacePath::from_relative(&format!(".git/{name}"))
@@ -313,5 +322,62 @@ fn rewind_where(
         Ok(selection)
     } else {
         Err(selection.refusal(crossed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::image::{ContentHash, Image};
+
+    fn file(bytes: &[u8]) -> Image {
+        Image::File {
+            mode: 0o644,
+            len: bytes.len() as u64,
+            hash: ContentHash::of(bytes),
+        }
+    }
+
+    /// Turn `id`, which took `a` from `before` to `after`.
+    fn wrote(id: u64, before: Image, after: Image) -> Arc<TurnRecord> {
+        let mut turn = TurnRecord::empty(id);
+        turn.paths = Deferred::new(vec![PathRecord {
+            path: "a".to_owned(),
+            before,
+            after,
+        }]);
+        Arc::new(turn)
+    }
+
+    /// Someone wrote `a` between two turns: undoing both is refused over it, as it would drop
+    /// that write from the tree; redoing both (after a forced undo) is not, as the gap is the
+    /// turns' own history, not a change since the undo. Either way the path goes from before
+    /// the first turn to after the last.
+    #[test]
+    fn only_an_undo_is_refused_over_a_change_between_its_turns() {
+        let first = wrote(1, Image::Absent, file(b"1"));
+        let second = wrote(2, file(b"user"), file(b"2"));
+        for (direction, refused) in [(Direction::Undo, true), (Direction::Redo, false)] {
+            let joined =
+                Selection::joined(direction, Arc::clone(&first), vec![Arc::clone(&second)])
+                    .unwrap();
+            let kinds: Vec<&ConflictKind> = joined.between.iter().map(|c| &c.kind).collect();
+            let expected = ConflictKind::ChangedBetween {
+                left_by: TurnId(1),
+                found_by: TurnId(2),
+            };
+            match refused {
+                true => assert_eq!(kinds, [&expected], "{direction:?}"),
+                false => assert!(kinds.is_empty(), "{direction:?}: {kinds:?}"),
+            }
+            let paths = joined.turn.paths().unwrap();
+            assert_eq!(paths.len(), 1);
+            assert_eq!(
+                (&paths[0].before, &paths[0].after),
+                (&Image::Absent, &file(b"2"))
+            );
+        }
     }
 }

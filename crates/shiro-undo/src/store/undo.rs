@@ -249,7 +249,8 @@ impl UndoStore {
         };
         match applied {
             Ok(notes) => {
-                self.append(state, LogLine::Done { id })?;
+                let kept = restore::kept_dirs(&notes);
+                self.append(state, LogLine::Done { id, kept })?;
                 Ok(outcome(&notes, false))
             }
             Err(err) => {
