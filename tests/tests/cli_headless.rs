@@ -200,12 +200,26 @@ fn bash_without_capture_says_undo_cannot_cover_it() {
         "{}",
         run.show()
     );
-    // Nothing was captured, so no turn was recorded: undo says so.
-    let undo = ws.run(&["undo"]);
-    assert_eq!(undo.code, 1, "{}", undo.show());
-    assert!(ws.exists("made-by-bash.txt"));
+    // Nothing was captured, but the command may have changed anything: its turn is logged,
+    // and the log and undo say what undo cannot do.
     let log = ws.ok(&["log"]);
-    assert!(log.stdout.contains("no turns"), "{}", log.show());
+    assert!(
+        log.stdout
+            .contains("(ran bash without capture: its effects are not recorded)"),
+        "{}",
+        log.show()
+    );
+    let undo = ws.ok(&["undo"]);
+    assert!(
+        undo.stdout.contains(
+            "note: this turn ran bash without capture; effects of its commands are not undone"
+        ),
+        "{}",
+        undo.show()
+    );
+    assert!(ws.exists("made-by-bash.txt"));
+    let again = ws.run(&["undo"]);
+    assert_eq!(again.code, 1, "nothing left to undo: {}", again.show());
 }
 
 #[test]
@@ -457,8 +471,16 @@ fn ctrl_c_stops_bash_and_leaves_the_log_consistent() {
         !alive(),
         "the sleep in bash's process group outlived Ctrl-C"
     );
+    // The interrupted command ran without capture: its turn is logged, saying so, above
+    // the write's.
     let log = ws.ok(&["log"]);
     assert!(log.stdout.contains("A a.txt"), "{}", log.show());
+    assert!(log.stdout.contains("without capture"), "{}", log.show());
+    ws.ok(&["undo"]);
+    assert!(
+        ws.exists("a.txt"),
+        "the first undo is the command's, which undoes nothing"
+    );
     ws.ok(&["undo"]);
     assert!(!ws.exists("a.txt"));
 }

@@ -300,7 +300,13 @@ impl Flight {
                 });
             }
         }
-        if paths.is_empty() && self.bash_unrestorable.is_empty() && self.git.is_empty() {
+        // A `bash` call that ran without capture may have changed anything: its turn is kept,
+        // so that the log and undo say so, even when nothing else is known.
+        if paths.is_empty()
+            && self.bash_unrestorable.is_empty()
+            && self.git.is_empty()
+            && !self.bash_uncaptured
+        {
             return Ok(None);
         }
         let used: BTreeSet<ContentHash> = (paths.iter().filter_map(|p| p.before.hash()))
@@ -562,7 +568,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_turn_whose_only_change_bash_cannot_restore_is_kept() {
+    async fn a_turn_whose_only_change_bash_cannot_restore_or_ran_uncaptured_is_kept() {
         let workspace = shiro_tools::MemMutator::new();
         let spares = Spares::none();
         let keep = Keep {
@@ -578,8 +584,16 @@ mod tests {
         assert!(finished.record.paths().unwrap().is_empty());
         assert_eq!(finished.record.bash_unrestorable, ["a", "b"]);
         assert!(finished.record.validate().is_ok());
-        // Nothing known to name: as before, a turn that changed nothing is not kept.
-        let off = finish(vec![bash(BashCapture::Off, &[])]).await.unwrap();
-        assert!(off.is_none());
+        // Nothing known, but the call may have changed anything: kept, to say so.
+        let off = finish(vec![bash(BashCapture::Off, &[])])
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(off.record.paths().unwrap().is_empty());
+        assert!(off.record.bash_uncaptured);
+        assert!(off.record.validate().is_ok());
+        // A turn that changed nothing, bash captured, is still not kept.
+        let quiet = finish(vec![bash(BashCapture::Overlay, &[])]).await.unwrap();
+        assert!(quiet.is_none());
     }
 }
