@@ -84,6 +84,34 @@ fn a_bash_turn_is_undone_and_redone_byte_for_byte() {
 }
 
 #[test]
+fn a_directory_s_new_mode_is_listed_logged_and_undone() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    let ws = seeded();
+    let mode = |path: &str| {
+        use std::os::unix::fs::PermissionsExt as _;
+        let meta = std::fs::metadata(ws.path().join(path)).unwrap();
+        meta.permissions().mode() & 0o7777
+    };
+    let was = mode("tree");
+    let run = bash(&ws, "chmod 700 tree");
+    assert_eq!(run.code, 0, "{}", run.show());
+    assert!(run.stdout.contains("\nM tree\n"), "{}", run.show());
+    assert_eq!(mode("tree"), 0o700);
+    let log = ws.ok(&["log", "--json"]);
+    let json: serde_json::Value = serde_json::from_str(&log.stdout).unwrap();
+    assert_eq!(
+        json["turns"][0]["changes"],
+        serde_json::json!([{"kind": "modified", "path": "tree"}]),
+        "{}",
+        log.show()
+    );
+    ws.ok(&["undo"]);
+    assert_eq!(mode("tree"), was);
+}
+
+#[test]
 fn a_command_that_changes_nothing_records_no_turn() {
     if overlay_refused().is_some() {
         return;

@@ -238,6 +238,77 @@ fn a_reftable_repository_is_named_as_not_recorded() {
     assert!(!said.contains("[git:"), "{said}");
 }
 
+/// A workspace with a file and no repository; `None` (the test skips) where the overlay or
+/// git is missing.
+fn no_repo() -> Option<Ws> {
+    if overlay_refused().is_some() || support::git_missing() {
+        return None;
+    }
+    let ws = Ws::new();
+    ws.write("a.txt", "a\n");
+    Some(ws)
+}
+
+const IDENTITY: &str = "-c user.name=t -c user.email=t@example.com -c commit.gpgsign=false";
+
+#[test]
+fn a_repository_git_init_makes_is_carried_over_and_kept_by_undo() {
+    let Some(ws) = no_repo() else {
+        return;
+    };
+    let said = bash(
+        &ws,
+        &format!(
+            "git init -q -b main && git {IDENTITY} add a.txt && git {IDENTITY} commit -qm first \
+             && echo new > b.txt"
+        ),
+    );
+    assert!(
+        said.contains(
+            "[note: made the git repository .git: carried over as the command left it; undoing \
+             this turn leaves it, and what later commands do to it is recorded]"
+        ),
+        "{said}"
+    );
+    assert_eq!(git_out(ws.path(), &["log", "--format=%s"]), "first\n");
+    assert_eq!(git_out(ws.path(), &["status", "--porcelain"]), "?? b.txt\n");
+    // What the command made beside it is undone; the repository stays.
+    ws.ok(&["undo"]);
+    assert!(!ws.exists("b.txt"));
+    assert_eq!(git_out(ws.path(), &["log", "--format=%s"]), "first\n");
+    // The next command's commit is recorded, as in any repository.
+    let said = bash(
+        &ws,
+        &format!("echo more >> a.txt && git {IDENTITY} commit -qam second"),
+    );
+    assert!(said.contains("[git: refs/heads/main "), "{said}");
+    ws.ok(&["undo"]);
+    assert_eq!(git_out(ws.path(), &["log", "--format=%s"]), "first\n");
+    assert_eq!(ws.read("a.txt"), "a\n");
+}
+
+#[test]
+fn a_repository_made_with_a_hook_is_not_carried_over() {
+    let Some(ws) = no_repo() else {
+        return;
+    };
+    let said = bash(
+        &ws,
+        "git init -q && printf '#!/bin/sh\\n' > .git/hooks/pre-commit \
+         && chmod +x .git/hooks/pre-commit && echo new > b.txt",
+    );
+    assert!(
+        said.contains(
+            "[note: not carried over: the git repository the command made (.git), because it \
+             holds the hook .git/hooks/pre-commit, which git would run outside the sandbox; run \
+             `git init` yourself to make one (what commands then do to it is recorded)]"
+        ),
+        "{said}"
+    );
+    assert!(!ws.exists(".git"));
+    assert_eq!(ws.read("b.txt"), "new\n", "the rest is carried over");
+}
+
 /// One git command (or a file edit) of a random script; each may fail, and the script goes on.
 fn command() -> impl Strategy<Value = String> {
     prop_oneof![

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{FlockOperation, Mode, OFlags};
 
-use super::{CaptureError, CaptureMode, Captured};
+use super::{CaptureError, CaptureMode, Captured, repository};
 use crate::change::Change;
 use crate::mutator::{DirEntry, Incoming, Mutator, MutatorError, Stat};
 use crate::path::WorkspacePath;
@@ -293,7 +293,7 @@ pub(super) async fn commit_layer(
             return Err(err.into());
         }
     };
-    let captured = Captured {
+    let mut captured = Captured {
         mode: Some(CaptureMode::Overlay),
         changes: plan.changes(),
         unrestorable: Vec::new(),
@@ -301,6 +301,9 @@ pub(super) async fn commit_layer(
         git: None,
     };
     if plan.steps.is_empty() {
+        captured.notes.extend(
+            (plan.repository.as_deref()).map(|source| repository::carry(source, mutator.root())),
+        );
         layer.discard();
         return Ok(captured);
     }
@@ -326,6 +329,9 @@ pub(super) async fn commit_layer(
             )));
         }
     }
+    captured.notes.extend(
+        (plan.repository.as_deref()).map(|source| repository::carry(source, mutator.root())),
+    );
     layer.discard();
     Ok(captured)
 }
@@ -394,6 +400,10 @@ pub async fn recover_layers(
             let plan = Plan::of(&layer.upper(), mutator).await?;
             for step in &plan.steps {
                 step.apply(mutator, &layer).await?;
+            }
+            // Nobody is told: the command's result was never given.
+            if let Some(source) = &plan.repository {
+                repository::carry(source, mutator.root());
             }
             layer.discard();
             done.push(LayerRecovery::Finished {
@@ -542,6 +552,9 @@ struct Plan {
     /// whiteout, a file with other names, a directory the overlay marked): a new directory
     /// is moved in whole only when none was found under it.
     unmovable: usize,
+    /// The git repository the command made at the root where the workspace had none, inert
+    /// (see `repository`): carried over, unrecorded, after the steps.
+    repository: Option<PathBuf>,
 }
 
 impl Plan {
@@ -630,10 +643,18 @@ impl Plan {
                 continue;
             };
             kept.insert(path.file_name().to_owned());
+            if dir.is_none() && path.as_str() == ".git" {
+                // An existing `.git` at the root is bound through and never shows here: this
+                // is one the command made.
+                match repository::made(up.join(name), mutator.root(), marked_by_overlay) {
+                    Ok(source) => self.repository = Some(source),
+                    Err(note) => self.notes.push(note),
+                }
+                continue;
+            }
             if path.is_internal() {
-                // `.git` at the root is bound through and never shows here; a nested `.git`
-                // (a submodule, a nested repository) does, and so does an earlier version's
-                // state in a nested workspace's `.shiro`.
+                // A nested `.git` (a submodule, a nested repository) shows here, and so does
+                // an earlier version's state in a nested workspace's `.shiro`.
                 self.notes.push(format!(
                     "not carried over: the command changed {path}, which is protected (a nested \
                      .git, or shiro's own state); shiro neither applies nor undoes changes there"
@@ -664,6 +685,8 @@ impl Plan {
                     Stat::Dir { mode: was } => {
                         Box::pin(self.merge_dir(&source, Some(&path), how, mutator)).await?;
                         if was != mode {
+                            // Listed among the changes, as a file's new mode is.
+                            self.show(&path, true, true);
                             self.steps.push(Step::SetMode(path, mode));
                         }
                     }

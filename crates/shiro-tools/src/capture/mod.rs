@@ -22,6 +22,7 @@ mod detect;
 mod layer;
 mod overlay;
 mod ready;
+mod repository;
 mod sandbox;
 
 use std::fmt;
