@@ -486,6 +486,23 @@ fn ctrl_c_stops_bash_and_leaves_the_log_consistent() {
 }
 
 #[test]
+fn tool_arguments_must_be_an_object() {
+    let ws = Ws::new();
+    let mut said = Vec::new();
+    for args in ["[]", "\"a.txt\"", "null"] {
+        let run = ws.run(&["tool", "write_file", "--args", args]);
+        assert_eq!(run.code, 1, "{}", run.show());
+        said.push(run.stderr);
+    }
+    insta::assert_snapshot!(said.concat(), @r#"
+    shiro: --args must be a JSON object of the tool's arguments, such as {"path": "a.txt"}, not an array; nothing was changed
+    shiro: --args must be a JSON object of the tool's arguments, such as {"path": "a.txt"}, not a string; nothing was changed
+    shiro: --args must be a JSON object of the tool's arguments, such as {"path": "a.txt"}, not null; nothing was changed
+    "#);
+    assert!(ws.ok(&["log"]).stdout.contains("no turns"));
+}
+
+#[test]
 fn tool_arguments_can_come_from_a_file() {
     let ws = Ws::new();
     let args = ws.config.path().join("args.json");

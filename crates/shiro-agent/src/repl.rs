@@ -231,6 +231,13 @@ pub fn status_text(
                 last.total()
             );
         }
+        None if usage.unreported > 0 => {
+            let _ = writeln!(
+                out,
+                "context: not known, as the model's replies carry no token counts; window \
+                 {window}"
+            );
+        }
         None => {
             let _ = writeln!(out, "context: no request yet; window {window}");
         }
@@ -668,6 +675,22 @@ mod tests {
         mode: auto-edit (file changes run without asking; bash commands and MCP tools are asked about; /permissions shows the rules)
         (/cost shows the tokens used)
         ");
+        // Requests made, none of them with token counts: the context is not known, but a
+        // request was made.
+        let mut silent = SessionUsage::default();
+        let context = |usage: &SessionUsage| {
+            let text = status_text(&status, "s", usage, Mode::AutoEdit, "");
+            text.lines()
+                .find(|line| line.starts_with("context: "))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert_eq!(context(&silent), "context: no request yet; window 128000");
+        silent.add(None);
+        assert_eq!(
+            context(&silent),
+            "context: not known, as the model's replies carry no token counts; window 128000"
+        );
     }
 
     #[test]

@@ -80,11 +80,17 @@ pub fn overlap_refusal(workspace: &Workspace, state_home: &Path) -> Option<Strin
         Chosen::Repository => " (the root of the git repository you are in)",
         Chosen::CurrentDir | Chosen::Flag => "",
     };
-    Some(format!(
-        "the workspace {}{why} holds shiro's state directory {}, where the agent's tools and commands could reach the undo history; run shiro in a project directory, pass -C DIR to choose another workspace, or set SHIRO_STATE_DIR to a directory outside this one",
-        root.display(),
-        state_home.display()
-    ))
+    let (root, state) = (root.display(), state_home.display());
+    // Either may hold the other; each says it the right way round.
+    Some(if state_home.starts_with(&workspace.root) {
+        format!(
+            "the workspace {root}{why} holds shiro's state directory {state}, where the agent's tools and commands could reach the undo history; run shiro in a project directory, pass -C DIR to choose another workspace, or set SHIRO_STATE_DIR to a directory outside this one"
+        )
+    } else {
+        format!(
+            "the workspace {root}{why} lies inside shiro's state directory {state}, where the agent's tools and commands could reach the undo history; run shiro in a project directory, pass -C DIR to choose another workspace, or set SHIRO_STATE_DIR to a directory apart from it"
+        )
+    })
 }
 
 #[cfg(test)]
@@ -154,15 +160,16 @@ mod tests {
             root: PathBuf::from("/home/ada/.local/state/shiro/x"),
             chosen: Chosen::Flag,
         };
-        assert!(overlap_refusal(&inside, state).is_some());
         let text = [
             overlap_refusal(&home, state).unwrap(),
             overlap_refusal(&slash, state).unwrap(),
+            overlap_refusal(&inside, state).unwrap(),
         ]
         .join("\n");
         insta::assert_snapshot!(text, @r"
         the workspace /home/ada (the root of the git repository you are in) holds shiro's state directory /home/ada/.local/state/shiro, where the agent's tools and commands could reach the undo history; run shiro in a project directory, pass -C DIR to choose another workspace, or set SHIRO_STATE_DIR to a directory outside this one
         the workspace / holds shiro's state directory /home/ada/.local/state/shiro, where the agent's tools and commands could reach the undo history; run shiro in a project directory, pass -C DIR to choose another workspace, or set SHIRO_STATE_DIR to a directory outside this one
+        the workspace /home/ada/.local/state/shiro/x lies inside shiro's state directory /home/ada/.local/state/shiro, where the agent's tools and commands could reach the undo history; run shiro in a project directory, pass -C DIR to choose another workspace, or set SHIRO_STATE_DIR to a directory apart from it
         ");
     }
 }

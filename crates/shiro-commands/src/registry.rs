@@ -611,11 +611,17 @@ fn read_text(path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
     match String::from_utf8(bytes) {
         Ok(text) => Some(text),
         Err(err) => {
-            diagnostics.push(Diagnostic::whole_file(
-                path,
-                Severity::Warning,
-                "not valid UTF-8: the invalid bytes are read as \u{fffd}".to_owned(),
-            ));
+            // Where the first invalid byte is: the line, and the characters before it.
+            let valid = &err.as_bytes()[..err.utf8_error().valid_up_to()];
+            let valid = std::str::from_utf8(valid).unwrap_or_default();
+            let line_start = valid.rfind('\n').map_or(0, |at| at + 1);
+            diagnostics.push(Diagnostic {
+                file: path.to_path_buf(),
+                line: valid.matches('\n').count() + 1,
+                column: valid[line_start..].chars().count() + 1,
+                severity: Severity::Warning,
+                message: "not valid UTF-8: the invalid bytes are read as \u{fffd}".to_owned(),
+            });
             Some(String::from_utf8_lossy(err.as_bytes()).into_owned())
         }
     }

@@ -123,6 +123,28 @@ fn directory_source_names_and_cross_file_duplicates() {
 }
 
 #[test]
+fn invalid_utf8_is_reported_where_its_first_bad_byte_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = dir.path();
+    let mut bytes = b"## greet\nHello.\nCaf\xc3\xa9 \xff bad\n".to_vec();
+    bytes.extend_from_slice(b"more \xfe\n");
+    std::fs::write(base.join("commands.md"), bytes).unwrap();
+    let parsed = shiro_commands::load_source(base, Origin::Project);
+    assert_eq!(
+        parsed.commands[0].body,
+        "Hello.\nCaf\u{e9} \u{fffd} bad\nmore \u{fffd}"
+    );
+    let rendered = render(&parsed).replace(&base.display().to_string(), "<dir>");
+    // Line 3, after the five characters `Café `: column 6.
+    assert!(
+        rendered.contains(
+            "<dir>/commands.md:3:6: warning: not valid UTF-8: the invalid bytes are read as \u{fffd}"
+        ),
+        "{rendered}"
+    );
+}
+
+#[test]
 fn missing_source_directory_is_empty_and_silent() {
     let dir = tempfile::tempdir().unwrap();
     let parsed = shiro_commands::load_source(&dir.path().join("nope"), Origin::User);

@@ -71,6 +71,7 @@ fn write_file_outputs() {
         &w,
         json!({"path": "a.txt", "content": "replaced"}),
     ));
+    cases.push(check(&[A], &w, json!({"path": "one.txt", "content": "x"})));
     cases.push(check(
         &[A],
         &w,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::{Context as _, Result, anyhow};
+use anyhow::{Context as _, Result, anyhow, bail};
 use shiro_tools::capture::{
     Auto, Background, BashRunner, CaptureMode, Detect, Direct, Launch, Overlay, Sandbox,
     SandboxMode,
@@ -375,7 +375,26 @@ pub async fn tool(ctx: &Context, name: &str, args: &str) -> Result<Report> {
     };
     let args: serde_json::Value = serde_json::from_str(&json)
         .map_err(|err| anyhow!("--args is not valid JSON ({err}); nothing was changed"))?;
+    if !args.is_object() {
+        bail!(
+            "--args must be a JSON object of the tool's arguments, such as {{\"path\": \"a.txt\"}}, \
+             not {}; nothing was changed",
+            json_kind(&args)
+        );
+    }
     run_as_turn(ctx, tool.as_ref(), args, &format!("shiro tool {name}")).await
+}
+
+/// What kind of JSON value `value` is, for a message.
+fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
 }
 
 /// How an undo or a redo goes (`--dry-run`, `--force`, `--abandon`).

@@ -97,7 +97,10 @@ impl Tool for WriteFile {
             "replaced"
         };
         Ok(ToolOutput {
-            text: format!("{change}\n{verb} {path} ({} bytes)", args.content.len()),
+            text: match args.content.len() {
+                1 => format!("{change}\n{verb} {path} (1 byte)"),
+                len => format!("{change}\n{verb} {path} ({len} bytes)"),
+            },
             changes: vec![change],
             ..ToolOutput::default()
         })
