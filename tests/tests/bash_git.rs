@@ -288,6 +288,40 @@ fn a_repository_git_init_makes_is_carried_over_and_kept_by_undo() {
 }
 
 #[test]
+fn a_repository_git_clone_makes_below_the_root_is_carried_over() {
+    let Some(ws) = no_repo() else {
+        return;
+    };
+    // The repository to clone, outside the workspace.
+    let origin = tempfile::tempdir().unwrap();
+    support::git(origin.path(), &["init", "-q", "-b", "main"]);
+    std::fs::write(origin.path().join("lib.rs"), "fn lib() {}\n").unwrap();
+    support::git(origin.path(), &["add", "-A"]);
+    support::git(
+        origin.path(),
+        &["-c", "commit.gpgsign=false", "commit", "-qm", "lib"],
+    );
+    let url = format!("file://{}", origin.path().display());
+    let said = bash(&ws, &format!("git clone -q {url} vendor/lib"));
+    assert!(
+        said.contains(
+            "[note: made the git repository vendor/lib/.git: carried over as the command left \
+             it; undoing this turn leaves it, and what later commands do inside it is not \
+             carried over (shiro lets commands write only the workspace root's .git)]"
+        ),
+        "{said}"
+    );
+    assert!(said.contains("A vendor/lib/lib.rs"), "{said}");
+    let clone = ws.path().join("vendor/lib");
+    assert_eq!(git_out(&clone, &["log", "--format=%s"]), "lib\n");
+    assert_eq!(git_out(&clone, &["status", "--porcelain"]), "");
+    // The undo takes the checkout back and keeps the repository, in the directory it needs.
+    ws.ok(&["undo"]);
+    assert!(!ws.exists("vendor/lib/lib.rs"));
+    assert_eq!(git_out(&clone, &["log", "--format=%s"]), "lib\n");
+}
+
+#[test]
 fn a_repository_made_with_a_hook_is_not_carried_over() {
     let Some(ws) = no_repo() else {
         return;

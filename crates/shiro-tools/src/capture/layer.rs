@@ -301,9 +301,9 @@ pub(super) async fn commit_layer(
         git: None,
     };
     if plan.steps.is_empty() {
-        captured.notes.extend(
-            (plan.repository.as_deref()).map(|source| repository::carry(source, mutator.root())),
-        );
+        captured
+            .notes
+            .extend(repository::carry_all(&plan.repositories, mutator.root()));
         layer.discard();
         return Ok(captured);
     }
@@ -329,9 +329,9 @@ pub(super) async fn commit_layer(
             )));
         }
     }
-    captured.notes.extend(
-        (plan.repository.as_deref()).map(|source| repository::carry(source, mutator.root())),
-    );
+    captured
+        .notes
+        .extend(repository::carry_all(&plan.repositories, mutator.root()));
     layer.discard();
     Ok(captured)
 }
@@ -402,9 +402,7 @@ pub async fn recover_layers(
                 step.apply(mutator, &layer).await?;
             }
             // Nobody is told: the command's result was never given.
-            if let Some(source) = &plan.repository {
-                repository::carry(source, mutator.root());
-            }
+            repository::carry_all(&plan.repositories, mutator.root());
             layer.discard();
             done.push(LayerRecovery::Finished {
                 steps: plan.steps.len(),
@@ -552,9 +550,9 @@ struct Plan {
     /// whiteout, a file with other names, a directory the overlay marked): a new directory
     /// is moved in whole only when none was found under it.
     unmovable: usize,
-    /// The git repository the command made at the root where the workspace had none, inert
-    /// (see `repository`): carried over, unrecorded, after the steps.
-    repository: Option<PathBuf>,
+    /// The git repositories the command made where the workspace had none, inert (see
+    /// `repository`), each with its path: carried over, unrecorded, after the steps.
+    repositories: Vec<(PathBuf, WorkspacePath)>,
 }
 
 impl Plan {
@@ -643,11 +641,15 @@ impl Plan {
                 continue;
             };
             kept.insert(path.file_name().to_owned());
-            if dir.is_none() && path.as_str() == ".git" {
-                // An existing `.git` at the root is bound through and never shows here: this
-                // is one the command made.
-                match repository::made(up.join(name), mutator.root(), marked_by_overlay) {
-                    Ok(source) => self.repository = Some(source),
+            if repository::is_made_here(&path, mutator.root()) {
+                // A `.git` where the workspace has none (an existing one at the root is bound
+                // through and never shows here): a repository the command made.
+                match repository::made(up.join(name), &path, marked_by_overlay) {
+                    Ok(source) => {
+                        self.repositories.push((source, path));
+                        // Its directory is made entry by entry, the repository carried after.
+                        self.unmovable += 1;
+                    }
                     Err(note) => self.notes.push(note),
                 }
                 continue;

@@ -1,28 +1,36 @@
-//! A git repository a command made at the workspace root where there was none (`git init`):
-//! it is carried over into the workspace whole, as the command left it, when it is inert —
-//! when nothing in it makes git run a program or read a file elsewhere.
+//! A git repository a command made where the workspace had none (`git init` at the root,
+//! `git clone URL dir` below it): it is carried over into the workspace whole, as the command
+//! left it, when it is inert — when nothing in it makes git run a program or read a file
+//! elsewhere.
 //!
 //! Why inert only: the sandbox keeps a command from writing an existing repository's
 //! `.git/config` and `.git/hooks`, because git runs what they name (a hook, `core.fsmonitor`,
 //! `core.sshCommand`, a filter) in the user's own shell later, outside the sandbox. A
 //! repository a command made could name such programs too, so one is carried over only when
-//! its configuration holds nothing but settings `git init` and `git config user.*` write, its
-//! hooks are git's inert samples, and it holds only directories and plain files.
+//! its configuration holds nothing but what `git init`, `git clone`, `git remote add` and
+//! `git config user.*` write, its hooks are git's inert samples, and it holds only
+//! directories and plain files.
 //!
 //! It is not recorded: undoing the turn leaves it (the files the command made are undone as
-//! always). The next command's changes to it are recorded, as for any repository at the root.
+//! always). The next command's changes to one at the root are recorded, as for any
+//! repository there; a nested one's are not carried over, as for any nested repository.
 
 use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
+use rustix::fs::{Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
-/// The settings an inert repository's configuration may hold, by section.
-const ALLOWED: [(&str, &[&str]); 4] = [
+use crate::path::WorkspacePath;
+
+/// The settings an inert repository's configuration may hold: by section, whether the
+/// section takes a subsection (`[remote "origin"]`) or none, and its keys.
+const ALLOWED: [(&str, bool, &[&str]); 6] = [
     (
         "core",
+        false,
         &[
             "repositoryformatversion",
             "filemode",
@@ -33,64 +41,116 @@ const ALLOWED: [(&str, &[&str]); 4] = [
             "symlinks",
         ],
     ),
-    ("user", &["name", "email"]),
-    ("init", &["defaultbranch"]),
-    ("extensions", &["objectformat", "refstorage"]),
+    ("user", false, &["name", "email"]),
+    ("init", false, &["defaultbranch"]),
+    ("extensions", false, &["objectformat", "refstorage"]),
+    // What `git clone` and `git remote add` write.
+    ("remote", true, &["url", "fetch"]),
+    ("branch", true, &["remote", "merge"]),
 ];
+
+/// Transports that run a program of the URL's choosing (git refuses them by default; a
+/// repository that names one is not inert all the same).
+const COMMAND_TRANSPORTS: [&str; 2] = ["ext::", "fd::"];
 
 /// Files at the top of a repository that point git elsewhere: another repository's
 /// directory, or a configuration of their own.
 const POINTERS: [&str; 3] = ["commondir", "gitdir", "config.worktree"];
 
-/// The layer's `.git` at the root, `source`, a repository the command made, to carry over
-/// when the workspace (at `root`) has none and it is inert (`marked` says whether the
-/// overlay marked a directory); otherwise the note that says why it is not.
+/// Whether `path`, which the command's layer holds, is a repository the command made: a
+/// `.git` under no other `.git` (nor shiro's state), where the workspace at `root` has
+/// nothing. An existing one is the workspace's (at the root, bound through, it never shows
+/// in the layer; a nested one's changes are not carried over).
+pub(super) fn is_made_here(path: &WorkspacePath, root: &Path) -> bool {
+    path.file_name() == ".git"
+        && path.parent().is_none_or(|parent| !parent.is_internal())
+        && fs::symlink_metadata(path.to_fs_path(root))
+            .is_err_and(|err| err.kind() == io::ErrorKind::NotFound)
+}
+
+/// The layer's `source`, the repository the command made at `path`, to carry over when it
+/// is inert (`marked` says whether the overlay marked a directory); otherwise the note that
+/// says why it is not.
 pub(super) fn made(
     source: PathBuf,
-    root: &Path,
+    path: &WorkspacePath,
     marked: impl Fn(&Path) -> bool,
 ) -> Result<PathBuf, String> {
-    let why = if fs::symlink_metadata(root.join(".git")).is_ok() {
-        Some("the workspace's own .git is neither a directory nor a file".to_owned())
-    } else {
-        not_inert(&source, marked)
-    };
-    match why {
-        Some(why) => Err(not_carried(&why)),
+    match not_inert(&source, marked) {
+        Some(why) => Err(not_carried(path, &why)),
         None => Ok(source),
     }
 }
 
-/// Moves the repository the command made, `source`, into the workspace root, `root`, with one
-/// rename, unless a `.git` appeared there meanwhile; returns the note that says what it did.
-pub(super) fn carry(source: &Path, root: &Path) -> String {
-    let moved = rustix::fs::renameat_with(
-        rustix::fs::CWD,
-        source,
-        rustix::fs::CWD,
-        root.join(".git"),
-        rustix::fs::RenameFlags::NOREPLACE,
-    );
+/// Carries each repository the command made (its layer's directory, and its path) into the
+/// workspace at `root`; the notes say how each went.
+pub(super) fn carry_all(made: &[(PathBuf, WorkspacePath)], root: &Path) -> Vec<String> {
+    (made.iter())
+        .map(|(source, path)| carry(source, path, root))
+        .collect()
+}
+
+/// Moves the repository the command made, `source`, to `path` in the workspace at `root`,
+/// with one rename, unless something appeared there meanwhile; returns the note that says
+/// what it did. The directory it goes into is reached beneath the root through real
+/// directories only.
+fn carry(source: &Path, path: &WorkspacePath, root: &Path) -> String {
+    let parent = path
+        .parent()
+        .map_or_else(|| ".".to_owned(), |p| p.as_str().to_owned());
+    let moved = (|| {
+        let root = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY, Mode::empty())?;
+        let dir = rustix::fs::openat2(
+            &root,
+            parent.as_str(),
+            OFlags::PATH | OFlags::DIRECTORY,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+        )?;
+        rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            source,
+            &dir,
+            ".git",
+            rustix::fs::RenameFlags::NOREPLACE,
+        )
+    })();
     match moved {
-        Ok(()) => "made the git repository .git: carried over as the command left it; undoing \
-                   this turn leaves it, and what later commands do to it is recorded"
+        Ok(()) if path.parent().is_none() => "made the git repository .git: carried over as the \
+            command left it; undoing this turn leaves it, and what later commands do to it is \
+            recorded"
             .to_owned(),
-        Err(Errno::EXIST | Errno::NOTEMPTY) => {
-            not_carried("a .git appeared in the workspace meanwhile")
-        }
+        Ok(()) => format!(
+            "made the git repository {path}: carried over as the command left it; undoing this \
+             turn leaves it, and what later commands do inside it is not carried over (shiro \
+             lets commands write only the workspace root's .git)"
+        ),
+        Err(Errno::EXIST | Errno::NOTEMPTY) => not_carried(
+            path,
+            "something appeared at its path in the workspace meanwhile",
+        ),
         Err(Errno::XDEV) => not_carried(
+            path,
             "shiro's state directory, which holds the command's layer, is on another file \
              system than the workspace",
         ),
-        Err(errno) => not_carried(&format!("moving it failed ({})", io::Error::from(errno))),
+        Err(errno) => not_carried(
+            path,
+            &format!("moving it failed ({})", io::Error::from(errno)),
+        ),
     }
 }
 
-/// The note for a repository the command made that is not carried over, and why.
-fn not_carried(why: &str) -> String {
+/// The note for a repository the command made at `path` that is not carried over, and why.
+fn not_carried(path: &WorkspacePath, why: &str) -> String {
+    let advice = if path.parent().is_none() {
+        "run `git init` yourself to make one (what commands then do to it is recorded)"
+    } else {
+        "make it yourself if you need it"
+    };
     format!(
-        "not carried over: the git repository the command made (.git), because {why}; run \
-         `git init` yourself to make one (what commands then do to it is recorded)"
+        "not carried over: the git repository the command made ({path}), because {why}; \
+         {advice}"
     )
 }
 
@@ -163,7 +223,7 @@ fn config_not_inert(bytes: &[u8]) -> Option<String> {
     let Ok(text) = std::str::from_utf8(bytes) else {
         return Some("its config is not UTF-8".to_owned());
     };
-    let mut section: Option<&[&str]> = None;
+    let mut section: Option<(&str, &[&str])> = None;
     for line in text.lines() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
@@ -172,23 +232,39 @@ fn config_not_inert(bytes: &[u8]) -> Option<String> {
         if line.ends_with('\\') {
             return Some(format!("its config continues a line: {line}"));
         }
-        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            let name = name.trim().to_ascii_lowercase();
+        if let Some(header) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            let (name, sub) = match header.split_once(char::is_whitespace) {
+                Some((name, sub)) => (name, Some(sub.trim())),
+                None => (header, None),
+            };
+            let name = name.to_ascii_lowercase();
+            // A subsection is one quoted name, with no quote or escape inside.
+            let sub_ok = |sub: &str| {
+                sub.len() >= 2
+                    && sub.starts_with('"')
+                    && sub.ends_with('"')
+                    && !sub[1..sub.len() - 1].contains(['"', '\\'])
+            };
             section = (ALLOWED.iter())
-                .find(|(allowed, _)| *allowed == name)
-                .map(|(_, keys)| *keys);
+                .find(|(allowed, takes_sub, _)| {
+                    *allowed == name && sub.map_or(!takes_sub, |sub| *takes_sub && sub_ok(sub))
+                })
+                .map(|(allowed, _, keys)| (*allowed, *keys));
             if section.is_none() {
-                return Some(format!("its config has the section [{name}]"));
+                return Some(format!("its config has the section [{header}]"));
             }
             continue;
         }
-        let key = line
-            .split_once('=')
-            .map_or(line, |(key, _)| key)
-            .trim()
-            .to_ascii_lowercase();
-        if !section.is_some_and(|keys| keys.contains(&key.as_str())) {
+        let (key, value) = line.split_once('=').unwrap_or((line, ""));
+        let key = key.trim().to_ascii_lowercase();
+        let Some((name, _)) = section.filter(|(_, keys)| keys.contains(&key.as_str())) else {
             return Some(format!("its config sets {key}"));
+        };
+        let value = value.trim().trim_matches('"').to_ascii_lowercase();
+        if name == "remote" && COMMAND_TRANSPORTS.iter().any(|t| value.starts_with(t)) {
+            return Some(format!(
+                "its config names a remote that runs a command ({value})"
+            ));
         }
     }
     None
@@ -198,6 +274,11 @@ fn config_not_inert(bytes: &[u8]) -> Option<String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    const CLONE_CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n\tbare = false\n\
+                                [remote \"origin\"]\n\turl = /src/lib.git\n\
+                                \tfetch = +refs/heads/*:refs/remotes/origin/*\n\
+                                [branch \"main\"]\n\tremote = origin\n\tmerge = refs/heads/main\n";
 
     const INIT_CONFIG: &str = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\
                                \tbare = false\n\tlogallrefupdates = true\n\
@@ -230,12 +311,18 @@ mod tests {
         assert_eq!(not_inert(git.path(), unmarked), None);
         fs::remove_file(git.path().join("config")).unwrap();
         assert_eq!(not_inert(git.path(), unmarked), None, "no config at all");
+        fs::write(git.path().join("config"), CLONE_CONFIG).unwrap();
+        assert_eq!(
+            not_inert(git.path(), unmarked),
+            None,
+            "as git clone leaves it"
+        );
     }
 
     #[test]
     fn what_would_run_or_point_elsewhere_is_refused_and_named() {
         type Spoil = fn(&Path);
-        let cases: [(&str, Spoil); 8] = [
+        let cases: [(&str, Spoil); 11] = [
             ("hook", |git| {
                 fs::write(git.join("hooks/pre-commit"), "#!/bin/sh\n").unwrap();
             }),
@@ -246,6 +333,17 @@ mod tests {
             ("filter", |git| {
                 let config = format!("{INIT_CONFIG}[filter \"x\"]\n\tclean = ./x\n");
                 fs::write(git.join("config"), config).unwrap();
+            }),
+            ("ext remote", |git| {
+                let config = CLONE_CONFIG.replace("/src/lib.git", "\"ext::sh -c x\"");
+                fs::write(git.join("config"), config).unwrap();
+            }),
+            ("remote key", |git| {
+                let config = format!("{CLONE_CONFIG}[remote \"origin\"]\n\tuploadpack = x\n");
+                fs::write(git.join("config"), config).unwrap();
+            }),
+            ("branch unnamed", |git| {
+                fs::write(git.join("config"), "[branch]\n\tremote = x\n").unwrap();
             }),
             ("include", |git| {
                 fs::write(git.join("config"), "[include]\npath = /tmp/x\n").unwrap();
@@ -286,6 +384,9 @@ mod tests {
         hook: it holds the hook .git/hooks/pre-commit, which git would run outside the sandbox
         fsmonitor: its config sets fsmonitor
         filter: its config has the section [filter "x"]
+        ext remote: its config names a remote that runs a command (ext::sh -c x)
+        remote key: its config sets uploadpack
+        branch unnamed: its config has the section [branch]
         include: its config has the section [include]
         continued: its config continues a line: bare = \
         link: it holds .git/objects/info, which is not a plain file
