@@ -7,6 +7,7 @@
 use crate::agent_common;
 use crate::support;
 
+use std::collections::HashMap;
 use std::process::Stdio;
 
 use agent_common::World;
@@ -769,4 +770,284 @@ async fn over_http_background_commands_belong_to_their_session() {
         support::procs::left_after_kill(&marker("second")),
         Vec::<String>::new()
     );
+}
+
+/// The calls of the pipelining tests, as (name, arguments), each the next id from 1 on:
+/// a.txt written, then edited ten times, each edit building on the one before and followed by
+/// a read of it; eight files written, each its own turn; an undo, which must take back the
+/// last of them; and the log, which must list every turn in the order sent.
+fn pipelined_calls() -> Vec<(&'static str, Value)> {
+    let mut calls = vec![("write_file", json!({"path": "a.txt", "content": "0\n"}))];
+    for k in 1..=EDITS {
+        let (old, new) = ((k - 1).to_string(), k.to_string());
+        calls.push((
+            "edit_file",
+            json!({"path": "a.txt", "old_string": old, "new_string": new}),
+        ));
+        calls.push(("read_file", json!({"path": "a.txt"})));
+    }
+    for i in 1..=FILES {
+        let path = format!("f{i}.txt");
+        calls.push(("write_file", json!({"path": path, "content": "f\n"})));
+    }
+    calls.push(("undo", json!({})));
+    calls.push(("log", json!({})));
+    calls
+}
+
+const EDITS: usize = 10;
+const FILES: usize = 8;
+
+/// The request of [`pipelined_calls`]'s call `index`.
+fn pipelined_request(index: usize, (name, args): &(&str, Value)) -> Value {
+    tool_request(index as u64 + 1, name, args)
+}
+
+/// A `tools/call` request.
+fn tool_request(id: u64, name: &str, args: &Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": name, "arguments": args}})
+}
+
+/// Checks that the results of [`pipelined_calls`] (by id) and the workspace are those of
+/// running the calls one after another, in the order sent.
+fn check_pipelined(world: &World, results: &HashMap<u64, Value>) {
+    let calls = pipelined_calls();
+    assert_eq!(results.len(), calls.len(), "{results:#?}");
+    for (index, (name, _)) in calls.iter().enumerate() {
+        let result = &results[&(index as u64 + 1)];
+        assert_ne!(
+            result["isError"],
+            json!(true),
+            "call {} ({name}): {result}",
+            index + 1
+        );
+    }
+    // Each read sees the edit sent just before it, and no later one.
+    for k in 1..=EDITS {
+        let read = &results[&(2 * k as u64 + 1)];
+        let line = read["content"][0]["text"].as_str().unwrap().lines().next();
+        assert_eq!(
+            line.and_then(|line| line.split_once('\t'))
+                .map(|(_, text)| text),
+            Some(k.to_string().as_str()),
+            "read {k}: {read}"
+        );
+    }
+    assert_eq!(world.read("a.txt").unwrap(), format!("{EDITS}\n"));
+    // The undo took back the last write, and only it.
+    for i in 1..FILES {
+        assert_eq!(world.read(&format!("f{i}.txt")).unwrap(), "f\n");
+    }
+    assert_eq!(world.read(&format!("f{FILES}.txt")), None);
+    // The log lists the turns in the order their calls were sent (newest first), with the
+    // undone one to redo.
+    let log = &results[&(calls.len() as u64)]["structuredContent"];
+    let summaries: Vec<&str> = log["turns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|turn| turn["summary"].as_str().unwrap())
+        .collect();
+    let mut expected = vec!["mcp: e2e: write_file a.txt".to_owned()];
+    expected.extend((1..=EDITS).map(|_| "mcp: e2e: edit_file a.txt".to_owned()));
+    expected.extend((1..FILES).map(|i| format!("mcp: e2e: write_file f{i}.txt")));
+    expected.reverse();
+    assert_eq!(summaries, expected);
+    let turns = 1 + EDITS + FILES;
+    assert_eq!(log["redo"], json!([turns]));
+}
+
+/// `shiro mcp` spoken to line by line, as a client that pipelines its calls writes them.
+struct Lines {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Lines {
+    /// Starts `shiro mcp` in `world`, past the handshake.
+    async fn start(world: &World) -> Lines {
+        let mut child = world
+            .command(&["mcp"], &[])
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = Lines {
+            stdin: child.stdin.take().unwrap(),
+            stdout: tokio::io::BufReader::new(child.stdout.take().unwrap()).lines(),
+            child,
+        };
+        let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "e2e", "version": "1"}}});
+        lines.send(&[initialize]).await;
+        lines.answers(&[0]).await;
+        lines
+            .send(&[json!({"jsonrpc": "2.0", "method": "notifications/initialized"})])
+            .await;
+        lines
+    }
+
+    /// Writes `messages`, in one write.
+    async fn send(&mut self, messages: &[Value]) {
+        use tokio::io::AsyncWriteExt as _;
+
+        let text: String = messages
+            .iter()
+            .map(|message| format!("{message}\n"))
+            .collect();
+        self.stdin.write_all(text.as_bytes()).await.unwrap();
+    }
+
+    /// Reads answers until those to `ids` have come; returns every answer read, by id.
+    async fn answers(&mut self, ids: &[u64]) -> HashMap<u64, Value> {
+        let mut answers = HashMap::new();
+        while !ids.iter().all(|id| answers.contains_key(id)) {
+            let line = self.stdout.next_line().await.unwrap().unwrap();
+            let answer: Value = serde_json::from_str(&line).unwrap();
+            let id = answer["id"].as_u64().unwrap_or_else(|| panic!("{answer}"));
+            answers.insert(id, answer);
+        }
+        answers
+    }
+
+    /// Closes the server's input, as a client that is done does, and waits for it to exit.
+    async fn close(self) {
+        drop(self.stdin);
+        let mut child = self.child;
+        assert!(child.wait().await.unwrap().success());
+    }
+}
+
+/// A client may send calls without waiting for the results before (pipelining, as the
+/// protocol allows): over stdio they run in the order sent, as if it had waited for each.
+/// The server's runtime has worker threads, so this fails when calls are run as they are
+/// scheduled rather than in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_calls_run_in_the_order_sent() {
+    let world = World::new();
+    let mut server = Lines::start(&world).await;
+    let calls = pipelined_calls();
+    let requests: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(index, call)| pipelined_request(index, call))
+        .collect();
+    // Every call in one write, before any result is read.
+    server.send(&requests).await;
+    let ids: Vec<u64> = (1..=calls.len() as u64).collect();
+    let results = server
+        .answers(&ids)
+        .await
+        .into_iter()
+        .map(|(id, answer)| (id, answer["result"].clone()))
+        .collect();
+    server.close().await;
+    check_pipelined(&world, &results);
+}
+
+/// A call cancelled while it waits for the calls sent before it never starts, and the calls
+/// after it run: here a write sent after a command that runs until the test lets it end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cancelled_while_it_waits_never_starts() {
+    let world = World::new();
+    let fifo = world.cfg.path().join("go");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut server = Lines::start(&world).await;
+    let command = format!("cat {} > /dev/null", fifo.display());
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 2, "reason": "the user pressed Esc"}});
+    server
+        .send(&[
+            tool_request(1, "bash", &json!({"command": command})),
+            tool_request(2, "write_file", &json!({"path": "b.txt", "content": "b\n"})),
+            cancel,
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+            tool_request(4, "write_file", &json!({"path": "c.txt", "content": "c\n"})),
+        ])
+        .await;
+    // The server reads its input in order: once it has listed the tools, it has taken the
+    // cancellation, while the command still runs.
+    server.answers(&[3]).await;
+    // Opening the pipe waits for the command to open it; closing it ends the command. (A
+    // thread of its own: were the command never to start, the test would fail, not hang.)
+    std::thread::spawn(move || drop(std::fs::OpenOptions::new().write(true).open(fifo)));
+    let answers = server.answers(&[1, 4]).await;
+    for id in [1, 4] {
+        assert_ne!(
+            answers[&id]["result"]["isError"],
+            json!(true),
+            "{}",
+            answers[&id]
+        );
+    }
+    assert_eq!(world.read("c.txt").unwrap(), "c\n");
+    assert_eq!(world.read("b.txt"), None);
+    server.close().await;
+    let log = world.run(&["log"], "", &[]).await;
+    assert!(log.stdout.contains("write_file c.txt"), "{}", log.stdout);
+    assert!(!log.stdout.contains("b.txt"), "{}", log.stdout);
+}
+
+/// Over HTTP, calls run in the order the server received them, whichever connection each
+/// came on: each call here is sent once the one before has been taken (its response's head
+/// came back), without waiting for its result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_calls_run_in_the_order_received() {
+    let world = World::new();
+    let (server, url) = serve_http(&world).await;
+    let http = shiro_providers::net::client(|builder| builder).unwrap();
+    let post = |body: Value, session: Option<&str>| {
+        let mut request = http
+            .post(&url)
+            .bearer_auth(TOKEN)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .json(&body);
+        if let Some(session) = session {
+            request = request.header("mcp-session-id", session);
+        }
+        request.send()
+    };
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "e2e", "version": "1"}}});
+    let started = post(initialize, None).await.unwrap();
+    assert_eq!(started.status(), 200);
+    let session = started.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    started.bytes().await.unwrap();
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let accepted = post(initialized, Some(&session)).await.unwrap();
+    assert_eq!(accepted.status(), 202);
+
+    let mut pending = Vec::new();
+    for (index, call) in pipelined_calls().iter().enumerate() {
+        let response = post(pipelined_request(index, call), Some(&session))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        pending.push(response);
+    }
+    let mut results = HashMap::new();
+    for response in pending {
+        // A server-sent event stream: the answer is the `data` line that has an id.
+        let body = response.text().await.unwrap();
+        let answer = body
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+            .find(|message| message.get("id").is_some())
+            .unwrap_or_else(|| panic!("{body}"));
+        results.insert(answer["id"].as_u64().unwrap(), answer["result"].clone());
+    }
+    check_pipelined(&world, &results);
+    interrupt(server).await;
 }

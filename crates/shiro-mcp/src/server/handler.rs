@@ -17,6 +17,7 @@ use rmcp::service::{MaybeSendFuture, RequestContext, RoleServer};
 use shiro_tools::capture::Background;
 use shiro_tools::schema_of;
 
+use super::order::{Arrivals, Ticket};
 use super::turns::{BeginTurnArgs, NoArgs, RestoreToolArgs, Turns, UndoToolArgs};
 use super::{Outcome, Way, Workspace};
 
@@ -30,10 +31,12 @@ const REDO: &str = "Redo the turn undone last (possible until a new turn is reco
 const LOG: &str = "List the turns that can be undone, newest first, with what each changed and whether the next undo would be refused; and the turns that can be redone.";
 
 /// The server of one `shiro mcp` process; over HTTP, one per client's session (see
-/// [`ShiroServer::for_session`]), all sharing the one [`Turns`].
+/// [`ShiroServer::for_session`]), all sharing the one [`Turns`] and the one order of calls.
 #[derive(Debug)]
 pub struct ShiroServer<W> {
     turns: Arc<Turns<W>>,
+    /// The calls in the order received, which they run in (see [`super::order`]).
+    arrivals: Arc<Arrivals>,
     tools: Arc<Vec<Tool>>,
     /// The background commands of this handler's HTTP session: made at its first call that
     /// needs them, and killed when the session ends (the client closes it, or it idles out)
@@ -45,8 +48,9 @@ pub struct ShiroServer<W> {
 impl<W: Workspace> ShiroServer<W> {
     /// A server over `turns`, offering shiro's tools (as the agent has them) and its own.
     pub fn new(turns: Arc<Turns<W>>) -> Self {
-        let mut listed: Vec<Tool> = turns
-            .tools()
+        let tools = turns.tools();
+        let arrivals = Arc::new(Arrivals::new(&tools));
+        let mut listed: Vec<Tool> = tools
             .iter()
             .map(|tool| {
                 let mutating = tool.is_mutating();
@@ -85,6 +89,7 @@ impl<W: Workspace> ShiroServer<W> {
         listed.push(own("log", LOG, schema_of::<NoArgs>(), true));
         Self {
             turns,
+            arrivals,
             tools: Arc::new(listed),
             session_background: OnceLock::new(),
         }
@@ -95,9 +100,16 @@ impl<W: Workspace> ShiroServer<W> {
     pub fn for_session(&self) -> Self {
         Self {
             turns: Arc::clone(&self.turns),
+            arrivals: Arc::clone(&self.arrivals),
             tools: Arc::clone(&self.tools),
             session_background: OnceLock::new(),
         }
+    }
+
+    /// The order of the calls, which a transport gives each call its place in as it
+    /// receives it (see [`super::order`]).
+    pub(super) fn arrivals(&self) -> &Arc<Arrivals> {
+        &self.arrivals
     }
 
     /// The tools as the client lists them.
@@ -152,6 +164,22 @@ impl<W: Workspace> ShiroServer<W> {
     }
 }
 
+/// The place in the order the transport gave the call as it received it: in the request's
+/// extensions over stdio, in its HTTP request's over HTTP.
+fn take_ticket(context: &mut RequestContext<RoleServer>) -> Option<Ticket> {
+    if let Some(ticket) = context.extensions.remove::<Ticket>() {
+        return Some(ticket);
+    }
+    context
+        .extensions
+        .get_mut::<hyper::http::request::Parts>()
+        .and_then(|parts| parts.extensions.remove::<Ticket>())
+}
+
+/// What a call cancelled before its turn came says (the client does not read it).
+const CANCELLED_BEFORE_START: &str =
+    "cancelled before the calls sent before it had ended; nothing was changed";
+
 /// Whether a request came in a client's HTTP session (it names one with `Mcp-Session-Id`).
 fn in_session(context: &RequestContext<RoleServer>) -> bool {
     context
@@ -205,8 +233,13 @@ impl<W: Workspace> ServerHandler for ShiroServer<W> {
     fn call_tool(
         &self,
         request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
+        mut context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<CallToolResponse, ErrorData>> + MaybeSendFuture + '_ {
+        // A call that came with no place in the order (a transport that gives none) takes
+        // its place now.
+        let claim = take_ticket(&mut context)
+            .unwrap_or_else(|| self.arrivals.arrived(&request.name))
+            .claim();
         let client = context
             .peer
             .peer_info()
@@ -216,13 +249,26 @@ impl<W: Workspace> ServerHandler for ShiroServer<W> {
         // terminal; the call still finishes and its turn is recorded.
         let in_session = in_session(&context);
         let cancelled = context.ct;
+        let before_start = cancelled.clone();
         let (stop, forward) = self
             .turns
             .call_stop(async move { cancelled.cancelled().await });
         async move {
+            // The calls received before this one run first (see `super::order`). A call
+            // cancelled meanwhile (or whose client went away) never starts.
+            tokio::select! {
+                biased;
+                () = before_start.cancelled() => {
+                    forward.abort();
+                    return Ok(result(Outcome::failure(CANCELLED_BEFORE_START.to_owned())).into());
+                }
+                () = claim.turn() => {}
+            }
             let outcome = self
                 .run(&client, &request.name, args, stop, in_session)
                 .await;
+            // The calls received after this one may start.
+            drop(claim);
             forward.abort();
             Ok(result(outcome).into())
         }

@@ -7,8 +7,11 @@
 //! token the user set, refuses requests that carry a browser's `Origin`, and takes only
 //! loopback `Host` names (rmcp's guard against DNS rebinding). Every session shares one
 //! [`super::Turns`]: the calls of all clients are recorded in the one undo log, grouped as one
-//! client's would be. Background commands are each session's own, and end with it.
+//! client's would be, and run in the order the server received them, whichever session or
+//! connection each came on (each takes its place as its body has been read; see
+//! `super::order`). Background commands are each session's own, and end with it.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -16,8 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Result, anyhow};
-use http_body_util::Full;
 use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt as _, Full, LengthLimitError, Limited};
 use hyper::body::{Bytes, Incoming};
 use hyper::service::{Service as _, service_fn};
 use hyper::{Request, Response, StatusCode};
@@ -26,6 +29,7 @@ use hyper_util::service::TowerToHyperService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
+use super::order::{Arrivals, Ticket};
 use super::{ShiroServer, Workspace};
 
 /// The variable `shiro` reads the token from.
@@ -100,6 +104,8 @@ impl Listener {
     ) {
         let config = StreamableHttpServerConfig::default().enforce_origin_validation();
         let stopping = config.cancellation_token.clone();
+        let most = config.max_request_body_bytes;
+        let arrivals = Arc::clone(server.arrivals());
         // A session ends when its client closes it, or after this long without a request
         // (rmcp's default is five minutes, which would end a dev server the client started
         // while its user read for a while).
@@ -123,18 +129,29 @@ impl Listener {
             let Ok((stream, _)) = accepted else {
                 continue;
             };
-            let (mcp, expected) = (mcp.clone(), Arc::clone(&expected));
+            let (mcp, expected, arrivals) =
+                (mcp.clone(), Arc::clone(&expected), Arc::clone(&arrivals));
             let service = service_fn(move |request: Request<Incoming>| {
                 let allowed = request
                     .headers()
                     .get(hyper::header::AUTHORIZATION)
                     .is_some_and(|value| same(value.as_bytes(), &expected));
-                let mcp = mcp.clone();
+                let (mcp, arrivals) = (mcp.clone(), Arc::clone(&arrivals));
                 async move {
                     if !allowed {
                         return Ok(unauthorized());
                     }
-                    mcp.call(request).await
+                    // The whole body is read here, so that a call takes its place in the
+                    // order as it is received, before rmcp hands it to a task of its own.
+                    let (mut parts, body) = request.into_parts();
+                    let body = match Limited::new(body, most).collect().await {
+                        Ok(body) => body.to_bytes(),
+                        Err(err) => return Ok(unreadable(err.is::<LengthLimitError>())),
+                    };
+                    if let Some(ticket) = ticket(&arrivals, &body) {
+                        parts.extensions.insert(ticket);
+                    }
+                    mcp.call(Request::from_parts(parts, Full::new(body))).await
                 }
             });
             let stopping = stopping.clone();
@@ -152,6 +169,48 @@ impl Listener {
             });
         }
     }
+}
+
+/// The place in the order of the call a request's body holds; `None` when it holds none
+/// (another message, or one rmcp will refuse).
+fn ticket(arrivals: &Arc<Arrivals>, body: &[u8]) -> Option<Ticket> {
+    /// Of a JSON-RPC message, what tells a call and its tool.
+    #[derive(serde::Deserialize)]
+    struct Message<'a> {
+        #[serde(borrow)]
+        method: Option<Cow<'a, str>>,
+        #[serde(borrow)]
+        params: Option<Params<'a>>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Params<'a> {
+        #[serde(borrow)]
+        name: Option<Cow<'a, str>>,
+    }
+    let message: Message<'_> = serde_json::from_slice(body).ok()?;
+    if message.method.as_deref() != Some("tools/call") {
+        return None;
+    }
+    let name = message.params.and_then(|params| params.name);
+    Some(arrivals.arrived(name.as_deref().unwrap_or_default()))
+}
+
+/// 413 for a body longer than rmcp takes (`too_long`), else 400: the client broke off.
+fn unreadable(too_long: bool) -> Response<BoxBody<Bytes, Infallible>> {
+    let (status, text) = if too_long {
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "shiro mcp: the request's body is too long\n",
+        )
+    } else {
+        (
+            StatusCode::BAD_REQUEST,
+            "shiro mcp: the request's body could not be read\n",
+        )
+    };
+    let mut response = Response::new(Full::new(Bytes::from(text)).boxed());
+    *response.status_mut() = status;
+    response
 }
 
 /// Whether `a` and `b` are equal, in a time that does not tell where they differ.

@@ -9,11 +9,16 @@
 //! headless commands; so this crate, which the agent uses for its client, needs nothing of
 //! the agent, and the protocol's side can be tested on its own.
 //!
+//! Calls run in the order the server received them, over either transport, though rmcp
+//! runs each in a task of its own: a client may send several without waiting for their
+//! results and get what running them one by one would give (see `order.rs`).
+//!
 //! Invariant: standard output carries the protocol and nothing else; nothing here prints,
 //! reads the environment or exits. What a person should read comes back as lines.
 
 mod handler;
 pub mod listen;
+mod order;
 mod turns;
 
 use std::future::Future;
@@ -23,12 +28,14 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use rmcp::ServiceExt as _;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use shiro_tools::capture::Background;
 use shiro_tools::{FsMutator, Tool, ToolError, ToolOutput};
 use shiro_undo::{Recording, UndoStore};
 use tokio::sync::watch;
 
 pub use handler::ShiroServer;
+use order::InOrder;
 pub use turns::{BeginTurnArgs, NoArgs, Restore, RestoreToolArgs, Turns, UndoToolArgs, with_lines};
 
 /// Which way a restore goes.
@@ -173,8 +180,14 @@ pub async fn serve<W: Workspace>(
         listener.serve(server, token, stopped).await;
         true
     } else {
+        // Each call takes its place in the order as the transport reads it.
+        let (read, write) = rmcp::transport::stdio_pipes();
+        let transport = InOrder::new(
+            AsyncRwTransport::new_server(read, write),
+            Arc::clone(server.arrivals()),
+        );
         let service = tokio::select! {
-            started = server.serve(rmcp::transport::stdio_pipes()) => started
+            started = server.serve(transport) => started
                 .map_err(|err| anyhow!("no MCP session was started: {err}"))?,
             () = &mut stopped => return Ok(Served { signalled: true, notices: Vec::new() }),
         };

@@ -9,6 +9,8 @@
 //! Mutating calls, restores and the closing of a group run one at a time, each in a task
 //! of its own: a client that goes away mid-call does not stop the work, and
 //! [`Turns::shutdown`] waits for it, then finishes the open turn, before the server exits.
+//! Which runs first is not decided here: the handler starts each call in the order the
+//! server received it (see `super::order`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -206,8 +208,8 @@ impl<W: Workspace> Turns<W> {
     }
 
     /// Runs the tool called `tool` with `args` for the client named `client`. Read-only
-    /// tools run at once, outside any turn; mutating ones one at a time, each as its own
-    /// turn or as part of the open group.
+    /// tools run outside any turn; mutating ones one at a time, each as its own turn or as
+    /// part of the open group.
     pub async fn call(
         self: &Arc<Self>,
         client: &str,
