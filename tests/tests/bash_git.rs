@@ -210,6 +210,47 @@ fn a_ref_moved_since_the_turn_is_a_conflict() {
     assert!(git_out(root, &["reflog", "--format=%s"]).contains("user"));
 }
 
+/// A forced rewind of two turns goes over the user's commits on the branch, one between the
+/// turns and one after the last, and its redo puts the branch back where the rewind found
+/// it; the later turn keeps both, so that undoing it alone then brings back the repository as
+/// it was between the turns.
+#[test]
+fn a_forced_rewind_is_redone_to_the_commits_it_went_over() {
+    let Some(ws) = repo() else {
+        return;
+    };
+    let root = ws.path();
+    let start = (view(root), ws.worktree());
+    bash(&ws, "echo one >> b.txt && git commit -qam agent1");
+    support::git(
+        root,
+        &["commit", "-q", "--allow-empty", "-m", "user between"],
+    );
+    let between = (view(root), ws.worktree());
+    bash(&ws, "echo two >> b.txt && git commit -qam agent2");
+    support::git(root, &["commit", "-q", "--allow-empty", "-m", "user after"]);
+    let found = (view(root), ws.worktree());
+    let refused = ws.run(&["undo", "--to", "1"]);
+    assert_eq!(refused.code, 3, "{}", refused.show());
+    for moved in [
+        ".git/refs/heads/main: changed by someone else between turns #1 and #2",
+        ".git/refs/heads/main: moved since the turn (git)",
+    ] {
+        assert!(refused.stderr.contains(moved), "{}", refused.show());
+    }
+    ws.ok(&["undo", "--to", "1", "--force"]);
+    assert_eq!((view(root), ws.worktree()), start, "after the rewind");
+    ws.ok(&["redo"]);
+    assert_eq!((view(root), ws.worktree()), found, "after its redo");
+    // Undone alone, the later turn expects the user's last commit and leaves the first.
+    ws.ok(&["undo"]);
+    assert_eq!(
+        (view(root), ws.worktree()),
+        between,
+        "after undoing turn #2"
+    );
+}
+
 /// A repository that keeps its refs in a reftable is not read, and the result says so rather
 /// than claim the undo covers it.
 #[test]

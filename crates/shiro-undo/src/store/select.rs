@@ -170,11 +170,18 @@ impl Selection {
         })
     }
 
-    /// Records in the turns it moves what the restore found (its `plan`) on the side it
+    /// Records in the turns it moves what the restore found (its `plan`, and `git`, its
+    /// joined record of the repository as [`crate::git::settle`] left it) on the side it
     /// leaves, as a restore of one turn does in its record, so that the opposite restore
     /// brings that back exactly; and names the `packs` the restore kept those copies in.
-    /// For an undo that is the last turn to touch each path, for a redo the first.
-    pub fn settle(&mut self, plan: &[Planned], packs: &[String]) -> Result<(), UndoError> {
+    /// For an undo that is the last turn to touch each path or move each git thing, for a
+    /// redo the first.
+    pub fn settle(
+        &mut self,
+        plan: &[Planned],
+        git: Option<&GitRecord>,
+        packs: &[String],
+    ) -> Result<(), UndoError> {
         let direction = self.direction;
         // The members are the log's records, shared: each is copied as it is first changed.
         for item in plan {
@@ -197,6 +204,29 @@ impl Selection {
                 match direction {
                     Direction::Undo => record.after = item.now.clone(),
                     Direction::Redo => record.before = item.now.clone(),
+                }
+            }
+        }
+        // HEAD, a ref or the stash list someone moved after the last turn that moved it (for
+        // a redo, since the undo) is found only in the joined record: without it here, the
+        // opposite restore would join the turns' own values again and drop that move.
+        for (name, found) in git.iter().flat_map(|git| &git.moved) {
+            let mut movers = (self.members.iter().enumerate())
+                .filter(|(_, member)| {
+                    (member.git.as_ref()).is_some_and(|git| git.moved.contains_key(name))
+                })
+                .map(|(i, _)| i);
+            let holder = match direction {
+                Direction::Undo => movers.next_back(),
+                Direction::Redo => movers.next(),
+            };
+            if let Some(member) = holder
+                && let Some(moved) = (Arc::make_mut(&mut self.members[member]).git.as_mut())
+                    .and_then(|git| git.moved.get_mut(name))
+            {
+                match direction {
+                    Direction::Undo => moved.after = found.after.clone(),
+                    Direction::Redo => moved.before = found.before.clone(),
                 }
             }
         }
@@ -331,6 +361,7 @@ mod tests {
 
     use super::*;
     use crate::image::{ContentHash, Image};
+    use shiro_tools::git::Move;
 
     fn file(bytes: &[u8]) -> Image {
         Image::File {
@@ -379,5 +410,99 @@ mod tests {
                 (&Image::Absent, &file(b"2"))
             );
         }
+    }
+
+    /// Turn `id`, which moved each git thing `(name, before, after)`.
+    fn moved(id: u64, things: &[(&str, Option<&str>, Option<&str>)]) -> Arc<TurnRecord> {
+        let mut turn = TurnRecord::empty(id);
+        let moved = (things.iter())
+            .map(|(name, before, after)| {
+                let value = |v: &Option<&str>| v.map(str::to_owned);
+                let moved = Move {
+                    before: value(before),
+                    after: value(after),
+                };
+                ((*name).to_owned(), moved)
+            })
+            .collect();
+        turn.git = Some(GitRecord { moved, index: None });
+        Arc::new(turn)
+    }
+
+    /// The value `name` has in turn `at` of `selection`'s members, before and after.
+    fn values_of(selection: &Selection, at: usize, name: &str) -> (Option<String>, Option<String>) {
+        let git = selection.members[at].git.as_ref().unwrap();
+        let moved = &git.moved[name];
+        (moved.before.clone(), moved.after.clone())
+    }
+
+    fn some(value: &str) -> Option<String> {
+        Some(value.to_owned())
+    }
+
+    /// A forced rewind records in its turns where it found what it moved in the repository,
+    /// as it does for paths: each thing in the last of them that moved it, so that the redo
+    /// (which joins them again) brings back a ref someone moved after that turn, and undoing
+    /// that turn alone later expects it there. A forced redo records it in the first.
+    #[test]
+    fn a_forced_rewind_records_what_it_found_in_the_repository_in_its_turns() {
+        // Turn 1 commits c1 on main and makes x; someone commits u1 on main; turn 2 commits
+        // c2. Then someone commits u2 on main and moves x.
+        let first = moved(
+            1,
+            &[
+                ("refs/heads/main", Some("c0"), Some("c1")),
+                ("refs/heads/x", None, Some("x1")),
+            ],
+        );
+        let second = moved(2, &[("refs/heads/main", Some("u1"), Some("c2"))]);
+        let mut undo = Selection::joined(
+            Direction::Undo,
+            Arc::clone(&first),
+            vec![Arc::clone(&second)],
+        )
+        .unwrap();
+        // What `git::settle` makes of the joined record, the undo being forced.
+        let mut found = undo.turn.git.clone().unwrap();
+        assert_eq!(found.moved["refs/heads/main"].after, some("c2"));
+        found.moved.get_mut("refs/heads/main").unwrap().after = some("u2");
+        found.moved.get_mut("refs/heads/x").unwrap().after = some("x2");
+        undo.settle(&[], Some(&found), &[]).unwrap();
+        assert_eq!(
+            values_of(&undo, 0, "refs/heads/main"),
+            (some("c0"), some("c1"))
+        );
+        assert_eq!(values_of(&undo, 0, "refs/heads/x"), (None, some("x2")));
+        assert_eq!(
+            values_of(&undo, 1, "refs/heads/main"),
+            (some("u1"), some("u2"))
+        );
+        // The log's records are copied, not changed.
+        assert_eq!(
+            second.git.as_ref().unwrap().moved["refs/heads/main"].after,
+            some("c2")
+        );
+
+        // Their redo takes each thing to where the undo found it.
+        let (one, two) = (Arc::clone(&undo.members[0]), Arc::clone(&undo.members[1]));
+        let mut redo = Selection::joined(Direction::Redo, one, vec![two]).unwrap();
+        let joined = redo.turn.git.clone().unwrap();
+        assert_eq!(joined.moved["refs/heads/main"].before, some("c0"));
+        assert_eq!(joined.moved["refs/heads/main"].after, some("u2"));
+        assert_eq!(joined.moved["refs/heads/x"].after, some("x2"));
+        assert!(redo.between.is_empty(), "{:?}", redo.between);
+        // Forced over main moved to v since the undo, the redo records it in turn 1.
+        let mut found = joined;
+        found.moved.get_mut("refs/heads/main").unwrap().before = some("v");
+        redo.settle(&[], Some(&found), &[]).unwrap();
+        assert_eq!(
+            values_of(&redo, 0, "refs/heads/main"),
+            (some("v"), some("c1"))
+        );
+        assert_eq!(values_of(&redo, 0, "refs/heads/x"), (None, some("x2")));
+        assert_eq!(
+            values_of(&redo, 1, "refs/heads/main"),
+            (some("u1"), some("u2"))
+        );
     }
 }

@@ -210,7 +210,7 @@ impl UndoStore {
             git::settle(workspace.root(), record, direction)?;
         }
         let (id, kept_from) = (turn.meta.id, turn.packs.len());
-        selection.settle(&plan, &restored.packs[kept_from..])?;
+        selection.settle(&plan, restored.git.as_ref(), &restored.packs[kept_from..])?;
         // Durable before anything changes: a crash from here on is completed on the next open.
         let run = restore::new_run();
         self.append(
