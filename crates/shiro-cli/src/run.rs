@@ -200,7 +200,13 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         // name included, goes to the model as typed.
         let report = match registry.resolve(prompt) {
             Resolved::User { command, args } => {
-                run_user_command(&mut agent, &command, &args, &piped).await?
+                let report = run_user_command(&mut agent, &command, &args, &piped).await?;
+                // It ran nothing, as it said (a skill of a workspace not trusted, or one for
+                // the model alone): like any command with nothing to do, that exits 1.
+                if report.steps == 0 && report.error.is_none() && !report.interrupted {
+                    return Ok(ExitCode::FAILURE);
+                }
+                report
             }
             _ => send_prompt(&mut agent, prompt, &piped).await?,
         };

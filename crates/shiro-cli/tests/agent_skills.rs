@@ -247,6 +247,20 @@ async fn every_skill_is_typed_as_a_slash_command() {
 /// An untrusted workspace's skills are neither offered nor run until `/trust`; the user's
 /// own skills are offered from the start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_headless_skill_that_cannot_run_exits_1() {
+    let world = world(false);
+    let (url, server) = MockServer::start(vec![MockResponse::text(&["never"])]).await;
+    let run = run_with_model(&world, &url, &["-p", "/release-notes", "--yes"], "").await;
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("/release-notes is a skill of this workspace, which you have not trusted"),
+        "{run:?}"
+    );
+    assert!(server.requests().is_empty(), "the model was asked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_untrusted_workspace_s_skills_wait_for_trust() {
     let world = world(false);
     let (url, server) = MockServer::start(vec![

@@ -26,6 +26,10 @@ pub struct ToolOutput {
     /// Paths a `bash` command changed that nothing can restore (it ran without an overlay).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unrestorable: Vec<WorkspacePath>,
+    /// Whether [`Self::unrestorable`] are what background commands changed (they run on the
+    /// real workspace, outside the overlay), rather than a command run without one.
+    #[serde(skip)]
+    pub background: bool,
     /// What a `bash` command moved in the git repository at the workspace root (HEAD,
     /// refs, the stash list, the index), for the undo log; `None` when nothing moved.
     #[serde(skip)]

@@ -584,9 +584,7 @@ pub async fn note_bash_output<M: Mutator>(
     recording
         .note_bash(undo_capture(mode), &output.unrestorable)
         .await;
-    let mut notices: Vec<String> = bash_note(mode, &output.unrestorable, undo)
-        .into_iter()
-        .collect();
+    let mut notices: Vec<String> = bash_note(mode, output, undo).into_iter().collect();
     if let Some(git) = &output.git
         && let Err(err) = recording.note_git(git).await
     {
@@ -623,9 +621,17 @@ pub fn undo_capture(mode: CaptureMode) -> shiro_undo::BashCapture {
     }
 }
 
-/// What a person is told after a bash call whose changes `undo` (the command that reverses
-/// the turn) cannot all reverse; nothing when they were all captured.
-pub fn bash_note(mode: CaptureMode, unrestorable: &[WorkspacePath], undo: &str) -> Option<String> {
+/// What a person is told after a bash call (`output`, captured as `mode` says) whose changes
+/// `undo` (the command that reverses the turn) cannot all reverse; nothing when they were all
+/// captured.
+pub fn bash_note(mode: CaptureMode, output: &ToolOutput, undo: &str) -> Option<String> {
+    let unrestorable = &output.unrestorable;
+    // The session's capture may well be the overlay: then the reason is where they ran.
+    let why = if output.background {
+        "background commands run on the workspace itself, outside the overlay"
+    } else {
+        "bash capture is detect-only"
+    };
     match mode {
         CaptureMode::Overlay => None,
         CaptureMode::Detect if unrestorable.is_empty() => None,
@@ -642,7 +648,7 @@ pub fn bash_note(mode: CaptureMode, unrestorable: &[WorkspacePath], undo: &str) 
                 names.push(&more);
             }
             Some(format!(
-                "note: bash changed {n} {} that {undo} cannot restore (bash capture is detect-only): {}",
+                "note: bash changed {n} {} that {undo} cannot restore ({why}): {}",
                 if n == 1 { "file" } else { "files" },
                 names.join(", ")
             ))
@@ -720,6 +726,27 @@ mod tests {
         std::fs::remove_dir(dir.path().join(HELPER_BIN)).unwrap();
         std::fs::write(dir.path().join(HELPER_BIN), "").unwrap();
         assert_eq!(overlay_helper(Some(&shiro)), dir.path().join(HELPER_BIN));
+    }
+
+    #[test]
+    fn the_note_on_paths_nothing_restores_gives_their_cause() {
+        let paths = vec![WorkspacePath::from_relative("target/out.log").unwrap()];
+        let detect = ToolOutput {
+            unrestorable: paths.clone(),
+            ..ToolOutput::default()
+        };
+        let background = ToolOutput {
+            background: true,
+            ..detect.clone()
+        };
+        let note = |output: &ToolOutput| bash_note(CaptureMode::Detect, output, "/undo").unwrap();
+        insta::assert_snapshot!(format!("{}\n{}", note(&detect), note(&background)), @r"
+        note: bash changed 1 file that /undo cannot restore (bash capture is detect-only): target/out.log
+        note: bash changed 1 file that /undo cannot restore (background commands run on the workspace itself, outside the overlay): target/out.log
+        ");
+        let captured = ToolOutput::default();
+        assert_eq!(bash_note(CaptureMode::Overlay, &captured, "/undo"), None);
+        assert_eq!(bash_note(CaptureMode::Detect, &captured, "/undo"), None);
     }
 
     #[test]

@@ -227,10 +227,7 @@ impl Background {
             .filter(|job| job.status() == Status::Running)
             .count();
         if running >= self.limit {
-            return Err(BackgroundError(format!(
-                "{running} background commands are running, the most allowed at once ([bash] \
-                 background_limit); stop one with bash_kill first"
-            )));
+            return Err(BackgroundError(limit_reached(running)));
         }
         let (writable, mut notes) = match (&self.launch, read_only) {
             (Launch::Helper { .. }, false) => {
@@ -893,10 +890,30 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Why a command cannot start while `running` commands are, the most allowed.
+fn limit_reached(running: usize) -> String {
+    let running = match running {
+        1 => "1 background command is running".to_owned(),
+        n => format!("{n} background commands are running"),
+    };
+    format!(
+        "{running}, the most allowed at once ([bash] background_limit); stop one with \
+         bash_kill first"
+    )
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_limit_says_how_many_run() {
+        insta::assert_snapshot!(format!("{}\n{}", limit_reached(1), limit_reached(4)), @r"
+        1 background command is running, the most allowed at once ([bash] background_limit); stop one with bash_kill first
+        4 background commands are running, the most allowed at once ([bash] background_limit); stop one with bash_kill first
+        ");
+    }
 
     #[test]
     fn the_writable_directories_are_the_outermost_ignored_real_ones() {

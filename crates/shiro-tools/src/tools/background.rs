@@ -164,6 +164,7 @@ pub(crate) async fn changed(background: &Background, mut text: String) -> ToolOu
         text,
         capture: Some(CaptureMode::Detect),
         unrestorable: paths,
+        background: true,
         ..ToolOutput::default()
     }
 }

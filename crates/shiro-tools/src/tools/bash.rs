@@ -350,6 +350,8 @@ impl Tool for Bash {
             };
             describe(&mut text, &captured);
             let mut unrestorable = captured.unrestorable;
+            // Whether the only paths nothing can restore are those background commands changed.
+            let mut background = false;
             if moved {
                 let again = BashArgs {
                     command: args.command.clone(),
@@ -359,6 +361,7 @@ impl Tool for Bash {
                 match self.start_background(mutator, &again).await {
                     Ok(started) => {
                         let _ = write!(text, "\n{}", started.text);
+                        background = unrestorable.is_empty() && started.background;
                         unrestorable.extend(started.unrestorable);
                     }
                     Err(err) => {
@@ -372,6 +375,7 @@ impl Tool for Bash {
                 changes: captured.changes,
                 capture: captured.mode,
                 unrestorable,
+                background,
                 git: captured.git,
             });
         }
