@@ -73,6 +73,79 @@ pub fn denied_text(reason: Option<&str>) -> String {
     }
 }
 
+/// Why a call that would change something was refused without anyone saying no; `-p` ends
+/// a turn whose changes were all refused with a hint that names each cause
+/// ([`refusal_hint`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Refusal {
+    /// A deny rule.
+    Rule,
+    /// Read-only mode, which refuses every tool that changes files, every MCP tool, and bash
+    /// where no read-only sandbox can hold it.
+    ReadOnly,
+    /// Read-only mode asks before bash runs in its sandbox, and nobody could answer (`-p`,
+    /// with `--yes` or without).
+    ReadOnlyBash,
+    /// An ask rule asks every time, and nobody could answer (`-p`, with `--yes` or without).
+    AskRule,
+    /// Nobody could be asked: `-p` without `--yes`.
+    Unasked,
+}
+
+impl Refusal {
+    /// Why a call that needs an answer is refused when nobody can give one: `rule` is the
+    /// ask rule that insists, if one does, and `mode` the session's mode.
+    pub fn unanswered(rule: Option<&str>, mode: Mode) -> Refusal {
+        match (rule, mode) {
+            (Some(_), _) => Refusal::AskRule,
+            // In read-only mode only bash, run in the read-only sandbox, is ever asked about.
+            (None, Mode::ReadOnly) => Refusal::ReadOnlyBash,
+            (None, _) => Refusal::Unasked,
+        }
+    }
+
+    /// What follows a denied call's name on stderr (`denied: write_file a (by read-only
+    /// mode)`); nothing when it was refused because nobody could be asked.
+    pub fn note(self) -> &'static str {
+        match self {
+            Refusal::Rule => " (by the permission rules)",
+            Refusal::ReadOnly => " (by read-only mode)",
+            Refusal::ReadOnlyBash => " (read-only mode asks before bash runs, and -p cannot ask)",
+            Refusal::AskRule => " (an ask rule asks, and -p cannot ask)",
+            Refusal::Unasked => "",
+        }
+    }
+}
+
+/// The hint a `-p` run prints when every change of its turn was refused, naming each cause
+/// in `causes`: `--yes` only when nobody could be asked, the rules and the mode when they
+/// refused.
+pub fn refusal_hint(causes: &[Refusal]) -> String {
+    let mut causes = causes.to_vec();
+    causes.sort_unstable();
+    causes.dedup();
+    let clauses: Vec<&str> = causes
+        .iter()
+        .map(|cause| match cause {
+            Refusal::Rule => "deny rules refused changes (/permissions in a session lists the rules)",
+            Refusal::ReadOnly => "read-only mode (--read-only) refuses every change",
+            Refusal::ReadOnlyBash => {
+                "read-only mode asks before bash runs (in a read-only sandbox), and -p cannot ask, with --yes or without: allow the commands with --allowed-tools or a rule in .shiro/config.toml"
+            }
+            Refusal::AskRule => {
+                "an ask rule asks before a call, and -p cannot ask, with --yes or without: run it in a session, where you can answer"
+            }
+            Refusal::Unasked => {
+                "-p denies every change unless --yes is given; run again with --yes to allow them"
+            }
+        })
+        .collect();
+    if clauses.is_empty() {
+        return "nothing was changed: every change was refused".to_owned();
+    }
+    format!("nothing was changed: {}", clauses.join("; "))
+}
+
 /// What a call would do, for the approval prompt: `$ command` for `bash`, else the unified
 /// diff of every path the call touches.
 ///
@@ -176,6 +249,36 @@ mod tests {
         assert_eq!(parse_answer("maybe"), None);
         assert_eq!(parse_answer(""), None);
         assert_eq!(parse_answer("y please"), None);
+    }
+
+    /// The hint names each cause once, in a fixed order, and `--yes` only when nobody could
+    /// be asked.
+    #[test]
+    fn the_refusal_hint_names_the_real_causes() {
+        insta::assert_snapshot!(
+            [
+                refusal_hint(&[Refusal::Unasked]),
+                refusal_hint(&[Refusal::ReadOnlyBash, Refusal::ReadOnly, Refusal::ReadOnlyBash]),
+                refusal_hint(&[Refusal::AskRule, Refusal::Rule]),
+                refusal_hint(&[]),
+            ]
+            .join("\n"),
+            @r"
+        nothing was changed: -p denies every change unless --yes is given; run again with --yes to allow them
+        nothing was changed: read-only mode (--read-only) refuses every change; read-only mode asks before bash runs (in a read-only sandbox), and -p cannot ask, with --yes or without: allow the commands with --allowed-tools or a rule in .shiro/config.toml
+        nothing was changed: deny rules refused changes (/permissions in a session lists the rules); an ask rule asks before a call, and -p cannot ask, with --yes or without: run it in a session, where you can answer
+        nothing was changed: every change was refused
+        "
+        );
+        assert_eq!(
+            Refusal::unanswered(None, Mode::ReadOnly),
+            Refusal::ReadOnlyBash
+        );
+        assert_eq!(
+            Refusal::unanswered(Some("ask x"), Mode::ReadOnly),
+            Refusal::AskRule
+        );
+        assert_eq!(Refusal::unanswered(None, Mode::Ask), Refusal::Unasked);
     }
 
     #[tokio::test]

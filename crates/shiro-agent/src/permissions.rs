@@ -301,6 +301,12 @@ impl Rules {
         &self.entries
     }
 
+    /// Whether a deny rule refuses a call of `tool` touching `target` (a refusal without one
+    /// is the mode's).
+    pub fn denies(&self, tool: &str, target: &Target) -> bool {
+        self.touching(Kind::Deny, tool, target).is_some()
+    }
+
     /// The first rule of `kind` that matches some path or command of the call (deny and ask).
     fn touching(&self, kind: Kind, tool: &str, target: &Target) -> Option<&Entry> {
         let mut rules = self
@@ -320,8 +326,8 @@ impl Rules {
         })
     }
 
-    /// The allow rule (or the first of the allow rules) covering every path or command of
-    /// the call, if they do.
+    /// The allow rules covering every path or command of the call, if they do: the first of
+    /// them that matches one of its paths or commands (the one a message names).
     fn covering(&self, tool: &str, target: &Target) -> Option<&Entry> {
         let rules: Vec<&Entry> = self
             .entries
@@ -344,7 +350,18 @@ impl Rules {
             Target::Skill(name) => rules.iter().any(|e| e.matches_path(name)),
             Target::Mcp => false,
         };
-        covered.then(|| rules.first().copied()).flatten()
+        if !covered {
+            return None;
+        }
+        rules.into_iter().find(|e| match target {
+            Target::Paths(paths) => paths.iter().any(|path| e.matches_path(path)),
+            // Some command of the line: not every one is unmatched.
+            Target::Command(line) => {
+                !shiro_commands::every_command(line, |part| !e.matches_command(part))
+            }
+            Target::Skill(name) => e.matches_path(name),
+            Target::Mcp => false,
+        })
     }
 
     /// Weighs a call of `tool` (`changes`: a tool that changes files, bash, or an MCP tool)
@@ -446,10 +463,12 @@ fn described(entry: &Entry) -> String {
     )
 }
 
-/// The narrowest rules that would allow this call again: for bash, the prefix of each of its
-/// commands (`bash(git status:*)`, never a bare `bash`); for a file tool, each path it
-/// touches; for an MCP tool or a skill, its name. `None` when no rule can cover it (a bash
-/// line with a substitution, say).
+/// The narrowest rules that would allow this call again: for bash, a rule for each of its
+/// commands (`bash(git status:*)`, `bash(git -C sub status:*)`, the exact text of `sh -c
+/// '…'`; never a bare `bash`, nor a prefix that covers any script: see
+/// [`shiro_commands::narrowest_bash_rules`]); for a file tool, each path it touches; for an
+/// MCP tool or a skill, its name. `None` when no rule can cover it (a bash line with a
+/// substitution, a script with a `*` or a `$`).
 pub fn narrowest(tool: &str, target: &Target) -> Option<Vec<String>> {
     match target {
         Target::Mcp => Some(vec![tool.to_owned()]),
@@ -925,6 +944,80 @@ mod tests {
         assert_eq!(
             allow.judge(Mode::Ask, "apply_patch", true, &nested),
             Verdict::Ask(None)
+        );
+    }
+
+    /// "Always" on `sh -c '…'` keeps that line, not `bash(sh:*)`: another script is asked
+    /// about, and a deny rule that sees the script's commands still wins over the kept rule.
+    #[test]
+    fn a_kept_script_rule_allows_that_script_only_and_deny_sees_inside_it() {
+        let call = command("sh -c 'echo harmless'");
+        let made = narrowest("bash", &call).unwrap();
+        assert_eq!(made, ["bash(sh -c 'echo harmless')"]);
+        let mut all = rules(
+            Kind::Allow,
+            &made.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        assert!(matches!(
+            all.judge(Mode::Ask, "bash", true, &call),
+            Verdict::Run(Some(_))
+        ));
+        for other in [
+            "sh -c 'rm -f victim; echo gone'",
+            "sh -c 'echo harmless' ; rm x",
+            "sh -c 'echo  harmless'",
+            "sh -c 'echo\nharmless'",
+        ] {
+            assert_eq!(
+                all.judge(Mode::Ask, "bash", true, &command(other)),
+                Verdict::Ask(None),
+                "{other}"
+            );
+        }
+        all.add(Kind::Deny, &Source::Session, &["bash(echo:*)".into()])
+            .unwrap();
+        assert!(matches!(
+            all.judge(Mode::Yes, "bash", true, &call),
+            Verdict::Deny(_)
+        ));
+        // A tool with subcommands keeps its options up to the subcommand.
+        let git = narrowest("bash", &command("git -C sub status -s")).unwrap();
+        assert_eq!(git, ["bash(git -C sub status:*)"]);
+        let git = rules(Kind::Allow, &[git[0].as_str()]);
+        for (line, runs) in [
+            ("git -C sub status", true),
+            ("git -C sub push --force", false),
+            ("git status", false),
+        ] {
+            let verdict = git.judge(Mode::Ask, "bash", true, &command(line));
+            assert_eq!(matches!(verdict, Verdict::Run(_)), runs, "{line}");
+        }
+    }
+
+    /// The message of a call an allow rule runs names the rule that matched it, not the
+    /// first allow rule there is.
+    #[test]
+    fn runs_without_asking_names_the_rule_that_matched() {
+        let allow = rules(
+            Kind::Allow,
+            &[
+                "bash(echo hi:*)",
+                "bash(git status:*)",
+                "edit_file(a)",
+                "edit_file(src/**)",
+            ],
+        );
+        assert_eq!(
+            allow.judge(Mode::Ask, "bash", true, &command("git status -s")),
+            Verdict::Run(Some(
+                "allow bash(git status:*) (workspace config .shiro/config.toml)".into()
+            ))
+        );
+        assert_eq!(
+            allow.judge(Mode::Ask, "edit_file", true, &paths(&["src/b.rs"])),
+            Verdict::Run(Some(
+                "allow edit_file(src/**) (workspace config .shiro/config.toml)".into()
+            ))
         );
     }
 

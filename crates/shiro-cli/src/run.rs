@@ -250,13 +250,9 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         {
             // Every change the model tried was refused: a script must not take this for
             // success.
-            agent.printer.info(if report.unapproved {
-                "nothing was changed: -p denies every change unless --yes is given; run again \
-                 with --yes to allow them"
-            } else {
-                "nothing was changed: the permission rules or the mode refused every change \
-                 (/permissions in a session lists them)"
-            });
+            agent
+                .printer
+                .info(&shiro_agent::approve::refusal_hint(&report.refused));
             return Ok(ExitCode::FAILURE);
         }
         return Ok(ExitCode::SUCCESS);

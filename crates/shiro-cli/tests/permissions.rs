@@ -393,3 +393,100 @@ async fn a_search_of_the_whole_workspace_leaves_out_what_deny_rules_hide() {
         "{got:?}"
     );
 }
+
+/// "Always" on `sh -c '…'` keeps that exact line, not `bash(sh:*)`: another script is asked
+/// about. `git -C DIR status` keeps its options up to the subcommand, not `bash(git:*)`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn always_on_a_script_keeps_the_exact_line_and_on_git_the_subcommand() {
+    let world = World::new();
+    world.write(".shiro/config.toml", NO_CAPTURE);
+    world.write("victim", "keep\n");
+    let bash = |command: &str| json!({"text": "", "tool_calls": [{"name": "bash", "arguments": {"command": command}}]});
+    let model = world.replay(&json!({"responses": [
+        bash("sh -c 'echo harmless'"),
+        {"text": "First done."},
+        bash("sh -c 'echo harmless'"),
+        bash("sh -c 'rm -f victim; echo gone'"),
+        {"text": "Second done."},
+        bash("git -C sub status"),
+        bash("git -C sub status -s"),
+        bash("git -C sub push --force"),
+        {"text": "Third done."}
+    ]}));
+    let stdin = "one\na\ns\ntwo\nn\nthree\na\ns\nn\n";
+    let run = world.run(&["--model", &model], stdin, &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(world.read("victim").as_deref(), Some("keep\n"));
+    let transcript: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|line| {
+            ["allow ", "keep ", "(runs without"]
+                .iter()
+                .any(|start| line.starts_with(start))
+        })
+        .collect();
+    insta::assert_snapshot!(world.normalize(&transcript.join("\n")), @r"
+    allow bash? [y]es, [a] always: bash(sh -c 'echo harmless'), [n]o (n REASON tells the model why) a
+    keep bash(sh -c 'echo harmless') for: [s]ession only, [w]orkspace (.shiro/config.toml), [u]ser config (all your workspaces)? s
+    (runs without asking: allow bash(sh -c 'echo harmless') (this session))
+    allow bash? [y]es, [a] always: bash(sh -c 'rm -f victim; echo gone'), [n]o (n REASON tells the model why) n
+    allow bash? [y]es, [a] always: bash(git -C sub status:*), [n]o (n REASON tells the model why) a
+    keep bash(git -C sub status:*) for: [s]ession only, [w]orkspace (.shiro/config.toml), [u]ser config (all your workspaces)? s
+    (runs without asking: allow bash(git -C sub status:*) (this session))
+    allow bash? [y]es, [a] always: bash(git -C sub push:*), [n]o (n REASON tells the model why) n
+    ");
+}
+
+/// `-p --yes --read-only`: read-only mode refuses the write, and asks before bash (in its
+/// sandbox), which -p cannot; the hint and the model's text name read-only mode, never
+/// `--yes`, which was given.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn yes_with_read_only_names_read_only_mode_as_the_cause() {
+    let world = World::new();
+    let model = world.replay(&script(&[
+        ("bash", json!({"command": "ls"})),
+        ("write_file", json!({"path": "b.txt", "content": "b\n"})),
+    ]));
+    let run = world
+        .run(
+            &["-p", "go", "--yes", "--read-only", "--model", &model],
+            "",
+            &[],
+        )
+        .await;
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert_eq!(world.read("b.txt"), None);
+    let results = world.tool_results();
+    assert!(!results[0].contains("--yes to allow"), "{results:?}");
+    insta::assert_snapshot!(results[0], @"the user denied this tool call; nothing was run. Their reason: in read-only mode bash runs (in a read-only sandbox) only when approved or allowed by a rule, and nobody can approve it in a headless run, with --yes or without; read and search with the other tools instead, or tell the user the command, which --allowed-tools or an allow rule in .shiro/config.toml can allow");
+    assert!(
+        results[1].starts_with("refused: the session is in read-only mode"),
+        "{results:?}"
+    );
+    insta::assert_snapshot!(lines(&run, &["denied:", "nothing was changed"]), @r"
+    denied: bash ls (read-only mode asks before bash runs, and -p cannot ask)
+    denied: write_file b.txt (by read-only mode)
+    nothing was changed: read-only mode (--read-only) refuses every change; read-only mode asks before bash runs (in a read-only sandbox), and -p cannot ask, with --yes or without: allow the commands with --allowed-tools or a rule in .shiro/config.toml
+    ");
+}
+
+/// An ask rule asks even with `--yes`; with -p nobody can answer, and the hint says so
+/// rather than telling to pass `--yes`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_rule_under_p_with_yes_is_named_as_the_cause() {
+    let world = World::new();
+    world.write(
+        ".shiro/config.toml",
+        &format!("{NO_CAPTURE}[permissions]\nask = [\"bash(git push:*)\"]\n"),
+    );
+    let model = world.replay(&script(&[("bash", json!({"command": "git push"}))]));
+    let run = world
+        .run(&["-p", "push", "--yes", "--model", &model], "", &[])
+        .await;
+    assert_eq!(run.code, Some(1), "{run:?}");
+    insta::assert_snapshot!(lines(&run, &["denied:", "nothing was changed"]), @r"
+    denied: bash git push (an ask rule asks, and -p cannot ask)
+    nothing was changed: an ask rule asks before a call, and -p cannot ask, with --yes or without: run it in a session, where you can answer
+    ");
+}

@@ -318,27 +318,6 @@ pub fn some_command(line: &str, matches: impl Fn(&str) -> bool) -> bool {
         .any(|piece| !piece.is_empty() && matches(&piece))
 }
 
-/// The narrowest prefix rules that allow the bash line `line` again: one per simple command,
-/// each its first word and, unless it is an option, its second (`git status -s` gives
-/// `git status:*`, `rm notes.txt` gives `rm notes.txt:*`). `None` for a line no rule can
-/// cover (see [`every_command`]).
-pub fn narrowest_bash_rules(line: &str) -> Option<Vec<BashRule>> {
-    let parts = simple_commands(line).filter(|parts| !parts.is_empty())?;
-    let mut rules: Vec<BashRule> = Vec::new();
-    for part in parts {
-        let words: Vec<&str> = part
-            .split(' ')
-            .take(2)
-            .take_while(|word| !word.starts_with('-'))
-            .collect();
-        let rule = BashRule::Prefix(words.join(" "));
-        if !words.is_empty() && !rules.contains(&rule) {
-            rules.push(rule);
-        }
-    }
-    (!rules.is_empty()).then_some(rules)
-}
-
 /// Matches `text` against `pattern`, where `*` stands for any run of characters.
 fn wildcard(pattern: &str, text: &str) -> bool {
     let parts: Vec<&str> = pattern.split('*').collect();
@@ -533,12 +512,33 @@ impl AllowedTools {
 
 /// The simple commands of a command line, or `None` when the line does anything a rule
 /// cannot vouch for (substitutions, redirections, background jobs, an unclosed quote).
-fn simple_commands(line: &str) -> Option<Vec<String>> {
+///
+/// Each command is its text with the blanks between words collapsed to one space and none
+/// at either end. Blanks inside quotes or after a backslash belong to a word and are kept as
+/// written: two commands with the same text then pass the same words, so a rule written
+/// from one (an exact `sh -c '…'`) matches no command that runs something else.
+pub(crate) fn simple_commands(line: &str) -> Option<Vec<String>> {
     let mut parts = Vec::new();
     let mut current = String::new();
     let mut quote: Option<char> = None;
+    // Blanks seen since the last character of a word, outside quotes.
+    let mut blank = false;
     let mut chars = line.chars().peekable();
     while let Some(c) = chars.next() {
+        if quote.is_none() {
+            if c == ' ' || c == '\t' {
+                blank = true;
+                continue;
+            }
+            // A backslash-newline joins lines, as in the shell, and is not a word's end.
+            if c == '\\' && chars.peek() == Some(&'\n') {
+                chars.next();
+                continue;
+            }
+            if std::mem::take(&mut blank) && !current.is_empty() && !";|&\n".contains(c) {
+                current.push(' ');
+            }
+        }
         match quote {
             Some('\'') => {
                 current.push(c);
@@ -573,13 +573,8 @@ fn simple_commands(line: &str) -> Option<Vec<String>> {
             }
             '\\' => {
                 current.push(c);
-                match chars.next() {
-                    // A backslash-newline joins lines, as in the shell.
-                    Some('\n') => {
-                        current.pop();
-                    }
-                    Some(next) => current.push(next),
-                    None => {}
+                if let Some(next) = chars.next() {
+                    current.push(next);
                 }
             }
             '`' | '<' | '>' | '(' | ')' | '{' | '}' => return None,
@@ -603,10 +598,6 @@ fn simple_commands(line: &str) -> Option<Vec<String>> {
         return None;
     }
     parts.push(current);
-    let parts: Vec<String> = parts
-        .into_iter()
-        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
-        .collect();
     // An empty command between operators (`a ;; b`, a trailing `|`) is a syntax error the
     // shell will report; a trailing `;` or newline is harmless.
     let (last, rest) = parts.split_last()?;
@@ -736,44 +727,6 @@ mod tests {
         assert!(!some_command("ls -l | grep rm", rm));
         assert!(!every_command("rm x; ls", rm));
         assert!(every_command("rm x && rm y", rm));
-    }
-
-    #[test]
-    fn narrowest_rules_name_the_command_and_its_subcommand() {
-        let rules = |line: &str| {
-            narrowest_bash_rules(line)
-                .map(|rules| rules.iter().map(ToString::to_string).collect::<Vec<_>>())
-        };
-        assert_eq!(
-            rules("git status -s"),
-            Some(vec!["git status:*".to_owned()])
-        );
-        assert_eq!(
-            rules("  cargo   test -p x"),
-            Some(vec!["cargo test:*".to_owned()])
-        );
-        assert_eq!(
-            rules("rm notes.txt"),
-            Some(vec!["rm notes.txt:*".to_owned()])
-        );
-        assert_eq!(rules("ls -la"), Some(vec!["ls:*".to_owned()]));
-        assert_eq!(
-            rules("git add . && git commit -m x"),
-            Some(vec!["git add:*".to_owned(), "git commit:*".to_owned()])
-        );
-        assert_eq!(rules("echo $(id)"), None);
-        assert_eq!(rules(""), None);
-        for line in [
-            "git status -s",
-            "cargo test -p x && cargo test",
-            "ls -la | wc -l",
-        ] {
-            let made = narrowest_bash_rules(line).unwrap();
-            assert!(
-                every_command(line, |part| made.iter().any(|r| r.matches(part))),
-                "{line}"
-            );
-        }
     }
 
     #[test]

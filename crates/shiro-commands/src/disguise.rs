@@ -2,14 +2,18 @@
 //! each simple command as the words the shell would pass it (quotes removed, `$'…'`
 //! decoded, `${NAME:-word}` taken as `word`), the commands inside `$(…)`, backquotes,
 //! `<(…)`, subshells and braces as commands of their own, and then unwrapped — leading
-//! assignments, a path to its program's name (`/bin/rm` → `rm`), the wrappers `command`,
-//! `builtin`, `exec`, `env`, `nice`, `nohup`, `time`, `timeout`, `xargs`, `sudo` and `doas`,
-//! and the script of `bash -c`, `sh -c` (and the other shells) and `eval`, parsed as a line
-//! of its own.
+//! assignments, a path to its program's name (`/bin/rm` → `rm`), the wrappers (`command`,
+//! `builtin`, `exec`, `env`, `nice`, `nohup`, `time`, `timeout`, `xargs`, `sudo`, `doas`,
+//! `stdbuf`, `setsid`, `ionice`, `busybox`; see `crate::programs`), and the script of
+//! `bash -c`, `sh -c` (and the other shells) and `eval`, parsed as a line of its own.
 //!
 //! Only rules that refuse or ask look through disguises: an allow rule matched against an
 //! unwrapped command would allow more than its author wrote. What a line computes at run
-//! time (`$(echo rm)`, `x=rm; $x`) cannot be seen here; `docs/cli.md` lists those.
+//! time (`$(echo rm)`, `x=rm; $x`) cannot be seen here; `docs/cli.md` lists those. The rule
+//! an "always" answer keeps (`crate::narrow`) reads the same wrappers and shells, so what
+//! deny rules see through is what an allow rule is never offered to cover.
+
+use crate::programs::{SHELLS, is_assignment, wrapper};
 
 /// How deep scripts inside scripts (`bash -c "sh -c '…'"`) are followed.
 const MAX_DEPTH: usize = 4;
@@ -51,37 +55,19 @@ fn unwrap(mut argv: Vec<String>, depth: usize, out: &mut Vec<String>) {
             *first = name.to_owned();
         }
         out.push(argv.join(" "));
-        let rest = match argv[0].as_str() {
-            "command" | "builtin" | "exec" | "nohup" => skip_options(&argv[1..], &[]),
-            "env" => skip_env(&argv[1..]),
-            "nice" => skip_options(&argv[1..], &["-n", "--adjustment"]),
-            "time" => skip_options(&argv[1..], &["-f", "--format", "-o", "--output"]),
-            "timeout" => {
-                let rest = skip_options(&argv[1..], &["-s", "--signal", "-k", "--kill-after"]);
-                // The duration.
-                rest.get(1..).unwrap_or_default()
+        let name = argv[0].as_str();
+        let rest = if let Some(wrapper) = wrapper(name) {
+            wrapper.command(&argv[1..])
+        } else if SHELLS.contains(&name) {
+            if let Some(script) = shell_script(&argv[1..]) {
+                collect(script, depth + 1, out);
             }
-            "xargs" => skip_options(
-                &argv[1..],
-                &[
-                    "-I", "-i", "-n", "-P", "-d", "-L", "-l", "-s", "-E", "-e", "-a",
-                ],
-            ),
-            "sudo" | "doas" => skip_options(
-                &argv[1..],
-                &["-u", "-g", "-U", "-C", "-D", "-h", "-p", "-r", "-t", "-T"],
-            ),
-            "bash" | "sh" | "zsh" | "dash" | "ksh" | "mksh" | "ash" | "busybox" => {
-                if let Some(script) = shell_script(&argv[1..]) {
-                    collect(script, depth + 1, out);
-                }
-                return;
-            }
-            "eval" => {
-                collect(&argv[1..].join(" "), depth + 1, out);
-                return;
-            }
-            _ => return,
+            return;
+        } else if name == "eval" {
+            collect(&argv[1..].join(" "), depth + 1, out);
+            return;
+        } else {
+            return;
         };
         if rest.is_empty() {
             return;
@@ -90,44 +76,10 @@ fn unwrap(mut argv: Vec<String>, depth: usize, out: &mut Vec<String>) {
     }
 }
 
-/// `NAME=value`, as the shell takes it before a command.
-fn is_assignment(word: &str) -> bool {
-    let Some((name, _)) = word.split_once('=') else {
-        return false;
-    };
-    let mut chars = name.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// `words` from the first that is not an option (or after `--`); each option in `with_arg`
-/// takes the next word (unless written `-n5` or `--adjustment=5`).
-fn skip_options<'a>(words: &'a [String], with_arg: &[&str]) -> &'a [String] {
-    let mut at = 0;
-    while let Some(word) = words.get(at) {
-        if word == "--" {
-            return words.get(at + 1..).unwrap_or_default();
-        }
-        if !word.starts_with('-') || word == "-" {
-            break;
-        }
-        at += if with_arg.contains(&word.as_str()) {
-            2
-        } else {
-            1
-        };
-    }
-    words.get(at..).unwrap_or_default()
-}
-
-/// `env`'s command: after its options (`-u NAME`, `-C DIR`, `-S STRING` taken as the
-/// command's words) and assignments.
-fn skip_env(words: &[String]) -> &[String] {
-    let rest = skip_options(words, &["-u", "--unset", "-C", "--chdir"]);
-    let assignments = rest.iter().take_while(|word| is_assignment(word)).count();
-    &rest[assignments..]
+/// The word the shell passes for one word of a command as written (`'a b'` → `a b`, `\\sh`
+/// → `sh`, `${X:-sh}` → `sh`).
+pub(crate) fn unquote(word: &str) -> String {
+    lex(word, &mut Vec::new()).concat().join(" ")
 }
 
 /// The script of `sh -c SCRIPT` (the flag may be among others: `-lc`, `-ec`, `-x -c`).
@@ -453,6 +405,15 @@ mod tests {
             "rm x > /dev/null 2>&1",
             "2>/dev/null rm x",
             "nohup env FOO=1 /usr/bin/rm x &",
+            "env - rm x",
+            "exec -a name rm x",
+            "find . | xargs -i rm {}",
+            "stdbuf -oL rm x",
+            "setsid -f rm x",
+            "ionice -c 3 rm x",
+            "busybox rm x",
+            "busybox sh -c 'rm x'",
+            "fish -c 'rm x'",
         ];
         let missed: Vec<&str> = disguised
             .iter()

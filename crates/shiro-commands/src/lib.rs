@@ -80,7 +80,9 @@ mod disguise;
 mod expand;
 mod frontmatter;
 mod fs_reader;
+mod narrow;
 mod parse;
+mod programs;
 mod registry;
 mod sh;
 mod skill_files;
@@ -90,13 +92,14 @@ mod watch;
 
 pub use allowed::{
     AllowedTools, BashRule, BashVerdict, McpTools, Rule, RuleError, RuleSpec, every_command,
-    mcp_tool_name, narrowest_bash_rules, some_command, split_mcp_name, tool, tools_for,
+    mcp_tool_name, some_command, split_mcp_name, tool, tools_for,
 };
 pub use expand::{
     Args, ExpandContext, FileOutcome, FileReader, NOT_TRUSTED_NOTE, ShellCall, ShellOutcome,
     ShellRunner, expand, file_references, looks_like_a_path, split_args,
 };
 pub use fs_reader::FsReader;
+pub use narrow::narrowest_bash_rules;
 pub use parse::{
     Command, Diagnostic, Ecosystem, Kind, Origin, Parsed, SKILL_FILE, Severity, SkillInfo,
     parse_command_file, parse_commands_md, parse_gemini_file, parse_skill_file,

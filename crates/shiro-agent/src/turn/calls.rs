@@ -7,7 +7,7 @@ use serde_json::Value;
 use shiro_tools::{Change, Tool as _};
 
 use super::{Agent, Log, TurnReport};
-use crate::approve::{self, Answer, Approvals, Decision, Scope};
+use crate::approve::{self, Answer, Approvals, Decision, Refusal, Scope};
 use crate::events::Printer;
 use crate::headless::{self, Context};
 use crate::input::Input;
@@ -127,8 +127,13 @@ impl Agent<'_> {
                 ));
             }
             Verdict::Ask(rule) => {
-                if let Some(refusal) = self.ask_about(name, rule.as_deref(), &target, &args, report)
-                {
+                let question = Question {
+                    tool: name,
+                    rule: rule.as_deref(),
+                    target: &target,
+                    changes,
+                };
+                if let Some(refusal) = self.ask_about(&question, &args, report) {
                     report.denied_change |= changes;
                     return refusal;
                 }
@@ -215,8 +220,13 @@ impl Agent<'_> {
         match self.judged(self.approvals.mode, name, false, &target, &args, report) {
             Err(refusal) => return refusal,
             Ok(Verdict::Ask(rule)) => {
-                if let Some(refusal) = self.ask_about(name, rule.as_deref(), &target, &args, report)
-                {
+                let question = Question {
+                    tool: name,
+                    rule: rule.as_deref(),
+                    target: &target,
+                    changes: false,
+                };
+                if let Some(refusal) = self.ask_about(&question, &args, report) {
                     return refusal;
                 }
             }
@@ -268,8 +278,13 @@ impl Agent<'_> {
                         "(an MCP tool: shiro cannot see what it changes, and /undo cannot reverse it)",
                     );
                 }
-                if let Some(refusal) = self.ask_about(name, rule.as_deref(), &target, &args, report)
-                {
+                let question = Question {
+                    tool: name,
+                    rule: rule.as_deref(),
+                    target: &target,
+                    changes: true,
+                };
+                if let Some(refusal) = self.ask_about(&question, &args, report) {
                     report.denied_change = true;
                     return refusal;
                 }
@@ -298,8 +313,8 @@ impl Agent<'_> {
     }
 
     /// What the permission rules and the mode say about a call of `name` (`changes`: whether
-    /// it can change files) touching `target`; a refusal, noted in the report, when a rule or
-    /// the mode denies it.
+    /// it can change files) touching `target`; a refusal, noted in the report with its cause
+    /// (a deny rule or read-only mode), when a rule or the mode denies it.
     fn judged(
         &self,
         mode: Mode,
@@ -311,10 +326,18 @@ impl Agent<'_> {
     ) -> Result<Verdict, (Status, String, Vec<Change>)> {
         let verdict = self.approvals.rules.judge(mode, name, changes, target);
         if let Verdict::Deny(text) = verdict {
+            let cause = if self.approvals.rules.denies(name, target) {
+                Refusal::Rule
+            } else {
+                Refusal::ReadOnly
+            };
             report
                 .denied
-                .push(format!("{name} {} (by the permission rules)", brief(args)));
-            report.denied_change |= changes;
+                .push(format!("{name} {}{}", brief(args), cause.note()));
+            if changes {
+                report.denied_change = true;
+                note_cause(report, cause);
+            }
             return Err((Status::Denied, text, Vec::new()));
         }
         Ok(verdict)
@@ -340,23 +363,19 @@ impl Agent<'_> {
         }
     }
 
-    /// Asks whether a call of `tool` may run (see [`ask`]); `rule` is the ask rule that
-    /// insists, if one does.
+    /// Asks whether a call may run (see [`ask`]).
     fn ask_about(
         &mut self,
-        tool: &str,
-        rule: Option<&str>,
-        target: &Target,
+        question: &Question<'_>,
         args: &Value,
         report: &mut TurnReport,
     ) -> Option<(Status, String, Vec<Change>)> {
-        let question = Question { tool, rule, target };
         ask(
             &mut self.approvals,
             self.ctx,
             &mut *self.input,
             &mut self.printer,
-            &question,
+            question,
             args,
             report,
         )
@@ -373,11 +392,12 @@ fn decide(
     question: &Question<'_>,
 ) -> Decision {
     if !approvals.interactive {
-        let why = match question.rule {
-            Some(rule) => format!(
+        let why = match (question.rule, Refusal::unanswered(question.rule, approvals.mode)) {
+            (Some(rule), _) => format!(
                 "the permission rule {rule} asks before this call, and nobody can answer in a headless run"
             ),
-            None => "tools that change files or run commands need approval; rerun with --yes to allow them, or allow this call with --allowed-tools or a rule in .shiro/config.toml".to_owned(),
+            (None, Refusal::ReadOnlyBash) => "in read-only mode bash runs (in a read-only sandbox) only when approved or allowed by a rule, and nobody can approve it in a headless run, with --yes or without; read and search with the other tools instead, or tell the user the command, which --allowed-tools or an allow rule in .shiro/config.toml can allow".to_owned(),
+            (None, _) => "tools that change files or run commands need approval; rerun with --yes to allow them, or allow this call with --allowed-tools or a rule in .shiro/config.toml".to_owned(),
         };
         return Decision::Deny(Some(why));
     }
@@ -426,28 +446,31 @@ fn ask(
 ) -> Option<(Status, String, Vec<Change>)> {
     match decide(approvals, ctx, input, printer, question) {
         Decision::Run => None,
-        Decision::Deny(reason) => Some(refused(
-            question.tool,
-            args,
-            reason.as_deref(),
-            !approvals.interactive,
-            report,
-        )),
+        Decision::Deny(reason) => {
+            // Without a person, nobody said no: the cause is what asked.
+            let cause = (!approvals.interactive)
+                .then(|| Refusal::unanswered(question.rule, approvals.mode));
+            let note = cause.map_or("", Refusal::note);
+            report
+                .denied
+                .push(format!("{} {}{note}", question.tool, brief(args)));
+            if let (Some(cause), true) = (cause, question.changes) {
+                note_cause(report, cause);
+            }
+            Some((
+                Status::Denied,
+                approve::denied_text(reason.as_deref()),
+                Vec::new(),
+            ))
+        }
     }
 }
 
-/// The result of a call the person (or, with `-p`, the absence of one) denied, noted in the
-/// report.
-fn refused(
-    name: &str,
-    args: &Value,
-    reason: Option<&str>,
-    unapproved: bool,
-    report: &mut TurnReport,
-) -> (Status, String, Vec<Change>) {
-    report.denied.push(format!("{name} {}", brief(args)));
-    report.unapproved |= unapproved;
-    (Status::Denied, approve::denied_text(reason), Vec::new())
+/// Notes `cause` among the report's causes of refused changes, once.
+fn note_cause(report: &mut TurnReport, cause: Refusal) {
+    if !report.refused.contains(&cause) {
+        report.refused.push(cause);
+    }
 }
 
 /// What [`decide`] asks about.
@@ -458,6 +481,8 @@ struct Question<'q> {
     rule: Option<&'q str>,
     /// What the call touches.
     target: &'q Target,
+    /// Whether the call can change something (files, through bash, an MCP tool).
+    changes: bool,
 }
 
 /// Asks where the rules of an "always" answer are kept, adds them to the session's rules,
@@ -527,4 +552,63 @@ pub(super) fn mcp_note(tools: &[String]) -> String {
         tools.join(", "),
         if tools.len() == 1 { "it" } else { "they" }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{agent, context, workspace};
+    use crate::approve::Refusal;
+    use crate::config::Config;
+    use crate::permissions::{Kind, Mode, Source};
+    use crate::session::Session;
+
+    /// Without a person (`-p`), each refused change is noted with what refused it: read-only
+    /// mode, a deny rule, an ask rule nobody can answer, or the lack of `--yes`; a denied
+    /// read is no refused change.
+    #[tokio::test]
+    async fn headless_refusals_are_noted_with_their_cause() {
+        let (_dir, root) = workspace();
+        let ctx = context(root.clone(), Config::load(&root, None).unwrap());
+        let call = |name: &str, arguments: serde_json::Value| serde_json::json!({"name": name, "arguments": arguments});
+        let script = serde_json::json!({"responses": [
+            {"text": "", "tool_calls": [
+                call("write_file", serde_json::json!({"path": "a.txt", "content": "a"})),
+                call("write_file", serde_json::json!({"path": "b.txt", "content": "b"})),
+                call("bash", serde_json::json!({"command": "git push"})),
+                call("read_file", serde_json::json!({"path": "secret.txt"}))]},
+            {"text": "done"}
+        ]})
+        .to_string();
+        let cases = [
+            // Deny rules are weighed before the mode.
+            (Mode::ReadOnly, vec![Refusal::ReadOnly, Refusal::Rule]),
+            (Mode::Yes, vec![Refusal::Rule, Refusal::AskRule]),
+            (
+                Mode::Ask,
+                vec![Refusal::Unasked, Refusal::Rule, Refusal::AskRule],
+            ),
+        ];
+        for (mode, causes) in cases {
+            let session = Session::create(&ctx.state).unwrap();
+            let mut agent = agent(&ctx, &script, session, mode, 5);
+            agent.approvals.interactive = false;
+            let source = Source::Flag("--disallowed-tools");
+            let rules = &mut agent.approvals.rules;
+            rules
+                .add(
+                    Kind::Deny,
+                    &source,
+                    &["write_file(b.txt)".into(), "Read".into()],
+                )
+                .unwrap();
+            rules
+                .add(Kind::Ask, &source, &["bash(git push:*)".into()])
+                .unwrap();
+            let report = agent.turn("change").await.unwrap();
+            assert_eq!(report.refused, causes, "{mode:?}");
+            assert!(report.denied_change, "{mode:?}");
+            let last = report.denied.last().map(String::as_str);
+            assert_eq!(last, Some("read_file secret.txt (by the permission rules)"));
+        }
+    }
 }

@@ -243,8 +243,10 @@ pub struct TurnReport {
     /// Whether a denied call was one that changes files, runs bash or calls an MCP tool (a
     /// denied read is not a refused change).
     pub denied_change: bool,
-    /// Whether a call was denied only because nobody could be asked (`-p` without `--yes`).
-    pub unapproved: bool,
+    /// Why calls that change files, run bash or call an MCP tool were refused without anyone
+    /// saying no (a rule, the mode, nobody to ask), each cause once, for the hint `-p` ends
+    /// with.
+    pub refused: Vec<crate::approve::Refusal>,
     /// The calls refused because the workspace has no undo log to record them in (a
     /// read-only directory), one line each.
     pub unrecordable: Vec<String>,

@@ -227,7 +227,8 @@ impl Sandbox {
             }
             _ => {
                 "commands may write only in the temp directories and [bash] writable paths, \
-                 and the workspace is read-only"
+                 and the workspace is read-only (the session is in read-only mode, or [bash] \
+                 sandbox is \"read-only\")"
             }
         };
         Some(match named {
@@ -241,6 +242,13 @@ impl Sandbox {
                 "the {} sandbox refused a write to {}: {what}; {how}",
                 self.mode,
                 path.display()
+            ),
+            // A write the output does not place (a relative path) most likely went to the
+            // workspace, which no `writable` path opens in the read-only sandbox.
+            None if self.mode == SandboxMode::ReadOnly => format!(
+                "the command ran in the read-only sandbox, and a write may have been refused by \
+                 it: {what}; do not try to get around it, tell the user what you needed (only \
+                 a directory outside the workspace can be added to `writable` under [bash])"
             ),
             None => format!(
                 "the command ran in the {} sandbox, and a write may have been refused by it: \
@@ -591,6 +599,29 @@ mod tests {
                 .refused_note(root, "sh: /work/ws/a: Permission denied")
                 .unwrap()
                 .starts_with("the read-only sandbox refused a write to /work/ws/a: ")
+        );
+    }
+
+    /// In the read-only sandbox a write to the workspace is refused because the workspace
+    /// is read-only (read-only mode, or `sandbox = "read-only"`): `writable` cannot change
+    /// that, so the note does not offer it for the workspace.
+    #[test]
+    fn a_refused_write_in_the_read_only_sandbox_names_its_cause() {
+        let root = Path::new("/work/ws");
+        let sandbox = Sandbox::new(SandboxMode::ReadOnly);
+        let note = |output: &str| sandbox.refused_note(root, output).unwrap();
+        insta::assert_snapshot!(
+            [
+                note("touch: cannot touch 'c.txt': Read-only file system"),
+                note("bash: line 1: /work/ws/a.txt: Read-only file system"),
+                note("bash: line 1: /home/u/.bashrc: Permission denied"),
+            ]
+            .join("\n"),
+            @r#"
+        the command ran in the read-only sandbox, and a write may have been refused by it: commands may write only in the temp directories and [bash] writable paths, and the workspace is read-only (the session is in read-only mode, or [bash] sandbox is "read-only"); do not try to get around it, tell the user what you needed (only a directory outside the workspace can be added to `writable` under [bash])
+        the read-only sandbox refused a write to /work/ws/a.txt: commands may write only in the temp directories and [bash] writable paths, and the workspace is read-only (the session is in read-only mode, or [bash] sandbox is "read-only"); do not try to get around it, tell the user what you needed
+        the read-only sandbox refused a write to /home/u/.bashrc: commands may write only in the temp directories and [bash] writable paths, and the workspace is read-only (the session is in read-only mode, or [bash] sandbox is "read-only"); to let commands write there, add a directory that holds it to `writable` under [bash] in your user config (~/.config/shiro/config.toml)
+        "#
         );
     }
 }
