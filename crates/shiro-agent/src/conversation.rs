@@ -199,6 +199,12 @@ impl Conversation {
         let undone = self.undone.pop()?;
         if undone.to != self.messages.len() {
             // Cannot happen: anything that changes the transcript empties the stack.
+    /// The messages that redos could bring back, in the order they would come back: the
+    /// next redo's first.
+    pub fn redoable(&self) -> impl Iterator<Item = &Message> {
+        self.undone.iter().rev().flat_map(|undone| &undone.messages)
+    }
+
             self.undone.push(undone);
             return None;
         }
@@ -479,6 +485,29 @@ mod tests {
         let before = c.context();
         assert_eq!(c.cut(), Some(5), "the newest user message");
         c.compact(5, "S1".into()).unwrap();
+    /// What redos could bring back is listed in the order they would bring it, and a new
+    /// message empties it.
+    #[test]
+    fn redoable_lists_what_redos_bring_back_in_order() {
+        let mut c = conversation("suaua");
+        c.rewind(3);
+        c.rewind(1);
+        c.rewind(1);
+        assert_eq!(
+            (c.redoable().map(|m| m.content.as_str())).collect::<Vec<_>>(),
+            ["u1", "a2", "u3", "a4"]
+        );
+        c.redo();
+        c.redo();
+        assert_eq!(contents(&c.transcript()[1..]), ["u1", "a2"]);
+        assert_eq!(
+            (c.redoable().map(|m| m.content.as_str())).collect::<Vec<_>>(),
+            ["u3", "a4"]
+        );
+        c.push(Message::user("u5"));
+        assert_eq!(c.redoable().count(), 0);
+    }
+
         assert_eq!(
             contents(&c.context()),
             ["s0", COMPACTED_NOTE, "S1", "u5", "a6", "t7"]

@@ -260,6 +260,9 @@ pub async fn resume_session(agent: &mut Agent<'_>, id: &str) -> Result<String> {
     if let Some(note) = resumed_background(agent) {
         text.push_str(&format!("note: {note}\n"));
     }
+    if let Some(note) = session::all_undone_note(&agent.history) {
+        text.push_str(&format!("note: {note}\n"));
+    }
     let turns = agent.history.prompts();
     text.push_str(&format!(
         "resumed session {} ({turns} {}); the conversation goes on from its last message, and /undo rewinds its turns",

@@ -7,7 +7,9 @@
 //! compactions and clearings made after that point, `compact` records a compaction, `clear`
 //! a clearing of older tool outputs. A damaged last line — a write cut short by a crash — is
 //! skipped with a notice; a damaged line elsewhere is an error, because replaying
-//! past it would give the model a history that never happened.
+//! past it would give the model a history that never happened. So a reopened session cuts
+//! that line off before its first append (its record never completed), rather than
+//! appending after it.
 
 use std::fs::File;
 use std::io::Write as _;
@@ -94,6 +96,32 @@ pub struct Session {
     file: Option<File>,
     /// Why an unsaved session is not saved.
     unsaved: Option<String>,
+    /// How the file ended when it was reopened, until the first append has mended it.
+    tail: Tail,
+}
+
+/// How a session file ended when it was read: what the next append must do first so that
+/// its lines start a line of their own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Tail {
+    /// The file was empty or ended with a newline: nothing.
+    Whole,
+    /// Its last line was whole but had no newline (a write cut just before it), and the
+    /// file was `len` bytes long: the append begins with one.
+    Unended { len: u64 },
+    /// Its last line, the bytes `torn` from byte `from` to the end, was damaged (a write
+    /// cut short) and was skipped: it is cut off.
+    Torn { from: u64, torn: Vec<u8> },
+}
+
+/// A session file's text, replayed.
+struct Replayed {
+    history: Conversation,
+    notices: Vec<String>,
+    tail: Tail,
+    /// What its first line says, when it is a fork's: the parent, and the turn it was
+    /// forked before.
+    forked_from: Option<(String, usize)>,
 }
 
 /// A saved session as a picker shows it.
@@ -106,7 +134,9 @@ pub struct SessionSummary {
     /// The first line of its first user message, cut to [`SUMMARY_CHARS`] characters (with
     /// `…` when cut).
     pub first_prompt: String,
-    /// How many user messages its history holds (after the rewinds of `/undo`).
+    /// How many user messages its history holds (after the rewinds of `/undo`); 0 for a
+    /// session whose every turn was undone, whose `first_prompt` is then the first of those
+    /// `/redo` can bring back.
     pub turns: usize,
     /// The session it was forked from, and before which of that session's prompts (1 for
     /// the first).
@@ -123,7 +153,8 @@ pub struct Reopened {
     pub session: Session,
     /// The conversation its lines describe.
     pub history: Conversation,
-    /// Things the user should hear (a damaged last line that was skipped).
+    /// Things the user should hear (a damaged last line that was skipped, a newer session
+    /// `--continue` passed over because its file is damaged).
     pub notices: Vec<String>,
 }
 
@@ -143,6 +174,7 @@ impl Session {
             path,
             file: Some(file),
             unsaved: None,
+            tail: Tail::Whole,
         })
     }
 
@@ -155,6 +187,7 @@ impl Session {
             path: PathBuf::new(),
             file: None,
             unsaved: Some(why.into()),
+            tail: Tail::Whole,
         }
     }
 
@@ -163,9 +196,13 @@ impl Session {
         self.unsaved.as_deref()
     }
 
-    /// Reopens the session `id`, or the newest one when `id` is `None`.
+    /// Reopens the session `id`, or, when `id` is `None`, the newest one [`list`] shows (one
+    /// with a prompt, or with prompts `/redo` can bring back): a session file with nothing
+    /// to go on from (every start of shiro makes one) is passed over, and so, with a notice,
+    /// is a newer one that is damaged.
     pub fn reopen(state: &StateDir, id: Option<&str>) -> Result<Reopened> {
         let dir = ensure_dir(state)?;
+        let mut notices = Vec::new();
         let path = match id {
             Some(id) => {
                 let id = id.trim().trim_end_matches(".jsonl");
@@ -181,14 +218,40 @@ impl Session {
                 }
                 path
             }
-            None => latest(&dir)?
-                .with_context(|| format!("no saved session in {} to continue", dir.display()))?,
+            None => {
+                let survey = survey(&dir)?;
+                let Some(newest) = survey.sessions.first() else {
+                    let damaged = match survey.damaged.first() {
+                        Some(damaged) => format!(
+                            " (the session {} there does not replay: {})",
+                            damaged.id, damaged.why
+                        ),
+                        None => String::new(),
+                    };
+                    bail!(
+                        "no saved session with a prompt in {} to continue{damaged}",
+                        dir.display()
+                    );
+                };
+                for damaged in &survey.damaged {
+                    if (damaged.modified, &damaged.id) > (newest.modified, &newest.id) {
+                        notices.push(format!(
+                            "passed over the newer session {}, whose file does not replay ({})",
+                            damaged.id, damaged.why
+                        ));
+                    }
+                }
+                dir.join(format!("{}.jsonl", newest.id))
+            }
         };
-        let text = read_no_follow(&path)
+        let bytes = read_no_follow(&path)
             .with_context(|| format!("cannot read the session file {}", path.display()))?;
-        let (history, notices) = replay(&text)
+        let replayed = replay_bytes(&bytes)
             .with_context(|| format!("the session file {} is damaged", path.display()))?;
+        notices.extend(replayed.notices);
+        // Read too: the first append checks the end it mends (see `Session::mend`).
         let file = shiro_undo::no_follow_options()
+            .read(true)
             .append(true)
             .open(&path)
             .with_context(|| format!("cannot open the session file {}", path.display()))?;
@@ -202,8 +265,9 @@ impl Session {
                 path,
                 file: Some(file),
                 unsaved: None,
+                tail: replayed.tail,
             },
-            history,
+            history: replayed.history,
             notices,
         })
     }
@@ -245,20 +309,65 @@ impl Session {
         self.append_all(std::slice::from_ref(line))
     }
 
-    /// Appends `lines` with one write.
+    /// Appends `lines` with one write. The first append to a reopened file whose last line
+    /// was cut short first mends it, so that the lines start a line of their own (see
+    /// [`Session::mend`]).
     fn append_all(&mut self, lines: &[Line]) -> Result<()> {
         let Some(file) = &mut self.file else {
             return Ok(());
         };
         let mut text = String::new();
+        let mend = Session::mend(file, &self.tail)
+            .with_context(|| format!("cannot mend the session file {}", self.path.display()))?;
+        if mend == Mended::NeedsNewline {
+            text.push('\n');
+        }
         for line in lines {
             text.push_str(&serde_json::to_string(line).context("cannot encode a session line")?);
             text.push('\n');
         }
         file.write_all(text.as_bytes())
             .and_then(|()| file.flush())
-            .with_context(|| format!("cannot write the session file {}", self.path.display()))
+            .with_context(|| format!("cannot write the session file {}", self.path.display()))?;
+        self.tail = Tail::Whole;
+        Ok(())
     }
+
+    /// Readies the end of the file for an append, as `tail` says it was read. A damaged last
+    /// line is the torn write of a record whose operation never completed (the conversation
+    /// was reopened without it), so it is cut off: appended after, it would be a damaged line
+    /// in the middle, and the file would no longer load. A whole last line without its
+    /// newline gets one. Only when the file still ends as it was read: another process that
+    /// resumed the session too may have mended it and appended since (to the same length,
+    /// even), and cutting at a stale offset would take its lines. Until the append succeeds
+    /// the tail stays as it is, so a failed write is retried the same way.
+    fn mend(file: &File, tail: &Tail) -> std::io::Result<Mended> {
+        use std::os::unix::fs::FileExt as _;
+        match tail {
+            Tail::Whole => Ok(Mended::Ready),
+            Tail::Unended { len } if file.metadata()?.len() == *len => Ok(Mended::NeedsNewline),
+            Tail::Unended { .. } => Ok(Mended::Ready),
+            Tail::Torn { from, torn } => {
+                if file.metadata()?.len() == from + torn.len() as u64 {
+                    let mut found = vec![0; torn.len()];
+                    file.read_exact_at(&mut found, *from)?;
+                    if found == *torn {
+                        file.set_len(*from)?;
+                    }
+                }
+                Ok(Mended::Ready)
+            }
+        }
+    }
+}
+
+/// What [`Session::mend`] left for the append to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mended {
+    /// Nothing: the file ends where a line begins.
+    Ready,
+    /// To begin with a newline, ending the file's last line.
+    NeedsNewline,
 }
 
 /// The lines that replay into `history` (what it could redo left out): its messages, each
@@ -301,26 +410,64 @@ pub fn lines_of(history: &Conversation) -> Vec<Line> {
     lines
 }
 
-/// Rebuilds the conversation from a session file's text.
+/// Rebuilds the conversation from a session file's text, with the notices for the user.
 pub fn replay(text: &str) -> Result<(Conversation, Vec<String>)> {
+    replay_bytes(text.as_bytes()).map(|replayed| (replayed.history, replayed.notices))
+}
+
+/// Rebuilds the conversation from a session file's bytes. A line that is not UTF-8 is
+/// damaged like one that does not parse: a crash can cut a write inside a character.
+fn replay_bytes(bytes: &[u8]) -> Result<Replayed> {
     let mut history = Conversation::default();
     let mut notices = Vec::new();
-    let lines: Vec<&str> = text.lines().collect();
-    for (index, raw) in lines.iter().enumerate() {
-        if raw.trim().is_empty() {
-            continue;
-        }
-        let line: Line = match serde_json::from_str(raw) {
-            Ok(line) => line,
+    let mut tail = Tail::Whole;
+    let mut forked_from = None;
+    let len = bytes.len() as u64;
+    let count = bytes.split_inclusive(|&b| b == b'\n').count();
+    let mut from = 0;
+    let mut first = true;
+    for (index, whole) in bytes.split_inclusive(|&b| b == b'\n').enumerate() {
+        let start = from;
+        from += whole.len() as u64;
+        let last = index + 1 == count;
+        let ended = whole.ends_with(b"\n");
+        let raw = whole.strip_suffix(b"\n").unwrap_or(whole);
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let parsed = match std::str::from_utf8(raw) {
+            Ok(text) if text.trim().is_empty() => Ok(None),
+            Ok(text) => serde_json::from_str::<Line>(text)
+                .map(Some)
+                .map_err(|err| err.to_string()),
+            Err(err) => Err(err.to_string()),
+        };
+        let line = match parsed {
+            Ok(line) => {
+                if last && !ended {
+                    tail = Tail::Unended { len };
+                }
+                match line {
+                    Some(line) => line,
+                    None => continue,
+                }
+            }
             // Only the last line can be cut short by a crash mid-write.
-            Err(err) if index + 1 == lines.len() => {
+            Err(err) if last => {
                 notices.push(format!(
-                    "skipped the damaged last line of the session ({err}); the conversation continues from the line before"
+                    "skipped the damaged last line of the session ({err}); the conversation continues from the line before (the damaged line leaves the file when the session goes on)"
                 ));
+                tail = Tail::Torn {
+                    from: start,
+                    torn: whole.to_vec(),
+                };
                 continue;
             }
             Err(err) => bail!("line {} does not parse: {err}", index + 1),
         };
+        if std::mem::take(&mut first)
+            && let Line::Fork { parent, turn, .. } = &line
+        {
+            forked_from = Some((parent.clone(), *turn));
+        }
         match line {
             Line::Message { message, time } => {
                 if let Some(time) = time {
@@ -360,7 +507,12 @@ pub fn replay(text: &str) -> Result<(Conversation, Vec<String>)> {
             } => history.note_turn(history_marker, turn_id),
         }
     }
-    Ok((history, notices))
+    Ok(Replayed {
+        history,
+        notices,
+        tail,
+        forked_from,
+    })
 }
 
 /// Makes the sessions directory in the workspace's state directory, out of the tree, so
@@ -374,49 +526,22 @@ fn ensure_dir(state: &StateDir) -> Result<PathBuf> {
 }
 
 /// Reads a session file, refusing a link.
-fn read_no_follow(path: &Path) -> std::io::Result<String> {
+fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read as _;
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     shiro_undo::no_follow_options()
         .read(true)
         .open(path)?
-        .read_to_string(&mut text)?;
-    Ok(text)
-}
-
-/// The newest `*.jsonl` in `dir` by modification time (names break ties: they start with
-/// the creation time, so they sort by age too).
-fn latest(dir: &Path) -> Result<Option<PathBuf>> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(err) => return Err(err).with_context(|| format!("cannot list {}", dir.display())),
-    };
-    let mut best: Option<(SystemTime, PathBuf)> = None;
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.extension().is_none_or(|ext| ext != "jsonl") {
-            continue;
-        }
-        let modified = entry
-            .metadata()
-            .and_then(|m| m.modified())
-            .unwrap_or(UNIX_EPOCH);
-        if best
-            .as_ref()
-            .is_none_or(|(time, name)| (modified, &path) > (*time, name))
-        {
-            best = Some((modified, path));
-        }
-    }
-    Ok(best.map(|(_, path)| path))
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// The saved sessions of the workspace whose state is `state`, newest first, for a picker.
-/// A session without a user message (every start of shiro makes one) is left out, and so is
-/// a file that cannot be read or does not replay; nothing is created. An error only when the
-/// state or sessions directory is there but is not a real directory (a link is never
-/// followed) or cannot be listed.
+/// A session without a prompt (every start of shiro makes one) is left out, unless `/redo`
+/// can bring prompts back (its every turn was undone), and so is a file that cannot be read
+/// or does not replay; nothing is created. An error only when the state or sessions
+/// directory is there but is not a real directory (a link is never followed) or cannot be
+/// listed. `--continue` takes the first of them (see [`Session::reopen`]).
 pub fn list(state: &StateDir) -> Result<Vec<SessionSummary>> {
     for dir in [state.dir().to_path_buf(), state.sessions_dir()] {
         match std::fs::symlink_metadata(&dir) {
@@ -431,15 +556,53 @@ pub fn list(state: &StateDir) -> Result<Vec<SessionSummary>> {
             }
         }
     }
-    let dir = state.sessions_dir();
+    Ok(survey(&state.sessions_dir())?.sessions)
+}
+
+/// What a sessions directory holds, newest first.
+struct Survey {
+    /// The sessions a picker lists.
+    sessions: Vec<SessionSummary>,
+    /// The session files that cannot be read or do not replay.
+    damaged: Vec<Damaged>,
+}
+
+/// A session file that cannot be read or does not replay.
+struct Damaged {
+    id: String,
+    modified: SystemTime,
+    why: String,
+}
+
+/// One file of a sessions directory, examined.
+enum Examined {
+    /// A session with a prompt, or prompts `/redo` can bring back.
+    Listed(SessionSummary),
+    /// A session file that cannot be read or does not replay.
+    Damaged(Damaged),
+    /// No session file, or one with no prompt.
+    Skipped,
+}
+
+/// Examines every file of the sessions directory `dir`.
+fn survey(dir: &Path) -> Result<Survey> {
     let entries =
-        std::fs::read_dir(&dir).with_context(|| format!("cannot list {}", dir.display()))?;
-    let mut sessions: Vec<SessionSummary> = entries
-        .flatten()
-        .filter_map(|entry| summary(&entry.path()))
-        .collect();
-    sessions.sort_by(|a, b| (b.modified, &b.id).cmp(&(a.modified, &a.id)));
-    Ok(sessions)
+        std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))?;
+    let mut survey = Survey {
+        sessions: Vec::new(),
+        damaged: Vec::new(),
+    };
+    for entry in entries.flatten() {
+        match examine(&entry.path()) {
+            Examined::Listed(summary) => survey.sessions.push(summary),
+            Examined::Damaged(damaged) => survey.damaged.push(damaged),
+            Examined::Skipped => {}
+        }
+    }
+    // Names break ties: they start with the creation time, so they sort by age too.
+    (survey.sessions).sort_by(|a, b| (b.modified, &b.id).cmp(&(a.modified, &a.id)));
+    (survey.damaged).sort_by(|a, b| (b.modified, &b.id).cmp(&(a.modified, &a.id)));
+    Ok(survey)
 }
 
 /// `sessions` (newest first) as a tree of forks: each session followed by its forks, newest
@@ -483,37 +646,68 @@ pub fn as_tree(sessions: &[SessionSummary]) -> Vec<(SessionSummary, usize)> {
     out
 }
 
-/// The summary of one session file; `None` when it is no session, cannot be read or
-/// replayed, or holds no user message.
-fn summary(path: &Path) -> Option<SessionSummary> {
+/// One file of a sessions directory: a session to list when it has a prompt, or prompts
+/// `/redo` can bring back (the first of those is then its first prompt, and it has 0
+/// turns). Links and other files are skipped.
+fn examine(path: &Path) -> Examined {
     if path.extension().is_none_or(|ext| ext != "jsonl") {
-        return None;
+        return Examined::Skipped;
     }
-    let id = path.file_stem()?.to_str()?.to_owned();
-    if id.starts_with('.') {
-        return None;
+    let Some(id) = path.file_stem().and_then(|stem| stem.to_str()) else {
+        return Examined::Skipped;
+    };
+    let id = id.to_owned();
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Examined::Skipped;
+    };
+    if id.starts_with('.') || !meta.is_file() {
+        return Examined::Skipped;
     }
-    let text = read_no_follow(path).ok()?;
-    let modified = std::fs::symlink_metadata(path)
-        .and_then(|meta| meta.modified())
-        .unwrap_or(UNIX_EPOCH);
-    let (history, _) = replay(&text).ok()?;
+    let modified = meta.modified().unwrap_or(UNIX_EPOCH);
+    let replayed = match read_no_follow(path) {
+        Ok(bytes) => replay_bytes(&bytes).map_err(|err| format!("{err:#}")),
+        Err(err) => Err(format!("cannot read it: {err}")),
+    };
+    let replayed = match replayed {
+        Ok(replayed) => replayed,
+        Err(why) => return Examined::Damaged(Damaged { id, modified, why }),
+    };
+    let history = &replayed.history;
     let mut prompts = history.transcript().iter().filter(|m| m.role == Role::User);
-    let first = prompts.next()?;
-    let forked_from = text
-        .lines()
-        .find(|line| !line.trim().is_empty())
-        .and_then(|line| match serde_json::from_str(line) {
-            Ok(Line::Fork { parent, turn, .. }) => Some((parent, turn)),
-            _ => None,
-        });
-    Some(SessionSummary {
+    let (first, turns) = match prompts.next() {
+        Some(first) => (first, 1 + prompts.count()),
+        None => match history.redoable().find(|m| m.role == Role::User) {
+            Some(first) => (first, 0),
+            None => return Examined::Skipped,
+        },
+    };
+    Examined::Listed(SessionSummary {
         id,
         modified,
         first_prompt: first_line(&first.content, SUMMARY_CHARS),
-        turns: 1 + prompts.count(),
-        forked_from,
+        turns,
+        forked_from: replayed.forked_from,
     })
+}
+
+/// Whether `history` is a conversation to go back to: it has a prompt, or prompts `/redo`
+/// can bring back (its every turn was undone). [`list`] shows such sessions, and
+/// `--continue` takes the newest of them.
+pub fn has_prompts(history: &Conversation) -> bool {
+    history.prompts() > 0 || history.redoable().any(|m| m.role == Role::User)
+}
+
+/// For a conversation whose every turn was undone (resumed, it shows nothing): what it
+/// was, and that `/redo` brings it back. `None` for any other.
+pub fn all_undone_note(history: &Conversation) -> Option<String> {
+    if history.prompts() > 0 {
+        return None;
+    }
+    let first = history.redoable().find(|m| m.role == Role::User)?;
+    Some(format!(
+        "every turn of this conversation was undone (the first: \"{}\"); /redo brings them back",
+        first_line(&first.content, SUMMARY_CHARS)
+    ))
 }
 
 /// The first line of `text` that is not blank, trimmed and cut to `max` characters (`…`
@@ -715,6 +909,215 @@ mod tests {
         assert_eq!(again.history.transcript(), [Message::user("hi")]);
         assert!(Session::reopen(&root, Some("../x")).is_err());
         assert!(Session::reopen(&root, Some("nope")).is_err());
+    }
+
+    fn user(text: &str) -> Line {
+        Line::Message {
+            message: Message::user(text),
+            time: None,
+        }
+    }
+
+    /// A session file whose last write a crash cut short: `before` and then `torn`.
+    fn torn_session(root: &StateDir, before: &[Line], torn: &[u8]) -> (String, PathBuf) {
+        let mut session = Session::create(root).unwrap();
+        for line in before {
+            session.append(line).unwrap();
+        }
+        let mut file = std::fs::File::options()
+            .append(true)
+            .open(session.path())
+            .unwrap();
+        file.write_all(torn).unwrap();
+        (session.id().to_owned(), session.path().to_owned())
+    }
+
+    /// Reopens `id`, and says what the notices were and what the history holds.
+    fn reopened(root: &StateDir, id: &str) -> (Session, Vec<&'static str>, Vec<String>) {
+        let reopened = Session::reopen(root, Some(id)).unwrap();
+        let notices = (reopened.notices.iter())
+            .map(|notice| match notice {
+                n if n.starts_with("skipped the damaged last line") => "damaged last line",
+                _ => "other",
+            })
+            .collect();
+        let contents = (reopened.history.transcript().iter())
+            .map(|m| m.content.clone())
+            .collect();
+        (reopened.session, notices, contents)
+    }
+
+    /// A session resumed past a damaged last line (a crash mid-write) goes on without it:
+    /// the line is cut off before the first append, so the file stays whole and the next
+    /// reopen reads every line without a notice. A write cut inside a character is damaged
+    /// the same way, not an unreadable file.
+    #[test]
+    fn resuming_past_a_torn_last_line_cuts_it_off_before_appending() {
+        let (_dir, root) = state();
+        for torn in [
+            &b"{\"type\":\"message\",\"mess"[..],
+            "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":\"日"
+                .as_bytes()
+                .split_last()
+                .unwrap()
+                .1,
+            b"{\"type\":\"mess\n",
+        ] {
+            let (id, path) = torn_session(&root, &[user("one")], torn);
+            let (mut session, notices, history) = reopened(&root, &id);
+            assert_eq!(
+                (notices, history),
+                (vec!["damaged last line"], vec!["one".to_owned()])
+            );
+            session.append(&user("two")).unwrap();
+            session.append(&user("three")).unwrap();
+            let (_, notices, history) = reopened(&root, &id);
+            assert_eq!(notices, Vec::<&str>::new(), "{torn:?}");
+            assert_eq!(history, ["one", "two", "three"]);
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(text.lines().count(), 3, "{text}");
+        }
+    }
+
+    /// A last line written whole but for its newline counts, and the next append ends it
+    /// first rather than running on from it.
+    #[test]
+    fn a_whole_last_line_without_its_newline_is_ended_before_appending() {
+        let (_dir, root) = state();
+        let unended = serde_json::to_string(&user("two")).unwrap();
+        let (id, _) = torn_session(&root, &[user("one")], unended.as_bytes());
+        let (mut session, notices, history) = reopened(&root, &id);
+        assert_eq!(
+            (notices, history),
+            (vec![], vec!["one".to_owned(), "two".to_owned()])
+        );
+        session.append(&user("three")).unwrap();
+        let (_, notices, history) = reopened(&root, &id);
+        assert_eq!(
+            (notices, history),
+            (
+                vec![],
+                vec!["one".to_owned(), "two".to_owned(), "three".to_owned()]
+            )
+        );
+    }
+
+    /// Two processes resumed the same torn session: the first to append cuts the line off;
+    /// the other finds the file changed since it read it and cuts nothing, so neither
+    /// loses the other's lines, even when the first's line is as long as the torn one.
+    #[test]
+    fn a_torn_line_another_process_mended_already_is_left_alone() {
+        let (_dir, root) = state();
+        let line = serde_json::to_string(&user("from the first")).unwrap();
+        let torn = format!("{{\"type\":\"mess{}", "x".repeat(line.len() - 12));
+        assert_eq!(
+            torn.len(),
+            line.len() + 1,
+            "as long as the line and its newline"
+        );
+        let (id, path) = torn_session(&root, &[user("one")], torn.as_bytes());
+        let len = std::fs::metadata(&path).unwrap().len();
+        let (mut first, _, _) = reopened(&root, &id);
+        let (mut second, _, _) = reopened(&root, &id);
+        first.append(&user("from the first")).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), len);
+        second.append(&user("from the second")).unwrap();
+        first.append(&user("first again")).unwrap();
+        let (_, notices, history) = reopened(&root, &id);
+        assert_eq!(notices, Vec::<&str>::new());
+        assert_eq!(
+            history,
+            ["one", "from the first", "from the second", "first again"]
+        );
+    }
+
+    /// `--continue` (a reopen without an id) takes the newest session `list` shows: newer
+    /// files without a prompt are passed over, a session whose every turn was undone is
+    /// taken, and a newer damaged one is passed over with a notice.
+    #[test]
+    fn continue_takes_the_newest_session_with_a_prompt() {
+        let (_dir, root) = state();
+        let err = Session::reopen(&root, None).unwrap_err();
+        assert!(
+            format!("{err:#}").starts_with("no saved session with a prompt in "),
+            "{err:#}"
+        );
+        let system = Line::Message {
+            message: Message::system("system"),
+            time: None,
+        };
+        let mut old = Session::create(&root).unwrap();
+        for line in [
+            system.clone(),
+            user("important"),
+            Line::Message {
+                message: Message::assistant("a"),
+                time: None,
+            },
+        ] {
+            old.append(&line).unwrap();
+        }
+        let mut undone = Session::create(&root).unwrap();
+        for line in [
+            system.clone(),
+            user("taken back"),
+            Line::Rewind {
+                to: 1,
+                turns: vec![1],
+            },
+        ] {
+            undone.append(&line).unwrap();
+        }
+        let mut empty = Session::create(&root).unwrap();
+        empty.append(&system).unwrap();
+        let mut damaged = Session::create(&root).unwrap();
+        damaged.append(&user("lost")).unwrap();
+        let mut file = std::fs::File::options()
+            .append(true)
+            .open(damaged.path())
+            .unwrap();
+        file.write_all(b"{oops\n{\"type\":\"redo\"}\n").unwrap();
+        let base = SystemTime::now() - std::time::Duration::from_secs(100);
+        let age = |session: &Session, secs| {
+            let file = std::fs::File::options()
+                .append(true)
+                .open(session.path())
+                .unwrap();
+            file.set_modified(base + std::time::Duration::from_secs(secs))
+                .unwrap();
+        };
+        age(&old, 1);
+        age(&undone, 2);
+        age(&damaged, 3);
+        age(&empty, 4);
+
+        let listed: Vec<(String, String, usize)> = (list(&root).unwrap().into_iter())
+            .map(|s| (s.id, s.first_prompt, s.turns))
+            .collect();
+        assert_eq!(
+            listed,
+            [
+                (undone.id().to_owned(), "taken back".to_owned(), 0),
+                (old.id().to_owned(), "important".to_owned(), 1)
+            ]
+        );
+        let reopened = Session::reopen(&root, None).unwrap();
+        assert_eq!(reopened.session.id(), undone.id());
+        assert_eq!(reopened.history.prompts(), 0);
+        assert!(has_prompts(&reopened.history));
+        insta::assert_snapshot!(reopened.notices.join("\n").replace(damaged.id(), "[ID]"), @"passed over the newer session [ID], whose file does not replay (line 2 does not parse: key must be a string at line 1 column 2)");
+        insta::assert_snapshot!(all_undone_note(&reopened.history).unwrap(), @r#"every turn of this conversation was undone (the first: "taken back"); /redo brings them back"#);
+        assert_eq!(
+            all_undone_note(&Session::reopen(&root, Some(old.id())).unwrap().history),
+            None
+        );
+
+        // With no session that has a prompt, the error names the damaged one.
+        std::fs::remove_file(old.path()).unwrap();
+        std::fs::remove_file(undone.path()).unwrap();
+        let err = Session::reopen(&root, None).unwrap_err();
+        let err = format!("{err:#}").replace(damaged.id(), "[ID]");
+        assert!(err.ends_with("to continue (the session [ID] there does not replay: line 2 does not parse: key must be a string at line 1 column 2)"), "{err}");
     }
 
     /// Someone can plant the sessions directory as a link, or a session file as one:

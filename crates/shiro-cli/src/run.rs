@@ -258,7 +258,9 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let model = model_name(&agent);
-    let resumed = agent.history.len() > 1;
+    // A session `--continue` or `--resume` opened is resumed even when it shows nothing (its
+    // every turn undone); with the picker, this one is new.
+    let resumed = !pick && (args.resume.is_some() || args.continue_latest);
     let state = match (resumed, agent.session.unsaved_reason()) {
         (_, Some(_)) => "new, not saved",
         (true, None) => "resumed",
@@ -266,6 +268,9 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
     };
     if resumed {
         agent.printer.ui(ToFront::Replay(agent.history.clone()));
+        if let Some(note) = session::all_undone_note(&agent.history) {
+            agent.printer.info(&format!("note: {note}"));
+        }
     }
     agent.printer.info(&format!(
         "shiro: session {} ({state}), model {model}; /help lists commands, /undo takes a turn back",
@@ -369,11 +374,11 @@ fn live_output(front: FrontSink) -> shiro_tools::tools::Live {
     })
 }
 
-/// `resume this session with: shiro --resume ID` for a saved session with at least one user
-/// message, shown when an interactive session ends; `-C ROOT` is added when shiro started
-/// here would pick another workspace.
+/// `resume this session with: shiro --resume ID` for a saved session that `/resume` lists
+/// (with a prompt, or prompts `/redo` can bring back), shown when an interactive session
+/// ends; `-C ROOT` is added when shiro started here would pick another workspace.
 pub fn resume_hint(agent: &Agent<'_>) -> Option<String> {
-    if agent.session.unsaved_reason().is_some() || agent.history.prompts() == 0 {
+    if agent.session.unsaved_reason().is_some() || !session::has_prompts(&agent.history) {
         return None;
     }
     let here = std::env::current_dir()
@@ -405,9 +410,9 @@ fn history_file(state: &StateDir) -> std::path::PathBuf {
 }
 
 /// A new session, or the one `--continue`/`--resume` names (`--resume` without an id: the
-/// newest), with its history and notices. A new session in a workspace where `.shiro/`
-/// cannot be made is an unsaved one, and the one notice says so: its turns answer questions
-/// and refuse changes, without saying it again.
+/// newest that `/resume` lists), with its history and notices. A new session in a workspace
+/// where `.shiro/` cannot be made is an unsaved one, and the one notice says so: its turns
+/// answer questions and refuse changes, without saying it again.
 pub fn open_session(
     state: &StateDir,
     args: &SessionArgs,

@@ -9,6 +9,7 @@ mod agent_headless;
 mod agent_instructions;
 mod agent_providers;
 mod agent_repl;
+mod agent_sessions;
 mod agent_skills;
 mod agent_workspace;
 mod headless_scripts;
