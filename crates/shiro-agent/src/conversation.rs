@@ -188,9 +188,21 @@ impl Conversation {
         });
     }
 
+    /// Whether the messages that rewinds took away, still there for a redo, hold the prompt
+    /// that started the undo log's `turn`.
+    pub fn rewound_turn(&self, turn: u64) -> bool {
+        (self.undone.iter()).any(|undone| undone.prompts.values().any(|p| p.turn == Some(turn)))
+    }
+
     /// What the next [`Conversation::redo`] brings back, if anything.
     pub fn next_redo(&self) -> Option<&Undone> {
         self.undone.last()
+    }
+
+    /// The messages that redos could bring back, in the order they would come back: the
+    /// next redo's first.
+    pub fn redoable(&self) -> impl Iterator<Item = &Message> {
+        self.undone.iter().rev().flat_map(|undone| &undone.messages)
     }
 
     /// Brings back what the last rewind took away; `None` (changing nothing) when no rewind
@@ -199,12 +211,6 @@ impl Conversation {
         let undone = self.undone.pop()?;
         if undone.to != self.messages.len() {
             // Cannot happen: anything that changes the transcript empties the stack.
-    /// The messages that redos could bring back, in the order they would come back: the
-    /// next redo's first.
-    pub fn redoable(&self) -> impl Iterator<Item = &Message> {
-        self.undone.iter().rev().flat_map(|undone| &undone.messages)
-    }
-
             self.undone.push(undone);
             return None;
         }
@@ -479,12 +485,6 @@ mod tests {
         messages.iter().map(|m| m.content.as_str()).collect()
     }
 
-    #[test]
-    fn compaction_keeps_the_last_turn_and_rewind_past_it_brings_the_messages_back() {
-        let mut c = conversation("suatauat");
-        let before = c.context();
-        assert_eq!(c.cut(), Some(5), "the newest user message");
-        c.compact(5, "S1".into()).unwrap();
     /// What redos could bring back is listed in the order they would bring it, and a new
     /// message empties it.
     #[test]
@@ -508,6 +508,12 @@ mod tests {
         assert_eq!(c.redoable().count(), 0);
     }
 
+    #[test]
+    fn compaction_keeps_the_last_turn_and_rewind_past_it_brings_the_messages_back() {
+        let mut c = conversation("suatauat");
+        let before = c.context();
+        assert_eq!(c.cut(), Some(5), "the newest user message");
+        c.compact(5, "S1".into()).unwrap();
         assert_eq!(
             contents(&c.context()),
             ["s0", COMPACTED_NOTE, "S1", "u5", "a6", "t7"]
@@ -638,6 +644,24 @@ mod tests {
             c.apply_clearing(misfit).is_err(),
             "not at the transcript's length"
         );
+    }
+
+    #[test]
+    fn a_rewound_turn_is_known_until_its_messages_come_back_or_a_new_one_is_sent() {
+        let mut c = conversation("suaua");
+        c.note_turn(1, 7);
+        c.note_turn(3, 8);
+        c.rewind(3);
+        assert!(c.rewound_turn(8));
+        assert!(!c.rewound_turn(7), "still in the conversation");
+        c.rewind_with(3, vec![7]);
+        assert!(c.rewound_turn(8), "under a rewind of files alone");
+        c.redo();
+        c.redo();
+        assert!(!c.rewound_turn(8), "back in the conversation");
+        c.rewind(3);
+        c.push(Message::user("u3"));
+        assert!(!c.rewound_turn(8), "a new message ends the redo");
     }
 
     #[test]

@@ -68,8 +68,8 @@ pub(crate) async fn undo(agent: &mut Agent<'_>, options: UndoOptions) -> String 
         return out;
     }
     let turns = vec![outcome.turn.id.0];
-    let marker = usize::try_from(outcome.turn.history_marker).unwrap_or(usize::MAX);
-    if ours(agent, &outcome.turn) && marker < agent.history.len() {
+    let place = place(agent, &outcome.turn);
+    if let Place::Here(marker) = place {
         out.push_str(&rewind_conversation(agent, marker, turns));
         return out;
     }
@@ -78,11 +78,14 @@ pub(crate) async fn undo(agent: &mut Agent<'_>, options: UndoOptions) -> String 
     if let Err(err) = agent.rewind(len, turns) {
         let _ = writeln!(out, "error: {}", error_text(&err));
     }
-    let _ = writeln!(
-        out,
-        "{}; this conversation was not rewound",
-        whose(&outcome.turn)
-    );
+    let why = match place {
+        Place::Rewound => "the conversation stays as it is: that turn's messages were taken back already, by a rewind of the conversation alone; /redo brings back the files, and a later /redo the messages".to_owned(),
+        Place::Left => format!("the conversation stays as it is: that turn's messages are no longer in it ({LEFT})"),
+        Place::Elsewhere | Place::Here(_) => {
+            format!("{}; this conversation was not rewound", whose(&outcome.turn))
+        }
+    };
+    let _ = writeln!(out, "{why}");
     out
 }
 
@@ -154,12 +157,39 @@ pub(crate) async fn revert(agent: &mut Agent<'_>, id: u64, dry_run: bool) -> Str
     out
 }
 
-/// Whether `turn` is one of this conversation's: it began at one of its prompts (a fork's
-/// conversation holds its parent's turns from before the fork), or its session is this one.
-fn ours(agent: &Agent<'_>, turn: &TurnSummary) -> bool {
+/// Where a turn of the undo log stands in this conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Its prompt is in the conversation, at this position: the conversation goes back
+    /// there with its files. A fork's conversation holds its parent's turns from before the
+    /// fork.
+    Here(usize),
+    /// Its prompt is among the messages a rewind took away, which a redo brings back.
+    Rewound,
+    /// A turn of this session whose messages left the conversation: they were taken back,
+    /// and a new prompt was sent since (a redo of its files alone does not bring them back).
+    Left,
+    /// Another session's turn, or a headless command's: this conversation never had it.
+    Elsewhere,
+}
+
+/// Why a turn of [`Place::Left`] has no messages to take back or bring back.
+const LEFT: &str = "a new prompt was sent after they were taken back";
+
+/// Where `turn` stands in this conversation. Only the prompt that started it gives a turn a
+/// place: a turn of this session redone without its messages has none, so its undo must
+/// not cut the messages sent since.
+fn place(agent: &Agent<'_>, turn: &TurnSummary) -> Place {
     let marker = usize::try_from(turn.history_marker).unwrap_or(usize::MAX);
-    agent.history.prompt(marker).turn == Some(turn.id.0)
-        || turn.session.as_deref() == Some(agent.session.id())
+    if marker < agent.history.len() && agent.history.prompt(marker).turn == Some(turn.id.0) {
+        Place::Here(marker)
+    } else if agent.history.rewound_turn(turn.id.0) {
+        Place::Rewound
+    } else if turn.session.as_deref() == Some(agent.session.id()) {
+        Place::Left
+    } else {
+        Place::Elsewhere
+    }
 }
 
 /// `that turn belongs to session S` or `that turn was a headless command`.
@@ -225,28 +255,22 @@ pub(crate) async fn redo(agent: &mut Agent<'_>, options: UndoOptions) -> String 
         return redo_newest(agent, options).await;
     };
     let mut out = String::new();
+    let mut outcomes = Vec::new();
     if !turns.is_empty() {
         let (store, workspace, notices) = match open(agent).await {
             Ok(opened) => opened,
             Err(text) => return text,
         };
         out.push_str(&notices);
-        let outcomes = match redo_turns(&store, &workspace, &turns, options).await {
-            Ok((text, outcomes)) => {
+        match redo_turns(&store, &workspace, &turns, options).await {
+            Ok((text, redone)) => {
                 out.push_str(&text);
-                outcomes
+                outcomes = redone;
             }
             Err(text) => return out + &text,
-        };
+        }
         if options.dry_run {
             return out;
-        }
-        for outcome in outcomes.iter().filter(|o| !ours(agent, &o.turn)) {
-            let _ = writeln!(
-                out,
-                "the files are back; {}, and this conversation never had it",
-                whose(&outcome.turn)
-            );
         }
     } else if options.dry_run {
         let _ = writeln!(
@@ -259,8 +283,14 @@ pub(crate) async fn redo(agent: &mut Agent<'_>, options: UndoOptions) -> String 
         Ok(Some(undone)) if !undone.is_empty() => {
             let _ = writeln!(
                 out,
-                "the conversation is back too: {} messages",
-                undone.len()
+                "the conversation is back{}: {} messages{}",
+                if turns.is_empty() { "" } else { " too" },
+                undone.len(),
+                if turns.is_empty() {
+                    " (no file changes)"
+                } else {
+                    ""
+                }
             );
         }
         Ok(_) => {}
@@ -268,7 +298,34 @@ pub(crate) async fn redo(agent: &mut Agent<'_>, options: UndoOptions) -> String 
             let _ = writeln!(out, "error: {}", error_text(&err));
         }
     }
+    // Said once the conversation is back: a turn whose messages came back with its files
+    // needs no word.
+    for outcome in &outcomes {
+        if let Some(note) = files_back(agent, &outcome.turn) {
+            let _ = writeln!(out, "{note}");
+        }
+    }
     out
+}
+
+/// What a redo of `turn`'s files says of its messages, when they did not come back with
+/// them: none when the conversation holds them.
+fn files_back(agent: &Agent<'_>, turn: &TurnSummary) -> Option<String> {
+    match place(agent, turn) {
+        Place::Here(_) => None,
+        Place::Rewound => Some(format!(
+            "the files of turn {} are back; the conversation stays as it is: that turn's messages were taken back on their own, and a later /redo brings them back",
+            turn.id
+        )),
+        Place::Left => Some(format!(
+            "the files of turn {} are back; the conversation stays as it is: that turn's messages are no longer in it ({LEFT})",
+            turn.id
+        )),
+        Place::Elsewhere => Some(format!(
+            "the files are back; {}, and this conversation never had it",
+            whose(turn)
+        )),
+    }
 }
 
 /// Redoes the turns `ids` that are still undone, each with the turns undone with it, and
@@ -328,18 +385,10 @@ async fn redo_newest(agent: &mut Agent<'_>, options: UndoOptions) -> String {
         out.push_str(&dry_run_diff(agent, &store, &workspace, &outcome).await);
         return out;
     }
-    if ours(agent, &outcome.turn) {
-        let _ = writeln!(
-            out,
-            "the files are back; this conversation has no rewound messages to bring back"
-        );
-    } else {
-        let _ = writeln!(
-            out,
-            "the files are back; {}, and this conversation never had it",
-            whose(&outcome.turn)
-        );
-    }
+    let note = files_back(agent, &outcome.turn).unwrap_or_else(|| {
+        "the files are back; this conversation holds that turn's messages already".to_owned()
+    });
+    let _ = writeln!(out, "{note}");
     out
 }
 
@@ -432,7 +481,7 @@ pub fn ago(now: u64, then: u64) -> String {
 }
 
 /// `/rewind`: with a terminal UI, the picker; in the line interface, the list of turns, or
-/// with `N [both|conversation|files]` the rewind to before turn N.
+/// with `N [both|conversation|files] [--dry-run] [--force]` the rewind to before turn N.
 pub(crate) async fn rewind_command(agent: &mut Agent<'_>, args: &str) -> String {
     let mut words = args.split_whitespace();
     let Some(number) = words.next() else {
@@ -444,21 +493,36 @@ pub(crate) async fn rewind_command(agent: &mut Agent<'_>, args: &str) -> String 
     let Ok(number) = number.parse::<usize>() else {
         return format!("/rewind takes the number of a turn (/rewind lists them), not {number:?}");
     };
-    let scope = match words.next() {
-        None => RewindScope::Both,
-        Some(word) => match RewindScope::parse(word) {
-            Some(scope) => scope,
-            None => {
-                return format!(
-                    "unknown part {word:?}: /rewind N takes both (the default), conversation or files"
-                );
+    let mut scope = None;
+    let mut options = UndoOptions::default();
+    for word in words {
+        match word {
+            "--force" => options.force = true,
+            "--dry-run" => options.dry_run = true,
+            _ if word.starts_with('-') => {
+                return format!("unknown option {word}: /rewind N takes --dry-run or --force");
             }
-        },
-    };
-    if let Some(extra) = words.next() {
-        return format!("unexpected {extra:?}: /rewind N [both|conversation|files]");
+            _ => match (RewindScope::parse(word), scope) {
+                (Some(parsed), None) => scope = Some(parsed),
+                (Some(_), Some(_)) => {
+                    return format!(
+                        "unexpected {word:?}: /rewind N [both|conversation|files] [--dry-run] [--force]"
+                    );
+                }
+                (None, _) => {
+                    return format!(
+                        "unknown part {word:?}: /rewind N takes both (the default), conversation or files"
+                    );
+                }
+            },
+        }
     }
-    rewind(agent, RewindChoice { number, scope }).await
+    let scope = scope.unwrap_or_default();
+    if scope == RewindScope::Conversation && (options.force || options.dry_run) {
+        return "/rewind N conversation changes no file: --dry-run and --force go with both or files"
+            .to_owned();
+    }
+    rewind(agent, RewindChoice { number, scope }, options).await
 }
 
 /// Asks the front end to pick a turn, then rewinds to it. Nothing is shown when the person
@@ -473,7 +537,7 @@ pub(crate) async fn pick(agent: &mut Agent<'_>) -> String {
     // The UI answers at once when it cannot show a picker; waiting blocks this thread as a
     // prompt does.
     match chosen.recv().ok().flatten() {
-        Some(choice) => rewind(agent, choice).await,
+        Some(choice) => rewind(agent, choice, UndoOptions::default()).await,
         None => String::new(),
     }
 }
@@ -504,13 +568,23 @@ pub fn list_text(items: &[TurnItem]) -> String {
 /// Rewinds to before turn `choice.number` of this conversation: its files (each turn of the
 /// conversation from that one on, as one restore), its conversation, or both. The turn's
 /// prompt is put back in the input box.
-pub(crate) async fn rewind(agent: &mut Agent<'_>, choice: RewindChoice) -> String {
+pub(crate) async fn rewind(
+    agent: &mut Agent<'_>,
+    choice: RewindChoice,
+    options: UndoOptions,
+) -> String {
     let prompts = agent.history.prompt_list();
     let Some((index, message, _)) = choice
         .number
         .checked_sub(1)
         .and_then(|i| prompts.get(i).cloned())
     else {
+        if prompts.is_empty() {
+            return format!(
+                "no turn {} in this conversation: it has no prompt yet",
+                choice.number
+            );
+        }
         return format!(
             "no turn {} in this conversation: it has {} (/rewind lists them)",
             choice.number,
@@ -526,13 +600,35 @@ pub(crate) async fn rewind(agent: &mut Agent<'_>, choice: RewindChoice) -> Strin
     let mut out = String::new();
     let mut rewound = Vec::new();
     if choice.scope != RewindScope::Conversation && !later.is_empty() {
-        match rewind_files(agent, &later).await {
+        let retry = Retry {
+            command: format!("/rewind {}", choice.number),
+            alone: Some(format!(
+                "/rewind {} conversation takes back the conversation alone",
+                choice.number
+            )),
+        };
+        match rewind_files(agent, &later, options, &retry).await {
             Ok((text, ids)) => {
                 out.push_str(&text);
                 rewound = ids;
             }
             Err(text) => return text,
         }
+    }
+    if options.dry_run {
+        if rewound.is_empty() {
+            out.push_str("no file changes to take back: the turns from that one on changed no file that can still be undone\n");
+        }
+        let conversation = match choice.scope {
+            RewindScope::Files => "the conversation would stay as it is".to_owned(),
+            RewindScope::Both | RewindScope::Conversation => format!(
+                "would rewind the conversation by {} messages to before turn {}",
+                agent.history.len() - index,
+                choice.number
+            ),
+        };
+        let _ = writeln!(out, "{conversation}; a dry run changes nothing");
+        return out;
     }
     match choice.scope {
         RewindScope::Files => {
@@ -564,10 +660,45 @@ pub(crate) async fn rewind(agent: &mut Agent<'_>, choice: RewindChoice) -> Strin
     out
 }
 
+/// How a refused rewind of files says what to do instead.
+struct Retry {
+    /// The command that was refused, with its turn (`/rewind 2`), to retry with `--dry-run`
+    /// or `--force`.
+    command: String,
+    /// What else there is, when there is something (`/rewind 2 conversation …`).
+    alone: Option<String>,
+}
+
+impl Retry {
+    /// The line that follows a refusal: `--force` and `--dry-run` when they would help,
+    /// then the other way; empty when there is nothing to say.
+    fn advice(&self, forceable: bool) -> String {
+        let mut parts = Vec::new();
+        if forceable {
+            parts.push(format!(
+                "here: {0} --dry-run shows the diff, {0} --force overwrites",
+                self.command
+            ));
+        }
+        parts.extend(self.alone.clone());
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!("\n({})", parts.join("; "))
+        }
+    }
+}
+
 /// Rewinds the files of `turns` (this conversation's, from the chosen one on) that are still
-/// undoable, as one restore; the text to show and the turns it undid. Refused, changing
-/// nothing, when one of them can no longer be undone.
-async fn rewind_files(agent: &Agent<'_>, turns: &[u64]) -> Result<(String, Vec<u64>), String> {
+/// undoable, as one restore (with `options`: forced, or only planned, showing the diff); the
+/// text to show and the turns it undid (or would undo). Refused, changing nothing, when one
+/// of them can no longer be undone, saying how to `retry`.
+async fn rewind_files(
+    agent: &Agent<'_>,
+    turns: &[u64],
+    options: UndoOptions,
+    retry: &Retry,
+) -> Result<(String, Vec<u64>), String> {
     let (store, workspace, mut out) = open(agent).await?;
     let undoable: Vec<u64> = match store.log() {
         Ok(log) => log.iter().map(|turn| turn.id.0).collect(),
@@ -583,8 +714,9 @@ async fn rewind_files(agent: &Agent<'_>, turns: &[u64]) -> Result<(String, Vec<u
         .collect();
     if !gone.is_empty() {
         return Err(format!(
-            "the files cannot be rewound that far: turn {} left the undo log (it keeps the newest turns, [undo] depth); nothing was changed. /rewind N conversation takes back the conversation alone",
-            gone.join(", ")
+            "the files cannot be rewound that far: turn {} left the undo log (it keeps the newest turns, [undo] depth); nothing was changed{}",
+            gone.join(", "),
+            retry.advice(false)
         ));
     }
     let ids: Vec<TurnId> = (turns.iter())
@@ -594,44 +726,59 @@ async fn rewind_files(agent: &Agent<'_>, turns: &[u64]) -> Result<(String, Vec<u
     if ids.is_empty() {
         return Ok((out, Vec::new()));
     }
-    match store
-        .rewind_turns(&workspace, &ids, UndoOptions::default())
-        .await
-    {
+    match store.rewind_turns(&workspace, &ids, options).await {
         Ok(outcome) => {
             out.push_str(&outcome.to_string());
+            if options.dry_run {
+                out.push_str(&dry_run_diff(agent, &store, &workspace, &outcome).await);
+            }
             Ok((out, ids.iter().map(|id| id.0).collect()))
         }
-        Err(UndoError::Conflict(report)) => Err(format!(
-            "{out}{report}\n(nothing was changed; /rewind N conversation takes back the conversation alone)"
-        )),
+        Err(UndoError::Conflict(report)) => {
+            Err(format!("{out}{report}{}", retry.advice(report.forceable())))
+        }
         Err(err) => Err(format!("{out}{err}")),
     }
 }
 
-/// `/fork [N]`: a new session whose conversation is this one's before turn N (all of it
-/// without N), which the session goes on in. With N, the files of the turns from N on are
-/// rewound first, as one restore (refused: no fork). This session's file is left as it is;
+/// `/fork [N] [--dry-run] [--force]`: a new session whose conversation is this one's before
+/// turn N (all of it without N), which the session goes on in. With N, the files of the
+/// turns from N on are rewound first, as one restore (refused: no fork; planned only with
+/// `--dry-run`, which makes no fork). This session's file is left as it is;
 /// resumed later, it offers to bring its files back.
 pub(crate) async fn fork(agent: &mut Agent<'_>, args: &str) -> String {
     if let Some(why) = agent.session.unsaved_reason() {
         return format!("cannot fork: this session is not saved ({why})");
     }
     let prompts = agent.history.prompt_list();
-    let args = args.trim();
-    let number = if args.is_empty() {
-        prompts.len() + 1
-    } else {
-        match args.parse::<usize>() {
-            Ok(n) if (1..=prompts.len()).contains(&n) => n,
-            _ => {
-                return format!(
-                    "/fork takes the number of a turn, 1 to {} (/rewind lists them), or nothing to fork the whole conversation",
-                    prompts.len()
-                );
+    let mut number = None;
+    let mut options = UndoOptions::default();
+    for word in args.split_whitespace() {
+        match word {
+            "--force" => options.force = true,
+            "--dry-run" => options.dry_run = true,
+            _ if word.starts_with('-') => {
+                return format!("unknown option {word}: /fork N takes --dry-run or --force");
             }
+            _ => match word.parse::<usize>() {
+                Ok(n) if number.is_none() && (1..=prompts.len()).contains(&n) => number = Some(n),
+                _ if prompts.is_empty() => {
+                    return "this conversation has no turn to fork before yet; /fork alone forks it as it is"
+                        .to_owned();
+                }
+                _ => {
+                    return format!(
+                        "/fork takes the number of a turn, 1 to {} (/rewind lists them), or nothing to fork the whole conversation",
+                        prompts.len()
+                    );
+                }
+            },
         }
-    };
+    }
+    if number.is_none() && (options.force || options.dry_run) {
+        return "/fork without N changes no file: --dry-run and --force go with /fork N".to_owned();
+    }
+    let number = number.unwrap_or(prompts.len() + 1);
     let (index, prompt) = match prompts.get(number - 1) {
         Some((index, message, _)) => (*index, Some(message.content.clone())),
         None => (agent.history.len(), None),
@@ -641,11 +788,26 @@ pub(crate) async fn fork(agent: &mut Agent<'_>, args: &str) -> String {
         .filter_map(|(_, _, facts)| facts.turn)
         .collect();
     let mut out = String::new();
+    let mut rewound = Vec::new();
     if !later.is_empty() {
-        match rewind_files(agent, &later).await {
-            Ok((text, _)) => out.push_str(&text),
+        let retry = Retry {
+            command: format!("/fork {number}"),
+            alone: None,
+        };
+        match rewind_files(agent, &later, options, &retry).await {
+            Ok((text, ids)) => {
+                out.push_str(&text);
+                rewound = ids;
+            }
             Err(text) => return format!("{text}\nno fork was made"),
         }
+    }
+    if options.dry_run {
+        if rewound.is_empty() {
+            out.push_str("no file changes to take back: the turns from that one on changed no file that can still be undone\n");
+        }
+        out.push_str("no fork was made: a dry run changes nothing\n");
+        return out;
     }
     let parent = agent.session.id().to_owned();
     let history = agent.history.before(index);
@@ -697,8 +859,13 @@ pub async fn reconcile(agent: &mut Agent<'_>) -> Vec<String> {
             break;
         }
         match agent.redo_conversation() {
-            Ok(_) => notices.push(format!(
+            Ok(Some(undone)) if !undone.is_empty() => notices.push(format!(
                 "turn {} of this conversation was redone since it last ran; its messages are back too",
+                ids_text(&turns)
+            )),
+            // Its files alone had gone back: no message comes back.
+            Ok(_) => notices.push(format!(
+                "the files of turn {} were redone since this session last ran",
                 ids_text(&turns)
             )),
             Err(err) => {
@@ -824,6 +991,7 @@ mod tests {
                 number: 2,
                 scope: RewindScope::Both,
             },
+            UndoOptions::default(),
         )
         .await;
         assert!(text.contains("rewound the conversation"), "{text}");
@@ -855,13 +1023,23 @@ mod tests {
         let whole = agent.history.clone();
         let choice = |scope| RewindChoice { number: 2, scope };
 
-        rewind(&mut agent, choice(RewindScope::Conversation)).await;
+        rewind(
+            &mut agent,
+            choice(RewindScope::Conversation),
+            UndoOptions::default(),
+        )
+        .await;
         assert_eq!(files(&root), [("a.txt".to_owned(), "2\n".to_owned())]);
         assert_eq!(prompts(&agent), ["first"]);
         redo(&mut agent, UndoOptions::default()).await;
         assert_eq!(agent.history, whole);
 
-        let text = rewind(&mut agent, choice(RewindScope::Files)).await;
+        let text = rewind(
+            &mut agent,
+            choice(RewindScope::Files),
+            UndoOptions::default(),
+        )
+        .await;
         assert!(text.contains("the conversation stays"), "{text}");
         assert_eq!(files(&root), [("a.txt".to_owned(), "1\n".to_owned())]);
         assert_eq!(prompts(&agent), ["first", "second"]);
@@ -991,6 +1169,236 @@ mod tests {
         assert_eq!(agent.history.transcript(), before.transcript());
         let refused = revert(&mut agent, 9, false).await;
         assert!(refused.contains("no turn #9 to revert"), "{refused}");
+    }
+
+    /// A turn undone with its messages, then a new prompt, then its files redone alone: the
+    /// turn has no place in the conversation any more, so undoing it again takes its files
+    /// and leaves the later messages, and `/redo` brings the files back.
+    #[tokio::test]
+    async fn an_undo_after_a_files_only_redo_leaves_the_later_messages() {
+        let (_dir, root) = workspace();
+        let ctx = context(root.clone(), Config::load(&root, None).unwrap());
+        let mut responses = writes("a.txt", "1\n").to_vec();
+        responses.push(json!({"text": "just chatting"}));
+        let script = json!({ "responses": responses }).to_string();
+        let session = Session::create(&ctx.state).unwrap();
+        let mut agent = agent(&ctx, &script, session, Mode::Yes, 5);
+        agent.start_conversation().unwrap();
+        agent.turn("first").await.unwrap();
+        let id = agent.session.id().to_owned();
+        let text = undo(&mut agent, UndoOptions::default()).await;
+        assert!(text.contains("rewound the conversation"), "{text}");
+        agent.turn("hello?").await.unwrap();
+        let chat = agent.history.clone();
+
+        let text = redo(&mut agent, UndoOptions::default()).await;
+        assert!(text.contains("redid turn #1"), "{text}");
+        assert!(
+            text.contains(
+                "the conversation stays as it is: that turn's messages are no longer in it"
+            ),
+            "{text}"
+        );
+        assert_eq!(files(&root), [("a.txt".to_owned(), "1\n".to_owned())]);
+
+        let text = undo(&mut agent, UndoOptions::default()).await;
+        assert!(text.contains("undid turn #1"), "{text}");
+        assert!(!text.contains("rewound the conversation"), "{text}");
+        assert!(
+            text.contains(
+                "the conversation stays as it is: that turn's messages are no longer in it"
+            ),
+            "{text}"
+        );
+        assert_eq!(files(&root), []);
+        assert_eq!(agent.history.transcript(), chat.transcript());
+        assert_eq!(prompts(&agent), ["hello?"]);
+
+        let text = redo(&mut agent, UndoOptions::default()).await;
+        assert!(text.contains("redid turn #1"), "{text}");
+        assert_eq!(files(&root), [("a.txt".to_owned(), "1\n".to_owned())]);
+        assert_eq!(agent.history.transcript(), chat.transcript());
+        assert_eq!(replayed(&agent, &id), agent.history);
+    }
+
+    /// After a rewind of the conversation alone, `/undo` of the same turn takes its files and
+    /// says its messages went already (not that the session is someone else's); `/redo`
+    /// brings back the files, then the messages.
+    #[tokio::test]
+    async fn an_undo_after_a_conversation_rewind_takes_the_files_of_a_turn_of_this_session() {
+        let (_dir, root) = workspace();
+        let ctx = context(root.clone(), Config::load(&root, None).unwrap());
+        let script = script(&[("a.txt", "1\n"), ("b.txt", "2\n")]);
+        let session = Session::create(&ctx.state).unwrap();
+        let mut agent = agent(&ctx, &script, session, Mode::Yes, 5);
+        agent.start_conversation().unwrap();
+        for prompt in ["first", "second"] {
+            agent.turn(prompt).await.unwrap();
+        }
+        let id = agent.session.id().to_owned();
+        let whole = agent.history.clone();
+        let after = files(&root);
+        let choice = RewindChoice {
+            number: 2,
+            scope: RewindScope::Conversation,
+        };
+        rewind(&mut agent, choice, UndoOptions::default()).await;
+
+        let text = undo(&mut agent, UndoOptions::default()).await;
+        assert!(text.contains("undid turn #2"), "{text}");
+        assert!(!text.contains("belongs to session"), "{text}");
+        assert!(
+            text.contains("that turn's messages were taken back already"),
+            "{text}"
+        );
+        assert_eq!(files(&root), [("a.txt".to_owned(), "1\n".to_owned())]);
+        assert_eq!(prompts(&agent), ["first"]);
+
+        let text = redo(&mut agent, UndoOptions::default()).await;
+        assert!(text.contains("redid turn #2"), "{text}");
+        assert!(
+            text.contains("that turn's messages were taken back on their own, and a later /redo brings them back"),
+            "{text}"
+        );
+        assert_eq!(files(&root), after);
+        assert_eq!(prompts(&agent), ["first"]);
+        let text = redo(&mut agent, UndoOptions::default()).await;
+        assert_eq!(
+            text, "the conversation is back: 4 messages (no file changes)\n",
+            "{text}"
+        );
+        assert_eq!(agent.history, whole);
+        assert_eq!(replayed(&agent, &id), whole);
+    }
+
+    /// `/rewind ARGS` or `/fork ARGS`.
+    async fn travel(agent: &mut Agent<'_>, command: &str, args: &str) -> String {
+        match command {
+            "rewind" => rewind_command(agent, args).await,
+            _ => fork(agent, args).await,
+        }
+    }
+
+    /// A turn whose files alone `/undo` took, redone in a shell: the resumed session says
+    /// the files came back, and claims no message did.
+    #[tokio::test]
+    async fn a_files_only_undo_redone_elsewhere_brings_back_no_message() {
+        let (_dir, root) = workspace();
+        let ctx = context(root.clone(), Config::load(&root, None).unwrap());
+        let script = script(&[("a.txt", "1\n"), ("b.txt", "2\n")]);
+        let session = Session::create(&ctx.state).unwrap();
+        let mut agent = agent(&ctx, &script, session, Mode::Yes, 5);
+        agent.start_conversation().unwrap();
+        for prompt in ["first", "second"] {
+            agent.turn(prompt).await.unwrap();
+        }
+        let id = agent.session.id().to_owned();
+        let choice = RewindChoice {
+            number: 2,
+            scope: RewindScope::Conversation,
+        };
+        rewind(&mut agent, choice, UndoOptions::default()).await;
+        undo(&mut agent, UndoOptions::default()).await;
+        let (store, _) = ctx.open_store().await.unwrap();
+        (store
+            .redo(&ctx.workspace().unwrap(), UndoOptions::default())
+            .await)
+            .unwrap();
+        drop(store);
+
+        agent.session = Session::create(&ctx.state).unwrap();
+        let text = crate::resume_session(&mut agent, &id).await.unwrap();
+        assert!(
+            text.contains("the files of turn #2 were redone since this session last ran"),
+            "{text}"
+        );
+        assert!(!text.contains("messages are back"), "{text}");
+        assert_eq!(prompts(&agent), ["first"]);
+        let text = redo(&mut agent, UndoOptions::default()).await;
+        assert_eq!(
+            text,
+            "the conversation is back: 4 messages (no file changes)\n"
+        );
+        assert_eq!(prompts(&agent), ["first", "second"]);
+    }
+
+    /// A rewind or fork refused over an edit of yours says what works: `--dry-run` shows the
+    /// diff and changes nothing, `--force` goes over the edit, which `/redo` brings back.
+    #[tokio::test]
+    async fn a_refused_rewind_or_fork_takes_dry_run_and_force() {
+        let (_dir, root) = workspace();
+        let ctx = context(root.clone(), Config::load(&root, None).unwrap());
+        let script = script(&[("a.txt", "1\n"), ("b.txt", "2\n")]);
+        let session = Session::create(&ctx.state).unwrap();
+        let mut agent = agent(&ctx, &script, session, Mode::Yes, 5);
+        agent.start_conversation().unwrap();
+        for prompt in ["first", "second"] {
+            agent.turn(prompt).await.unwrap();
+        }
+        let parent = agent.session.id().to_owned();
+        let whole = agent.history.clone();
+        std::fs::write(root.join("b.txt"), "mine\n").unwrap();
+        let mine = files(&root);
+
+        for (command, retry) in [("rewind", "/rewind 2"), ("fork", "/fork 2")] {
+            let text = travel(&mut agent, command, "2").await;
+            assert!(text.contains("refused"), "{text}");
+            assert!(
+                text.contains(&format!(
+                    "(here: {retry} --dry-run shows the diff, {retry} --force overwrites"
+                )),
+                "{text}"
+            );
+            let text = travel(&mut agent, command, "2 --dry-run").await;
+            assert!(text.contains("would undo turn #2"), "{text}");
+            assert!(text.contains("-mine\n"), "{text}");
+            assert_eq!(files(&root), mine);
+            assert_eq!(agent.history, whole);
+            assert_eq!(agent.session.id(), parent);
+        }
+        let text = rewind_command(&mut agent, "2 conversation --force").await;
+        assert!(text.contains("changes no file"), "{text}");
+        let text = fork(&mut agent, "--force").await;
+        assert!(text.contains("changes no file"), "{text}");
+        assert_eq!(agent.session.id(), parent);
+
+        let text = rewind_command(&mut agent, "2 --force").await;
+        assert!(text.contains("forced over changes"), "{text}");
+        assert_eq!(files(&root), [("a.txt".to_owned(), "1\n".to_owned())]);
+        assert_eq!(prompts(&agent), ["first"]);
+        redo(&mut agent, UndoOptions::default()).await;
+        assert_eq!(files(&root), mine, "the redo brings back the edit");
+        assert_eq!(agent.history, whole);
+
+        std::fs::write(root.join("b.txt"), "mine again\n").unwrap();
+        let text = fork(&mut agent, "2").await;
+        assert!(text.ends_with("no fork was made"), "{text}");
+        let text = fork(&mut agent, "2 --force").await;
+        assert!(text.contains("forced over changes"), "{text}");
+        assert!(
+            text.contains(&format!("from {parent} before its turn 2")),
+            "{text}"
+        );
+        assert_eq!(files(&root), [("a.txt".to_owned(), "1\n".to_owned())]);
+        assert_eq!(prompts(&agent), ["first"]);
+    }
+
+    /// `/fork N` and `/rewind N` in a conversation with no prompt say it has none.
+    #[tokio::test]
+    async fn fork_n_and_rewind_n_of_an_empty_conversation_say_it_has_no_turn() {
+        let (_dir, root) = workspace();
+        let ctx = context(root.clone(), Config::load(&root, None).unwrap());
+        let session = Session::create(&ctx.state).unwrap();
+        let script = json!({"responses": [{"text": "hi"}]}).to_string();
+        let mut agent = agent(&ctx, &script, session, Mode::Yes, 5);
+        agent.start_conversation().unwrap();
+        let text = fork(&mut agent, "99").await;
+        assert_eq!(
+            text,
+            "this conversation has no turn to fork before yet; /fork alone forks it as it is"
+        );
+        let text = rewind_command(&mut agent, "1").await;
+        assert_eq!(text, "no turn 1 in this conversation: it has no prompt yet");
     }
 
     #[test]

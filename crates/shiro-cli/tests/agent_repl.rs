@@ -596,3 +596,66 @@ async fn undo_to_rewinds_a_session_and_refuses_over_another_sessions_turn() {
     assert_eq!(world.read("a.txt").as_deref(), Some("1\n"));
     assert_eq!(world.read("b.txt").as_deref(), Some("2\n"));
 }
+
+/// `/undo` of a turn whose messages are not where it began leaves the conversation alone and
+/// says why: after its files were redone alone (a new prompt had replaced its messages), the
+/// messages sent since stay; after a rewind of the conversation alone, its files go back
+/// and `/redo` brings back the files, then the messages. The session file replays into the
+/// same conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undo_of_a_turn_whose_messages_went_already_keeps_the_conversation() {
+    let world = World::new();
+    let mut script = writes(&[("a.txt", "1\n"), ("b.txt", "2\n"), ("c.txt", "3\n")]);
+    let responses = script["responses"].as_array_mut().unwrap();
+    responses.insert(2, json!({"text": "Just chatting."}));
+    let model = world.replay(&script);
+    let stdin = "first\n/undo\nhello?\n/redo\n/undo\n/rewind\n\
+                 second\nthird\n/rewind 3 conversation\n/undo\n/redo\n/redo\n/rewind\n";
+    let run = world.run(&["--model", &model, "--yes"], stdin, &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    insta::assert_snapshot!(
+        "undo_keeps_to_its_turn",
+        normalize_ago(&normalize_times(&world.normalize(&run.stdout)))
+    );
+    assert_eq!(world.read("a.txt"), None);
+    assert_eq!(world.read("b.txt").as_deref(), Some("2\n"));
+    assert_eq!(world.read("c.txt").as_deref(), Some("3\n"));
+    let (_, lines) = &sessions(&world)[0];
+    assert_eq!(prompts(lines), ["hello?", "second", "third"]);
+}
+
+/// A `/rewind` or `/fork` refused over an edit of yours names what works: `--dry-run`
+/// shows the diff and changes nothing, `--force` goes over the edit. The original session,
+/// resumed after a forced fork, brings the files back as the fork found them, the edit
+/// included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_rewind_or_fork_takes_dry_run_and_force() {
+    let world = World::new();
+    let model = world.replay(&writes(&[("a.txt", "1\n"), ("b.txt", "2\n")]));
+    let run = world
+        .run(&["--model", &model, "--yes"], "first\nsecond\n", &[])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let (original, _) = sessions(&world).remove(0);
+    world.write("b.txt", "mine\n");
+
+    let stdin = "/rewind 2\n/rewind 2 --dry-run\n/rewind 2 conversation --force\n\
+                 /fork 2\n/fork 2 --force\n";
+    let run = world.run(&["--continue"], stdin, &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let forked = normalize_times(&world.normalize(&run.stdout));
+    assert_eq!(world.read("a.txt").as_deref(), Some("1\n"));
+    assert_eq!(world.read("b.txt"), None);
+    assert_eq!(sessions(&world).len(), 2);
+
+    let run = world.run(&["--resume", &original], "/redo\n", &[]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    insta::assert_snapshot!(
+        "rewind_and_fork_forced",
+        format!(
+            "{forked}\n--- the original, resumed:\n{}",
+            world.normalize(&run.stdout)
+        )
+    );
+    assert_eq!(world.read("b.txt").as_deref(), Some("mine\n"));
+}
