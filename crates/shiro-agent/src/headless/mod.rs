@@ -732,7 +732,7 @@ mod tests {
     fn the_note_on_paths_nothing_restores_gives_their_cause() {
         let paths = vec![WorkspacePath::from_relative("target/out.log").unwrap()];
         let detect = ToolOutput {
-            unrestorable: paths.clone(),
+            unrestorable: paths,
             ..ToolOutput::default()
         };
         let background = ToolOutput {
