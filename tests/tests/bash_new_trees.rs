@@ -160,11 +160,12 @@ fn what_a_move_must_not_carry_keeps_its_directories_entry_by_entry() {
     }
     let ws = seeded();
     // `pipe` holds a named pipe (never carried over), `linked` a file with two names,
-    // `deep` a nested repository's `.git` (protected), and `sub` nothing of the kind.
-    let script = "mkdir -p gen/sub gen/pipe gen/linked gen/deep/.git && printf s > gen/sub/s \
-        && mkfifo gen/pipe/p && printf h > gen/linked/h1 && ln gen/linked/h1 gen/linked/h2 \
-        && printf ref > gen/deep/.git/HEAD && chmod 755 gen gen/sub gen/pipe gen/linked gen/deep \
-        && chmod 644 gen/sub/s gen/linked/h1";
+    // `deep` a nested repository's `.git` with a hook (not inert, so not carried over: see
+    // docs/undo.md, "Bash"), and `sub` nothing of the kind.
+    let script = "mkdir -p gen/sub gen/pipe gen/linked gen/deep/.git/hooks \
+        && printf s > gen/sub/s && mkfifo gen/pipe/p && printf h > gen/linked/h1 \
+        && ln gen/linked/h1 gen/linked/h2 && printf x > gen/deep/.git/hooks/pre-commit \
+        && chmod 755 gen gen/sub gen/pipe gen/linked gen/deep && chmod 644 gen/sub/s gen/linked/h1";
     let (mutations, end) = runtime().block_on(commit(&ws, script, Box::new(|_| {})));
     assert_eq!(
         mutations,

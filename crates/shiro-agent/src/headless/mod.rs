@@ -510,10 +510,13 @@ pub async fn run_as_turn(
     };
     let failed = match (result, finished) {
         (Ok(output), Ok(turn)) => {
+            // A turn that holds nothing to take back (a `bash` call run without capture is
+            // recorded to say so) names no command that would.
+            let undoable = !output.changes.is_empty() || output.git.is_some();
             return Ok(Report {
                 stdout: with_newline(output.text),
                 notices,
-                reverted_by: turn.map(|_| "shiro undo"),
+                reverted_by: turn.filter(|_| undoable).map(|_| "shiro undo"),
                 exit: 0,
                 turn,
                 changes: output.changes,
