@@ -42,8 +42,9 @@ enum Narrow {
 /// options up to the subcommand (`git -C lib status:*`); for a wrapper its options and the
 /// rule of the command it runs (`timeout 60 cargo test:*`); and the exact text of a command
 /// that runs a script or a command it is given (`sh -c '…'`, `python -c`, `find -exec`). See
-/// the rest of this module. `None` for a line no rule can cover (see [`every_command`]),
-/// or one with a command no rule can pin down (`sh -c "$X"`, `sh -c 'ls *.rs'`).
+/// the rest of this module. `None` for a line no rule can cover (see
+/// [`every_command`](crate::allowed::every_command)), or one with a command no rule can pin
+/// down (`sh -c "$X"`, `sh -c 'ls *.rs'`).
 pub fn narrowest_bash_rules(line: &str) -> Option<Vec<BashRule>> {
     let parts = simple_commands(line).filter(|parts| !parts.is_empty())?;
     let mut rules: Vec<BashRule> = Vec::new();
