@@ -395,6 +395,16 @@ pub(crate) struct Subcommands {
     pub runs: &'static [&'static str],
 }
 
+/// The options `pip` and `pip3` take before their subcommand.
+const PIP_FLAGS: &[&str] = &[
+    "-q",
+    "--quiet",
+    "-v",
+    "--verbose",
+    "--isolated",
+    "--no-cache-dir",
+];
+
 /// The tools with subcommands.
 pub(crate) const SUBCOMMANDS: &[Subcommands] = &[
     Subcommands {
@@ -608,27 +618,13 @@ pub(crate) const SUBCOMMANDS: &[Subcommands] = &[
     Subcommands {
         name: "pip",
         values: &[],
-        flags: &[
-            "-q",
-            "--quiet",
-            "-v",
-            "--verbose",
-            "--isolated",
-            "--no-cache-dir",
-        ],
+        flags: PIP_FLAGS,
         runs: &[],
     },
     Subcommands {
         name: "pip3",
         values: &[],
-        flags: &[
-            "-q",
-            "--quiet",
-            "-v",
-            "--verbose",
-            "--isolated",
-            "--no-cache-dir",
-        ],
+        flags: PIP_FLAGS,
         runs: &[],
     },
     Subcommands {
