@@ -63,7 +63,15 @@ pub fn parse_answer(line: &str) -> Option<Answer> {
     }
 }
 
-/// The text a model reads for a call that was not allowed to run.
+/// The text a model reads for a call that nobody could approve (a headless run): `why` says
+/// what asked, and what would let such a call run.
+pub fn unanswered_text(why: &str) -> String {
+    format!(
+        "this tool call needs approval, and nobody can give it in this headless run; nothing was run. {why}"
+    )
+}
+
+/// The text a model reads for a call the user denied, with the reason they gave.
 pub fn denied_text(reason: Option<&str>) -> String {
     match reason {
         Some(reason) => {

@@ -137,7 +137,7 @@ async fn without_yes_mutating_tools_are_denied_and_the_model_is_told() {
     assert_eq!(tool_result["role"], "tool");
     let text = tool_result["content"].as_str().unwrap();
     assert!(
-        text.starts_with("the user denied this tool call; nothing was run"),
+        text.starts_with("this tool call needs approval, and nobody can give it in this headless run; nothing was run."),
         "{text}"
     );
     assert!(text.contains("--yes"), "{text}");
@@ -522,7 +522,7 @@ async fn an_untrusted_project_command_cannot_pre_approve_bash() {
     let requests = server.requests();
     let answer = requests[1].body["messages"][3]["content"].as_str().unwrap();
     assert!(
-        answer.starts_with("the user denied this tool call; nothing was run"),
+        answer.starts_with("this tool call needs approval, and nobody can give it in this headless run; nothing was run."),
         "{answer}"
     );
 }

@@ -79,7 +79,7 @@ async fn a_bash_prefix_rule_runs_git_status_unasked_and_asks_for_git_push() {
     assert!(!results[0].contains("denied"), "{results:?}");
     for asked in &results[1..] {
         assert!(
-            asked.starts_with("the user denied this tool call; nothing was run"),
+            asked.starts_with("this tool call needs approval, and nobody can give it in this headless run; nothing was run."),
             "{asked}"
         );
     }
@@ -459,7 +459,7 @@ async fn yes_with_read_only_names_read_only_mode_as_the_cause() {
     assert_eq!(world.read("b.txt"), None);
     let results = world.tool_results();
     assert!(!results[0].contains("--yes to allow"), "{results:?}");
-    insta::assert_snapshot!(results[0], @"the user denied this tool call; nothing was run. Their reason: in read-only mode bash runs (in a read-only sandbox) only when approved or allowed by a rule, and nobody can approve it in a headless run, with --yes or without; read and search with the other tools instead, or tell the user the command, which --allowed-tools or an allow rule in .shiro/config.toml can allow");
+    insta::assert_snapshot!(results[0], @"this tool call needs approval, and nobody can give it in this headless run; nothing was run. In read-only mode bash runs (in a read-only sandbox) only when approved or allowed by a rule, with --yes or without; read and search with the other tools instead, or tell the user the command, which --allowed-tools or an allow rule in .shiro/config.toml can allow.");
     assert!(
         results[1].starts_with("refused: the session is in read-only mode"),
         "{results:?}"
@@ -489,4 +489,6 @@ async fn an_ask_rule_under_p_with_yes_is_named_as_the_cause() {
     denied: bash git push (an ask rule asks, and -p cannot ask)
     nothing was changed: an ask rule asks before a call, and -p cannot ask, with --yes or without: run it in a session, where you can answer
     ");
+    // Nobody denied it, and the model is not told that anyone did.
+    insta::assert_snapshot!(world.normalize(&world.tool_results()[0]), @"this tool call needs approval, and nobody can give it in this headless run; nothing was run. The permission rule ask bash(git push:*) (workspace config [WS]/.shiro/config.toml) asks before every such call, with --yes or without.");
 }

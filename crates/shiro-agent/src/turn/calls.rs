@@ -394,10 +394,10 @@ fn decide(
     if !approvals.interactive {
         let why = match (question.rule, Refusal::unanswered(question.rule, approvals.mode)) {
             (Some(rule), _) => format!(
-                "the permission rule {rule} asks before this call, and nobody can answer in a headless run"
+                "The permission rule {rule} asks before every such call, with --yes or without."
             ),
-            (None, Refusal::ReadOnlyBash) => "in read-only mode bash runs (in a read-only sandbox) only when approved or allowed by a rule, and nobody can approve it in a headless run, with --yes or without; read and search with the other tools instead, or tell the user the command, which --allowed-tools or an allow rule in .shiro/config.toml can allow".to_owned(),
-            (None, _) => "tools that change files or run commands need approval; rerun with --yes to allow them, or allow this call with --allowed-tools or a rule in .shiro/config.toml".to_owned(),
+            (None, Refusal::ReadOnlyBash) => "In read-only mode bash runs (in a read-only sandbox) only when approved or allowed by a rule, with --yes or without; read and search with the other tools instead, or tell the user the command, which --allowed-tools or an allow rule in .shiro/config.toml can allow.".to_owned(),
+            (None, _) => "Tools that change files or run commands need it; the user can run again with --yes to allow them, or allow this call with --allowed-tools or a rule in .shiro/config.toml.".to_owned(),
         };
         return Decision::Deny(Some(why));
     }
@@ -457,11 +457,12 @@ fn ask(
             if let (Some(cause), true) = (cause, question.changes) {
                 note_cause(report, cause);
             }
-            Some((
-                Status::Denied,
-                approve::denied_text(reason.as_deref()),
-                Vec::new(),
-            ))
+            // Without a person, nobody denied it: say what asked instead.
+            let text = match (cause, reason.as_deref()) {
+                (Some(_), Some(why)) => approve::unanswered_text(why),
+                _ => approve::denied_text(reason.as_deref()),
+            };
+            Some((Status::Denied, text, Vec::new()))
         }
     }
 }
