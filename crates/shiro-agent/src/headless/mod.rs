@@ -382,7 +382,9 @@ pub async fn tool(ctx: &Context, name: &str, args: &str) -> Result<Report> {
             json_kind(&args)
         );
     }
-    run_as_turn(ctx, tool.as_ref(), args, &format!("shiro tool {name}")).await
+    // The log names the turn by its call: `shiro tool edit_file notes.txt`.
+    let summary = format!("shiro tool {name} {}", crate::protocol::brief(&args));
+    run_as_turn(ctx, tool.as_ref(), args, &summary).await
 }
 
 /// What kind of JSON value `value` is, for a message.
