@@ -237,13 +237,17 @@ async fn a_swap_killed_part_way_is_finished_by_recovery() {
         }
 
         let m = FsMutator::new(ws.path()).unwrap();
-        let done = shiro_tools::capture::recover_layers(&m, &layers)
+        let done = shiro_tools::capture::recover_layers(&m, &layers, &Before(big_bytes(b'o')))
             .await
             .unwrap();
         let steps = usize::from(!killed_after_exchange);
         assert_eq!(
             done,
-            [shiro_tools::capture::LayerRecovery::Finished { steps }],
+            [shiro_tools::capture::LayerRecovery::Finished {
+                steps,
+                applied: steps,
+                kept: Vec::new()
+            }],
             "killed after the exchange: {killed_after_exchange}"
         );
         assert_eq!(
@@ -253,4 +257,67 @@ async fn a_swap_killed_part_way_is_finished_by_recovery() {
         assert_eq!(std::fs::read(&target).unwrap(), big_bytes(b'n'));
         assert_eq!(names(ws.path()), [".shiro", "big.bin"]);
     }
+}
+
+/// What a commit saved of `big.bin` before it began: these bytes.
+struct Before(Vec<u8>);
+
+#[async_trait::async_trait]
+impl shiro_tools::capture::BeforeCommit for Before {
+    async fn unchanged(
+        &self,
+        mutator: &dyn Mutator,
+        at: &WorkspacePath,
+    ) -> Result<bool, MutatorError> {
+        Ok(at == &path("big.bin") && mutator.read(at).await? == self.0)
+    }
+}
+
+/// A file changed after the crash, before recovery (by you), is not what the commit found:
+/// finishing the commit leaves it as it is, and says so; a path nothing was saved of is
+/// left too.
+#[tokio::test]
+async fn recovery_keeps_a_file_changed_since_the_commit_began() {
+    if !std::path::Path::new("/proc/sys/kernel/random/boot_id").exists() {
+        eprintln!("skipped: no /proc/sys/kernel/random/boot_id to mark a layer with");
+        return;
+    }
+    let ws = tempfile::tempdir().unwrap();
+    let layers = ws.path().join(".shiro/layers");
+    committing_layer(&layers, b"the command's\n");
+    let layer = layers.join("00000000000000aa/up");
+    std::fs::write(layer.join("unsaved.txt"), "new\n").unwrap();
+    std::fs::create_dir(layer.join("dir")).unwrap();
+    std::fs::write(layer.join("dir/in.txt"), "in\n").unwrap();
+    std::fs::write(ws.path().join("big.bin"), "yours\n").unwrap();
+    std::fs::write(ws.path().join("dir"), "a file of yours\n").unwrap();
+
+    let m = FsMutator::new(ws.path()).unwrap();
+    let done = shiro_tools::capture::recover_layers(&m, &layers, &Before(b"before\n".to_vec()))
+        .await
+        .unwrap();
+    let [
+        shiro_tools::capture::LayerRecovery::Finished {
+            steps,
+            applied,
+            kept,
+        },
+    ] = done.as_slice()
+    else {
+        panic!("{done:?}");
+    };
+    let kept: Vec<&str> = kept.iter().map(WorkspacePath::as_str).collect();
+    assert_eq!(
+        (*steps, *applied, kept),
+        (4, 0, vec!["big.bin", "dir", "unsaved.txt"])
+    );
+    assert_eq!(
+        std::fs::read(ws.path().join("big.bin")).unwrap(),
+        b"yours\n"
+    );
+    assert_eq!(
+        std::fs::read(ws.path().join("dir")).unwrap(),
+        b"a file of yours\n"
+    );
+    assert!(!ws.path().join("unsaved.txt").exists());
 }

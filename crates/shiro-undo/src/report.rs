@@ -588,11 +588,17 @@ pub enum Notice {
         /// The link and its target: `.shiro/undo/inflight.jsonl -> /elsewhere`.
         link: String,
     },
-    /// A bash command's changes, whose commit a crash cut short, were applied in full from
-    /// the overlay layer it left; the interrupted turn's record holds their pre-images.
+    /// A bash command's changes, whose commit a crash cut short, were applied from the
+    /// overlay layer it left, except on paths changed since; the interrupted turn's record
+    /// holds their pre-images.
     FinishedBashCommit {
         /// How many steps were still to apply.
         steps: usize,
+        /// How many of them were applied.
+        applied: usize,
+        /// The paths left unapplied, as they are, because they changed since the commit
+        /// began (or nothing was saved of them): the turn leaves them out.
+        kept: Vec<WorkspacePath>,
     },
     /// A bash command cut short before its changes counted (its process was killed while it
     /// ran) left an overlay layer; it was discarded, so the workspace has none of its changes.
@@ -754,11 +760,39 @@ impl fmt::Display for Notice {
                 f,
                 "removed a symbolic link from the undo store ({link}): the store never follows links, so its target was not touched; the store uses a file of its own there"
             ),
-            Notice::FinishedBashCommit { steps } => write!(
-                f,
-                "finished applying the changes of a bash command that was interrupted while they were applied ({steps} {} left); the turn that ran it can be undone",
-                if *steps == 1 { "step was" } else { "steps were" }
-            ),
+            Notice::FinishedBashCommit {
+                steps,
+                applied,
+                kept,
+            } => {
+                let kept_text = format!(
+                    "because {} not what {} when its changes began to be applied (changed since, or never saved): {}",
+                    if kept.len() == 1 { "it is" } else { "they are" },
+                    if kept.len() == 1 { "it was" } else { "they were" },
+                    named(kept, MAX_NAMED_IN_LINE)
+                );
+                if *applied == 0 && !kept.is_empty() {
+                    return write!(
+                        f,
+                        "did not apply the rest of the changes of a bash command that was interrupted while they were applied, and kept the workspace as it is, {kept_text}"
+                    );
+                }
+                write!(
+                    f,
+                    "finished applying the changes of a bash command that was interrupted while they were applied ({steps} {} left); the turn that ran it can be undone",
+                    if *steps == 1 { "step was" } else { "steps were" }
+                )?;
+                if !kept.is_empty() {
+                    write!(
+                        f,
+                        "; kept as {} without the command's changes, {kept_text} (the turn leaves {}, so undoing it leaves {} too)",
+                        if kept.len() == 1 { "it is," } else { "they are," },
+                        if kept.len() == 1 { "it out" } else { "them out" },
+                        if kept.len() == 1 { "it" } else { "them" },
+                    )?;
+                }
+                Ok(())
+            }
             Notice::DiscardedBashLayer => f.write_str(
                 "discarded the changes of a bash command that was cut short before it ended; the workspace has none of them",
             ),

@@ -5,6 +5,7 @@
 mod common;
 
 mod ahead;
+mod commit_crash;
 mod corruption;
 mod format6;
 mod kept;

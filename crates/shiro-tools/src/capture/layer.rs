@@ -1,12 +1,13 @@
-//! The overlay's upper layer: where it lives, how it is committed through the `Mutator`,
-//! and how a layer left by a killed shiro is finished or discarded.
+//! The overlay's upper layer: where it lives, and how it is committed through the
+//! `Mutator` (how a layer left by a killed shiro is finished or discarded is `recovery`'s).
 //!
 //! A layer is a directory `<layers>/<16 hex digits>/` holding `up/` (the upper layer) and
 //! `work/` (the overlay's work directory). The shiro process running its command holds an
 //! exclusive `flock` on it; a layer nobody holds is left over from a process that died.
 //! Before the first change is applied, the pre-images of every path the commit will touch
 //! are captured (one batch) and a `commit` marker is created: a leftover layer with the marker
-//! is applied again by recovery (which is idempotent: each step compares before it acts),
+//! is applied again by recovery (which is idempotent: each step compares before it acts, and
+//! runs only where the path still holds its captured pre-image),
 //! one without it is discarded, as its command was cut short before its changes counted.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,14 +37,14 @@ pub(super) const INIT_PID_FILE: &str = "init-pid";
 /// count, and recovery applies what a crash left unapplied. It holds the system's boot id.
 const COMMIT_MARKER: &str = "commit";
 /// A removed layer's new name, until it is deleted.
-const TRASH_PREFIX: &str = "trash-";
+pub(super) const TRASH_PREFIX: &str = "trash-";
 /// Where the commit moves the workspace directories the command removed whole (see
 /// `Mutator::remove_tree`): removed with the layer, after the commit.
 const ASIDE_DIR: &str = "gone";
 
 /// What a layer's `commit` marker says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mark {
+pub(super) enum Mark {
     /// No marker: the command was cut short before its changes counted.
     None,
     /// Its commit began in this boot of the system: the layer is whole.
@@ -83,7 +84,7 @@ impl Layer {
     }
 
     /// The layer at `dir`, locked, unless a live process holds it.
-    fn take(dir: PathBuf) -> io::Result<Option<Self>> {
+    pub(super) fn take(dir: PathBuf) -> io::Result<Option<Self>> {
         Ok(lock(&dir)?.map(|lock| Self { dir, _lock: lock }))
     }
 
@@ -91,7 +92,7 @@ impl Layer {
         &self.dir
     }
 
-    fn upper(&self) -> PathBuf {
+    pub(super) fn upper(&self) -> PathBuf {
         self.dir.join(UPPER_DIR)
     }
 
@@ -127,7 +128,7 @@ impl Layer {
     /// Whether its commit began, and in which boot of the system. The overlay is mounted
     /// `volatile` (nothing in it is flushed), so only a commit of this boot has a whole upper
     /// layer; after a power cut the layer may hold torn files.
-    fn commit_mark(&self) -> Mark {
+    pub(super) fn commit_mark(&self) -> Mark {
         match fs::read_to_string(self.dir.join(COMMIT_MARKER)) {
             Err(_) => Mark::None,
             Ok(boot) if Some(boot.trim()) == boot_id().as_deref() => Mark::ThisBoot,
@@ -167,7 +168,7 @@ impl Layer {
 
 /// Removes the tree `dir` on a blocking thread when there is a runtime (which waits for it
 /// before the process exits), else now.
-fn remove_later(dir: PathBuf) {
+pub(super) fn remove_later(dir: PathBuf) {
     match tokio::runtime::Handle::try_current() {
         Ok(runtime) => drop(runtime.spawn_blocking(move || remove_meekly(dir))),
         Err(_) => drop(remove_tree(&dir)),
@@ -215,7 +216,7 @@ fn boot_id() -> Option<String> {
 }
 
 /// Whether `name` is one shiro gives a layer: 16 lowercase hex digits.
-fn is_layer_name(name: &OsStr) -> bool {
+pub(super) fn is_layer_name(name: &OsStr) -> bool {
     name.to_str().is_some_and(|name| {
         name.len() == 16
             && name
@@ -336,91 +337,9 @@ pub(super) async fn commit_layer(
     Ok(captured)
 }
 
-/// What recovery did with a layer left by a process that died.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LayerRecovery {
-    /// Its commit had begun: the changes still to apply were applied.
-    Finished {
-        /// How many steps were left.
-        steps: usize,
-    },
-    /// Its command was cut short: the layer, which held changes, was removed.
-    Discarded,
-    /// Its commit had begun before the system restarted: the layer may be torn, so the
-    /// rest of it was removed unapplied.
-    DiscardedAfterRestart,
-}
-
-/// Finishes or discards the layers in the directory `layers` that no live process holds,
-/// applying them through `mutator`, and says what it did (a layer that held nothing is
-/// removed without a word). Crash recovery calls it before it recovers an interrupted turn,
-/// whose record then holds the pre-images of what a finished commit changed.
-pub async fn recover_layers(
-    mutator: &dyn Mutator,
-    layers: &Path,
-) -> Result<Vec<LayerRecovery>, MutatorError> {
-    // An earlier version kept layers in the tree, where a checkout can hold anything
-    // (`.shiro/bash -> ~`): only a real directory is looked in, and only entries named as
-    // shiro names layers are touched.
-    let real = |path: &Path| fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir());
-    if layers.parent().is_none_or(|parent| !real(parent)) || !real(layers) {
-        return Ok(Vec::new());
-    }
-    let Ok(entries) = fs::read_dir(layers) else {
-        return Ok(Vec::new());
-    };
-    let mut dirs = Vec::new();
-    for entry in entries.flatten() {
-        if !entry.file_type().is_ok_and(|kind| kind.is_dir()) {
-            continue;
-        }
-        let name = entry.file_name();
-        if is_layer_name(&name) {
-            dirs.push(entry.path());
-        } else if name
-            .to_str()
-            .and_then(|name| name.strip_prefix(TRASH_PREFIX))
-            .is_some_and(|rest| is_layer_name(OsStr::new(rest)))
-        {
-            // A removal an exit cut short: it may hold a tree the command removed, as big.
-            remove_later(entry.path());
-        }
-    }
-    dirs.sort();
-    let mut done = Vec::new();
-    for dir in dirs {
-        let Ok(Some(layer)) = Layer::take(dir) else {
-            continue;
-        };
-        let mark = layer.commit_mark();
-        if mark == Mark::EarlierBoot {
-            layer.discard();
-            done.push(LayerRecovery::DiscardedAfterRestart);
-        } else if mark == Mark::ThisBoot {
-            let plan = Plan::of(&layer.upper(), mutator).await?;
-            for step in &plan.steps {
-                step.apply(mutator, &layer).await?;
-            }
-            // Nobody is told: the command's result was never given.
-            repository::carry_all(&plan.repositories, mutator.root());
-            layer.discard();
-            done.push(LayerRecovery::Finished {
-                steps: plan.steps.len(),
-            });
-        } else {
-            let empty = fs::read_dir(layer.upper()).map_or(true, |mut e| e.next().is_none());
-            layer.discard();
-            if !empty {
-                done.push(LayerRecovery::Discarded);
-            }
-        }
-    }
-    Ok(done)
-}
-
 /// One change to the workspace.
 #[derive(Debug)]
-enum Step {
+pub(super) enum Step {
     /// Removes a file or a link.
     RemoveFile(WorkspacePath),
     /// Removes a directory, emptied by the steps before.
@@ -455,7 +374,7 @@ enum Step {
 }
 
 impl Step {
-    fn path(&self) -> &WorkspacePath {
+    pub(super) fn path(&self) -> &WorkspacePath {
         match self {
             Step::RemoveFile(path)
             | Step::RemoveDir(path)
@@ -468,7 +387,11 @@ impl Step {
         }
     }
 
-    async fn apply(&self, mutator: &dyn Mutator, layer: &Layer) -> Result<(), MutatorError> {
+    pub(super) async fn apply(
+        &self,
+        mutator: &dyn Mutator,
+        layer: &Layer,
+    ) -> Result<(), MutatorError> {
         match self {
             Step::RemoveFile(path) => match mutator.remove_file(path).await {
                 Err(MutatorError::NotFound(_)) => Ok(()),
@@ -540,8 +463,8 @@ enum Merge {
 /// The steps that make the workspace what the upper layer says, found by comparing each
 /// entry of the layer with the workspace.
 #[derive(Debug, Default)]
-struct Plan {
-    steps: Vec<Step>,
+pub(super) struct Plan {
+    pub(super) steps: Vec<Step>,
     /// Whether each touched file or link was there before the command, and is after it.
     shown: BTreeMap<WorkspacePath, (bool, bool)>,
     order: Vec<WorkspacePath>,
@@ -552,11 +475,11 @@ struct Plan {
     unmovable: usize,
     /// The git repositories the command made where the workspace had none, inert (see
     /// `repository`), each with its path: carried over, unrecorded, after the steps.
-    repositories: Vec<(PathBuf, WorkspacePath)>,
+    pub(super) repositories: Vec<(PathBuf, WorkspacePath)>,
 }
 
 impl Plan {
-    async fn of(upper: &Path, mutator: &dyn Mutator) -> Result<Self, MutatorError> {
+    pub(super) async fn of(upper: &Path, mutator: &dyn Mutator) -> Result<Self, MutatorError> {
         let mut plan = Plan::default();
         plan.merge_dir(upper, None, Merge::Over, mutator).await?;
         Ok(plan)

@@ -22,6 +22,7 @@ mod detect;
 mod layer;
 mod overlay;
 mod ready;
+mod recovery;
 mod repository;
 mod sandbox;
 
@@ -43,11 +44,11 @@ pub use background::{
     JobSummary, Launch, Read, Status,
 };
 pub use detect::Detect;
-pub use layer::{LayerRecovery, recover_layers};
 pub use overlay::{
     HELPER_BACKGROUND, HELPER_INIT, HELPER_OVERLAY, HelperExit, Overlay, is_helper_call, run_helper,
 };
 pub use ready::HELPER_READY;
+pub use recovery::{BeforeCommit, LayerRecovery, recover_layers};
 pub use sandbox::{PROTECTED, Sandbox, SandboxMode, TEMP_DIRS};
 
 /// How a command's changes were captured.

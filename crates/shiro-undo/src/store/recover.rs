@@ -2,11 +2,12 @@
 //! is completed, a turn a crash cut short becomes an undoable turn from its in-flight record
 //! and bash layers, and the log is read back.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::Arc;
 
-use shiro_tools::capture::LayerRecovery;
-use shiro_tools::{Mutator, WorkspacePath};
+use shiro_tools::capture::{BeforeCommit, LayerRecovery};
+use shiro_tools::{Mutator, MutatorError, Stat, WorkspacePath};
 
 use crate::blob::{Form, MAX_DELTA_DEPTH};
 use crate::codec::{decode_all, empty_file, read_framed, read_optional, remove_durably};
@@ -19,7 +20,7 @@ use crate::format::{
 };
 use crate::git;
 use crate::ground::open_read;
-use crate::image::{ContentHash, Image, Spares};
+use crate::image::{ContentHash, Image, Spares, hashed_image};
 use crate::log::LogState;
 use crate::pack::{Check, PackWriter, pack_path};
 use crate::report::{MAX_NAMED_IN_LINE, Notice, named};
@@ -251,38 +252,88 @@ impl UndoStore {
         workspace: &dyn Mutator,
         state: &mut LogState,
     ) -> Result<(), UndoError> {
-        // First a bash command's overlay layer that a crash left: a commit cut short is
-        // finished (the in-flight record below holds the pre-images of all it changes), a
-        // command cut short is discarded.
+        let path = self.path(INFLIGHT_FILE);
+        let read = self.read_flight(&path, state)?;
+        // Then a bash command's overlay layer that a crash left: a commit cut short is
+        // finished where the paths are still what the in-flight record saved of them before
+        // it began (their pre-images), a command cut short is discarded.
+        let before = match &read {
+            Read::Flight(flight, _) => Some(&flight.before),
+            _ => None,
+        };
+        let kept = self.recover_layers(workspace, before).await?;
+        let committed = match read {
+            Read::Nothing => return Ok(()),
+            Read::Unusable => false,
+            Read::Stale => true,
+            Read::Flight(mut flight, damaged) => {
+                // What was changed since the commit began is not the command's doing: the
+                // turn leaves it out, so that undoing the turn leaves it too.
+                for path in &kept {
+                    flight.before.retain(|at, _| !at.starts_with(path));
+                }
+                self.finish_flight(workspace, state, *flight, damaged)
+                    .await?
+            }
+        };
+        empty_file(&path, !committed).map_err(|err| UndoError::io("empty", &path, err))
+    }
+
+    /// Finishes or discards the layers of bash commands that a crash left (see
+    /// [`shiro_tools::capture::recover_layers`]), and returns the paths a finished commit
+    /// left unapplied because they changed since it began.
+    async fn recover_layers(
+        &self,
+        workspace: &dyn Mutator,
+        before: Option<&BTreeMap<WorkspacePath, Image>>,
+    ) -> Result<Vec<WorkspacePath>, UndoError> {
         let state_dir = &self.inner.state;
+        let saved = Saved(before);
         let mut recovered_layers = Vec::new();
         for layers in [state_dir.layers_dir(), state_dir.legacy_layers_dir()] {
             recovered_layers.extend(
-                shiro_tools::capture::recover_layers(workspace, &layers)
+                shiro_tools::capture::recover_layers(workspace, &layers, &saved)
                     .await
                     .map_err(UndoError::Mutator)?,
             );
         }
+        let mut all_kept = Vec::new();
         for recovered in recovered_layers {
             self.notify(match recovered {
-                LayerRecovery::Finished { steps } => Notice::FinishedBashCommit { steps },
+                LayerRecovery::Finished {
+                    steps,
+                    applied,
+                    kept,
+                } => {
+                    all_kept.extend(kept.iter().cloned());
+                    Notice::FinishedBashCommit {
+                        steps,
+                        applied,
+                        kept,
+                    }
+                }
                 LayerRecovery::Discarded => Notice::DiscardedBashLayer,
                 LayerRecovery::DiscardedAfterRestart => Notice::DiscardedBashCommit,
             });
         }
-        let path = self.path(INFLIGHT_FILE);
-        let file = match open_read(&path) {
+        Ok(all_kept)
+    }
+
+    /// Reads the in-flight file at `path`: the turn a crash cut short, if it holds one that
+    /// the log does not.
+    fn read_flight(&self, path: &Path, state: &mut LogState) -> Result<Read, UndoError> {
+        let file = match open_read(path) {
             Ok(file) => file,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(err) => return Err(UndoError::io("read", &path, err)),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(Read::Nothing),
+            Err(err) => return Err(UndoError::io("read", path, err)),
         };
         let empty = (file.metadata())
-            .map_err(|err| UndoError::io("read", &path, err))?
+            .map_err(|err| UndoError::io("read", path, err))?
             .len()
             == 0;
         if empty {
             // Between turns.
-            return Ok(());
+            return Ok(Read::Nothing);
         }
         // The file is read a record at a time, and the bytes it carries are checked as they
         // are read: the pre-images are held as the recorder held them (up to its budget, and
@@ -324,7 +375,7 @@ impl UndoStore {
                 Ok(Payload::Kept(pending))
             },
         )
-        .map_err(|err| UndoError::io("read", &path, err))?;
+        .map_err(|err| UndoError::io("read", path, err))?;
         // A torn last record is the write a crash interrupted. Each record (with the bytes it
         // carries) is flushed before the mutation it protects runs, so that mutation never
         // ran: ignoring the record loses nothing, and it is not worth a notice. Anything else
@@ -345,99 +396,108 @@ impl UndoStore {
             }
             _ => None,
         };
-        // Whether the log now holds this file's turn, so that emptying the file need not be
-        // flushed: should the emptying be lost, the turn's id is below the log's next id.
-        let mut committed = false;
-        if let Some(meta) = meta {
-            // The log's next id passes a turn's id only when that turn is committed (ids are
-            // handed out from it under the lock): such a file is a leftover whose emptying a
-            // crash undid, even if its turn has since left the log.
-            let stale = meta.id.0 < state.next_id || state.contains(meta.id);
-            state.pass_id(meta.id);
-            if !stale {
-                let id = meta.id;
-                let mut flight = Flight::new(meta);
-                // A record of another turn was left by an earlier turn (the emptying of the
-                // file, not flushed, was lost): this turn's records end there.
-                let own = records.take_while(|(_, line, _)| line.turn().is_none_or(|t| t == id));
-                // The pre-images whose bytes are damaged: unless stored already, the turn
-                // cannot be undone.
-                let mut damaged = BTreeSet::new();
-                for (number, line, payload) in own {
-                    let payload = match payload {
-                        Some(Payload::Kept(pending)) => Some(pending),
-                        Some(Payload::Damaged) => {
-                            damaged.extend(carried(&line).map(|(hash, _)| hash));
-                            self.notify(Notice::CorruptRecord {
-                                file: INFLIGHT_FILE.to_owned(),
-                                line: number,
-                                reason: "stored bytes do not match their hash".to_owned(),
-                            });
-                            None
-                        }
-                        Some(Payload::Unused) | None => None,
-                    };
-                    flight.apply(line, payload);
+        let Some(meta) = meta else {
+            return Ok(Read::Unusable);
+        };
+        // The log's next id passes a turn's id only when that turn is committed (ids are
+        // handed out from it under the lock): such a file is a leftover whose emptying a
+        // crash undid, even if its turn has since left the log.
+        let stale = meta.id.0 < state.next_id || state.contains(meta.id);
+        state.pass_id(meta.id);
+        if stale {
+            return Ok(Read::Stale);
+        }
+        let id = meta.id;
+        let mut flight = Flight::new(meta);
+        // A record of another turn was left by an earlier turn (the emptying of the file, not
+        // flushed, was lost): this turn's records end there.
+        let own = records.take_while(|(_, line, _)| line.turn().is_none_or(|t| t == id));
+        // The pre-images whose bytes are damaged: unless stored already, the turn cannot be
+        // undone.
+        let mut damaged = BTreeSet::new();
+        for (number, line, payload) in own {
+            let payload = match payload {
+                Some(Payload::Kept(pending)) => Some(pending),
+                Some(Payload::Damaged) => {
+                    damaged.extend(carried(&line).map(|(hash, _)| hash));
+                    self.notify(Notice::CorruptRecord {
+                        file: INFLIGHT_FILE.to_owned(),
+                        line: number,
+                        reason: "stored bytes do not match their hash".to_owned(),
+                    });
+                    None
                 }
-                let id = flight.meta.id;
-                let summary = flight.meta.summary.clone();
-                // Files the turn kept under a second name (see `Blobs::keep_file`).
-                let stream = self.inner.options.stream_file_bytes;
-                let kept: Vec<ContentHash> = (flight.before.values())
-                    .filter_map(|image| image.streamed_hash(stream))
-                    .collect();
-                // A write killed before its rename left its temporary file beside the path;
-                // every such path was captured first, so it is among these.
-                restore::sweep_partial_writes(workspace, flight.before.keys()).await;
-                let spares = Spares::none();
-                let options = &self.inner.options;
-                let keep = Keep {
-                    big: options.big_file_bytes,
-                    small: options.max_small_after_bytes,
-                    stream: options.stream_file_bytes,
-                };
-                match flight.finish(workspace, true, keep, &spares).await? {
-                    Some(finished) => {
-                        let paths = finished.record.paths()?.len();
-                        let unrestorable = finished.record.summary().bash_unrestorable;
-                        // A blob an earlier attempt to finish this turn left damaged (a disk
-                        // error) must not count as stored.
-                        let blobs = &self.inner.blobs;
-                        blobs
-                            .discard_damaged(finished.pending.keys().chain(finished.afters.keys()))
-                            .map_err(|err| UndoError::io("check blobs in", blobs.dir(), err))?;
-                        let lost = self.lost(state, finished.record.paths()?, &damaged);
-                        self.commit_flight(state, finished, &spares)?;
-                        committed = true;
-                        if !lost.is_empty() {
-                            let reason = format!(
-                                "what {} held before it is lost, its copy damaged before it could be stored",
-                                named(&lost, MAX_NAMED_IN_LINE)
-                            );
-                            self.append(state, LogLine::Damaged { id, reason })?;
-                        }
-                        self.notify(Notice::RecoveredTurn {
-                            id,
-                            summary,
-                            paths,
-                            unrestorable,
-                            lost,
-                        });
-                    }
-                    None => {
-                        // It changed nothing: what it kept and still shares with the
-                        // workspace is needed by no turn.
-                        let blobs = &self.inner.blobs;
-                        (blobs.remove_shared(&kept))
-                            .map_err(|err| UndoError::io("clean up", blobs.dir(), err))?;
-                        self.notify(Notice::DiscardedEmptyTurn { id });
-                    }
+                Some(Payload::Unused) | None => None,
+            };
+            flight.apply(line, payload);
+        }
+        Ok(Read::Flight(Box::new(flight), damaged))
+    }
+
+    /// Stores the turn a crash cut short, read back from the in-flight file (`damaged`: the
+    /// pre-images whose bytes were found damaged there); whether the log now holds it.
+    async fn finish_flight(
+        &self,
+        workspace: &dyn Mutator,
+        state: &mut LogState,
+        flight: Flight,
+        damaged: BTreeSet<ContentHash>,
+    ) -> Result<bool, UndoError> {
+        let id = flight.meta.id;
+        let summary = flight.meta.summary.clone();
+        // Files the turn kept under a second name (see `Blobs::keep_file`).
+        let stream = self.inner.options.stream_file_bytes;
+        let kept: Vec<ContentHash> = (flight.before.values())
+            .filter_map(|image| image.streamed_hash(stream))
+            .collect();
+        // A write killed before its rename left its temporary file beside the path;
+        // every such path was captured first, so it is among these.
+        restore::sweep_partial_writes(workspace, flight.before.keys()).await;
+        let spares = Spares::none();
+        let options = &self.inner.options;
+        let keep = Keep {
+            big: options.big_file_bytes,
+            small: options.max_small_after_bytes,
+            stream: options.stream_file_bytes,
+        };
+        match flight.finish(workspace, true, keep, &spares).await? {
+            Some(finished) => {
+                let paths = finished.record.paths()?.len();
+                let unrestorable = finished.record.summary().bash_unrestorable;
+                // A blob an earlier attempt to finish this turn left damaged (a disk
+                // error) must not count as stored.
+                let blobs = &self.inner.blobs;
+                blobs
+                    .discard_damaged(finished.pending.keys().chain(finished.afters.keys()))
+                    .map_err(|err| UndoError::io("check blobs in", blobs.dir(), err))?;
+                let lost = self.lost(state, finished.record.paths()?, &damaged);
+                self.commit_flight(state, finished, &spares)?;
+                if !lost.is_empty() {
+                    let reason = format!(
+                        "what {} held before it is lost, its copy damaged before it could be stored",
+                        named(&lost, MAX_NAMED_IN_LINE)
+                    );
+                    self.append(state, LogLine::Damaged { id, reason })?;
                 }
-            } else {
-                committed = true;
+                self.notify(Notice::RecoveredTurn {
+                    id,
+                    summary,
+                    paths,
+                    unrestorable,
+                    lost,
+                });
+                Ok(true)
+            }
+            None => {
+                // It changed nothing: what it kept and still shares with the
+                // workspace is needed by no turn.
+                let blobs = &self.inner.blobs;
+                (blobs.remove_shared(&kept))
+                    .map_err(|err| UndoError::io("clean up", blobs.dir(), err))?;
+                self.notify(Notice::DiscardedEmptyTurn { id });
+                Ok(false)
             }
         }
-        empty_file(&path, !committed).map_err(|err| UndoError::io("empty", &path, err))
     }
 
     /// The paths of `paths` whose pre-image is among the `damaged` ones and stored nowhere
@@ -703,6 +763,42 @@ enum Payload {
     Damaged,
     /// Bytes of a record that needs none (skipped).
     Unused,
+}
+
+/// What the in-flight file holds.
+enum Read {
+    /// No turn: there is no file, or it is empty (between turns).
+    Nothing,
+    /// A file that holds no turn that can be read: it is emptied.
+    Unusable,
+    /// A turn the log holds already: the emptying of the file was lost.
+    Stale,
+    /// The turn a crash cut short, and the pre-images whose bytes are damaged.
+    Flight(Box<Flight>, BTreeSet<ContentHash>),
+}
+
+/// The pre-images the in-flight record saved before a bash commit began: finishing the
+/// commit changes only paths that still hold them.
+struct Saved<'a>(Option<&'a BTreeMap<WorkspacePath, Image>>);
+
+#[async_trait::async_trait]
+impl BeforeCommit for Saved<'_> {
+    async fn unchanged(
+        &self,
+        mutator: &dyn Mutator,
+        path: &WorkspacePath,
+    ) -> Result<bool, MutatorError> {
+        let Some(saved) = self.0.and_then(|before| before.get(path)) else {
+            return Ok(false);
+        };
+        if let (Image::File { len, .. }, Stat::File { len: now, .. }) =
+            (saved, mutator.real_stat(path).await?)
+            && *len != now
+        {
+            return Ok(false);
+        }
+        Ok(&hashed_image(mutator, path).await? == saved)
+    }
 }
 
 #[cfg(test)]
