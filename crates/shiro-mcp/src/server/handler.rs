@@ -11,12 +11,13 @@ use rmcp::ServerHandler;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    ToolAnnotations,
 };
 use rmcp::service::{MaybeSendFuture, RequestContext, RoleServer};
 use shiro_tools::capture::Background;
 use shiro_tools::schema_of;
 
+use super::annotations::annotations;
+use super::cancel::{CANCELLED_WHILE_WAITING, Cancelled};
 use super::order::{Arrivals, Ticket};
 use super::turns::{BeginTurnArgs, NoArgs, RestoreToolArgs, Turns, UndoToolArgs};
 use super::{Outcome, Way, Workspace};
@@ -50,43 +51,22 @@ impl<W: Workspace> ShiroServer<W> {
     pub fn new(turns: Arc<Turns<W>>) -> Self {
         let tools = turns.tools();
         let arrivals = Arc::new(Arrivals::new(&tools));
+        let listing = |name: &'static str, description: &'static str, schema| {
+            Tool::new(name, description, object(schema)).with_annotations(annotations(name))
+        };
         let mut listed: Vec<Tool> = tools
             .iter()
-            .map(|tool| {
-                let mutating = tool.is_mutating();
-                let bash = tool.name() == "bash";
-                let annotations = if mutating {
-                    // Every change can be undone, except what bash does outside the
-                    // workspace (or without capture).
-                    ToolAnnotations::new()
-                        .read_only(false)
-                        .destructive(bash)
-                        .open_world(bash)
-                } else {
-                    ToolAnnotations::new().read_only(true).open_world(false)
-                };
-                Tool::new(tool.name(), tool.description(), object(tool.schema()))
-                    .with_annotations(annotations)
-            })
+            .map(|tool| listing(tool.name(), tool.description(), tool.schema()))
             .collect();
-        let own = |name: &'static str, description: &'static str, schema, read_only: bool| {
-            Tool::new(name, description, object(schema)).with_annotations(
-                ToolAnnotations::new()
-                    .read_only(read_only)
-                    .destructive(false)
-                    .open_world(false),
-            )
-        };
-        listed.push(own(
+        listed.push(listing(
             "begin_turn",
             BEGIN_TURN,
             schema_of::<BeginTurnArgs>(),
-            false,
         ));
-        listed.push(own("end_turn", END_TURN, schema_of::<NoArgs>(), false));
-        listed.push(own("undo", UNDO, schema_of::<UndoToolArgs>(), false));
-        listed.push(own("redo", REDO, schema_of::<RestoreToolArgs>(), false));
-        listed.push(own("log", LOG, schema_of::<NoArgs>(), true));
+        listed.push(listing("end_turn", END_TURN, schema_of::<NoArgs>()));
+        listed.push(listing("undo", UNDO, schema_of::<UndoToolArgs>()));
+        listed.push(listing("redo", REDO, schema_of::<RestoreToolArgs>()));
+        listed.push(listing("log", LOG, schema_of::<NoArgs>()));
         Self {
             turns,
             arrivals,
@@ -128,15 +108,17 @@ impl<W: Workspace> ShiroServer<W> {
             .as_ref()
     }
 
-    /// Runs one call, which `stop` stops (see [`Turns::tool_stopped_by`]); every failure is
-    /// a result the client's model reads. `in_session`: the call came in a client's HTTP
-    /// session, whose background commands are its own.
+    /// Runs one call, which `stop` stops (see [`Turns::tool_stopped_by`]) and which starts
+    /// nothing once `cancelled` is set; every failure is a result the client's model reads.
+    /// `in_session`: the call came in a client's HTTP session, whose background commands are
+    /// its own.
     async fn run(
         &self,
         client: &str,
         name: &str,
         args: serde_json::Value,
         stop: tokio::sync::watch::Receiver<u64>,
+        cancelled: Cancelled,
         in_session: bool,
     ) -> Outcome {
         match name {
@@ -149,7 +131,7 @@ impl<W: Workspace> ShiroServer<W> {
                 .turns
                 .tool_stopped_by(name, stop, self.background(in_session))
             {
-                Some(tool) => self.turns.call(client, tool, args).await,
+                Some(tool) => self.turns.call(client, tool, args, cancelled).await,
                 None => {
                     let names: Vec<&str> =
                         self.tools.iter().map(|tool| tool.name.as_ref()).collect();
@@ -175,10 +157,6 @@ fn take_ticket(context: &mut RequestContext<RoleServer>) -> Option<Ticket> {
         .get_mut::<hyper::http::request::Parts>()
         .and_then(|parts| parts.extensions.remove::<Ticket>())
 }
-
-/// What a call cancelled before its turn came says (the client does not read it).
-const CANCELLED_BEFORE_START: &str =
-    "cancelled before the calls sent before it had ended; nothing was changed";
 
 /// Whether a request came in a client's HTTP session (it names one with `Mcp-Session-Id`).
 fn in_session(context: &RequestContext<RoleServer>) -> bool {
@@ -246,13 +224,16 @@ impl<W: Workspace> ServerHandler for ShiroServer<W> {
             .map_or_else(|| "client".to_owned(), |info| info.client_info.name.clone());
         let args = serde_json::Value::Object(request.arguments.unwrap_or_default());
         // The client's cancellation stops a running bash command, as Ctrl-C does in a
-        // terminal; the call still finishes and its turn is recorded.
+        // terminal; the call still finishes and its turn is recorded. A call cancelled before
+        // it started anything starts nothing (see `super::cancel`).
         let in_session = in_session(&context);
-        let cancelled = context.ct;
-        let before_start = cancelled.clone();
-        let (stop, forward) = self
-            .turns
-            .call_stop(async move { cancelled.cancelled().await });
+        let token = context.ct;
+        let before_start = token.clone();
+        let cancelled = {
+            let token = token.clone();
+            Cancelled::by(move || token.is_cancelled())
+        };
+        let (stop, forward) = self.turns.call_stop(async move { token.cancelled().await });
         async move {
             // The calls received before this one run first (see `super::order`). A call
             // cancelled meanwhile (or whose client went away) never starts.
@@ -260,12 +241,12 @@ impl<W: Workspace> ServerHandler for ShiroServer<W> {
                 biased;
                 () = before_start.cancelled() => {
                     forward.abort();
-                    return Ok(result(Outcome::failure(CANCELLED_BEFORE_START.to_owned())).into());
+                    return Ok(result(Outcome::failure(CANCELLED_WHILE_WAITING.to_owned())).into());
                 }
                 () = claim.turn() => {}
             }
             let outcome = self
-                .run(&client, &request.name, args, stop, in_session)
+                .run(&client, &request.name, args, stop, cancelled, in_session)
                 .await;
             // The calls received after this one may start.
             drop(claim);

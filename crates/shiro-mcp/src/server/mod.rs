@@ -16,9 +16,13 @@
 //! Invariant: standard output carries the protocol and nothing else; nothing here prints,
 //! reads the environment or exits. What a person should read comes back as lines.
 
+mod annotations;
+mod cancel;
 mod handler;
 pub mod listen;
 mod order;
+#[cfg(test)]
+mod tests;
 mod turns;
 
 use std::future::Future;

@@ -23,6 +23,7 @@ use shiro_tools::{Change, FsMutator, Tool, parse_args};
 use shiro_undo::{Recording, TurnId, TurnStart, UndoStore};
 use tokio::sync::Mutex;
 
+use super::cancel::{CANCELLED_BEFORE_START, Cancelled, StartUnlessCancelled};
 use super::{Outcome, Way, Workspace};
 
 /// Arguments of `redo`.
@@ -209,18 +210,21 @@ impl<W: Workspace> Turns<W> {
 
     /// Runs the tool called `tool` with `args` for the client named `client`. Read-only
     /// tools run outside any turn; mutating ones one at a time, each as its own turn or as
-    /// part of the open group.
+    /// part of the open group. Once `cancelled` is set, the call starts nothing it has not
+    /// started yet (see `super::cancel`).
     pub async fn call(
         self: &Arc<Self>,
         client: &str,
         tool: Box<dyn Tool>,
         args: serde_json::Value,
+        cancelled: Cancelled,
     ) -> Outcome {
         self.touch();
+        let tool = StartUnlessCancelled::new(tool, cancelled.clone());
         let outcome = if tool.is_mutating() {
             let summary = format!("mcp: {client}: {}{}", tool.name(), brief(&args));
             let this = Arc::clone(self);
-            self.detached(async move { this.call_mutating(tool, args, summary).await })
+            self.detached(async move { this.call_mutating(tool, args, summary, cancelled).await })
                 .await
         } else {
             match self.workspace.jail() {
@@ -253,20 +257,23 @@ impl<W: Workspace> Turns<W> {
 
     async fn call_mutating(
         self: Arc<Self>,
-        tool: Box<dyn Tool>,
+        tool: StartUnlessCancelled,
         args: serde_json::Value,
         summary: String,
+        cancelled: Cancelled,
     ) -> Outcome {
         let mut state = self.state.lock().await;
         if state.closed {
             return failure(SHUTTING_DOWN.to_owned());
         }
+        // Cancelled while it waited for the lock: no turn is begun for it. (The tool checks
+        // again once the workspace has begun the turn, as it is called.)
+        if cancelled.is_set() {
+            return failure(CANCELLED_BEFORE_START.to_owned());
+        }
         // The lock is held through the call, so that shutting down waits for it.
         let Some(group) = state.group.as_mut() else {
-            return self
-                .workspace
-                .run_as_turn(tool.as_ref(), args, &summary)
-                .await;
+            return self.workspace.run_as_turn(&tool, args, &summary).await;
         };
         if group.open.is_none() {
             match self.open_turn(&group.summary).await {
@@ -279,7 +286,7 @@ impl<W: Workspace> Turns<W> {
         };
         let called = self
             .workspace
-            .call_in_turn(tool.as_ref(), &open.recording, args)
+            .call_in_turn(&tool, &open.recording, args)
             .await;
         let (result, notices) = match called {
             Ok(called) => called,
