@@ -513,7 +513,7 @@ mod tests {
                 }
                 compactions += agent.history.compactions().len().saturating_sub(compacted);
                 clearings += agent.history.clearings().len().saturating_sub(cleared);
-                let reopened = Session::reopen(&ctx.state, Some(&id)).unwrap();
+                let reopened = crate::session::load(&ctx.state, Some(&id)).unwrap();
                 assert_eq!(reopened.history, agent.history, "after {op:?}");
                 assert!(reopened.notices.is_empty());
             }
@@ -632,7 +632,7 @@ mod tests {
         let before = agent.history.clone();
         let outcome = agent.compact(Trigger::Command, "").await.unwrap();
         assert_eq!(agent.history, before);
-        let reopened = Session::reopen(&ctx.state, Some(agent.session.id())).unwrap();
+        let reopened = crate::session::load(&ctx.state, Some(agent.session.id())).unwrap();
         assert_eq!(reopened.history, before);
         insta::assert_snapshot!(outcome_text(&outcome), @r#"compaction failed: the server refused the request (400): too long; the conversation is unchanged"#);
     }

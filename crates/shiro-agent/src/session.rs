@@ -10,6 +10,12 @@
 //! past it would give the model a history that never happened. So a reopened session cuts
 //! that line off before its first append (its record never completed), rather than
 //! appending after it.
+//!
+//! One process at a time appends to a session: an open [`Session`] holds the lock on its
+//! file, and a second open for appending is refused with [`InUse`] (see `session/lock.rs`).
+//! Reading one ([`list`], [`load`]) takes no lock.
+
+mod lock;
 
 use std::fs::File;
 use std::io::Write as _;
@@ -21,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use shiro_providers::{Message, Role};
 use shiro_undo::StateDir;
 
+pub use self::lock::{Asked, InUse};
 use super::conversation::{Clearing, Compaction, Conversation};
 
 /// The line editor's history file in the sessions directory.
@@ -92,7 +99,8 @@ pub enum Line {
 pub struct Session {
     id: String,
     path: PathBuf,
-    /// `None` for an unsaved session.
+    /// `None` for an unsaved session. While it is open it holds the file's lock, which
+    /// closing it (dropping the session) releases.
     file: Option<File>,
     /// Why an unsaved session is not saved.
     unsaved: Option<String>,
@@ -146,6 +154,17 @@ pub struct SessionSummary {
 /// How many characters of a session's first prompt a [`SessionSummary`] keeps.
 pub const SUMMARY_CHARS: usize = 80;
 
+/// A saved session read, and not opened for appending (see [`load`]).
+#[derive(Debug)]
+pub struct Loaded {
+    /// Its id.
+    pub id: String,
+    /// The conversation its lines describe.
+    pub history: Conversation,
+    /// Things the user should hear, as for [`Reopened`].
+    pub notices: Vec<String>,
+}
+
 /// A session reopened from disk.
 #[derive(Debug)]
 pub struct Reopened {
@@ -159,7 +178,7 @@ pub struct Reopened {
 }
 
 impl Session {
-    /// Starts a new session with a fresh id.
+    /// Starts a new session with a fresh id, holding its lock.
     pub fn create(state: &StateDir) -> Result<Session> {
         let dir = ensure_dir(state)?;
         let id = new_id();
@@ -169,6 +188,17 @@ impl Session {
             .append(true)
             .open(&path)
             .with_context(|| format!("cannot create the session file {}", path.display()))?;
+        // Nobody knows the id yet, and the empty file is no session to resume; should
+        // another process have locked it all the same, it may append to it, so it is not
+        // used.
+        if !lock::try_lock(&file)
+            .with_context(|| format!("cannot lock the session file {}", path.display()))?
+        {
+            bail!(
+                "another process locked the new session file {} as it was made",
+                path.display()
+            );
+        }
         Ok(Session {
             id,
             path,
@@ -196,72 +226,45 @@ impl Session {
         self.unsaved.as_deref()
     }
 
-    /// Reopens the session `id`, or, when `id` is `None`, the newest one [`list`] shows (one
-    /// with a prompt, or with prompts `/redo` can bring back): a session file with nothing
-    /// to go on from (every start of shiro makes one) is passed over, and so, with a notice,
-    /// is a newer one that is damaged.
+    /// Reopens the session `id`, or, when `id` is `None`, the newest one [`list`] shows (see
+    /// [`load`] for which), to go on with it.
+    ///
+    /// It is opened for appending, so it takes the session file's lock first and reads the
+    /// file under it. When another open session holds the lock (another process's), the
+    /// error is [`InUse`] and nothing is changed. With `id` `None`, an older session is not
+    /// taken in place of a newest one that is in use: `--continue` means the last
+    /// conversation, and one under way elsewhere is still that one.
     pub fn reopen(state: &StateDir, id: Option<&str>) -> Result<Reopened> {
-        let dir = ensure_dir(state)?;
-        let mut notices = Vec::new();
-        let path = match id {
-            Some(id) => {
-                let id = id.trim().trim_end_matches(".jsonl");
-                if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
-                    bail!("invalid session id {id:?}");
-                }
-                let path = dir.join(format!("{id}.jsonl"));
-                if !path.is_file() {
-                    bail!(
-                        "no session {id} in this workspace's sessions ({}); /resume, or `shiro --resume` on a terminal, lists them",
-                        dir.display()
-                    );
-                }
-                path
-            }
-            None => {
-                let survey = survey(&dir)?;
-                let Some(newest) = survey.sessions.first() else {
-                    let damaged = match survey.damaged.first() {
-                        Some(damaged) => format!(
-                            " (the session {} there does not replay: {})",
-                            damaged.id, damaged.why
-                        ),
-                        None => String::new(),
-                    };
-                    bail!(
-                        "no saved session with a prompt in {} to continue{damaged}",
-                        dir.display()
-                    );
-                };
-                for damaged in &survey.damaged {
-                    if (damaged.modified, &damaged.id) > (newest.modified, &newest.id) {
-                        notices.push(format!(
-                            "passed over the newer session {}, whose file does not replay ({})",
-                            damaged.id, damaged.why
-                        ));
-                    }
-                }
-                dir.join(format!("{}.jsonl", newest.id))
-            }
-        };
-        let bytes = read_no_follow(&path)
-            .with_context(|| format!("cannot read the session file {}", path.display()))?;
-        let replayed = replay_bytes(&bytes)
-            .with_context(|| format!("the session file {} is damaged", path.display()))?;
-        notices.extend(replayed.notices);
-        // Read too: the first append checks the end it mends (see `Session::mend`).
+        let (path, mut notices) = locate(state, id)?;
+        let session_id = id_of(&path);
+        // Read too: the file is read through it, under the lock, and the first append
+        // checks the end it mends (see `Session::mend`).
         let file = shiro_undo::no_follow_options()
             .read(true)
             .append(true)
             .open(&path)
             .with_context(|| format!("cannot open the session file {}", path.display()))?;
-        let id = path
-            .file_stem()
-            .map(|stem| stem.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        if !lock::try_lock(&file)
+            .with_context(|| format!("cannot lock the session file {}", path.display()))?
+        {
+            let asked = match id {
+                Some(_) => Asked::ById,
+                None => Asked::Newest,
+            };
+            return Err(InUse {
+                id: session_id,
+                asked,
+            }
+            .into());
+        }
+        let bytes = read_all(&file)
+            .with_context(|| format!("cannot read the session file {}", path.display()))?;
+        let replayed = replay_bytes(&bytes)
+            .with_context(|| format!("the session file {} is damaged", path.display()))?;
+        notices.extend(replayed.notices);
         Ok(Reopened {
             session: Session {
-                id,
+                id: session_id,
                 path,
                 file: Some(file),
                 unsaved: None,
@@ -337,10 +340,11 @@ impl Session {
     /// line is the torn write of a record whose operation never completed (the conversation
     /// was reopened without it), so it is cut off: appended after, it would be a damaged line
     /// in the middle, and the file would no longer load. A whole last line without its
-    /// newline gets one. Only when the file still ends as it was read: another process that
-    /// resumed the session too may have mended it and appended since (to the same length,
-    /// even), and cutting at a stale offset would take its lines. Until the append succeeds
-    /// the tail stays as it is, so a failed write is retried the same way.
+    /// newline gets one. Only when the file still ends as it was read: the lock keeps other
+    /// shiro processes out, but a version of shiro from before it, or another program, may
+    /// have mended it and appended since (to the same length, even), and cutting at a stale
+    /// offset would take its lines. Until the append succeeds the tail stays as it is, so a
+    /// failed write is retried the same way.
     fn mend(file: &File, tail: &Tail) -> std::io::Result<Mended> {
         use std::os::unix::fs::FileExt as _;
         match tail {
@@ -368,6 +372,84 @@ enum Mended {
     Ready,
     /// To begin with a newline, ending the file's last line.
     NeedsNewline,
+}
+
+/// Reads the saved session `id`, or, when `id` is `None`, the newest one [`list`] shows (one
+/// with a prompt, or with prompts `/redo` can bring back): a session file with nothing to go
+/// on from (every start of shiro makes one) is passed over, and so, with a notice, is a
+/// newer one that is damaged.
+///
+/// It is not opened for appending, and takes no lock: a session another process has open
+/// can be read, and forked (`--fork-session`). A line that process is writing at that moment
+/// may be read cut short, and is skipped as a damaged last line is.
+pub fn load(state: &StateDir, id: Option<&str>) -> Result<Loaded> {
+    let (path, mut notices) = locate(state, id)?;
+    let bytes = read_no_follow(&path)
+        .with_context(|| format!("cannot read the session file {}", path.display()))?;
+    let replayed = replay_bytes(&bytes)
+        .with_context(|| format!("the session file {} is damaged", path.display()))?;
+    notices.extend(replayed.notices);
+    Ok(Loaded {
+        id: id_of(&path),
+        history: replayed.history,
+        notices,
+    })
+}
+
+/// The file of the session `id`, or of the newest session (see [`load`]), with the notices
+/// of the newer damaged ones passed over.
+fn locate(state: &StateDir, id: Option<&str>) -> Result<(PathBuf, Vec<String>)> {
+    let dir = ensure_dir(state)?;
+    let mut notices = Vec::new();
+    let path = match id {
+        Some(id) => {
+            let id = id.trim().trim_end_matches(".jsonl");
+            if id.is_empty() || id.contains(['/', '\\']) || id.starts_with('.') {
+                bail!("invalid session id {id:?}");
+            }
+            let path = dir.join(format!("{id}.jsonl"));
+            if !path.is_file() {
+                bail!(
+                    "no session {id} in this workspace's sessions ({}); /resume, or `shiro --resume` on a terminal, lists them",
+                    dir.display()
+                );
+            }
+            path
+        }
+        None => {
+            let survey = survey(&dir)?;
+            let Some(newest) = survey.sessions.first() else {
+                let damaged = match survey.damaged.first() {
+                    Some(damaged) => format!(
+                        " (the session {} there does not replay: {})",
+                        damaged.id, damaged.why
+                    ),
+                    None => String::new(),
+                };
+                bail!(
+                    "no saved session with a prompt in {} to continue{damaged}",
+                    dir.display()
+                );
+            };
+            for damaged in &survey.damaged {
+                if (damaged.modified, &damaged.id) > (newest.modified, &newest.id) {
+                    notices.push(format!(
+                        "passed over the newer session {}, whose file does not replay ({})",
+                        damaged.id, damaged.why
+                    ));
+                }
+            }
+            dir.join(format!("{}.jsonl", newest.id))
+        }
+    };
+    Ok((path, notices))
+}
+
+/// A session's id: its file's name without `.jsonl`.
+fn id_of(path: &Path) -> String {
+    path.file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// The lines that replay into `history` (what it could redo left out): its messages, each
@@ -527,12 +609,14 @@ fn ensure_dir(state: &StateDir) -> Result<PathBuf> {
 
 /// Reads a session file, refusing a link.
 fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
+    read_all(&shiro_undo::no_follow_options().read(true).open(path)?)
+}
+
+/// Reads an open session file from where its reads are (its start, when just opened).
+fn read_all(mut file: &File) -> std::io::Result<Vec<u8>> {
     use std::io::Read as _;
     let mut bytes = Vec::new();
-    shiro_undo::no_follow_options()
-        .read(true)
-        .open(path)?
-        .read_to_end(&mut bytes)?;
+    file.read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -904,6 +988,7 @@ mod tests {
             .unwrap();
         let id = session.id().to_owned();
         assert!(root.sessions_dir().join(format!("{id}.jsonl")).is_file());
+        drop(session);
         let again = Session::reopen(&root, None).unwrap();
         assert_eq!(again.session.id(), id);
         assert_eq!(again.history.transcript(), [Message::user("hi")]);
@@ -971,6 +1056,7 @@ mod tests {
             );
             session.append(&user("two")).unwrap();
             session.append(&user("three")).unwrap();
+            drop(session);
             let (_, notices, history) = reopened(&root, &id);
             assert_eq!(notices, Vec::<&str>::new(), "{torn:?}");
             assert_eq!(history, ["one", "two", "three"]);
@@ -992,6 +1078,7 @@ mod tests {
             (vec![], vec!["one".to_owned(), "two".to_owned()])
         );
         session.append(&user("three")).unwrap();
+        drop(session);
         let (_, notices, history) = reopened(&root, &id);
         assert_eq!(
             (notices, history),
@@ -1002,13 +1089,14 @@ mod tests {
         );
     }
 
-    /// Two processes resumed the same torn session: the first to append cuts the line off;
-    /// the other finds the file changed since it read it and cuts nothing, so neither
-    /// loses the other's lines, even when the first's line is as long as the torn one.
+    /// A torn session resumed here, and mended meanwhile by a writer that takes no lock (a
+    /// shiro from before the lock): that writer cut the line off and appended its own, as
+    /// long as the torn one. The first append here finds the file changed since it read it
+    /// and cuts nothing, so the other's line is kept.
     #[test]
-    fn a_torn_line_another_process_mended_already_is_left_alone() {
+    fn a_torn_line_another_writer_mended_already_is_left_alone() {
         let (_dir, root) = state();
-        let line = serde_json::to_string(&user("from the first")).unwrap();
+        let line = serde_json::to_string(&user("from the other")).unwrap();
         let torn = format!("{{\"type\":\"mess{}", "x".repeat(line.len() - 12));
         assert_eq!(
             torn.len(),
@@ -1017,18 +1105,19 @@ mod tests {
         );
         let (id, path) = torn_session(&root, &[user("one")], torn.as_bytes());
         let len = std::fs::metadata(&path).unwrap().len();
-        let (mut first, _, _) = reopened(&root, &id);
-        let (mut second, _, _) = reopened(&root, &id);
-        first.append(&user("from the first")).unwrap();
+        let (mut session, _, _) = reopened(&root, &id);
+        let other = std::fs::File::options().write(true).open(&path).unwrap();
+        other.set_len(len - torn.len() as u64).unwrap();
+        drop(other);
+        let mut other = std::fs::File::options().append(true).open(&path).unwrap();
+        other.write_all(format!("{line}\n").as_bytes()).unwrap();
+        drop(other);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), len);
-        second.append(&user("from the second")).unwrap();
-        first.append(&user("first again")).unwrap();
+        session.append(&user("from here")).unwrap();
+        drop(session);
         let (_, notices, history) = reopened(&root, &id);
         assert_eq!(notices, Vec::<&str>::new());
-        assert_eq!(
-            history,
-            ["one", "from the first", "from the second", "first again"]
-        );
+        assert_eq!(history, ["one", "from the other", "from here"]);
     }
 
     /// `--continue` (a reopen without an id) takes the newest session `list` shows: newer
@@ -1090,6 +1179,10 @@ mod tests {
         age(&undone, 2);
         age(&damaged, 3);
         age(&empty, 4);
+        // Closed, as at the end of the processes that wrote them: their locks go with them.
+        let (old_id, old_path) = (old.id().to_owned(), old.path().to_owned());
+        let (undone_id, undone_path) = (undone.id().to_owned(), undone.path().to_owned());
+        drop((old, undone));
 
         let listed: Vec<(String, String, usize)> = (list(&root).unwrap().into_iter())
             .map(|s| (s.id, s.first_prompt, s.turns))
@@ -1097,24 +1190,24 @@ mod tests {
         assert_eq!(
             listed,
             [
-                (undone.id().to_owned(), "taken back".to_owned(), 0),
-                (old.id().to_owned(), "important".to_owned(), 1)
+                (undone_id.clone(), "taken back".to_owned(), 0),
+                (old_id.clone(), "important".to_owned(), 1)
             ]
         );
         let reopened = Session::reopen(&root, None).unwrap();
-        assert_eq!(reopened.session.id(), undone.id());
+        assert_eq!(reopened.session.id(), undone_id);
         assert_eq!(reopened.history.prompts(), 0);
         assert!(has_prompts(&reopened.history));
         insta::assert_snapshot!(reopened.notices.join("\n").replace(damaged.id(), "[ID]"), @"passed over the newer session [ID], whose file does not replay (line 2 does not parse: key must be a string at line 1 column 2)");
         insta::assert_snapshot!(all_undone_note(&reopened.history).unwrap(), @r#"every turn of this conversation was undone (the first: "taken back"); /redo brings them back"#);
         assert_eq!(
-            all_undone_note(&Session::reopen(&root, Some(old.id())).unwrap().history),
+            all_undone_note(&Session::reopen(&root, Some(&old_id)).unwrap().history),
             None
         );
 
         // With no session that has a prompt, the error names the damaged one.
-        std::fs::remove_file(old.path()).unwrap();
-        std::fs::remove_file(undone.path()).unwrap();
+        std::fs::remove_file(&old_path).unwrap();
+        std::fs::remove_file(&undone_path).unwrap();
         let err = Session::reopen(&root, None).unwrap_err();
         let err = format!("{err:#}").replace(damaged.id(), "[ID]");
         assert!(err.ends_with("to continue (the session [ID] there does not replay: line 2 does not parse: key must be a string at line 1 column 2)"), "{err}");

@@ -952,7 +952,7 @@ mod tests {
 
     /// The conversation the session's file replays into.
     fn replayed(agent: &Agent<'_>, id: &str) -> crate::conversation::Conversation {
-        Session::reopen(&agent.ctx.state, Some(id)).unwrap().history
+        session::load(&agent.ctx.state, Some(id)).unwrap().history
     }
 
     /// A rewind to before turn 2 of 3 takes back the files of turns 2 and 3 and the

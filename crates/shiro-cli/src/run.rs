@@ -423,19 +423,24 @@ pub fn open_session(
         (None, false) => None,
     };
     match id {
+        // A copy only reads the original, which it never appends to: that works while
+        // another shiro process has it open, and is what its refusal suggests.
+        Some(id) if args.fork_session => {
+            let mut parent = session::load(state, id)?;
+            let history = parent.history.before(parent.history.len());
+            let turn = history.prompts() + 1;
+            let fork = Session::fork(state, &parent.id, turn, &history)?;
+            parent.notices.push(format!(
+                "forked session {} from {id} with its whole conversation; the original is left as it is (`shiro --resume {id}` reopens it)",
+                fork.id(),
+                id = parent.id
+            ));
+            Ok((fork, history, parent.notices))
+        }
+        // Refused, having made nothing, when another shiro process has that session open
+        // (`session::InUse`); `--continue` then takes no older session in its place.
         Some(id) => {
-            let mut reopened = Session::reopen(state, id)?;
-            if args.fork_session {
-                let parent = reopened.session.id().to_owned();
-                let history = reopened.history.before(reopened.history.len());
-                let turn = history.prompts() + 1;
-                let fork = Session::fork(state, &parent, turn, &history)?;
-                reopened.notices.push(format!(
-                    "forked session {} from {parent} with its whole conversation; the original is left as it is (`shiro --resume {parent}` reopens it)",
-                    fork.id()
-                ));
-                return Ok((fork, history, reopened.notices));
-            }
+            let reopened = Session::reopen(state, id)?;
             Ok((reopened.session, reopened.history, reopened.notices))
         }
         None => match Session::create(state) {
