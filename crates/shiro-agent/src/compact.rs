@@ -290,7 +290,7 @@ impl Agent<'_> {
             )
             .await;
         let completion = completion.map_err(|err| err.to_string())?;
-        self.usage.add(completion.usage);
+        self.usage.add(provider.kind(), completion.usage);
         let summary = completion.message.content.trim().to_owned();
         if summary.is_empty() {
             return Err("the model answered with an empty summary".to_owned());

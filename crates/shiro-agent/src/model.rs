@@ -92,7 +92,7 @@ pub async fn provider(
         Target::Replay(path) => {
             let script = std::fs::read_to_string(path)
                 .map_err(|err| format!("cannot read the replay script {path}: {err}"))?;
-            return ReplayProvider::from_script(&script)
+            return ReplayProvider::from_script_file(Path::new(path), &script)
                 .map(|provider| Box::new(provider) as Box<dyn Provider>)
                 .map_err(|err| err.to_string());
         }

@@ -152,38 +152,58 @@ async fn status(agent: &Agent<'_>) -> StatusInfo {
     }
 }
 
-/// `/cost`: the tokens of the session and of its last turn, as the provider counted them.
+/// `/cost`: the tokens of the session and of its last turn, as the provider counted them,
+/// and the responses the replay model played, which count none.
 pub fn cost_text(usage: &SessionUsage) -> String {
-    if usage.reported == 0 {
-        return if usage.unreported == 0 {
+    let replayed = count(usage.replayed, "response", "responses");
+    if usage.reported == 0 && usage.unreported == 0 {
+        return if usage.replayed == 0 {
             "no tokens used yet: no request was sent to the model in this session".to_owned()
         } else {
             format!(
-                "the model's server reported no token usage for the {} requests of this session (an OpenAI-compatible server that ignores stream_options.include_usage)",
-                usage.unreported
+                "no tokens used: the replay model played {replayed} from its script, calling no model, so there is nothing to count or pay"
             )
         };
     }
-    let line = |what: &str, sum: &Usage| {
+    let mut out = if usage.reported == 0 {
         format!(
-            "{what}: {} tokens: {} prompt ({} of them cached), {} completion",
-            sum.total(),
-            sum.prompt_tokens,
-            sum.cached_tokens,
-            sum.completion_tokens
+            "the model's server reported no token usage for the {} of this session (an OpenAI-compatible server that ignores stream_options.include_usage)",
+            count(usage.unreported, "request", "requests")
         )
+    } else {
+        let line = |what: &str, sum: &Usage| {
+            format!(
+                "{what}: {} tokens: {} prompt ({} of them cached), {} completion",
+                sum.total(),
+                sum.prompt_tokens,
+                sum.cached_tokens,
+                sum.completion_tokens
+            )
+        };
+        let mut out = line("this session", &usage.total);
+        out.push('\n');
+        out.push_str(&line("its last turn", &usage.last_turn));
+        if usage.unreported > 0 {
+            let _ = write!(
+                out,
+                "\n({} of the session's requests came without usage and are not counted)",
+                usage.unreported
+            );
+        }
+        out
     };
-    let mut out = line("this session", &usage.total);
-    out.push('\n');
-    out.push_str(&line("its last turn", &usage.last_turn));
-    if usage.unreported > 0 {
+    if usage.replayed > 0 {
         let _ = write!(
             out,
-            "\n({} of the session's requests came without usage and are not counted)",
-            usage.unreported
+            "\n({replayed} played by the replay model from its script used no tokens and cost nothing)"
         );
     }
     out
+}
+
+/// `n` and the noun, singular or plural as `n` needs.
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// `/status`: what the terminal UI's status line shows, as text, with the session, its
@@ -236,6 +256,12 @@ pub fn status_text(
                 out,
                 "context: not known, as the model's replies carry no token counts; window \
                  {window}"
+            );
+        }
+        None if usage.replayed > 0 => {
+            let _ = writeln!(
+                out,
+                "context: not known, as the replay model counts no tokens; window {window}"
             );
         }
         None => {
@@ -632,22 +658,25 @@ mod tests {
             cost_text(&usage),
             "no tokens used yet: no request was sent to the model in this session"
         );
-        usage.add(None);
-        assert!(
-            cost_text(&usage)
-                .starts_with("the model's server reported no token usage for the 1 requests")
+        usage.add("openai", None);
+        insta::assert_snapshot!(cost_text(&usage), @"the model's server reported no token usage for the 1 request of this session (an OpenAI-compatible server that ignores stream_options.include_usage)");
+        usage.add(
+            "openai",
+            Some(Usage {
+                prompt_tokens: 1_000,
+                completion_tokens: 50,
+                cached_tokens: 800,
+            }),
         );
-        usage.add(Some(Usage {
-            prompt_tokens: 1_000,
-            completion_tokens: 50,
-            cached_tokens: 800,
-        }));
         usage.last_turn = Usage::default();
-        usage.add(Some(Usage {
-            prompt_tokens: 1_200,
-            completion_tokens: 30,
-            cached_tokens: 1_000,
-        }));
+        usage.add(
+            "openai",
+            Some(Usage {
+                prompt_tokens: 1_200,
+                completion_tokens: 30,
+                cached_tokens: 1_000,
+            }),
+        );
         insta::assert_snapshot!(cost_text(&usage), @r"
         this session: 2280 tokens: 2200 prompt (1800 of them cached), 80 completion
         its last turn: 1230 tokens: 1200 prompt (1000 of them cached), 30 completion
@@ -686,11 +715,59 @@ mod tests {
                 .to_owned()
         };
         assert_eq!(context(&silent), "context: no request yet; window 128000");
-        silent.add(None);
+        silent.add("openai", None);
         assert_eq!(
             context(&silent),
             "context: not known, as the model's replies carry no token counts; window 128000"
         );
+    }
+
+    /// The replay model plays a script: no server, no tokens, no price. `/cost` says so
+    /// rather than blame a server for sending no counts.
+    #[test]
+    fn cost_says_the_replay_model_uses_no_tokens() {
+        let replay = shiro_providers::ReplayProvider::KIND;
+        let mut usage = SessionUsage::default();
+        usage.add(replay, None);
+        let one = cost_text(&usage);
+        usage.add(replay, None);
+        let two = cost_text(&usage);
+        // A session that switched to a real model (`/model`) and back counts both.
+        usage.add(
+            "anthropic",
+            Some(Usage {
+                prompt_tokens: 1_000,
+                completion_tokens: 50,
+                cached_tokens: 0,
+            }),
+        );
+        usage.add("openai", None);
+        let mixed = cost_text(&usage);
+        insta::assert_snapshot!(format!("{one}\n--\n{two}\n--\n{mixed}"), @r"
+        no tokens used: the replay model played 1 response from its script, calling no model, so there is nothing to count or pay
+        --
+        no tokens used: the replay model played 2 responses from its script, calling no model, so there is nothing to count or pay
+        --
+        this session: 1050 tokens: 1000 prompt (0 of them cached), 50 completion
+        its last turn: 1050 tokens: 1000 prompt (0 of them cached), 50 completion
+        (1 of the session's requests came without usage and are not counted)
+        (2 responses played by the replay model from its script used no tokens and cost nothing)
+        ");
+        let status = StatusInfo {
+            model: "replay".into(),
+            workspace: "~/src/shop".into(),
+            tokens: None,
+            context_window: None,
+            context_used: None,
+            undo_depth: Some(0),
+            capture_note: None,
+            background: None,
+        };
+        let mut replayed = SessionUsage::default();
+        replayed.add(replay, None);
+        let text = status_text(&status, "s", &replayed, Mode::Ask, "");
+        let context = text.lines().find(|line| line.starts_with("context: "));
+        insta::assert_snapshot!(context.unwrap_or_default(), @"context: not known, as the replay model counts no tokens; window unknown (set [model] context_window)");
     }
 
     #[test]

@@ -40,6 +40,12 @@ fn main() -> ExitCode {
             )
             .exit();
     }
+    if let Some(why) = cli.session.prompt.as_deref().and_then(prompt_refusal) {
+        use clap::CommandFactory as _;
+        Cli::command()
+            .error(clap::error::ErrorKind::InvalidValue, why)
+            .exit();
+    }
     // Before any work: a signal that found the default handler would kill the process
     // part-way through a change (see `shiro_cli::signals`).
     let signals = match shiro_cli::signals::install(handling(&cli)) {
@@ -97,6 +103,14 @@ fn main() -> ExitCode {
     }
 }
 
+/// Why `-p PROMPT` cannot be sent, if it cannot: a prompt that is empty, or only whitespace,
+/// would go to the model as it is (piped input goes after a prompt, not in its place).
+fn prompt_refusal(prompt: &str) -> Option<&'static str> {
+    prompt.trim().is_empty().then_some(
+        "the prompt is empty: -p takes the text to send to the model, e.g. shiro -p \"explain src/main.rs\" (piped input goes after it, not in its place)",
+    )
+}
+
 /// What a signal does to this command (see `docs/cli.md`, "Signals").
 fn handling(cli: &Cli) -> Handling {
     let Some(command) = &cli.command else {
@@ -146,7 +160,7 @@ async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
     let state_home = canonical_as_far_as_it_goes(&state_home);
     if let Some(why) = workspace::overlap_refusal(&workspace, &state_home) {
         eprintln!("shiro: {why}");
-        return Ok(ExitCode::from(USAGE));
+        return Ok(ExitCode::from(headless::USAGE));
     }
     let root = workspace.root;
     let state = StateDir::of_workspace(&state_home, &root);
@@ -213,9 +227,6 @@ async fn run(cli: Cli, signals: Signals) -> anyhow::Result<ExitCode> {
     }
     Ok(ExitCode::SUCCESS)
 }
-
-/// The exit code of a usage error, as clap exits with it.
-const USAGE: u8 = 2;
 
 /// `path` with its links resolved as far as it exists: the missing rest is appended as
 /// given.

@@ -851,3 +851,43 @@ async fn a_background_change_is_named_by_the_log_and_by_undo() {
     assert_eq!(world.read("notes.txt").as_deref(), Some("mine\n"));
     assert_eq!(world.read("build/new.o").as_deref(), Some("new\n"));
 }
+
+/// `-p` with nothing to say is a usage error (exit 2): no session is made and nothing is
+/// sent, not even with piped input, which goes after a prompt rather than in place of one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_prompt_is_a_usage_error_and_sends_nothing() {
+    let world = World::new();
+    let (url, server) = MockServer::start(vec![MockResponse::text(&["an answer"])]).await;
+    let env = model_env(&url);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut said = Vec::new();
+    for prompt in ["", "  \n\t "] {
+        let run = world.run(&["-p", prompt], "piped text\n", &env).await;
+        assert_eq!(run.code, Some(2), "{run:?}");
+        assert_eq!(run.stdout, "");
+        said.push(run.stderr);
+    }
+    assert_eq!(said[0], said[1], "only whitespace is empty too");
+    insta::assert_snapshot!(said[0], @r#"
+    error: the prompt is empty: -p takes the text to send to the model, e.g. shiro -p "explain src/main.rs" (piped input goes after it, not in its place)
+
+    Usage: shiro [OPTIONS] [COMMAND]
+
+    For more information, try '--help'.
+    "#);
+    assert!(server.requests().is_empty(), "{:?}", server.requests());
+    assert!(world.sessions().is_empty(), "{:?}", world.sessions());
+}
+
+/// A replay script that does not parse is named, with the place in it, so that the user can
+/// find the mistake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_replay_script_is_named_with_its_line_and_column() {
+    let world = World::new();
+    let script = world.cfg.path().join("broken.json");
+    std::fs::write(&script, "{\"responses\": [\n  {\"text\": \"hi\",}\n]}\n").unwrap();
+    let model = format!("replay:{}", script.display());
+    let run = world.run(&["-p", "hi", "--model", &model], "", &[]).await;
+    assert_eq!(run.code, Some(1), "{run:?}");
+    insta::assert_snapshot!(world.normalize(&run.stderr), @"turn stopped: invalid replay script [CFG]/broken.json: trailing comma at line 2 column 17");
+}

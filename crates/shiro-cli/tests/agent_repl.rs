@@ -659,3 +659,28 @@ async fn a_refused_rewind_or_fork_takes_dry_run_and_force() {
     );
     assert_eq!(world.read("b.txt").as_deref(), Some("mine\n"));
 }
+
+/// `/cost` with the replay model says what is true: the script was played, and it used no
+/// tokens, rather than blame a server that was never asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cost_with_the_replay_model_says_it_uses_no_tokens() {
+    let world = World::new();
+    let model = world.replay(&json!({"responses": [{"text": "hi"}]}));
+    let run = world
+        .run(&["--model", &model], "/cost\nhello\n/cost\n", &[])
+        .await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let said: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|line| !line.starts_with("shiro: session") && !line.starts_with("resume "))
+        .collect();
+    insta::assert_snapshot!(said.join("\n"), @r"
+    > /cost
+    no tokens used yet: no request was sent to the model in this session
+    > hello
+    hi
+    > /cost
+    no tokens used: the replay model played 1 response from its script, calling no model, so there is nothing to count or pay
+    ");
+}

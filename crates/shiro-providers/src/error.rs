@@ -1,6 +1,7 @@
 //! The one error type of every provider.
 
 use std::fmt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Why a provider could not produce a completion. Each message is one line, lowercase,
@@ -109,9 +110,12 @@ pub enum ProviderError {
         detail: String,
     },
     /// A replay script that does not parse.
-    #[error("invalid replay script: {detail}")]
+    #[error("invalid replay script{}: {detail}", InFile(.file.as_deref()))]
     InvalidReplayScript {
-        /// What is wrong with it.
+        /// The file it was read from, as the user named it; `None` for a script given as
+        /// text.
+        file: Option<PathBuf>,
+        /// What is wrong with it, and where (`at line 2 column 17`) when a place is known.
         detail: String,
     },
     /// The agent asked the replay provider for more responses than its script holds.
@@ -120,6 +124,18 @@ pub enum ProviderError {
         /// How many responses the script had.
         used: usize,
     },
+}
+
+/// ` FILE` after the words it follows, or nothing without a file.
+struct InFile<'a>(Option<&'a Path>);
+
+impl fmt::Display for InFile<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(file) => write!(f, " {}", file.display()),
+            None => Ok(()),
+        }
+    }
 }
 
 /// Shows `300ms` below a second and `1.5s` or `120s` above.

@@ -1,6 +1,7 @@
 //! The replay provider: plays back a script of model responses, so the agent runs offline,
 //! deterministically, with no model and no network.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
@@ -81,17 +82,32 @@ impl ReplayProvider {
     /// The name [`Provider::model`] reports.
     pub const MODEL: &str = "replay";
 
-    /// Parses a script (the JSON text of a script file).
+    /// What [`Provider::kind`] reports: a replay model's requests reach no server, and
+    /// count no tokens.
+    pub const KIND: &str = "replay";
+
+    /// Parses a script (the JSON text of a script file). Its errors say where in the text
+    /// the mistake is; [`ReplayProvider::from_script_file`] names the file too.
     pub fn from_script(script: &str) -> Result<Self, ProviderError> {
+        Self::parse(script, None)
+    }
+
+    /// Parses `script`, the text of the script file `file` (which the caller read): its
+    /// errors name the file, as given, and the line and column of the mistake.
+    pub fn from_script_file(file: &Path, script: &str) -> Result<Self, ProviderError> {
+        Self::parse(script, Some(file))
+    }
+
+    fn parse(script: &str, file: Option<&Path>) -> Result<Self, ProviderError> {
+        let invalid = |detail: String| ProviderError::InvalidReplayScript {
+            file: file.map(Path::to_path_buf),
+            detail,
+        };
         let script: Script =
-            serde_json::from_str(script).map_err(|error| ProviderError::InvalidReplayScript {
-                detail: error.to_string(),
-            })?;
+            serde_json::from_str(script).map_err(|error| invalid(error.to_string()))?;
         if script.responses.is_empty() {
             // It could only fail on its first use; better to say so when it is loaded.
-            return Err(ProviderError::InvalidReplayScript {
-                detail: "it has no responses".into(),
-            });
+            return Err(invalid("it has no responses".into()));
         }
         let mut call_number = 0;
         let delays = script
@@ -182,7 +198,7 @@ impl Provider for ReplayProvider {
     }
 
     fn kind(&self) -> &'static str {
-        "replay"
+        Self::KIND
     }
 }
 

@@ -682,7 +682,12 @@ fn error_messages() {
                 .into(),
         },
         ProviderError::InvalidReplayScript {
+            file: None,
             detail: "missing field `responses` at line 1 column 2".into(),
+        },
+        ProviderError::InvalidReplayScript {
+            file: Some("scripts/demo.json".into()),
+            detail: "trailing comma at line 2 column 17".into(),
         },
         ProviderError::ReplayFinished { used: 2 },
         ProviderError::Unauthorized {
@@ -790,6 +795,28 @@ fn replay_refuses_a_malformed_script() {
     invalid replay script: missing field `name` at line 1 column 48
     invalid replay script: it has no responses
     ");
+}
+
+#[test]
+fn a_script_file_that_does_not_parse_is_named_with_the_place_in_it() {
+    let file = std::path::Path::new("scripts/demo.json");
+    let refuse = |script: &str| match ReplayProvider::from_script_file(file, script) {
+        Ok(_) => "accepted".to_owned(),
+        Err(error) => error.to_string(),
+    };
+    let messages = [
+        refuse("{\"responses\": [\n  {\"text\": \"hi\",}\n]}\n"),
+        refuse("{\"responses\": [\n  {\"txt\": \"typo\"}\n]}\n"),
+        refuse(""),
+        refuse(r#"{"responses": []}"#),
+    ];
+    assert_snapshot!(messages.join("\n"), @r"
+    invalid replay script scripts/demo.json: trailing comma at line 2 column 17
+    invalid replay script scripts/demo.json: unknown field `txt`, expected one of `text`, `tool_calls`, `delay_ms` at line 2 column 8
+    invalid replay script scripts/demo.json: EOF while parsing a value at line 1 column 0
+    invalid replay script scripts/demo.json: it has no responses
+    ");
+    assert!(ReplayProvider::from_script_file(file, r#"{"responses": [{"text": "hi"}]}"#).is_ok());
 }
 
 #[test]

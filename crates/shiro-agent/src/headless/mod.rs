@@ -259,12 +259,18 @@ impl Context {
 /// [`FailedAfterChanges`]).
 pub const FAILED_AFTER_CHANGES: u8 = 4;
 
-/// The exit code for an error: 3 when undo, redo or a revert was refused because files changed, 4 when
-/// the command failed after changing files, 130 when it was interrupted before it began, and
-/// 1 for every other failure (nothing was changed).
+/// The exit code of a usage error (see [`UsageError`]), as clap exits with its own.
+pub const USAGE: u8 = 2;
+
+/// The exit code for an error: 2 for a usage error, 3 when undo, redo or a revert was refused
+/// because files changed, 4 when the command failed after changing files, 130 when it was
+/// interrupted before it began, and 1 for every other failure (nothing was changed).
 pub fn exit_code(err: &anyhow::Error) -> u8 {
     if let Some(noticed) = err.downcast_ref::<Noticed>() {
         return exit_code(&noticed.error);
+    }
+    if err.downcast_ref::<UsageError>().is_some() {
+        return USAGE;
     }
     if err.downcast_ref::<FailedAfterChanges>().is_some() {
         return FAILED_AFTER_CHANGES;
@@ -337,6 +343,13 @@ fn noticed(notices: Vec<String>, error: anyhow::Error) -> anyhow::Error {
     }
 }
 
+/// The command was asked for something that is not there (a tool with no such name): a
+/// mistake in the command line, like those clap reports, so it exits [`USAGE`], having done
+/// nothing. The message says what there is.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
 /// A signal came before a file-changing command began its change, so it did not begin.
 #[derive(Debug, thiserror::Error)]
 #[error("interrupted before the change began; nothing was changed")]
@@ -365,7 +378,10 @@ pub struct Report {
 pub async fn tool(ctx: &Context, name: &str, args: &str) -> Result<Report> {
     let tool = ctx.tool(name).ok_or_else(|| {
         let names: Vec<&str> = tools::all().iter().map(|t| t.name()).collect();
-        anyhow!("unknown tool {name:?}; the tools are: {}", names.join(", "))
+        UsageError(format!(
+            "unknown tool {name:?}; the tools are: {}",
+            names.join(", ")
+        ))
     })?;
     let json = if let Some(file) = args.strip_prefix('@') {
         std::fs::read_to_string(file)
@@ -752,6 +768,15 @@ mod tests {
         let captured = ToolOutput::default();
         assert_eq!(bash_note(CaptureMode::Overlay, &captured, "/undo"), None);
         assert_eq!(bash_note(CaptureMode::Detect, &captured, "/undo"), None);
+    }
+
+    #[test]
+    fn a_usage_error_exits_2_even_after_notices() {
+        let unknown = || anyhow::Error::new(UsageError("unknown tool \"frob\"".into()));
+        assert_eq!(exit_code(&unknown()), USAGE);
+        let noticed = noticed(vec!["recovered a turn".into()], unknown());
+        assert_eq!(exit_code(&noticed), USAGE);
+        assert_eq!(exit_code(&anyhow!("unknown tool")), 1);
     }
 
     #[test]

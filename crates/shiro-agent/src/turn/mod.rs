@@ -6,7 +6,9 @@ use anyhow::{Context as _, Result, anyhow};
 use serde_json::Value;
 use shiro_commands::{AllowedTools, BashVerdict, tool};
 use shiro_mcp::client::McpClients;
-use shiro_providers::{ChatRequest, Message, Provider, ProviderError, Role, ToolSpec, Usage};
+use shiro_providers::{
+    ChatRequest, Message, Provider, ProviderError, ReplayProvider, Role, ToolSpec, Usage,
+};
 use shiro_tools::{Change, FsMutator, Tool};
 use shiro_undo::{Recording, TurnStart};
 
@@ -181,6 +183,9 @@ pub struct SessionUsage {
     pub reported: u64,
     /// Requests whose server sent no usage.
     pub unreported: u64,
+    /// Requests the replay model answered from its script: they reach no model, and count
+    /// no tokens.
+    pub replayed: u64,
     /// The last request's tokens (prompt and completion): how full the context is, as long
     /// as it is the one that request measured; `None` once a compaction or a rewind changed
     /// it (an estimate stands in then).
@@ -188,10 +193,15 @@ pub struct SessionUsage {
 }
 
 impl SessionUsage {
-    /// Adds one request's usage (`None`: the server sent none).
-    pub fn add(&mut self, usage: Option<Usage>) {
+    /// Adds one request's usage as the provider of kind `provider` ([`Provider::kind`])
+    /// reported it (`None`: it sent none, which a replay model never does).
+    pub fn add(&mut self, provider: &str, usage: Option<Usage>) {
         let Some(usage) = usage else {
-            self.unreported += 1;
+            if provider == ReplayProvider::KIND {
+                self.replayed += 1;
+            } else {
+                self.unreported += 1;
+            }
             return;
         };
         for sum in [&mut self.total, &mut self.last_turn] {
@@ -541,7 +551,7 @@ impl Agent<'_> {
             let completion = provider
                 .complete(&request, &mut |event| printer.stream(event))
                 .await?;
-            self.usage.add(completion.usage);
+            self.usage.add(provider.kind(), completion.usage);
             if let Some(usage) = completion.usage {
                 self.printer.event(&Event::Usage { usage });
             }
@@ -629,7 +639,6 @@ pub(crate) mod tests {
     use crate::permissions::Mode as Permission;
     use crate::render::Color;
     use crate::signals::Signals;
-    use shiro_providers::ReplayProvider;
 
     /// A workspace `ws` in a new temporary directory, whose `state` beside it [`context`]
     /// keeps the workspace's state in.
