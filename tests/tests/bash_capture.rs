@@ -442,3 +442,41 @@ fn recovery_finishes_a_commit_of_this_boot_and_discards_one_from_before_a_restar
         );
     }
 }
+
+/// A name that is not UTF-8 is one shiro can neither apply nor undo. A command that makes
+/// one changes nothing at all, rather than lose a file it renamed to that name; a removal of
+/// such a name (a file of yours) is not carried over, and the file stays.
+#[test]
+fn a_name_shiro_cannot_hold_is_never_half_applied() {
+    use std::os::unix::ffi::OsStrExt as _;
+    if let Some(why) = overlay_refused() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let ws = Ws::new();
+    ws.write("good.txt", "important\n");
+    ws.write("other.txt", "other\n");
+    let moved = bash(
+        &ws,
+        "echo more >> other.txt && mv good.txt \"$(printf 'bad\\351.txt')\"",
+    );
+    assert_eq!(moved.code, 0, "{}", moved.show());
+    insta::assert_snapshot!(moved.stdout.lines().last().unwrap_or(""), @r#"[the command ran, but none of its file changes was applied to the workspace, which is as it was before the command: it made "bad\xE9.txt" in ., a name shiro cannot hold (not UTF-8), so shiro could neither apply it nor undo it; run it again so that it makes only UTF-8 names]"#);
+    assert_eq!(ws.read("good.txt"), "important\n");
+    assert_eq!(ws.read("other.txt"), "other\n");
+    assert_eq!(ws.run(&["log"]).stdout, "no turns to undo\n");
+
+    let bad = std::ffi::OsStr::from_bytes(b"yours\xe9.txt");
+    std::fs::write(ws.path().join(bad), "yours\n").unwrap();
+    let removed = bash(&ws, "rm yours*.txt && echo more >> other.txt");
+    assert_eq!(removed.code, 0, "{}", removed.show());
+    insta::assert_snapshot!(removed.stdout, @r#"
+    (no output)
+    [exit code 0]
+    [files changed (1; recorded, undoable):]
+    M other.txt
+    [note: not carried over: the removal of "yours\xE9.txt" in ., a name shiro cannot hold (not UTF-8); it stays as it was]
+    "#);
+    assert_eq!(std::fs::read(ws.path().join(bad)).unwrap(), b"yours\n");
+    assert_eq!(ws.read("other.txt"), "other\nmore\n");
+}

@@ -294,6 +294,31 @@ pub(super) async fn commit_layer(
             return Err(err.into());
         }
     };
+    if !plan.unholdable.is_empty() {
+        // Applying the rest would lose what was moved there (`mv a.txt $'\xe9'` would
+        // remove a.txt and make nothing), and the store could not undo it.
+        layer.discard();
+        return Err(CaptureError::NotApplied(format!(
+            "it made {}, {} shiro cannot hold (not UTF-8), so shiro could neither apply {} nor \
+             undo {}; run it again so that it makes only UTF-8 names",
+            plan.unholdable.join(", "),
+            if plan.unholdable.len() == 1 {
+                "a name"
+            } else {
+                "names"
+            },
+            if plan.unholdable.len() == 1 {
+                "it"
+            } else {
+                "them"
+            },
+            if plan.unholdable.len() == 1 {
+                "it"
+            } else {
+                "them"
+            },
+        )));
+    }
     let mut captured = Captured {
         mode: Some(CaptureMode::Overlay),
         changes: plan.changes(),
@@ -310,15 +335,14 @@ pub(super) async fn commit_layer(
     }
     if let Err(err) = mutator.prepare(&plan.paths(), &plan.incoming()).await {
         layer.discard();
-        return Err(CaptureError::Other(format!(
-            "the command's changes were not applied, because their undo record could not be \
-             made: {err}"
+        return Err(CaptureError::NotApplied(format!(
+            "their undo record could not be made: {err}"
         )));
     }
     if let Err(err) = layer.mark_committing() {
         layer.discard();
-        return Err(CaptureError::Other(format!(
-            "the command's changes were not applied: cannot mark the layer: {err}"
+        return Err(CaptureError::NotApplied(format!(
+            "cannot mark the layer: {err}"
         )));
     }
     let total = plan.steps.len();
@@ -476,6 +500,9 @@ pub(super) struct Plan {
     /// The git repositories the command made where the workspace had none, inert (see
     /// `repository`), each with its path: carried over, unrecorded, after the steps.
     pub(super) repositories: Vec<(PathBuf, WorkspacePath)>,
+    /// What the command made under a name shiro cannot hold (not UTF-8), as shown to a
+    /// person: nothing of the command is applied then (see [`commit_layer`]).
+    unholdable: Vec<String>,
 }
 
 impl Plan {
@@ -556,11 +583,16 @@ impl Plan {
         let mut kept = BTreeSet::new();
         for name in &names {
             let Some(path) = child(dir, name) else {
-                self.notes.push(format!(
-                    "not carried over: {:?} in {}, a name shiro cannot hold",
-                    name,
-                    dir.map_or(".", WorkspacePath::as_str)
-                ));
+                let shown = format!("{:?} in {}", name, dir.map_or(".", WorkspacePath::as_str));
+                if is_whiteout(&up.join(name)) {
+                    // Its removal: what the workspace holds there stays, as shiro could
+                    // not undo its removal.
+                    self.notes.push(format!(
+                        "not carried over: the removal of {shown}, a name shiro cannot hold (not UTF-8); it stays as it was"
+                    ));
+                } else {
+                    self.unholdable.push(shown);
+                }
                 continue;
             };
             kept.insert(path.file_name().to_owned());
@@ -865,6 +897,13 @@ fn marked_by_overlay(dir: &Path) -> bool {
     };
     (names[..len].split(|&byte| byte == 0))
         .any(|name| name.starts_with(b"trusted.overlay.") || name.starts_with(b"user.overlay."))
+}
+
+/// Whether the layer's entry `source` is a whiteout: the overlay's mark of a removal (a
+/// character device numbered 0/0).
+fn is_whiteout(source: &Path) -> bool {
+    fs::symlink_metadata(source)
+        .is_ok_and(|meta| meta.file_type().is_char_device() && meta.rdev() == 0)
 }
 
 /// Whether the overlay marked the layer's directory opaque: it replaced a directory, whose

@@ -104,6 +104,10 @@ pub enum CaptureError {
     /// recorded; the rest is kept for recovery.
     #[error("{0}")]
     Commit(#[from] MutatorError),
+    /// None of the command's changes was applied, for the reason given: the workspace is as
+    /// it was before the command.
+    #[error("{0}")]
+    NotApplied(String),
     /// Anything else, described.
     #[error("{0}")]
     Other(String),

@@ -335,12 +335,19 @@ impl Tool for Bash {
                     )));
                 }
                 Err(err) => {
-                    let _ = write!(
-                        text,
-                        "\n[the command ran, but its file changes could not all be applied to \
-                         the workspace: {err}; what was applied is recorded and undoable, the \
-                         rest was dropped]"
-                    );
+                    let _ = match err {
+                        CaptureError::NotApplied(why) => write!(
+                            text,
+                            "\n[the command ran, but none of its file changes was applied to \
+                             the workspace, which is as it was before the command: {why}]"
+                        ),
+                        err => write!(
+                            text,
+                            "\n[the command ran, but its file changes could not all be applied \
+                             to the workspace: {err}; what was applied is recorded and undoable, \
+                             the rest was dropped]"
+                        ),
+                    };
                     return Ok(ToolOutput {
                         text,
                         capture: Some(CaptureMode::Overlay),
