@@ -9,8 +9,9 @@ use std::sync::{Arc, OnceLock};
 use rmcp::ErrorData;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, ErrorCode, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{MaybeSendFuture, RequestContext, RoleServer};
 use shiro_tools::capture::Background;
@@ -253,5 +254,46 @@ impl<W: Workspace> ServerHandler for ShiroServer<W> {
             forward.abort();
             Ok(result(outcome).into())
         }
+    }
+
+    /// rmcp hands a request here when its method is not one it knows, and also when it is
+    /// one it knows whose params do not parse: the second is invalid params (-32602), with
+    /// what the params must be, not an unknown method.
+    fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> impl Future<Output = Result<CustomResult, ErrorData>> + MaybeSendFuture + '_ {
+        std::future::ready(Err(custom_request_error(&request.method)))
+    }
+}
+
+/// The error for a request rmcp could not take as one of the methods it knows.
+fn custom_request_error(method: &str) -> ErrorData {
+    match method {
+        "tools/call" => ErrorData::invalid_params(
+            "invalid params for tools/call: they must be an object with \"name\", the tool's \
+             name (a string), and optionally \"arguments\", an object of the tool's arguments",
+            None,
+        ),
+        "initialize"
+        | "ping"
+        | "tools/list"
+        | "resources/list"
+        | "resources/read"
+        | "resources/templates/list"
+        | "resources/subscribe"
+        | "resources/unsubscribe"
+        | "prompts/list"
+        | "prompts/get"
+        | "completion/complete"
+        | "logging/setLevel" => {
+            ErrorData::invalid_params(format!("invalid params for {method}"), None)
+        }
+        _ => ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("unknown method {method}; shiro serves tools: tools/list, tools/call"),
+            None,
+        ),
     }
 }

@@ -384,3 +384,31 @@ async fn a_bash_call_cancelled_while_a_group_begins_its_turn_never_starts_it() {
         @"closed the group, which changed nothing; no turn was recorded"
     );
 }
+
+/// A request for a method shiro serves whose params do not parse is invalid params, with
+/// what they must be; a method nobody serves is an unknown method, named as one. Neither
+/// holds up the calls after it.
+#[tokio::test]
+async fn malformed_params_are_invalid_params_and_an_unknown_method_says_so() {
+    let fake = Fake::new();
+    let mut client = Client::connect(&fake).await;
+    client
+        .send(&[
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": "read_file", "arguments": "notanobject"}}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {}}),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "foo/bar"}),
+            json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),
+        ])
+        .await;
+    let answers = client.answers(&[1, 2, 3, 4]).await;
+    let errors: Vec<String> = (1..=3)
+        .map(|id| answers[&id]["error"].to_string())
+        .collect();
+    insta::assert_snapshot!(errors.join("\n"), @r#"
+    {"code":-32602,"message":"invalid params for tools/call: they must be an object with \"name\", the tool's name (a string), and optionally \"arguments\", an object of the tool's arguments"}
+    {"code":-32602,"message":"invalid params for tools/call: they must be an object with \"name\", the tool's name (a string), and optionally \"arguments\", an object of the tool's arguments"}
+    {"code":-32601,"message":"unknown method foo/bar; shiro serves tools: tools/list, tools/call"}
+    "#);
+    assert!(answers[&4]["result"]["tools"].is_array(), "{}", answers[&4]);
+}
