@@ -98,6 +98,8 @@ pub enum Refusal {
     AskRule,
     /// Nobody could be asked: `-p` without `--yes`.
     Unasked,
+    /// The user command that started the turn allows other tools (its `allowed-tools`).
+    Command,
 }
 
 impl Refusal {
@@ -121,6 +123,7 @@ impl Refusal {
             Refusal::ReadOnlyBash => " (read-only mode asks before bash runs, and -p cannot ask)",
             Refusal::AskRule => " (an ask rule asks, and -p cannot ask)",
             Refusal::Unasked => "",
+            Refusal::Command => " (by the command's allowed-tools)",
         }
     }
 }
@@ -145,6 +148,9 @@ pub fn refusal_hint(causes: &[Refusal]) -> String {
             }
             Refusal::Unasked => {
                 "-p denies every change unless --yes is given; run again with --yes to allow them"
+            }
+            Refusal::Command => {
+                "the command's allowed-tools refused changes (`shiro commands list` shows each command's tools)"
             }
         })
         .collect();

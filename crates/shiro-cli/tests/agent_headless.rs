@@ -390,8 +390,18 @@ async fn a_claude_command_with_allowed_tools_refuses_write_file_and_tells_the_mo
     ])
     .await;
     let run = run_p(&world, &url, &["-p", "/review src/lib.rs", "--yes"]).await;
-    assert_eq!(run.code, Some(0), "{run:?}");
+    // Every change the model tried was refused, as by a deny rule: -p exits 1 and says why.
+    assert_eq!(run.code, Some(1), "{run:?}");
     assert_eq!(run.stdout, "I may only read here, so I changed nothing.\n");
+    let told: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|line| line.starts_with("denied:") || line.starts_with("nothing was changed"))
+        .collect();
+    insta::assert_snapshot!(told.join("\n"), @r"
+    denied: write_file src/lib.rs (by the command's allowed-tools)
+    nothing was changed: the command's allowed-tools refused changes (`shiro commands list` shows each command's tools)
+    ");
     assert_eq!(world.read("src/lib.rs").as_deref(), Some("fn main() {}\n"));
     assert!(
         run.stderr

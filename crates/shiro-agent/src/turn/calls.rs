@@ -69,12 +69,12 @@ impl Agent<'_> {
             );
         };
         let tool = &self.tools[index];
-        let args = match self.admitted(name, parsed) {
+        let is_bash = tool.name() == "bash";
+        let changes = tool.is_mutating() || is_bash;
+        let args = match self.admitted(name, parsed, changes, report) {
             Ok(args) => args,
             Err(refusal) => return refusal,
         };
-        let is_bash = tool.name() == "bash";
-        let changes = tool.is_mutating() || is_bash;
         // In read-only mode, bash runs only in a read-only sandbox, where one can be made.
         // It then changes nothing in the workspace, but it still reads anything and may
         // reach the network, so it is weighed as in ask mode.
@@ -211,7 +211,7 @@ impl Agent<'_> {
         parsed: Result<Value, serde_json::Error>,
         report: &mut TurnReport,
     ) -> (Status, String, Vec<Change>) {
-        let args = match self.admitted(name, parsed) {
+        let args = match self.admitted(name, parsed, false, report) {
             Ok(args) => args,
             Err(refusal) => return refusal,
         };
@@ -255,7 +255,7 @@ impl Agent<'_> {
         parsed: Result<Value, serde_json::Error>,
         report: &mut TurnReport,
     ) -> (Status, String, Vec<Change>) {
-        let args = match self.admitted(name, parsed) {
+        let args = match self.admitted(name, parsed, true, report) {
             Ok(args) => args,
             Err(refusal) => return refusal,
         };
@@ -344,11 +344,14 @@ impl Agent<'_> {
     }
 
     /// The arguments of a call of `name`, when they are JSON and the turn's limits let it
-    /// run; else the result for the model.
+    /// run; else the result for the model, and a refusal noted in the report (`changes`:
+    /// whether the call can change files, run bash or call an MCP tool).
     fn admitted(
         &self,
         name: &str,
         parsed: Result<Value, serde_json::Error>,
+        changes: bool,
+        report: &mut TurnReport,
     ) -> Result<Value, (Status, String, Vec<Change>)> {
         let args = parsed.map_err(|err| {
             (
@@ -358,7 +361,17 @@ impl Agent<'_> {
             )
         })?;
         match self.limits.refusal(name, &args) {
-            Some(refusal) => Err((Status::Denied, refusal, Vec::new())),
+            Some(refusal) => {
+                let cause = Refusal::Command;
+                report
+                    .denied
+                    .push(format!("{name} {}{}", brief(&args), cause.note()));
+                if changes {
+                    report.denied_change = true;
+                    note_cause(report, cause);
+                }
+                Err((Status::Denied, refusal, Vec::new()))
+            }
             None => Ok(args),
         }
     }

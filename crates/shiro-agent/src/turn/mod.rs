@@ -94,7 +94,11 @@ impl TurnLimits {
             return Some(format!(
                 "refused: the /{} command limits this turn to these tools: {tools} (its allowed-tools: {}); {tool} is not one of them, so nothing was run. Use those tools, or tell the user what you would need",
                 self.command,
-                allowed.written.join(", ")
+                if allowed.written.is_empty() {
+                    "none".to_owned()
+                } else {
+                    allowed.written.join(", ")
+                }
             ));
         }
         if tool == shiro_commands::tool::BASH {
