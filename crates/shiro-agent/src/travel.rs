@@ -763,7 +763,7 @@ pub(crate) async fn fork(agent: &mut Agent<'_>, args: &str) -> String {
             _ => match word.parse::<usize>() {
                 Ok(n) if number.is_none() && (1..=prompts.len()).contains(&n) => number = Some(n),
                 _ if prompts.is_empty() => {
-                    return "this conversation has no turn to fork before yet; /fork alone forks it as it is"
+                    return "this conversation has no turn to fork before yet"
                         .to_owned();
                 }
                 _ => {
@@ -777,6 +777,10 @@ pub(crate) async fn fork(agent: &mut Agent<'_>, args: &str) -> String {
     }
     if number.is_none() && (options.force || options.dry_run) {
         return "/fork without N changes no file: --dry-run and --force go with /fork N".to_owned();
+    }
+    if number.is_none() && prompts.is_empty() {
+        // A copy of nothing would be a session no list shows (see `session::list`).
+        return "nothing to fork: this conversation has no prompt yet, so it is as new as a fork of it would be".to_owned();
     }
     let number = number.unwrap_or(prompts.len() + 1);
     let (index, prompt) = match prompts.get(number - 1) {
@@ -1395,7 +1399,12 @@ mod tests {
         let text = fork(&mut agent, "99").await;
         assert_eq!(
             text,
-            "this conversation has no turn to fork before yet; /fork alone forks it as it is"
+            "this conversation has no turn to fork before yet"
+        );
+        let text = fork(&mut agent, "").await;
+        assert_eq!(
+            text,
+            "nothing to fork: this conversation has no prompt yet, so it is as new as a fork of it would be"
         );
         let text = rewind_command(&mut agent, "1").await;
         assert_eq!(text, "no turn 1 in this conversation: it has no prompt yet");
