@@ -255,10 +255,19 @@ async fn an_idle_gap_closes_a_group() {
     )
     .await;
     assert!(!failed(&written), "{}", text(&written));
-    assert_eq!(
-        written.structured_content.unwrap()["group_open"],
-        json!(true)
-    );
+    let structured = written.structured_content.unwrap();
+    assert_eq!(structured["group_open"], json!(true));
+    assert!(structured["turn"].is_u64(), "{structured}");
+    // The same write again changes nothing: it names no turn, in a group too.
+    let again = call(
+        &client,
+        "write_file",
+        json!({"path": "a.txt", "content": "a\n"}),
+    )
+    .await;
+    let structured = again.structured_content.unwrap();
+    assert_eq!(structured["group_open"], json!(true));
+    assert_eq!(structured["turn"], json!(null), "{structured}");
     // The terminal's undo waits for the store's lock, which the group holds until the gap
     // has passed without a call.
     let run = world.run(&["undo"], "", &[]).await;

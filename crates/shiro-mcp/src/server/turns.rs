@@ -297,10 +297,13 @@ impl<W: Workspace> Turns<W> {
         match result {
             Ok(output) => {
                 open.changes.extend(output.changes.iter().cloned());
+                // A call that changed nothing names no turn, in a group too: the group may
+                // end up recording nothing.
+                let turn = (!output.changes.is_empty()).then_some(open.turn);
                 Outcome {
                     text: with_lines(output.text, &lines),
                     structured: serde_json::json!({
-                        "turn": open.turn,
+                        "turn": turn,
                         "group_open": true,
                         "changes": output.changes,
                         "notices": lines,
@@ -309,6 +312,8 @@ impl<W: Workspace> Turns<W> {
                 }
             }
             Err(err) => {
+                // A failure may have changed something before it (its text says): the
+                // group's turn holds it if so.
                 let mut outcome = failure(with_lines(err.to_string(), &lines));
                 outcome.structured["turn"] = serde_json::json!(open.turn);
                 outcome.structured["group_open"] = serde_json::json!(true);
