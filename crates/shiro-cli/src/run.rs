@@ -77,6 +77,18 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
     };
     let approvals = approvals(ctx, args)?;
     let registry = headless::registry(ctx);
+    // A `-p` prompt naming a command that several match is a usage error, as in a session
+    // it is refused: sent as text, the model would get a command name it cannot run.
+    if let Some(prompt) = &args.prompt
+        && let Resolved::Unknown { name, candidates } = registry.resolve(prompt)
+        && !candidates.is_empty()
+    {
+        return Err(headless::UsageError(format!(
+            "/{name} is ambiguous: {}; name the one to run; nothing was sent",
+            headless::slash_names(&candidates)
+        ))
+        .into());
+    }
     let cwd = std::env::current_dir().ok();
     let instructions = instructions::load(&instructions::Places {
         root: &ctx.root,

@@ -901,3 +901,23 @@ async fn a_broken_replay_script_is_named_with_its_line_and_column() {
     assert_eq!(run.code, Some(1), "{run:?}");
     insta::assert_snapshot!(world.normalize(&run.stderr), @"turn stopped: invalid replay script [CFG]/broken.json: trailing comma at line 2 column 17");
 }
+
+/// `-p` with a command name that several commands match is refused as a session refuses it,
+/// rather than sent to the model as text; nothing is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ambiguous_command_under_p_is_a_usage_error() {
+    let world = World::new();
+    world.write(
+        ".claude/commands/git/commit.md",
+        "Commit with git: $ARGUMENTS\n",
+    );
+    world.write(
+        ".claude/commands/hg/commit.md",
+        "Commit with hg: $ARGUMENTS\n",
+    );
+    let (url, server) = MockServer::start(vec![MockResponse::text(&["an answer"])]).await;
+    let run = run_p(&world, &url, &["-p", "/commit a"]).await;
+    assert_eq!(run.code, Some(2), "{run:?}");
+    insta::assert_snapshot!(run.stderr, @"shiro: /commit is ambiguous: /git:commit or /hg:commit; name the one to run; nothing was sent");
+    assert!(server.requests().is_empty(), "{:?}", server.requests());
+}
