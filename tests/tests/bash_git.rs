@@ -210,6 +210,148 @@ fn a_ref_moved_since_the_turn_is_a_conflict() {
     assert!(git_out(root, &["reflog", "--format=%s"]).contains("user"));
 }
 
+/// What [`log_then_undo`] saw.
+struct Standing {
+    /// `shiro log` then `shiro undo`, with what each printed and how it exited, object ids
+    /// and hashes (which the commits' times make) replaced by `<hex>`.
+    transcript: String,
+    /// The paths `shiro log --json` gives as standing in the way of the undo
+    /// (`undo_is_clean` is whether there are none).
+    in_the_way: Vec<String>,
+    /// The paths the undo refused on.
+    refused_on: Vec<String>,
+}
+
+/// Runs `shiro log --json`, `shiro log` and `shiro undo`, which must exit with `undo_exit`.
+fn log_then_undo(ws: &Ws, undo_exit: i32) -> Standing {
+    let json = ws.ok(&["log", "--json"]).stdout;
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let next = &json["turns"][0];
+    let in_the_way: Vec<String> = (next["conflicts"].as_array().unwrap().iter())
+        .map(|path| path.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        next["undo_is_clean"],
+        serde_json::json!(in_the_way.is_empty()),
+        "{json:#}"
+    );
+    let log = ws.ok(&["log"]);
+    let undo = ws.run(&["undo"]);
+    assert_eq!(undo.code, undo_exit, "{}", undo.show());
+    let transcript = format!(
+        "$ shiro log\n{}\n$ shiro undo\n{}",
+        support::normalize_times(&log.show()),
+        undo.show()
+    );
+    Standing {
+        transcript: without_hex(&transcript),
+        in_the_way,
+        refused_on: refused_on(&undo.stderr),
+    }
+}
+
+/// `text` with every run of 7 or more hex digits (an object id, a short hash) as `<hex>`.
+fn without_hex(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if word.len() >= 7 && word.chars().all(|c| c.is_ascii_hexdigit()) {
+            out.push_str("<hex>");
+        } else {
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    for c in text.chars() {
+        if c.is_ascii_alphanumeric() {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+/// The paths a refused undo names on its stderr, one a line (`  PATH: now …`).
+fn refused_on(stderr: &str) -> Vec<String> {
+    (stderr.lines())
+        .filter_map(|line| line.strip_prefix("  ")?.split_once(": "))
+        .map(|(path, _)| path.to_owned())
+        .collect()
+}
+
+/// What `shiro log` says of the next turn is what `shiro undo` finds: a branch the user
+/// committed on since the turn is named by both, and the log does not call the turn clean.
+#[test]
+fn the_log_names_the_ref_undo_refuses_on() {
+    let Some(ws) = repo() else {
+        return;
+    };
+    bash(
+        &ws,
+        "git checkout -q -b feature && git commit -q --allow-empty -m agent",
+    );
+    support::git(ws.path(), &["commit", "-q", "--allow-empty", "-m", "user"]);
+    let seen = log_then_undo(&ws, 3);
+    assert_eq!(seen.in_the_way, [".git/refs/heads/feature"]);
+    assert_eq!(seen.in_the_way, seen.refused_on);
+    insta::assert_snapshot!(seen.transcript);
+}
+
+/// A file, a ref and the index moved since the turn: the log names all three, as the undo
+/// does, not the file alone.
+#[test]
+fn the_log_names_a_file_a_ref_and_the_index_as_undo_does() {
+    let Some(ws) = repo() else {
+        return;
+    };
+    bash(&ws, "echo agent >> a.txt && git commit -qam agent");
+    ws.write("a.txt", "user\n");
+    support::git(ws.path(), &["commit", "-qam", "user"]);
+    let seen = log_then_undo(&ws, 3);
+    assert_eq!(
+        seen.in_the_way,
+        [".git/index", ".git/refs/heads/main", "a.txt"]
+    );
+    assert_eq!(seen.in_the_way, seen.refused_on);
+    insta::assert_snapshot!(seen.transcript);
+}
+
+/// A lock of git's on what the undo moves (a git running, or one that stopped and left it):
+/// the log names it instead of calling the turn clean, and the undo stops before it changes
+/// anything, exits 1 and leaves the turn undamaged; once the lock is gone, both go ahead.
+#[test]
+fn a_git_lock_is_named_by_the_log_and_stops_the_undo_before_any_change() {
+    let Some(ws) = repo() else {
+        return;
+    };
+    let root = ws.path();
+    let before = (view(root), ws.worktree());
+    bash(
+        &ws,
+        "git checkout -q -b feature && echo agent >> b.txt && git commit -qam agent",
+    );
+    let after = (view(root), ws.worktree());
+    std::fs::write(root.join(".git/HEAD.lock"), "").unwrap();
+    let seen = log_then_undo(&ws, 1);
+    assert_eq!(seen.in_the_way, [".git/HEAD.lock"]);
+    assert_eq!(
+        (view(root), ws.worktree()),
+        after,
+        "a stopped undo changed something"
+    );
+    let log = ws.ok(&["log"]).stdout;
+    assert!(!log.contains("damaged"), "{log}");
+    insta::assert_snapshot!(seen.transcript);
+
+    std::fs::remove_file(root.join(".git/HEAD.lock")).unwrap();
+    let seen = log_then_undo(&ws, 0);
+    assert_eq!(seen.in_the_way, Vec::<String>::new());
+    assert_eq!((view(root), ws.worktree()), before);
+}
+
 /// A forced rewind of two turns goes over the user's commits on the branch, one between the
 /// turns and one after the last, and its redo puts the branch back where the rewind found
 /// it; the later turn keeps both, so that undoing it alone then brings back the repository as

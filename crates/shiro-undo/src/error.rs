@@ -162,6 +162,25 @@ pub enum UndoError {
         #[source]
         source: Box<UndoError>,
     },
+    /// A restore that moves git's state, stopped before it changed anything because git's
+    /// lock files are on things it moves (a git is running, or one that stopped left them;
+    /// see [`ConflictKind::GitLocked`](crate::ConflictKind::GitLocked)). Even a forced one:
+    /// it could not take the locks. The CLI exits 1.
+    #[error(
+        "cannot {} turn {turn}: {}; nothing was changed (run it again once git is done; if no git is running, one that stopped left the {} behind: remove {})",
+        direction_verb(*direction),
+        locked(locks),
+        if locks.len() == 1 { "lock" } else { "locks" },
+        if locks.len() == 1 { "it" } else { "them" }
+    )]
+    GitLocked {
+        /// The turn.
+        turn: TurnId,
+        /// Which way the restore went.
+        direction: Direction,
+        /// The lock files, `.git/HEAD.lock` and the like.
+        locks: Vec<WorkspacePath>,
+    },
     /// A revert failed part-way and was rolled back: every path it changed is as it was
     /// before it, and no turn was recorded.
     #[error(
@@ -205,6 +224,16 @@ pub enum UndoError {
         /// What failed.
         reason: String,
     },
+}
+
+/// `.git/HEAD.lock exists: …`, naming every lock.
+fn locked(locks: &[WorkspacePath]) -> String {
+    let names: Vec<&str> = locks.iter().map(WorkspacePath::as_str).collect();
+    let exist = if locks.len() == 1 { "exists" } else { "exist" };
+    format!(
+        "{} {exist}: another git process seems to be running in this repository",
+        names.join(", ")
+    )
 }
 
 fn no_turn_to_revert(id: TurnId, undone: bool) -> String {

@@ -1,10 +1,10 @@
 //! The git side of a restore: what a turn's `bash` calls moved in the repository at the
 //! workspace root (HEAD, refs, the stash list, the index), checked and moved back.
 //!
-//! A restore checks it with the paths ([`conflicts`]), before anything changes, and moves it
-//! once the paths are restored ([`apply`]). Moving is idempotent, value by value: what
-//! stands where the restore takes it already is left alone, so the recovery of a restore a
-//! crash interrupted simply moves it again.
+//! A restore checks it with the paths ([`conflicts`], and git's locks on it, [`locked`]),
+//! before anything changes, and moves it once the paths are restored ([`apply`]). Moving is
+//! idempotent, value by value: what stands where the restore takes it already is left alone,
+//! so the recovery of a restore a crash interrupted simply moves it again.
 
 use std::path::Path;
 
@@ -100,6 +100,35 @@ pub(crate) fn conflicts(
         }
     }
     Ok(conflicts)
+}
+
+/// git's lock files (`.git/HEAD.lock`, `.git/refs/heads/x.lock`, …) on what a restore of
+/// `record` in `direction` moves: one is there while a git runs, and stays where a git
+/// stopped without removing it. [`apply`] takes the lock of each thing it moves (and of
+/// `packed-refs` to delete a ref, of the index to write it), and fails on one that is
+/// there: found before, the restore stops before it changes anything. A lock on a thing the
+/// record does not name is no obstacle, as it is none to [`apply`].
+pub(crate) fn locked(root: &Path, record: &GitRecord, direction: Direction) -> Vec<WorkspacePath> {
+    let Some(repo) = repo(root) else {
+        return Vec::new();
+    };
+    let mut names: Vec<&str> = record.moved.keys().map(String::as_str).collect();
+    let deletes_a_ref = (record.moved.iter()).any(|(name, moved)| {
+        let (_, target) = sides(&moved.before, &moved.after, direction);
+        name.starts_with("refs/") && target.is_none()
+    });
+    if deletes_a_ref {
+        names.push("packed-refs");
+    }
+    if record.index.is_some() {
+        names.push("index");
+    }
+    (names.into_iter())
+        .map(|name| format!("{name}.lock"))
+        // Not `exists`: a lock that is a link is there all the same.
+        .filter(|lock| std::fs::symlink_metadata(repo.git_dir().join(lock)).is_ok())
+        .filter_map(|lock| WorkspacePath::from_relative(&format!(".git/{lock}")).ok())
+        .collect()
 }
 
 /// The index bytes a restore in `direction` writes, read now so that a missing copy stops

@@ -333,7 +333,8 @@ impl fmt::Display for UndoOutcome {
     }
 }
 
-/// A path that changed since the turn (or since its undo, for a redo).
+/// A path that changed since the turn (or since its undo, for a redo), or that is otherwise
+/// in a restore's way (see [`ConflictKind`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Conflict {
     /// The path.
@@ -385,12 +386,24 @@ pub enum ConflictKind {
         /// Its value now.
         found: Option<String>,
     },
+    /// A lock file of git's (the path, `.git/HEAD.lock`, `.git/index.lock`, …) is on a thing
+    /// the restore moves: a git is running in the repository, or one that stopped left it.
+    /// The restore cannot take the lock, so it would fail: [`UndoStore::check`] names it,
+    /// and a restore stops on it before it changes anything ([`UndoError::GitLocked`]), even
+    /// when forced.
+    ///
+    /// [`UndoStore::check`]: crate::UndoStore::check
+    /// [`UndoError::GitLocked`]: crate::UndoError::GitLocked
+    GitLocked,
 }
 
 impl ConflictKind {
     /// Whether `--force` may overwrite it.
     pub fn forceable(&self) -> bool {
-        !matches!(self, ConflictKind::LaterTurn { .. })
+        !matches!(
+            self,
+            ConflictKind::LaterTurn { .. } | ConflictKind::GitLocked
+        )
     }
 }
 
@@ -435,6 +448,11 @@ impl fmt::Display for Conflict {
                     show(expected)
                 )
             }
+            ConflictKind::GitLocked => write!(
+                f,
+                "{}: exists: another git process seems to be running in this repository",
+                self.path
+            ),
         }
     }
 }

@@ -12,4 +12,5 @@ mod kept;
 mod revert;
 mod rewind;
 mod roundtrip;
+mod standing;
 mod store;

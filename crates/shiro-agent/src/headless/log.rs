@@ -112,15 +112,27 @@ pub async fn log(ctx: &Context, json: bool) -> Result<Report> {
             if newest_conflicts.is_empty() {
                 writeln!(out, "    next to undo: clean")?;
             } else {
-                let paths: Vec<String> = newest_conflicts
-                    .iter()
-                    .map(|c| c.path.to_string())
-                    .collect();
-                writeln!(
-                    out,
-                    "    next to undo: changed since the turn: {} (undo refuses without --force)",
+                // git's locks stop an undo even when forced: they are named apart.
+                let (locks, changed): (Vec<_>, Vec<_>) = (newest_conflicts.iter())
+                    .partition(|c| matches!(c.kind, shiro_undo::ConflictKind::GitLocked));
+                let paths = |conflicts: &[&shiro_undo::Conflict]| {
+                    let paths: Vec<String> = conflicts.iter().map(|c| c.path.to_string()).collect();
                     paths.join(", ")
-                )?;
+                };
+                if !changed.is_empty() {
+                    writeln!(
+                        out,
+                        "    next to undo: changed since the turn: {} (undo refuses without --force)",
+                        paths(&changed)
+                    )?;
+                }
+                if !locks.is_empty() {
+                    writeln!(
+                        out,
+                        "    next to undo: git's lock {} exists: another git process seems to be running in this repository (undo refuses while it exists, even with --force)",
+                        paths(&locks)
+                    )?;
+                }
             }
         }
     }

@@ -25,7 +25,7 @@ use crate::log::{self, LogState, Refused};
 use crate::pack::Packed;
 use crate::place::{MoveBy, StateDir};
 use crate::recorder::{Ledger, Recording, TurnStart};
-use crate::report::{Conflict, Direction, Notice, TurnId, TurnSummary, UndoOutcome, restore_name};
+use crate::report::{Direction, Notice, TurnId, TurnSummary, UndoOutcome, restore_name};
 use crate::restore;
 use crate::revert::report::RevertOutcome;
 
@@ -385,19 +385,12 @@ impl UndoStore {
         Ok(listing.bytes())
     }
 
-    /// The conflicts that would stop undoing the newest turn right now; empty when it can be
-    /// undone cleanly.
-    pub async fn check(&self, workspace: &dyn Mutator) -> Result<Vec<Conflict>, UndoError> {
-        let state = self.read_state()?;
-        let turn = state.undo.last().ok_or(UndoError::NothingToUndo)?;
-        let plan = restore::plan(workspace, turn, Direction::Undo).await?;
-        restore::conflicts(workspace, &plan).await
-    }
-
     /// Undoes the newest turn through `workspace`: every path it touched is put back as it
     /// was before the turn, and the turn moves to the redo stack. Refuses with
     /// [`UndoError::Conflict`] (changing nothing) when a path changed since the turn, unless
-    /// forced. The outcome carries the turn's history marker for the caller to rewind to.
+    /// forced, and stops with [`UndoError::GitLocked`] (changing nothing, even forced) when a
+    /// lock file of git's is on what it moves; [`UndoStore::check`] makes the same check. The
+    /// outcome carries the turn's history marker for the caller to rewind to.
     pub async fn undo(
         &self,
         workspace: &dyn Mutator,

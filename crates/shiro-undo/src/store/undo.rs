@@ -12,13 +12,72 @@ use crate::format::{Begun, LogLine, PROGRESS_FILE};
 use crate::git;
 use crate::log::LogState;
 use crate::pack::pack_path;
-use crate::report::{Action, Direction, PathOutcome, TurnId, UndoOutcome};
+use crate::report::{Action, Conflict, ConflictKind, Direction, PathOutcome, TurnId, UndoOutcome};
 use crate::restore;
 
 use super::select::{self, Selection};
 use super::{Abandoned, PathStanding, UndoOptions, UndoStore, direction_verb, needed_writes};
 
+/// What a restore finds before it begins: what is there now, and what stops it.
+struct Prospect {
+    /// Every path of the restore, read now.
+    plan: Vec<restore::Planned>,
+    /// Paths and git things not as the restore expects them (sorted by path): the restore
+    /// refuses unless forced (over a later turn's, even then).
+    conflicts: Vec<Conflict>,
+    /// git's lock files on what it moves: the restore stops, even when forced.
+    locked: Vec<WorkspacePath>,
+}
+
+/// The one check of what stands in the way of restoring `selection` now (`stored` holds its
+/// copies): both a restore and [`UndoStore::check`] (`shiro log`) make it, so that the log
+/// never calls clean a turn the undo refuses. It reads the restore's paths and the git
+/// things it moves, never the rest of the workspace.
+async fn prospect(
+    workspace: &dyn Mutator,
+    selection: &Selection,
+    stored: &restore::Stored<'_>,
+) -> Result<Prospect, UndoError> {
+    let (turn, direction) = (&selection.turn, selection.direction);
+    let plan = restore::plan(workspace, turn, direction).await?;
+    let mut conflicts = restore::conflicts(workspace, &plan).await?;
+    let mut locked = Vec::new();
+    if let Some(record) = &turn.git {
+        let root = workspace.root();
+        conflicts.extend(git::conflicts(root, record, direction, stored)?);
+        locked = git::locked(root, record, direction);
+    }
+    conflicts.extend(selection.between.iter().cloned());
+    conflicts.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(Prospect {
+        plan,
+        conflicts,
+        locked,
+    })
+}
+
 impl UndoStore {
+    /// What would stop undoing the newest turn right now, as `shiro log` shows it; empty
+    /// when it can be undone cleanly. It is the check [`UndoStore::undo`] makes: each path
+    /// and git thing (`.git/<name>`) changed since the turn, then each lock file of git's
+    /// that would stop the undo ([`ConflictKind::GitLocked`], on the lock's path). Only that
+    /// turn is read, and the log is not locked.
+    pub async fn check(&self, workspace: &dyn Mutator) -> Result<Vec<Conflict>, UndoError> {
+        let state = self.read_state()?;
+        let selection = select::newest(&state)?;
+        let stored = restore::Stored::open(&self.inner.blobs, &selection.turn);
+        let Prospect {
+            mut conflicts,
+            locked,
+            ..
+        } = prospect(workspace, &selection, &stored).await?;
+        conflicts.extend(locked.into_iter().map(|path| Conflict {
+            path,
+            kind: ConflictKind::GitLocked,
+        }));
+        Ok(conflicts)
+    }
+
     pub(super) async fn restore(
         &self,
         workspace: &dyn Mutator,
@@ -83,21 +142,21 @@ impl UndoStore {
     ) -> Result<UndoOutcome, UndoError> {
         let direction = selection.direction;
         let turn = &selection.turn;
-        let plan = restore::plan(workspace, turn, direction).await?;
         let mut stored = restore::Stored::open(&self.inner.blobs, turn);
-        let mut conflicts = restore::conflicts(workspace, &plan).await?;
-        if let Some(record) = &turn.git {
-            conflicts.extend(git::conflicts(
-                workspace.root(),
-                record,
-                direction,
-                &stored,
-            )?);
-        }
-        conflicts.extend(selection.between.iter().cloned());
-        conflicts.sort_by(|a, b| a.path.cmp(&b.path));
+        let Prospect {
+            plan,
+            conflicts,
+            locked,
+        } = prospect(workspace, &selection, &stored).await?;
         if !conflicts.is_empty() && !options.force && !options.dry_run {
             return Err(selection.refusal(conflicts));
+        }
+        if !locked.is_empty() && !options.dry_run {
+            return Err(UndoError::GitLocked {
+                turn: turn.meta.id,
+                direction,
+                locks: locked,
+            });
         }
         // Every copy the restore writes is read back whole before anything changes.
         let writes = (plan.iter())
