@@ -270,6 +270,84 @@ fn user_commands_list_expand_and_check() {
     insta::assert_snapshot!(t);
 }
 
+/// A cloned repository's traps for `shiro commands`: a `commands.md` that links out of the
+/// workspace, a `.shiro` that does, a named pipe where `commands.md` should be, a skill
+/// whose frontmatter never closes and a `## ::` heading. Nothing outside is read, nothing
+/// hangs, and `check` names each; a skill for the model alone is listed as such.
+#[test]
+fn user_commands_in_a_hostile_workspace() {
+    let outside = tempfile::tempdir().unwrap();
+    let out = outside.path();
+    std::fs::write(out.join("secret.md"), "## stolen\nSECRET\n").unwrap();
+    std::fs::create_dir_all(out.join("shiro")).unwrap();
+    std::fs::write(out.join("shiro/commands.md"), "## stolen-too\nSECRET\n").unwrap();
+    let mut t = String::new();
+    let mut show = |title: &str, ws: &Ws, args: &[&str]| {
+        let shown = ws.run_bounded(args).show();
+        let shown = shown.replace(out.canonicalize().unwrap().to_str().unwrap(), "<outside>");
+        // The built-ins are the same in every listing.
+        let shown: String = shown
+            .lines()
+            .filter(|line| !line.contains(" built-in "))
+            .map(|line| format!("{line}\n"))
+            .collect();
+        t += &format!("$ shiro {} ({title})\n{shown}\n", args.join(" "));
+    };
+
+    let linked_file = Ws::new();
+    std::fs::create_dir_all(linked_file.path().join(".shiro")).unwrap();
+    std::os::unix::fs::symlink(
+        out.join("secret.md"),
+        linked_file.path().join(".shiro/commands.md"),
+    )
+    .unwrap();
+    for args in [
+        &["commands", "list"][..],
+        &["commands", "expand", "stolen"],
+        &["commands", "check"],
+    ] {
+        show("commands.md links outside", &linked_file, args);
+    }
+
+    let linked_dir = Ws::new();
+    std::os::unix::fs::symlink(out.join("shiro"), linked_dir.path().join(".shiro")).unwrap();
+    show(".shiro links outside", &linked_dir, &["commands", "check"]);
+
+    let piped = Ws::new();
+    std::fs::create_dir_all(piped.path().join(".shiro")).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        piped.path().join(".shiro/commands.md"),
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    show(
+        "commands.md is a named pipe",
+        &piped,
+        &["commands", "check"],
+    );
+
+    let skills = Ws::new();
+    skills.write(".shiro/commands.md", "## ::\nColons.\n\n## ok\nOk.\n");
+    skills.write(
+        ".claude/skills/broken/SKILL.md",
+        "---\nname: broken\ndescription: Never closed.\nDo this.\n",
+    );
+    let house_style = skills.config.path().join("skills/house-style");
+    std::fs::create_dir_all(&house_style).unwrap();
+    std::fs::write(
+        house_style.join("SKILL.md"),
+        "---\nname: house-style\ndescription: How we name things\nuser-invocable: false\n---\nBody.\n",
+    )
+    .unwrap();
+    for args in [&["commands", "list"][..], &["commands", "check"]] {
+        show("names and skills", &skills, args);
+    }
+    insta::assert_snapshot!(t);
+}
+
 #[test]
 fn config_depth_limits_the_log() {
     let ws = Ws::new();

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use anyhow::Result;
-use shiro_commands::{Registry, Resolved};
+use shiro_commands::{Origin, Registry, Resolved};
 use shiro_providers::Usage;
 use shiro_tools::capture::CaptureMode;
 use shiro_undo::UndoOptions;
@@ -96,7 +96,7 @@ async fn run_loop(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
             }
             Resolved::Unknown { name, .. } => {
                 let names: Vec<String> = registry
-                    .list()
+                    .menu()
                     .into_iter()
                     .map(|entry| entry.name)
                     .collect();
@@ -592,10 +592,12 @@ fn help(registry: &Registry) -> String {
     for (name, summary) in BUILTINS {
         let _ = writeln!(out, "  /{name:<width$} {summary}");
     }
+    // What can be typed: a skill for the model alone is not.
     let users: Vec<String> = registry
-        .commands()
+        .menu()
         .iter()
-        .map(|c| format!("/{}", c.name))
+        .filter(|entry| entry.origin != Origin::Builtin)
+        .map(|entry| format!("/{}", entry.name))
         .collect();
     if !users.is_empty() {
         let _ = writeln!(
@@ -768,6 +770,31 @@ mod tests {
         let text = status_text(&status, "s", &replayed, Mode::Ask, "");
         let context = text.lines().find(|line| line.starts_with("context: "));
         insta::assert_snapshot!(context.unwrap_or_default(), @"context: not known, as the replay model counts no tokens; window unknown (set [model] context_window)");
+    }
+
+    /// `/help` names the commands that can be typed: not a skill for the model alone.
+    #[test]
+    fn help_leaves_out_skills_for_the_model_alone() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        for (name, extra) in [("deploy", ""), ("house-style", "user-invocable: false\n")] {
+            let folder = dir.path().join(".claude/skills").join(name);
+            std::fs::create_dir_all(&folder).expect("a skill folder");
+            std::fs::write(
+                folder.join("SKILL.md"),
+                format!("---\nname: {name}\ndescription: d\n{extra}---\nBody.\n"),
+            )
+            .expect("a SKILL.md");
+        }
+        let registry = Registry::load(shiro_commands::Sources {
+            workspace_root: dir.path().to_path_buf(),
+            ..shiro_commands::Sources::default()
+        });
+        let help = help(&registry);
+        let users = help
+            .lines()
+            .find(|line| line.starts_with("your commands:"))
+            .expect("a line of the user's commands");
+        insta::assert_snapshot!(users, @"your commands: /deploy (/commands lists them)");
     }
 
     #[test]

@@ -763,8 +763,7 @@ pub(crate) async fn fork(agent: &mut Agent<'_>, args: &str) -> String {
             _ => match word.parse::<usize>() {
                 Ok(n) if number.is_none() && (1..=prompts.len()).contains(&n) => number = Some(n),
                 _ if prompts.is_empty() => {
-                    return "this conversation has no turn to fork before yet"
-                        .to_owned();
+                    return "this conversation has no turn to fork before yet".to_owned();
                 }
                 _ => {
                     return format!(
@@ -1397,10 +1396,7 @@ mod tests {
         let mut agent = agent(&ctx, &script, session, Mode::Yes, 5);
         agent.start_conversation().unwrap();
         let text = fork(&mut agent, "99").await;
-        assert_eq!(
-            text,
-            "this conversation has no turn to fork before yet"
-        );
+        assert_eq!(text, "this conversation has no turn to fork before yet");
         let text = fork(&mut agent, "").await;
         assert_eq!(
             text,

@@ -118,11 +118,12 @@ impl Highlighter for Completion {}
 impl Validator for Completion {}
 impl Helper for Completion {}
 
-/// `/` names starting with `prefix`, each shown with its summary.
+/// `/` names starting with `prefix`, each shown with its summary: what can be typed, as the
+/// `/` menu shows it (no skill for the model alone).
 pub fn complete_command(registry: &Registry, prefix: &str) -> Vec<Pair> {
     let prefix = prefix.to_lowercase();
     registry
-        .list()
+        .menu()
         .into_iter()
         .filter(|entry| entry.name.starts_with(&prefix))
         .map(|entry| Pair {
@@ -180,5 +181,32 @@ mod tests {
             "{}",
             pairs[0].display
         );
+    }
+
+    /// A skill for the model alone (`user-invocable: false`) cannot be typed, so it is not
+    /// offered; one the user may type is.
+    #[test]
+    fn completion_offers_no_skill_for_the_model_alone() {
+        let root = tempfile::tempdir().unwrap();
+        for (name, invocable) in [("deploy-hidden", "false"), ("deploy-shown", "true")] {
+            let dir = root.path().join(".shiro/skills").join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("SKILL.md"),
+                format!(
+                    "---\nname: {name}\ndescription: Deploys.\nuser-invocable: {invocable}\n---\nDeploy.\n"
+                ),
+            )
+            .unwrap();
+        }
+        let registry = Registry::load(shiro_commands::Sources {
+            workspace_root: root.path().to_owned(),
+            ..shiro_commands::Sources::default()
+        });
+        let offered: Vec<String> = complete_command(&registry, "deploy")
+            .into_iter()
+            .map(|pair| pair.replacement)
+            .collect();
+        assert_eq!(offered, ["/deploy-shown "]);
     }
 }

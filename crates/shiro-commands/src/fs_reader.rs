@@ -5,6 +5,7 @@ use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
 use crate::expand::{FileOutcome, FileReader};
+use crate::regular_file::{OpenError, open_regular};
 
 /// Reads `@path` references from the workspace: refuses `..`, absolute paths and symlinks
 /// that lead outside the workspace root, refuses binary files (those containing a NUL byte)
@@ -99,14 +100,14 @@ impl FsReader {
         if real.is_dir() {
             return FsReader::list(&real, path);
         }
-        // A named pipe would block the open (and the expansion) forever; a device may do
-        // anything when opened. Only regular files are read.
-        if !real.metadata().is_ok_and(|meta| meta.is_file()) {
-            return refused(format!("{path} is not a regular file"));
-        }
-        let file = match std::fs::File::open(&real) {
+        // A named pipe would block a plain open (and the expansion) forever; a device may
+        // do anything when opened. Only regular files are read.
+        let file = match open_regular(&real) {
             Ok(file) => file,
-            Err(e) => return refused(format!("{path}: {e}")),
+            Err(OpenError::NotRegular(_)) => {
+                return refused(format!("{path} is not a regular file"));
+            }
+            Err(OpenError::Io(e)) => return refused(format!("{path}: {e}")),
         };
         let mut bytes = Vec::new();
         let limit = u64::try_from(self.cap)

@@ -20,8 +20,10 @@
 //!   shell only as its positional parameters and `ARGUMENTS` variable, never as command text;
 //! - a project command's shell substitutions run only in a trusted workspace, and a
 //!   project's skills are offered only there ([`Registry::offered_skills`]);
-//! - directory walks follow links at most once per folder, and a project's links stay in
-//!   the project;
+//! - directory walks follow links at most once per folder, and a project's files, folders
+//!   and links stay in the project (a `commands.md` or a `.shiro` that links out is not read,
+//!   nor watched);
+//! - only regular files are opened, never a named pipe or a device, so no load blocks;
 //! - it depends on no other shiro crate, never prints, reads the environment or the home
 //!   directory, or exits (the caller passes the directories in).
 //!
@@ -80,10 +82,12 @@ mod disguise;
 mod expand;
 mod frontmatter;
 mod fs_reader;
+mod load;
 mod narrow;
 mod parse;
 mod programs;
 mod registry;
+mod regular_file;
 mod sh;
 mod skill_files;
 mod template;
@@ -99,6 +103,7 @@ pub use expand::{
     ShellRunner, expand, file_references, looks_like_a_path, split_args,
 };
 pub use fs_reader::FsReader;
+pub use load::load_source;
 pub use narrow::narrowest_bash_rules;
 pub use parse::{
     Command, Diagnostic, Ecosystem, Kind, Origin, Parsed, SKILL_FILE, Severity, SkillInfo,
@@ -106,7 +111,7 @@ pub use parse::{
 };
 pub use registry::{
     Ecosystems, Location, LocationKind, MenuEntry, Registry, Resolved, Shadowed, Sources,
-    load_source, source_label,
+    source_label,
 };
 pub use sh::ShRunner;
 pub use skill_files::{

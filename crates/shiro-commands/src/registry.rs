@@ -5,11 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
-use crate::parse::{
-    Command, Diagnostic, Ecosystem, Kind, Origin, Parsed, SKILL_FILE, Severity, parse_command_file,
-    parse_commands_md, parse_gemini_file, parse_skill_file,
-};
-use crate::walk::{self, Seen};
+use crate::load::load_location;
+pub use crate::load::{Location, LocationKind};
+use crate::parse::{Command, Diagnostic, Ecosystem, Kind, Origin, Parsed, Severity};
+use crate::walk::Seen;
 
 /// Which other tools' folders are read besides shiro's own (all by default).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,37 +69,6 @@ pub struct Sources {
     pub ecosystems: Ecosystems,
     /// The embedder's built-in commands as `(name, summary)`; they always win.
     pub builtins: Vec<(String, String)>,
-}
-
-/// What a [`Location`] holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LocationKind {
-    /// A `commands.md` file of `## name` sections.
-    CommandsMd,
-    /// A folder of command files, one command per file.
-    Folder,
-    /// A folder of skills: folders holding a `SKILL.md`, at any depth.
-    Skills,
-}
-
-impl LocationKind {
-    /// Whether it is a folder (of command files or of skills).
-    pub(crate) fn is_folder(self) -> bool {
-        matches!(self, LocationKind::Folder | LocationKind::Skills)
-    }
-}
-
-/// One place commands are read from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Location {
-    /// Project or user.
-    pub origin: Origin,
-    /// Whose format the files there are in.
-    pub ecosystem: Ecosystem,
-    /// The file or folder.
-    pub path: PathBuf,
-    /// File or folder.
-    pub kind: LocationKind,
 }
 
 impl Sources {
@@ -241,7 +209,8 @@ impl fmt::Display for Shadowed {
     }
 }
 
-/// One line of the `/` menu.
+/// One line of the `/` menu ([`Registry::menu`]) or of the full listing
+/// ([`Registry::list`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct MenuEntry {
     /// The name typed after `/`.
@@ -406,8 +375,18 @@ impl Registry {
         self.current().generation
     }
 
-    /// The `/` menu: built-ins and every effective user-defined command and skill, sorted
-    /// by name.
+    /// The `/` menu: what can be typed, sorted by name. That is [`Registry::list`] without
+    /// the skills for the model alone (`user-invocable: false`), which typed say only that
+    /// they are the model's.
+    pub fn menu(&self) -> Vec<MenuEntry> {
+        let mut entries = self.list();
+        entries.retain(|entry| !entry.model_only);
+        entries
+    }
+
+    /// Every built-in and every effective user-defined command and skill, sorted by name,
+    /// as `shiro commands list` shows them: skills for the model alone too, marked
+    /// [`MenuEntry::model_only`]. The `/` menu is [`Registry::menu`].
     pub fn list(&self) -> Vec<MenuEntry> {
         let snapshot = self.current();
         let mut entries: Vec<MenuEntry> = self
@@ -559,145 +538,6 @@ fn normalize_name(name: &str) -> String {
     name.trim_start_matches('/')
         .to_lowercase()
         .replace('/', ":")
-}
-
-/// Command files larger than this are not read.
-const MAX_FILE_BYTES: u64 = 1024 * 1024;
-
-/// Reads a command file's text; `None` (with a diagnostic) when it cannot be used.
-fn read_text(path: &Path, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
-    use std::io::Read as _;
-    let file = match std::fs::File::open(path) {
-        Ok(file) => file,
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return None,
-        Err(err) => {
-            diagnostics.push(Diagnostic::whole_file(
-                path,
-                Severity::Error,
-                format!("cannot read: {err}"),
-            ));
-            return None;
-        }
-    };
-    // Only regular files: a FIFO would block the load forever.
-    if !file.metadata().is_ok_and(|m| m.is_file()) {
-        diagnostics.push(Diagnostic::whole_file(
-            path,
-            Severity::Error,
-            "not a regular file, skipped".to_owned(),
-        ));
-        return None;
-    }
-    let mut bytes = Vec::new();
-    if let Err(err) = file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes) {
-        diagnostics.push(Diagnostic::whole_file(
-            path,
-            Severity::Error,
-            format!("cannot read: {err}"),
-        ));
-        return None;
-    }
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        diagnostics.push(Diagnostic::whole_file(
-            path,
-            Severity::Error,
-            format!(
-                "larger than {} KiB, skipped: a command file is a prompt",
-                MAX_FILE_BYTES / 1024
-            ),
-        ));
-        return None;
-    }
-    match String::from_utf8(bytes) {
-        Ok(text) => Some(text),
-        Err(err) => {
-            // Where the first invalid byte is: the line, and the characters before it.
-            let valid = &err.as_bytes()[..err.utf8_error().valid_up_to()];
-            let valid = std::str::from_utf8(valid).unwrap_or_default();
-            let line_start = valid.rfind('\n').map_or(0, |at| at + 1);
-            diagnostics.push(Diagnostic {
-                file: path.to_path_buf(),
-                line: valid.matches('\n').count() + 1,
-                column: valid[line_start..].chars().count() + 1,
-                severity: Severity::Warning,
-                message: "not valid UTF-8: the invalid bytes are read as \u{fffd}".to_owned(),
-            });
-            Some(String::from_utf8_lossy(err.as_bytes()).into_owned())
-        }
-    }
-}
-
-/// Reads one location into `parsed`.
-fn load_location(location: &Location, jail: Option<&Path>, seen: &mut Seen, parsed: &mut Parsed) {
-    let Location {
-        origin,
-        ecosystem,
-        path,
-        kind,
-    } = location;
-    match kind {
-        LocationKind::CommandsMd => {
-            if !path.exists() || !seen.file(path) {
-                return;
-            }
-            if let Some(text) = read_text(path, &mut parsed.diagnostics) {
-                parsed.merge(parse_commands_md(path, &text, *origin));
-            }
-        }
-        LocationKind::Skills => {
-            let found = walk::skills(path, jail, seen, &mut parsed.diagnostics);
-            for skill in found {
-                let file = skill.path.join(SKILL_FILE);
-                let Some(text) = read_text(&file, &mut parsed.diagnostics) else {
-                    continue;
-                };
-                parsed.merge(parse_skill_file(
-                    &file,
-                    &skill.name,
-                    &text,
-                    *origin,
-                    *ecosystem,
-                ));
-            }
-        }
-        LocationKind::Folder => {
-            let extension = match ecosystem {
-                Ecosystem::Gemini => "toml",
-                _ => "md",
-            };
-            let found = walk::walk(path, extension, jail, seen, &mut parsed.diagnostics);
-            for file in found {
-                let Some(text) = read_text(&file.path, &mut parsed.diagnostics) else {
-                    continue;
-                };
-                parsed.merge(match ecosystem {
-                    Ecosystem::Gemini => parse_gemini_file(&file.path, &file.name, &text, *origin),
-                    _ => parse_command_file(&file.path, &file.name, &text, *origin, *ecosystem),
-                });
-            }
-        }
-    }
-}
-
-/// Reads one shiro source directory (`<workspace>/.shiro` or the user config directory): its
-/// `commands.md`, then every `commands/**/*.md` in sorted order. Missing files are not an
-/// error; unreadable ones are diagnostics.
-pub fn load_source(dir: &Path, origin: Origin) -> Parsed {
-    let mut parsed = Parsed::default();
-    let mut seen = Seen::default();
-    for (path, kind) in [
-        (dir.join("commands.md"), LocationKind::CommandsMd),
-        (dir.join("commands"), LocationKind::Folder),
-    ] {
-        let location = Location {
-            origin,
-            ecosystem: Ecosystem::Shiro,
-            path,
-            kind,
-        };
-        load_location(&location, None, &mut seen, &mut parsed);
-    }
-    parsed
 }
 
 fn build(sources: &Sources, generation: u64) -> Snapshot {

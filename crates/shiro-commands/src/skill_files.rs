@@ -11,6 +11,7 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::parse::{Command, Origin};
 use crate::registry::Registry;
+use crate::regular_file::{OpenError, open_regular};
 use crate::walk::visible_entries;
 
 /// How many files a listing names.
@@ -124,16 +125,18 @@ impl Registry {
         {
             return Err(SkillFileError::LeadsOut(name.to_owned()));
         }
-        // Checked before opening: opening a named pipe would wait for a writer.
-        let is_file = std::fs::metadata(&real).is_ok_and(|m| m.is_file());
-        if !is_file {
-            return Err(SkillFileError::NotAFile(name.to_owned()));
-        }
         let io = |source| SkillFileError::Io {
             file: name.to_owned(),
             source,
         };
-        let file = std::fs::File::open(&real).map_err(io)?;
+        // Opened so that a named pipe cannot block (it would wait for a writer).
+        let file = match open_regular(&real) {
+            Ok(file) => file,
+            Err(OpenError::NotRegular(_)) => {
+                return Err(SkillFileError::NotAFile(name.to_owned()));
+            }
+            Err(OpenError::Io(source)) => return Err(io(source)),
+        };
         let size = file.metadata().map_err(io)?.len();
         let mut bytes = Vec::new();
         file.take(MAX_FILE_BYTES)

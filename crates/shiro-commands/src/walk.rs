@@ -13,6 +13,7 @@ use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 use crate::parse::{Diagnostic, SKILL_FILE, Severity};
+use crate::regular_file::{describe, not_regular};
 
 /// How deep below the commands directory files are looked for.
 pub(crate) const MAX_DEPTH: usize = 8;
@@ -29,13 +30,10 @@ pub(crate) struct Seen {
 }
 
 impl Seen {
-    /// Remembers a file read outside a walk (a `commands.md`); `false` when it was read
-    /// already.
-    pub(crate) fn file(&mut self, path: &Path) -> bool {
-        match path.canonicalize() {
-            Ok(canonical) => self.files.insert(canonical),
-            Err(_) => true,
-        }
+    /// Remembers a file read outside a walk (a `commands.md`), by its canonical path;
+    /// `false` when it was read already.
+    pub(crate) fn file(&mut self, canonical: PathBuf) -> bool {
+        self.files.insert(canonical)
     }
 }
 
@@ -313,7 +311,20 @@ impl Walk<'_> {
             } else if file_type.is_file() {
                 let canonical = dir.canonical.join(&name);
                 self.file(canonical, dir.shown.join(&name), &dir.prefix, &name);
+            } else if self.wants(&name) {
+                self.diagnostics
+                    .push(not_regular(&dir.shown.join(&name), describe(file_type)));
             }
+        }
+    }
+
+    /// Whether a file called `name` would be a command of this walk.
+    fn wants(&self, name: &str) -> bool {
+        match self.looking {
+            Looking::Files(extension) => name
+                .strip_suffix(extension)
+                .is_some_and(|stem| stem.ends_with('.')),
+            Looking::Skills => false,
         }
     }
 
@@ -357,10 +368,18 @@ impl Walk<'_> {
             if self.leads_out(&skill_file, &target) {
                 return;
             }
-            if !target.is_file() {
-                return;
+            match std::fs::metadata(&target) {
+                Ok(meta) if meta.is_file() => {}
+                Ok(meta) => {
+                    self.diagnostics
+                        .push(not_regular(&skill_file, describe(meta.file_type())));
+                    return;
+                }
+                Err(_) => return,
             }
         } else if !file_type.is_file() {
+            self.diagnostics
+                .push(not_regular(&skill_file, describe(file_type)));
             return;
         }
         if self.found.len() >= MAX_FILES {
@@ -424,11 +443,7 @@ impl Walk<'_> {
         let target = match link.shown.canonicalize() {
             Ok(target) => target,
             Err(err) => {
-                let wanted = match self.looking {
-                    Looking::Files(extension) => link.name.ends_with(&format!(".{extension}")),
-                    Looking::Skills => false,
-                };
-                if wanted {
+                if self.wants(&link.name) {
                     self.diagnostics.push(Diagnostic::whole_file(
                         &link.shown,
                         Severity::Warning,
@@ -456,6 +471,11 @@ impl Walk<'_> {
             self.enter(target, link.shown, &link.prefix, link.name);
         } else if target.is_file() {
             self.file(target, link.shown, &link.prefix, &link.name);
+        } else if self.wants(&link.name)
+            && let Ok(meta) = std::fs::metadata(&target)
+        {
+            self.diagnostics
+                .push(not_regular(&link.shown, describe(meta.file_type())));
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Hot reload: a notify watcher feeding a debouncing thread that calls `Registry::reload`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use notify::event::{AccessKind, AccessMode};
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
+use crate::parse::Origin;
 use crate::registry::{Registry, is_source_path};
 
 /// How long the sources must stay quiet before a reload.
@@ -64,26 +65,41 @@ fn relevant(kind: EventKind) -> bool {
 /// The directories hot reload watches, as `(path, recursive)`: the workspace root (to see
 /// `.shiro` or `.claude` appear), `.shiro` whole, the other tools' project folders (not
 /// recursively: `.opencode` may hold a `node_modules`), every command and skills folder and
-/// the user's shiro directory. Only those that exist are returned, and the root always (watching it is
-/// what must work).
+/// the user's shiro directory. Only those that exist are returned, and the root always
+/// (watching it is what must work). A project folder that leads out of the workspace is
+/// not read, so it is not watched either: a `.shiro` that links to the home directory must
+/// not have all of it watched.
 fn targets(sources: &crate::Sources) -> Vec<(PathBuf, RecursiveMode)> {
     let root = &sources.workspace_root;
-    let mut out = vec![(root.clone(), RecursiveMode::NonRecursive)];
-    out.push((root.join(".shiro"), RecursiveMode::Recursive));
+    // `(path, mode, whether it is the project's)`.
+    let mut out = vec![(root.clone(), RecursiveMode::NonRecursive, false)];
+    out.push((root.join(".shiro"), RecursiveMode::Recursive, true));
     for base in [".agents", ".claude", ".opencode", ".gemini"] {
-        out.push((root.join(base), RecursiveMode::NonRecursive));
+        out.push((root.join(base), RecursiveMode::NonRecursive, true));
     }
     if let Some(user) = &sources.user_config_dir {
-        out.push((user.clone(), RecursiveMode::Recursive));
+        out.push((user.clone(), RecursiveMode::Recursive, false));
     }
     for location in sources.locations() {
         if location.kind.is_folder() {
-            out.push((location.path, RecursiveMode::Recursive));
+            let project = location.origin == Origin::Project;
+            out.push((location.path, RecursiveMode::Recursive, project));
         }
     }
+    let jail = root.canonicalize().ok();
+    let leads_out = |path: &Path| match (&jail, path.canonicalize()) {
+        (Some(jail), Ok(real)) => !real.starts_with(jail),
+        _ => false,
+    };
     let mut seen = std::collections::HashSet::new();
-    out.retain(|(path, _)| (path == root || path.is_dir()) && seen.insert(path.clone()));
-    out
+    out.into_iter()
+        .filter(|(path, _, project)| {
+            (path == root || path.is_dir())
+                && !(*project && leads_out(path))
+                && seen.insert(path.clone())
+        })
+        .map(|(path, mode, _)| (path, mode))
+        .collect()
 }
 
 /// Adds watches for every target not watched yet (a target inside a folder watched

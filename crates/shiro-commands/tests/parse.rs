@@ -151,6 +151,51 @@ fn missing_source_directory_is_empty_and_silent() {
     assert_eq!(parsed, Parsed::default());
 }
 
+/// The naming rules of docs/user-commands.md: ASCII letters, digits, `-`, `_`, and `:`
+/// between two parts that are not empty.
+fn follows_the_name_rules(name: &str) -> bool {
+    name.split(':').all(|part| {
+        !part.is_empty()
+            && part
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_'))
+    })
+}
+
+/// `:` joins the parts of a namespaced name; a name with an empty part (`::`, `:a`, `a:`,
+/// `a::b`) cannot be typed as one, in any format.
+#[test]
+fn a_colon_must_stand_between_two_parts() {
+    let parsed = parse_commands_md(
+        Path::new("commands.md"),
+        "## ::\nColons.\n## a::b\nTwo.\n## :lead\nLead.\n## trail:\nTrail.\n## git:ok\nFine.\n",
+        Origin::Project,
+    );
+    let names: Vec<&str> = parsed.commands.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["git:ok"]);
+    insta::assert_snapshot!(render(&parsed), @r"
+    /git:ok (line 9, project)
+      | Fine.
+    --- diagnostics
+    commands.md:1:4: error: invalid command name `::`: `:` must stand between two parts of the name, as in `git:commit`, section skipped
+    commands.md:3:6: error: invalid command name `a::b`: `:` must stand between two parts of the name, as in `git:commit`, section skipped
+    commands.md:5:4: error: invalid command name `:lead`: `:` must stand between two parts of the name, as in `git:commit`, section skipped
+    commands.md:7:9: error: invalid command name `trail:`: `:` must stand between two parts of the name, as in `git:commit`, section skipped
+    ");
+    for name in [":", "a::b", ":a", "a:"] {
+        let parsed = parse_command_file(
+            Path::new("x.md"),
+            name,
+            "X.",
+            Origin::User,
+            Ecosystem::Claude,
+        );
+        assert!(parsed.commands.is_empty(), "{name}");
+        let parsed = parse_gemini_file(Path::new("x.toml"), name, "prompt = 'x'", Origin::User);
+        assert!(parsed.commands.is_empty(), "{name}");
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2000))]
 
@@ -202,12 +247,16 @@ proptest! {
                 Just(String::new()), Just("description: d".to_owned()), "[#>`~ a-é:\t]{0,8}",
                 Just("allowed-tools:".to_owned()), Just("  - Bash(git status:*)".to_owned()),
                 Just("arguments: [a, \"b".to_owned()), Just("x: |".to_owned()), Just("\u{feff}---".to_owned()),
+                Just("## ::".to_owned()), Just("## a::b".to_owned()), Just("## :a".to_owned()), Just("## a:".to_owned()),
             ],
             0..40,
         )
     ) {
         let text = lines.join("\n");
         let parsed = parse_commands_md(Path::new("x.md"), &text, Origin::Project);
+        for c in &parsed.commands {
+            prop_assert!(follows_the_name_rules(&c.name), "/{}", c.name);
+        }
         let mut names: Vec<&str> = parsed.commands.iter().map(|c| c.name.as_str()).collect();
         names.sort_unstable();
         names.dedup();

@@ -528,3 +528,162 @@ fn check_orders_by_source_then_file_then_line() {
         ]
     );
 }
+
+/// The names and the diagnostics of a load, with `base` (and its canonical form) as `<tmp>`.
+fn names_and_diagnostics(registry: &Registry, base: &Path) -> String {
+    let names: Vec<String> = registry.commands().into_iter().map(|c| c.name).collect();
+    let mut out = format!("commands: {}", names.join(" "))
+        .trim_end()
+        .to_owned()
+        + "\n";
+    for d in registry.diagnostics() {
+        writeln!(out, "{d}").unwrap();
+    }
+    out.replace(&base.canonicalize().unwrap().display().to_string(), "<tmp>")
+        .replace(&base.display().to_string(), "<tmp>")
+}
+
+/// A project's `commands.md` that is a link out of the workspace, or that lies in a `.shiro`
+/// that is one, is not read, as a command folder there is not; a link that stays inside is
+/// fine, a broken one a warning, and the user's own `commands.md` may link anywhere.
+#[test]
+fn a_project_commands_md_stays_in_the_project() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = dir.path().join("outside");
+    write(&outside.join("secret.md"), "## stolen\nSECRET\n");
+    write(
+        &outside.join("shiro/commands.md"),
+        "## stolen-too\nSECRET\n",
+    );
+    write(&outside.join("shiro/commands/folder.md"), "SECRET\n");
+    let load = |ws: &Path| {
+        Registry::load(Sources {
+            workspace_root: ws.to_path_buf(),
+            ..Sources::default()
+        })
+    };
+
+    let linked_file = dir.path().join("linked-file");
+    link(
+        &outside.join("secret.md").display().to_string(),
+        &linked_file.join(".shiro/commands.md"),
+    );
+    let linked_dir = dir.path().join("linked-dir");
+    std::fs::create_dir_all(&linked_dir).unwrap();
+    link(
+        &outside.join("shiro").display().to_string(),
+        &linked_dir.join(".shiro"),
+    );
+    let inside = dir.path().join("inside");
+    write(&inside.join("team/commands.md"), "## shared\nShared.\n");
+    link("../team/commands.md", &inside.join(".shiro/commands.md"));
+    let inside_dir = dir.path().join("inside-dir");
+    write(&inside_dir.join("config/commands.md"), "## kept\nKept.\n");
+    link("config", &inside_dir.join(".shiro"));
+
+    let dangling = dir.path().join("dangling");
+    link("missing.md", &dangling.join(".shiro/commands.md"));
+
+    let mut out = String::new();
+    for ws in [&linked_file, &linked_dir, &inside, &inside_dir, &dangling] {
+        writeln!(out, "--- {}", ws.file_name().unwrap().to_str().unwrap()).unwrap();
+        out += &names_and_diagnostics(&load(ws), dir.path());
+    }
+    // The user's own commands.md is theirs to link.
+    let user = Registry::load(Sources {
+        workspace_root: dir.path().join("empty"),
+        user_config_dir: Some(linked_file.join(".shiro")),
+        ..Sources::default()
+    });
+    out += "--- user\n";
+    out += &names_and_diagnostics(&user, dir.path());
+    insta::assert_snapshot!(out, @r"
+    --- linked-file
+    commands:
+    <tmp>/linked-file/.shiro/commands.md:1:1: error: leads outside the workspace (to <tmp>/outside/secret.md), so it is not read: a project's commands.md must live in the project
+    --- linked-dir
+    commands:
+    <tmp>/linked-dir/.shiro/commands.md:1:1: error: leads outside the workspace (to <tmp>/outside/shiro/commands.md), so it is not read: a project's commands.md must live in the project
+    <tmp>/linked-dir/.shiro/commands:1:1: error: leads outside the workspace (to <tmp>/outside/shiro/commands), so it is not read: a project's command folder must live in the project
+    --- inside
+    commands: shared
+    --- inside-dir
+    commands: kept
+    --- dangling
+    commands:
+    <tmp>/dangling/.shiro/commands.md:1:1: warning: broken link, skipped: No such file or directory (os error 2)
+    --- user
+    commands: stolen
+    ");
+}
+
+/// A named pipe where a command file is expected never blocks the load: each is an error,
+/// skipped, and the rest is read.
+#[test]
+fn a_fifo_never_blocks_the_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let fifo = |at: &Path| {
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            at,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+    };
+    fifo(&ws.join(".shiro/commands.md"));
+    fifo(&ws.join(".shiro/commands/pipe.md"));
+    fifo(&ws.join(".claude/skills/piped/SKILL.md"));
+    fifo(&ws.join("pipe"));
+    link("../../pipe", &ws.join(".claude/commands/linked.md"));
+    write(&ws.join(".claude/commands/fine.md"), "Fine.\n");
+    let (done, loaded) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let registry = Registry::load(Sources {
+            workspace_root: ws,
+            ..Sources::default()
+        });
+        done.send(registry).unwrap();
+    });
+    let registry = loaded
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the load blocked on a named pipe");
+    insta::assert_snapshot!(names_and_diagnostics(&registry, dir.path()), @r"
+    commands: fine
+    <tmp>/ws/.shiro/commands.md:1:1: error: not a regular file (a named pipe), skipped
+    <tmp>/ws/.shiro/commands/pipe.md:1:1: error: not a regular file (a named pipe), skipped
+    <tmp>/ws/.claude/skills/piped/SKILL.md:1:1: error: not a regular file (a named pipe), skipped
+    <tmp>/ws/.claude/commands/linked.md:1:1: error: not a regular file (a named pipe), skipped
+    ");
+}
+
+/// Hot reload does not watch a project folder that leads out of the workspace: a `.shiro`
+/// that links to the home directory must not have the whole of it watched, recursively.
+#[test]
+fn hot_reload_does_not_watch_project_folders_that_lead_outside() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let outside = dir.path().join("outside");
+    write(&outside.join("commands.md"), "## stolen\nSECRET\n");
+    std::fs::create_dir_all(outside.join("commands")).unwrap();
+    std::fs::create_dir_all(outside.join("skills")).unwrap();
+    std::fs::create_dir_all(&ws).unwrap();
+    link(&outside.display().to_string(), &ws.join(".shiro"));
+    link(&outside.display().to_string(), &ws.join(".claude"));
+    write(&ws.join("team/commands/ok.md"), "Ok.\n");
+    link("../team/commands", &ws.join(".gemini/commands"));
+    let registry = Registry::load(Sources {
+        workspace_root: ws.clone(),
+        ..Sources::default()
+    });
+    let watch = registry.watch().unwrap();
+    let watched: Vec<String> = watch
+        .watched()
+        .iter()
+        .map(|p| p.strip_prefix(&ws).unwrap().display().to_string())
+        .collect();
+    assert_eq!(watched, ["", ".gemini", ".gemini/commands"]);
+}

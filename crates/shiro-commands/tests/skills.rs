@@ -287,6 +287,41 @@ fn a_skill_that_disables_model_invocation_is_typed_only() {
     /background skill [project .claude] Context model only
     /deploy skill [project .claude] Deploy typed only
     ");
+    // The `/` menu offers what can be typed: not the skill for the model alone.
+    let menu: Vec<String> = registry.menu().into_iter().map(|e| e.name).collect();
+    assert_eq!(menu, ["deploy"]);
+}
+
+/// A `SKILL.md` whose frontmatter is never closed has no name or description to offer: it
+/// is an error that `check` reports, and the skill is neither offered nor typed.
+#[test]
+fn a_skill_whose_frontmatter_never_closes_is_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    write(
+        &root.join(".claude/skills/broken/SKILL.md"),
+        "---\nname: broken\ndescription: Never closed.\nDo this.\n",
+    );
+    write(
+        &root.join(".claude/skills/fine/SKILL.md"),
+        &skill("fine", "Works", "Do that."),
+    );
+    let registry = Registry::load(Sources {
+        workspace_root: root,
+        ..Sources::default()
+    });
+    registry.set_workspace_trusted(true);
+    let offered: Vec<String> = registry
+        .offered_skills()
+        .into_iter()
+        .map(|c| c.name)
+        .collect();
+    assert_eq!(offered, ["fine"]);
+    assert!(registry.get("broken").is_none());
+    insta::assert_snapshot!(listing(&registry, dir.path()), @r"
+    /fine skill [project .claude] Works
+    <tmp>/ws/.claude/skills/broken/SKILL.md:1:1: error: frontmatter `---` is never closed, skill skipped: end the frontmatter with a `---` line before the instructions
+    ");
 }
 
 #[test]

@@ -587,7 +587,8 @@ fn where_to_keep_an_always_rule() {
 }
 
 /// Skills in the `/` menu: marked as skills with their descriptions, a project's marked
-/// untrusted with how to use it until the workspace is trusted.
+/// untrusted with how to use it until the workspace is trusted; a skill for the model alone
+/// (`user-invocable: false`) is not offered to be typed.
 #[test]
 fn the_slash_menu_shows_skills() {
     let dir = tempfile::tempdir().expect("a temporary directory");
@@ -609,6 +610,13 @@ fn the_slash_menu_shows_skills() {
         )
         .expect("a SKILL.md");
     }
+    let model_only = user.join("skills/house-style");
+    std::fs::create_dir_all(&model_only).expect("a skill folder");
+    std::fs::write(
+        model_only.join("SKILL.md"),
+        "---\nname: house-style\ndescription: How we name things\nuser-invocable: false\n---\nBody.\n",
+    )
+    .expect("a SKILL.md");
     let registry = Registry::load(Sources {
         workspace_root: root.clone(),
         user_config_dir: Some(user),
@@ -619,6 +627,7 @@ fn the_slash_menu_shows_skills() {
     let _replies = prompt(&mut app, now);
     type_text(&mut app, "/", now);
     let untrusted = shot(&mut app, now);
+    assert!(!untrusted.contains("house-style"), "{untrusted}");
     registry.set_workspace_trusted(true);
     type_text(&mut app, "r", now);
     insta::assert_snapshot!(format!(

@@ -305,12 +305,55 @@ pub(crate) fn strip_bom(text: &str) -> &str {
     text.strip_prefix('\u{feff}').unwrap_or(text)
 }
 
-/// Checks a command name (already lowercased); returns the 0-based char index of the first
-/// bad character, or `None` when it is valid.
-fn invalid_char(name: &str) -> Option<(usize, char)> {
-    name.chars()
-        .enumerate()
-        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':')))
+/// Why a name cannot be a command's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BadName {
+    /// A character a name may not have, at a 0-based char index.
+    Char(usize, char),
+    /// A `:` that does not stand between two parts (`::`, `:a`, `a:`), at a 0-based char
+    /// index.
+    Colon(usize),
+}
+
+impl BadName {
+    /// The 0-based char index of the culprit.
+    fn at(self) -> usize {
+        match self {
+            BadName::Char(at, _) | BadName::Colon(at) => at,
+        }
+    }
+
+    /// What is wrong, briefly: `' ' is not allowed`.
+    fn what(self) -> String {
+        match self {
+            BadName::Char(_, c) => format!("{c:?} is not allowed"),
+            BadName::Colon(_) => "`:` must stand between two parts of the name".to_owned(),
+        }
+    }
+
+    /// What is wrong, and the rule: `' ' is not allowed (use letters, …)`.
+    fn reason(self) -> String {
+        match self {
+            BadName::Char(..) => format!("{} (use letters, digits, `-`, `_` and `:`)", self.what()),
+            BadName::Colon(_) => format!("{}, as in `git:commit`", self.what()),
+        }
+    }
+}
+
+/// Checks a command name (already lowercased): ASCII letters, digits, `-`, `_`, and `:`
+/// between two parts that are not empty; `None` when it is valid.
+fn bad_name(name: &str) -> Option<BadName> {
+    let chars: Vec<char> = name.chars().collect();
+    if let Some(at) = chars
+        .iter()
+        .position(|&c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':')))
+    {
+        return Some(BadName::Char(at, chars[at]));
+    }
+    let colon = |at: usize| chars.get(at) == Some(&':');
+    (0..chars.len())
+        .find(|&at| colon(at) && (at == 0 || colon(at - 1) || at + 1 == chars.len()))
+        .map(BadName::Colon)
 }
 
 /// Trims trailing whitespace from every line, drops leading and trailing blank lines and
@@ -484,7 +527,7 @@ pub fn parse_commands_md(file: &Path, text: &str, origin: Origin) -> Parsed {
                 ),
                 None => {
                     let lower = raw.to_lowercase();
-                    let fix = match invalid_char(&lower) {
+                    let fix = match bad_name(&lower) {
                         None => format!(
                             "to make it the command /{lower}, write `## {lower}`, or give /{owner} text of its own above it"
                         ),
@@ -511,13 +554,14 @@ pub fn parse_commands_md(file: &Path, text: &str, origin: Origin) -> Parsed {
                 "missing command name after `##`, section skipped".to_owned(),
             );
             None
-        } else if let Some((at, bad)) = invalid_char(&name) {
+        } else if let Some(bad) = bad_name(&name) {
             diags.push(
                 line_no,
-                column + at + 1,
+                column + bad.at() + 1,
                 Severity::Error,
                 format!(
-                    "invalid command name `{raw}`: {bad:?} is not allowed (use letters, digits, `-`, `_` and `:`), section skipped"
+                    "invalid command name `{raw}`: {}, section skipped",
+                    bad.reason()
                 ),
             );
             None
@@ -632,13 +676,14 @@ fn file_command_name(name: &str, diags: &mut Diags<'_>) -> Option<String> {
         );
         return None;
     }
-    if let Some((_, bad)) = invalid_char(&name) {
+    if let Some(bad) = bad_name(&name) {
         diags.push(
             1,
             1,
             Severity::Error,
             format!(
-                "invalid command name `{name}` from the file name: {bad:?} is not allowed (use letters, digits, `-`, `_` and `:`), file skipped"
+                "invalid command name `{name}` from the file name: {}, file skipped",
+                bad.reason()
             ),
         );
         return None;

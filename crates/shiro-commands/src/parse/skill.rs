@@ -7,12 +7,12 @@
 //! Agents add keys of their own (Claude Code's `argument-hint`, `model`,
 //! `disable-model-invocation`, `user-invocable`, `context`, …). shiro reads what it can use,
 //! keeps every other key as written, and turns what breaks the format into warnings: a skill
-//! is skipped only when it has no name that can be typed.
+//! is skipped only when its frontmatter never closes or it has no name that can be typed.
 
 use std::path::Path;
 
 use super::{
-    Command, Diags, Ecosystem, Origin, Parsed, Severity, apply_frontmatter, invalid_char,
+    Command, Diags, Ecosystem, Origin, Parsed, Severity, apply_frontmatter, bad_name,
     normalize_body, strip_bom, text_value,
 };
 use crate::frontmatter::{self, Value};
@@ -61,7 +61,8 @@ const COMMAND_KEYS: [&str; 6] = [
 /// Parses a skill's `SKILL.md` (`file`), found in a folder called `folder`. The skill is
 /// called by its frontmatter's `name` when that can be typed as a command, else by its
 /// folder's name; what breaks the format is a warning. Never fails and never panics: a skill
-/// without a usable name is an error diagnostic and no command.
+/// whose frontmatter never closes, or without a usable name, is an error diagnostic and no
+/// command.
 pub fn parse_skill_file(
     file: &Path,
     folder: &str,
@@ -78,14 +79,21 @@ pub fn parse_skill_file(
     let front = frontmatter::parse(&lines);
     let has_frontmatter = lines.first().is_some_and(|l| l.trim_end() == "---");
     if front.unclosed {
+        // Without its end, neither the name nor the description can be told from the
+        // instructions: offered, the skill would be described by its first line.
         diags.push(
             1,
             1,
             Severity::Error,
-            "frontmatter `---` is never closed: the whole file is used as the instructions"
+            "frontmatter `---` is never closed, skill skipped: end the frontmatter with a `---` line before the instructions"
                 .to_owned(),
         );
-    } else if !has_frontmatter {
+        return Parsed {
+            commands: Vec::new(),
+            diagnostics: diags.out,
+        };
+    }
+    if !has_frontmatter {
         diags.push(
             1,
             1,
@@ -98,12 +106,7 @@ pub fn parse_skill_file(
     }
     let entries = &front.entries;
     let declared = entries.iter().find(|e| e.key == "name");
-    let Some(name) = skill_name(
-        declared,
-        folder,
-        has_frontmatter && !front.unclosed,
-        &mut diags,
-    ) else {
+    let Some(name) = skill_name(declared, folder, has_frontmatter, &mut diags) else {
         return Parsed {
             commands: Vec::new(),
             diagnostics: diags.out,
@@ -130,12 +133,7 @@ pub fn parse_skill_file(
     for entry in entries {
         read_skill_key(entry, &mut info, &mut diags);
     }
-    check_description(
-        &command,
-        entries,
-        has_frontmatter && !front.unclosed,
-        &mut diags,
-    );
+    check_description(&command, entries, has_frontmatter, &mut diags);
     if body.is_empty() {
         diags.push(
             1,
@@ -225,7 +223,7 @@ fn skill_name(
     has_frontmatter: bool,
     diags: &mut Diags<'_>,
 ) -> Option<String> {
-    let folder_ok = !folder.is_empty() && invalid_char(&folder.to_lowercase()).is_none();
+    let folder_ok = !folder.is_empty() && bad_name(&folder.to_lowercase()).is_none();
     let written = declared.and_then(|entry| match &entry.value {
         Value::Text(text) if !text.trim().is_empty() => Some(text.trim().to_owned()),
         _ => None,
@@ -254,14 +252,15 @@ fn skill_name(
         return None;
     };
     let lower = written.to_lowercase();
-    if let Some((_, bad)) = invalid_char(&lower) {
+    if let Some(bad) = bad_name(&lower) {
         if folder_ok {
             diags.push(
                 line,
                 1,
                 Severity::Warning,
                 format!(
-                    "`name` `{written}` cannot be typed as a command ({bad:?} is not allowed); the folder's name `{folder}` is used"
+                    "`name` `{written}` cannot be typed as a command ({}); the folder's name `{folder}` is used",
+                    bad.what()
                 ),
             );
             return Some(folder.to_lowercase());
@@ -271,7 +270,8 @@ fn skill_name(
             1,
             Severity::Error,
             format!(
-                "invalid skill name `{written}`: {bad:?} is not allowed (use letters, digits and `-`), and the folder's name `{folder}` cannot be used either, skill skipped"
+                "invalid skill name `{written}`: {} (use letters, digits and `-`), and the folder's name `{folder}` cannot be used either, skill skipped",
+                bad.what()
             ),
         );
         return None;

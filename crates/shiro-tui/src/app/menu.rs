@@ -65,7 +65,8 @@ impl App {
         if start == 0 && at_end && word.starts_with('/') && !self.editor.text().contains('\n') {
             let registry = self.registry.as_ref()?;
             let typed = word[1..].to_lowercase();
-            let entries = registry.list();
+            // What can be typed: a skill for the model alone is not offered.
+            let entries = registry.menu();
             let mut items: Vec<(bool, MenuItem)> = entries
                 .into_iter()
                 .filter(|entry| entry.name.contains(&typed))
