@@ -141,7 +141,10 @@ fn writes_outside_ignored_directories_are_refused_and_the_rest_named() {
         let text = read_until(&bash_output(Arc::clone(&background)), &m, "b1", |_| false).await;
         let all = format!("{}{text}", out.text);
         assert!(all.contains("a write to src/main.rs was refused"), "{all}");
-        assert!(all.contains("may write only in target/"), "{all}");
+        assert!(
+            all.contains("may write in the workspace only in target/ (directories"),
+            "{all}"
+        );
         // Named: by the start's result or the reads after it, and nothing twice.
         let named = background.take_changes().await;
         assert!(named.is_empty(), "already named: {named:?}");
@@ -167,6 +170,93 @@ fn writes_outside_ignored_directories_are_refused_and_the_rest_named() {
     assert_eq!(ws.read("target/app"), "built\n");
     // The helpers die with their parent-death signal or their kill: wait for the kernel.
     assert_eq!(procs::left_after_kill(&marker), Vec::<String>::new());
+}
+
+/// Runs `script` as a background command in `ws` until it ends: everything its start and
+/// its reads said, and the directories it was let write in.
+fn run_to_end(ws: &Ws, script: &str) -> (String, Vec<String>) {
+    let state = tempfile::tempdir().unwrap();
+    runtime().block_on(async {
+        let background = background(state.path());
+        let bash = tools::Bash::default().with_background(Arc::clone(&background));
+        let m = FsMutator::new(ws.path()).unwrap();
+        let out = bash.call(&m, start_args(script)).await.unwrap();
+        let text = read_until(&bash_output(Arc::clone(&background)), &m, "b1", |_| false).await;
+        let job = background.job("b1").unwrap();
+        let writable = job.writable().iter().map(ToString::to_string).collect();
+        (format!("{}{text}", out.text), writable)
+    })
+}
+
+/// A directory `.gitignore` leaves out but that holds a file git tracks is not writable:
+/// Landlock cannot refuse one file beneath a directory it allows, so the directory is kept
+/// read-only and only its subdirectories that hold nothing tracked are writable. A file
+/// git neither tracks nor ignores (here one only `.ignore` leaves out) is the user's work,
+/// and stays unwritable too.
+#[test]
+fn a_tracked_file_in_an_ignored_directory_cannot_be_written() {
+    if overlay_refused().is_some() || support::git_missing() {
+        return;
+    }
+    let ws = Ws::new();
+    ws.write("src/main.rs", "fn main() {}\n");
+    ws.write("src/web/app.js", "app\n");
+    ws.write("src/target/old.o", "old\n");
+    ws.write("notes/todo.md", "mine\n");
+    support::git(ws.path(), &["init", "-q"]);
+    support::git(ws.path(), &["add", "src/main.rs", "src/web/app.js"]);
+    support::git(ws.path(), &["commit", "-qm", "first"]);
+    ws.write(".gitignore", "src/\n");
+    ws.write(".ignore", "notes/\n");
+    let script = "echo CLOBBERED > src/main.rs; echo new > src/new.rs; \
+                  echo CLOBBERED > src/web/app.js; echo CLOBBERED > notes/todo.md; \
+                  echo built > src/target/app; echo done";
+    let (all, writable) = run_to_end(&ws, script);
+    assert_eq!(ws.read("src/main.rs"), "fn main() {}\n", "{all}");
+    assert_eq!(ws.read("src/web/app.js"), "app\n", "{all}");
+    assert_eq!(ws.read("notes/todo.md"), "mine\n", "{all}");
+    assert!(!ws.exists("src/new.rs"), "{all}");
+    assert_eq!(ws.read("src/target/app"), "built\n", "{all}");
+    assert_eq!(writable, ["src/target"], "{all}");
+    assert!(all.contains("a write to src/main.rs was refused"), "{all}");
+}
+
+/// A `.gitignore` above the repository (a home directory's that ignores everything, as a
+/// dotfiles repository has) is not git's for the workspace's repository: the files it would
+/// leave out are untracked and unignored there, the user's work, and stay unwritable.
+#[test]
+fn an_ignore_file_above_the_repository_opens_nothing() {
+    if overlay_refused().is_some() || support::git_missing() {
+        return;
+    }
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(home.path().join(".gitignore"), "*\n").unwrap();
+    let ws = Ws::new_in(home.path());
+    ws.write("a.txt", "a\n");
+    support::git(ws.path(), &["init", "-q"]);
+    support::git(ws.path(), &["add", "-f", "a.txt"]);
+    support::git(ws.path(), &["commit", "-qm", "first"]);
+    ws.write("drafts/idea.md", "mine\n");
+    let (all, writable) = run_to_end(&ws, "echo CLOBBERED > drafts/idea.md");
+    assert_eq!(ws.read("drafts/idea.md"), "mine\n", "{all}");
+    assert_eq!(writable, Vec::<String>::new(), "{all}");
+}
+
+/// The note on a refused write reads as a sentence whether the command may write in some
+/// directories of the workspace or in none.
+#[test]
+fn the_note_on_a_refused_write_reads_right_with_no_writable_directory() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    let ws = Ws::new();
+    let (all, writable) = run_to_end(&ws, "echo x > out.txt");
+    assert!(writable.is_empty(), "{all}");
+    let note = all
+        .lines()
+        .find(|line| line.starts_with("[note: "))
+        .unwrap_or_else(|| panic!("no note: {all}"));
+    insta::assert_snapshot!(note, @"[note: a write to out.txt was refused: this background command may write nowhere in the workspace (a background command may write only in directories .gitignore leaves out that hold nothing git tracks, and it has none), so that nothing it does goes unrecorded; change files with the edit tools or a foreground bash command, whose changes are recorded and undoable]");
 }
 
 /// One write a command may try.

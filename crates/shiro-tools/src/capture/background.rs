@@ -7,9 +7,10 @@
 //! background command runs on the real workspace, in a mount namespace of its own where
 //!
 //! - the workspace is **read-only**, except the directories `.gitignore` leaves out that
-//!   exist when it starts (build outputs, caches: `target/`, `node_modules/`), which are bound
-//!   writable over themselves; every other write in the workspace is refused by the kernel
-//!   (`Read-only file system`), and the refusal is named in what the model reads;
+//!   exist when it starts and hold nothing git tracks (build outputs, caches: `target/`,
+//!   `node_modules/`; see [`super::writable`]), which are bound writable over themselves;
+//!   every other write in the workspace is refused by the kernel (`Read-only file system`),
+//!   and the refusal is named in what the model reads;
 //! - what it changes in those writable directories is found by stat listings of them, taken
 //!   when it starts and again each time it is asked ([`Background::take_changes`]): each path
 //!   is named as changed by a background command and not restorable, in the tool result, the
@@ -22,7 +23,6 @@
 //! directories added to its writable paths.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::fmt::Write as _;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
@@ -39,12 +39,11 @@ use super::detect::{Listing, Seen, changed, list};
 use super::layer::Layer;
 use super::overlay::{HELPER_BACKGROUND, SETUP_FAILED};
 use super::sandbox::{Sandbox, SandboxMode};
+use super::writable::{self, Writable};
 use crate::path::WorkspacePath;
 
 /// How many background commands may run at once unless configured otherwise.
 pub const BACKGROUND_DEFAULT_LIMIT: usize = 4;
-/// The most directories `.gitignore` leaves out that a background command may write in.
-pub const BACKGROUND_MAX_WRITABLE: usize = 64;
 /// How much of a command's output is kept from its start.
 const KEEP_HEAD: usize = 64 * 1024;
 /// How much of a command's output is kept from its end.
@@ -229,23 +228,22 @@ impl Background {
         if running >= self.limit {
             return Err(BackgroundError(limit_reached(running)));
         }
-        let (writable, mut notes) = match (&self.launch, read_only) {
+        // Found, and listed, before the command starts, so that nothing it writes is in the
+        // listing.
+        let Writable {
+            dirs: writable,
+            mut notes,
+            seen,
+        } = match (&self.launch, read_only) {
             (Launch::Helper { .. }, false) => {
                 let root = root.to_path_buf();
-                tokio::task::spawn_blocking(move || ignored_dirs(&root))
+                tokio::task::spawn_blocking(move || writable::writable(&root))
                     .await
                     .map_err(|err| {
                         BackgroundError(format!("listing the workspace failed: {err}"))
                     })?
             }
-            _ => (Vec::new(), Vec::new()),
-        };
-        // Taken before the command starts, so that nothing it writes is in it.
-        let seen = {
-            let (root, writable) = (root.to_path_buf(), writable.clone());
-            tokio::task::spawn_blocking(move || listing(&root, &writable))
-                .await
-                .unwrap_or_default()
+            _ => Writable::default(),
         };
         let (writer, reader) = tokio::net::unix::pipe::pipe()
             .map_err(|err| BackgroundError(format!("cannot make a pipe: {err}")))?;
@@ -772,59 +770,6 @@ fn listing(root: &Path, writable: &[WorkspacePath]) -> Listing {
     out
 }
 
-/// The directories of the workspace `root` that `.gitignore` (and the other ignore files
-/// ripgrep reads) leave out, outermost only, real directories only, `.git` and shiro's own
-/// left out; at most [`BACKGROUND_MAX_WRITABLE`], with a note when there were more.
-fn ignored_dirs(root: &Path) -> (Vec<WorkspacePath>, Vec<String>) {
-    let mut visited = BTreeSet::new();
-    let walk = ignore::WalkBuilder::new(root)
-        .hidden(false)
-        .require_git(false)
-        .follow_links(false)
-        .filter_entry(|entry| entry.file_name() != ".git")
-        .build();
-    for entry in walk.flatten() {
-        if entry.file_type().is_some_and(|kind| kind.is_dir()) {
-            visited.insert(entry.into_path());
-        }
-    }
-    let mut found = Vec::new();
-    for dir in &visited {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let real_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
-            if !real_dir || visited.contains(&path) || entry.file_name() == ".git" {
-                continue;
-            }
-            let rel = path
-                .strip_prefix(root)
-                .ok()
-                .and_then(Path::to_str)
-                .and_then(|rel| WorkspacePath::from_relative(rel).ok());
-            if let Some(rel) = rel.filter(|rel| !rel.is_internal()) {
-                found.push(rel);
-            }
-        }
-    }
-    found.sort();
-    let mut notes = Vec::new();
-    if found.len() > BACKGROUND_MAX_WRITABLE {
-        let mut left: String = String::new();
-        for dir in &found[BACKGROUND_MAX_WRITABLE..] {
-            let _ = write!(left, "{}{dir}/", if left.is_empty() { "" } else { ", " });
-        }
-        notes.push(format!(
-            "only the first {BACKGROUND_MAX_WRITABLE} ignored directories are writable; these \
-             are read-only to it: {left}"
-        ));
-        found.truncate(BACKGROUND_MAX_WRITABLE);
-    }
-    (found, notes)
-}
-
 /// A command's output: the first [`KEEP_HEAD`] bytes and the last [`KEEP_TAIL`], and how far
 /// it has been read.
 #[derive(Debug, Default)]
@@ -913,31 +858,6 @@ mod tests {
         1 background command is running, the most allowed at once ([bash] background_limit); stop one with bash_kill first
         4 background commands are running, the most allowed at once ([bash] background_limit); stop one with bash_kill first
         ");
-    }
-
-    #[test]
-    fn the_writable_directories_are_the_outermost_ignored_real_ones() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        let make = |rel: &str| std::fs::create_dir_all(root.join(rel)).unwrap();
-        std::fs::write(root.join(".gitignore"), "target/\n*.cache\nlink\n").unwrap();
-        make("target/debug/deps");
-        make("src/web/node_modules/x");
-        std::fs::write(root.join("src/web/.gitignore"), "node_modules/\n").unwrap();
-        make("src/a.cache");
-        make(".git/objects");
-        std::fs::write(root.join(".git/info"), "").unwrap();
-        std::os::unix::fs::symlink("/etc", root.join("link")).unwrap();
-        let (dirs, notes) = ignored_dirs(root);
-        let dirs: Vec<&str> = dirs.iter().map(WorkspacePath::as_str).collect();
-        assert_eq!(dirs, ["src/a.cache", "src/web/node_modules", "target"]);
-        assert!(notes.is_empty(), "{notes:?}");
-        for n in 0..=BACKGROUND_MAX_WRITABLE {
-            make(&format!("many/d{n}.cache"));
-        }
-        let (dirs, notes) = ignored_dirs(root);
-        assert_eq!(dirs.len(), BACKGROUND_MAX_WRITABLE);
-        assert_eq!(notes.len(), 1, "{notes:?}");
     }
 
     #[test]

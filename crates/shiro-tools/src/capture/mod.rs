@@ -25,6 +25,7 @@ mod ready;
 mod recovery;
 mod repository;
 mod sandbox;
+mod writable;
 
 use std::fmt;
 use std::process::ExitStatus;
@@ -40,8 +41,7 @@ use crate::path::WorkspacePath;
 
 pub use auto::Auto;
 pub use background::{
-    BACKGROUND_DEFAULT_LIMIT, BACKGROUND_MAX_WRITABLE, Background, BackgroundError, Job,
-    JobSummary, Launch, Read, Status,
+    BACKGROUND_DEFAULT_LIMIT, Background, BackgroundError, Job, JobSummary, Launch, Read, Status,
 };
 pub use detect::Detect;
 pub use overlay::{
@@ -50,6 +50,7 @@ pub use overlay::{
 pub use ready::HELPER_READY;
 pub use recovery::{BeforeCommit, LayerRecovery, recover_layers};
 pub use sandbox::{PROTECTED, Sandbox, SandboxMode, TEMP_DIRS};
+pub use writable::BACKGROUND_MAX_WRITABLE;
 
 /// How a command's changes were captured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

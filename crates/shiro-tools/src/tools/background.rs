@@ -222,29 +222,72 @@ fn refused_path<'a>(line: &'a str, reason: &str) -> Option<&'a str> {
 /// What to say when `output` shows a write the kernel refused: the workspace is read-only to
 /// a background command but for its writable directories.
 pub(crate) fn refused_note(job: &Job, output: &str) -> Option<String> {
+    refused_note_in(job.writable(), output)
+}
+
+/// The same for a command that may write in the directories `writable` of the workspace.
+fn refused_note_in(writable: &[WorkspacePath], output: &str) -> Option<String> {
     const REFUSED: &str = "Read-only file system";
     let line = output.lines().find(|line| line.contains(REFUSED))?;
     let named = refused_path(line, REFUSED);
-    let writable = if job.writable().is_empty() {
-        "nowhere in the workspace".to_owned()
-    } else {
-        let dirs: Vec<String> = job.writable().iter().map(|dir| format!("{dir}/")).collect();
-        format!("only in {}", dirs.join(", "))
-    };
     let what = match named {
         Some(path) => format!("a write to {path} was refused"),
         None => "a write was refused".to_owned(),
     };
+    let may = if writable.is_empty() {
+        "may write nowhere in the workspace (a background command may write only in \
+         directories .gitignore leaves out that hold nothing git tracks, and it has none)"
+            .to_owned()
+    } else {
+        let dirs: Vec<String> = writable.iter().map(|dir| format!("{dir}/")).collect();
+        format!(
+            "may write in the workspace only in {} (directories .gitignore leaves out that \
+             hold nothing git tracks)",
+            dirs.join(", ")
+        )
+    };
     Some(format!(
-        "{what}: a background command may write in the workspace {writable} (directories \
-         .gitignore leaves out), so that nothing it does goes unrecorded; change files with \
-         the edit tools or a foreground bash command, whose changes are recorded and undoable"
+        "{what}: this background command {may}, so that nothing it does goes unrecorded; \
+         change files with the edit tools or a foreground bash command, whose changes are \
+         recorded and undoable"
     ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every form of the note reads as a sentence: a path named or not, and some writable
+    /// directories or none.
+    #[test]
+    fn the_note_on_a_refused_write_reads_right() {
+        let dirs = |dirs: &[&str]| -> Vec<WorkspacePath> {
+            (dirs.iter())
+                .map(|dir| WorkspacePath::from_relative(dir).unwrap())
+                .collect()
+        };
+        let named = "bash: line 1: out.txt: Read-only file system";
+        let unnamed = "Read-only file system";
+        let notes = [
+            refused_note_in(&dirs(&["target"]), named),
+            refused_note_in(&dirs(&["node_modules", "target"]), named),
+            refused_note_in(&dirs(&["target"]), unnamed),
+            refused_note_in(&[], named),
+            refused_note_in(&[], unnamed),
+        ];
+        let notes: Vec<String> = notes.into_iter().flatten().collect();
+        insta::assert_snapshot!(notes.join("\n"), @r"
+        a write to out.txt was refused: this background command may write in the workspace only in target/ (directories .gitignore leaves out that hold nothing git tracks), so that nothing it does goes unrecorded; change files with the edit tools or a foreground bash command, whose changes are recorded and undoable
+        a write to out.txt was refused: this background command may write in the workspace only in node_modules/, target/ (directories .gitignore leaves out that hold nothing git tracks), so that nothing it does goes unrecorded; change files with the edit tools or a foreground bash command, whose changes are recorded and undoable
+        a write was refused: this background command may write in the workspace only in target/ (directories .gitignore leaves out that hold nothing git tracks), so that nothing it does goes unrecorded; change files with the edit tools or a foreground bash command, whose changes are recorded and undoable
+        a write to out.txt was refused: this background command may write nowhere in the workspace (a background command may write only in directories .gitignore leaves out that hold nothing git tracks, and it has none), so that nothing it does goes unrecorded; change files with the edit tools or a foreground bash command, whose changes are recorded and undoable
+        a write was refused: this background command may write nowhere in the workspace (a background command may write only in directories .gitignore leaves out that hold nothing git tracks, and it has none), so that nothing it does goes unrecorded; change files with the edit tools or a foreground bash command, whose changes are recorded and undoable
+        ");
+        assert_eq!(
+            refused_note_in(&[], "bash: out.txt: Permission denied"),
+            None
+        );
+    }
 
     #[test]
     fn the_refused_path_is_found_as_the_common_tools_word_it() {
