@@ -28,6 +28,7 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
 use super::detect::{Listing, Seen, list};
+use crate::git::Reader;
 use crate::path::WorkspacePath;
 
 /// The most directories `.gitignore` leaves out that a background command may write in.
@@ -449,48 +450,6 @@ fn parse_index(bytes: &[u8], oid_len: usize) -> Option<Index> {
         }
     }
     Some(index)
-}
-
-/// Reads an index front to back; every read is `None` past the end.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let end = self.pos.checked_add(n)?;
-        let taken = self.bytes.get(self.pos..end)?;
-        self.pos = end;
-        Some(taken)
-    }
-
-    fn u16(&mut self) -> Option<u16> {
-        Some(u16::from_be_bytes(self.take(2)?.try_into().ok()?))
-    }
-
-    fn u32(&mut self) -> Option<u32> {
-        Some(u32::from_be_bytes(self.take(4)?.try_into().ok()?))
-    }
-
-    /// Git's offset varint: each continuation adds one before shifting.
-    fn varint(&mut self) -> Option<usize> {
-        let mut byte = *self.take(1)?.first()?;
-        let mut value = usize::from(byte & 0x7f);
-        while byte & 0x80 != 0 {
-            byte = *self.take(1)?.first()?;
-            value = value.checked_add(1)?.checked_mul(128)? | usize::from(byte & 0x7f);
-        }
-        Some(value)
-    }
-
-    /// The bytes up to the next NUL, which is read too.
-    fn until_nul(&mut self) -> Option<&'a [u8]> {
-        let len = self.bytes.get(self.pos..)?.iter().position(|&b| b == 0)?;
-        let taken = self.take(len)?;
-        self.take(1)?;
-        Some(taken)
-    }
 }
 
 #[cfg(test)]

@@ -718,31 +718,32 @@ fn entries(bytes: &[u8], oid_len: usize) -> Option<Vec<Entry<'_>>> {
     Some(entries)
 }
 
-/// Reads an index front to back; every read is `None` past the end.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    pos: usize,
+/// Reads an index front to back; every read is `None` past the end. Also the reader of
+/// `capture::writable`, which reads what an index tracks.
+pub(crate) struct Reader<'a> {
+    pub(crate) bytes: &'a [u8],
+    pub(crate) pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         let end = self.pos.checked_add(n)?;
         let taken = self.bytes.get(self.pos..end)?;
         self.pos = end;
         Some(taken)
     }
 
-    fn u16(&mut self) -> Option<u16> {
+    pub(crate) fn u16(&mut self) -> Option<u16> {
         Some(u16::from_be_bytes(self.take(2)?.try_into().ok()?))
     }
 
-    fn u32(&mut self) -> Option<u32> {
+    pub(crate) fn u32(&mut self) -> Option<u32> {
         Some(u32::from_be_bytes(self.take(4)?.try_into().ok()?))
     }
 
     /// Git's offset varint: each continuation adds one before shifting, so no value has two
     /// spellings.
-    fn varint(&mut self) -> Option<usize> {
+    pub(crate) fn varint(&mut self) -> Option<usize> {
         let mut byte = *self.take(1)?.first()?;
         let mut value = usize::from(byte & 0x7f);
         while byte & 0x80 != 0 {
@@ -753,7 +754,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The bytes up to the next NUL, which is read too.
-    fn until_nul(&mut self) -> Option<&'a [u8]> {
+    pub(crate) fn until_nul(&mut self) -> Option<&'a [u8]> {
         let len = self.bytes.get(self.pos..)?.iter().position(|&b| b == 0)?;
         let taken = self.take(len)?;
         self.take(1)?;
