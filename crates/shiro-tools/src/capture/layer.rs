@@ -629,7 +629,7 @@ impl Plan {
                 stat_or_absent(mutator, &path).await?
             };
             let mode = meta.mode() & 0o7777;
-            if kind.is_char_device() && meta.rdev() == 0 {
+            if whiteout(&meta) {
                 self.unmovable += 1;
                 self.remove(&path, &now, mutator).await?;
             } else if kind.is_dir() {
@@ -902,8 +902,12 @@ fn marked_by_overlay(dir: &Path) -> bool {
 /// Whether the layer's entry `source` is a whiteout: the overlay's mark of a removal (a
 /// character device numbered 0/0).
 fn is_whiteout(source: &Path) -> bool {
-    fs::symlink_metadata(source)
-        .is_ok_and(|meta| meta.file_type().is_char_device() && meta.rdev() == 0)
+    fs::symlink_metadata(source).is_ok_and(|meta| whiteout(&meta))
+}
+
+/// Whether `meta` is a whiteout's (see [`is_whiteout`]).
+fn whiteout(meta: &fs::Metadata) -> bool {
+    meta.file_type().is_char_device() && meta.rdev() == 0
 }
 
 /// Whether the overlay marked the layer's directory opaque: it replaced a directory, whose

@@ -28,7 +28,7 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
 use super::detect::{Listing, Seen, list};
-use crate::git::Reader;
+use crate::git::{Reader, read_entries};
 use crate::path::WorkspacePath;
 
 /// The most directories `.gitignore` leaves out that a background command may write in.
@@ -393,50 +393,13 @@ fn read_index(file: &Path) -> Result<Option<Index>, String> {
 /// bytes long; `None` when it is not one, read to its last byte.
 fn parse_index(bytes: &[u8], oid_len: usize) -> Option<Index> {
     let mut at = Reader { bytes, pos: 0 };
-    if at.take(4)? != b"DIRC" {
-        return None;
-    }
-    let version = at.u32()?;
-    if !(2..=4).contains(&version) {
-        return None;
-    }
-    let count = at.u32()?;
-    let mut index = Index::default();
-    let mut path = Vec::new();
-    for _ in 0..count {
-        let start = at.pos;
-        at.take(24)?; // ctime, mtime, dev, ino
-        let mode = at.u32()?;
-        at.take(12)?; // uid, gid, size
-        at.take(oid_len)?;
-        let flags = at.u16()?;
-        if flags & 0x4000 != 0 {
-            if version < 3 {
-                return None;
-            }
-            at.take(2)?;
-        }
-        if version == 4 {
-            // The path is the previous one less its last `strip` bytes, then a suffix.
-            let strip = at.varint()?;
-            path.truncate(path.len().checked_sub(strip)?);
-            path.extend_from_slice(at.until_nul()?);
-        } else {
-            let name_at = at.pos.checked_sub(start)?;
-            path.clear();
-            path.extend_from_slice(at.until_nul()?);
-            // NULs pad the entry to a multiple of eight bytes, the path's own NUL included.
-            let len = (name_at + path.len() + 8) & !7;
-            at.take(len.checked_sub(at.pos.checked_sub(start)?)?)?;
-        }
-        // The flags hold the path's length, up to 0xfff: a check that the hash's length is
-        // the right one.
-        let named = usize::from(flags & 0x0fff);
-        if named != path.len().min(0x0fff) {
-            return None;
-        }
-        index.entries.push((path.clone(), mode));
-    }
+    let entries = read_entries(&mut at, oid_len)?;
+    let mut index = Index {
+        entries: (entries.into_iter())
+            .map(|entry| (entry.path, entry.mode))
+            .collect(),
+        shared: None,
+    };
     // The extensions, each a signature and a length, then the checksum.
     while bytes.len().checked_sub(at.pos)? != oid_len {
         let signature = at.take(4)?;

@@ -659,9 +659,9 @@ pub fn same_index(a: &[u8], b: &[u8]) -> bool {
 
 /// What an index entry says, as opposed to what it caches.
 #[derive(Debug, PartialEq, Eq)]
-struct Entry<'a> {
-    path: Vec<u8>,
-    mode: u32,
+pub(crate) struct Entry<'a> {
+    pub(crate) path: Vec<u8>,
+    pub(crate) mode: u32,
     oid: &'a [u8],
     /// The stage and assume-valid bits.
     flags: u16,
@@ -671,7 +671,14 @@ struct Entry<'a> {
 
 /// The entries of an index file (format versions 2 to 4); `None` when it is not one.
 fn entries(bytes: &[u8], oid_len: usize) -> Option<Vec<Entry<'_>>> {
-    let mut at = Reader { bytes, pos: 0 };
+    read_entries(&mut Reader { bytes, pos: 0 }, oid_len)
+}
+
+/// Reads the header and the entries of an index (format versions 2 to 4) whose object ids
+/// are `oid_len` bytes long, leaving `at` where its extensions begin; `None` when it is not
+/// one. Each entry's flags hold its path's length (up to 0xfff), which is checked: so a
+/// wrong `oid_len` is caught.
+pub(crate) fn read_entries<'a>(at: &mut Reader<'a>, oid_len: usize) -> Option<Vec<Entry<'a>>> {
     if at.take(4)? != b"DIRC" {
         return None;
     }
@@ -706,6 +713,9 @@ fn entries(bytes: &[u8], oid_len: usize) -> Option<Vec<Entry<'_>>> {
             // NULs pad the entry to a multiple of eight bytes, the path's own NUL included.
             let len = (name_at + path.len() + 8) & !7;
             at.take(len.checked_sub(at.pos.checked_sub(start)?)?)?;
+        }
+        if usize::from(flags & 0x0fff) != path.len().min(0x0fff) {
+            return None;
         }
         entries.push(Entry {
             path: path.clone(),
