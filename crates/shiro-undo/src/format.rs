@@ -426,14 +426,16 @@ pub(crate) enum LogLine {
     /// The restore begun last is complete: its turn moves to the other stack.
     Done {
         id: TurnId,
-        /// The directories it kept, as it found them, where its target has nothing: they
-        /// held entries it did not make (see [`Action::KeptNotEmpty`]). The turns it moves
+        /// The directories it kept, as it found them, where its target has nothing or (a
+        /// forced restore) a file or a link: they held entries it did not make (see
+        /// [`Action::KeptNotEmpty`] and [`Action::Skipped`]). The turns it moves
         /// take each as it was left, on the side the restore went to, so that the opposite
         /// restore expects it there rather than refusing over it. Sorted, each once; absent
         /// when none. Added to format 11 without raising it: a reader that ignores it only
         /// refuses that restore over those directories, as it did before.
         ///
         /// [`Action::KeptNotEmpty`]: crate::Action::KeptNotEmpty
+        /// [`Action::Skipped`]: crate::Action::Skipped
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         kept: Vec<String>,
     },

@@ -387,9 +387,10 @@ fn marked(
 
 /// The images the directories `kept` (see [`LogLine::Done`]) had when the restore of `turn`
 /// in `direction` found them: its images on the side it leaves. Only a directory whose
-/// target is absent can have been kept; any other path named is left out, as are all of them
-/// when the turn's paths cannot be read (the opposite restore then refuses over them, as it
-/// did before the restore said what it kept).
+/// target is no directory can have been kept (absent, or a file or link a forced restore
+/// skipped); any other path named is left out, as are all of them when the turn's paths
+/// cannot be read (the opposite restore then refuses over them, as it did before the
+/// restore said what it kept).
 fn kept_as_found(turn: &TurnRecord, direction: Direction, kept: &[String]) -> Vec<(String, Image)> {
     if kept.is_empty() {
         return Vec::new();
@@ -404,7 +405,7 @@ fn kept_as_found(turn: &TurnRecord, direction: Direction, kept: &[String]) -> Ve
                 Direction::Undo => (&record.after, &record.before),
                 Direction::Redo => (&record.before, &record.after),
             };
-            (found.is_dir() && !target.exists()).then(|| (path.clone(), found.clone()))
+            (found.is_dir() && !target.is_dir()).then(|| (path.clone(), found.clone()))
         })
         .collect()
 }

@@ -826,12 +826,15 @@ pub(crate) async fn apply(
     Ok(notes)
 }
 
-/// The directories [`apply`] kept where its target has nothing, because they held entries it
-/// did not make (its `notes`, see [`Action::KeptNotEmpty`]): the `done` record names them,
-/// so that the opposite restore expects them as they were left. Sorted, each once.
+/// The directories [`apply`] kept because they held entries it did not make: where its
+/// target has nothing ([`Action::KeptNotEmpty`]), and where a forced restore's target is a
+/// file or a link ([`Action::Skipped`]; a skipped path that is not a directory is told
+/// apart by the log, which takes only the paths the restore found as directories and whose
+/// target is none). The `done` record names them, so that the opposite restore expects
+/// them as they were left. Sorted, each once.
 pub(crate) fn kept_dirs(notes: &BTreeMap<WorkspacePath, Action>) -> Vec<String> {
     (notes.iter())
-        .filter(|(_, action)| **action == Action::KeptNotEmpty)
+        .filter(|(_, action)| matches!(action, Action::KeptNotEmpty | Action::Skipped))
         .map(|(path, _)| path.as_str().to_owned())
         .collect()
 }

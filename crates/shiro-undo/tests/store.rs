@@ -902,6 +902,37 @@ async fn a_redo_expects_the_directories_its_undo_kept() {
     assert_eq!(mem_tree(&g.ws), made);
 }
 
+/// A forced undo that keeps a directory where the turn found a file (the turn replaced the
+/// file with a tree, and the user added to the tree) records that it left the directory: the
+/// redo expects it there and brings the turn's file back beside the user's, and the next undo
+/// takes the turn's file away again, without `--force`.
+#[tokio::test]
+async fn a_redo_expects_the_directory_a_forced_undo_kept_over_a_file() {
+    let f = fixture(StoreOptions::default()).await;
+    write(&f.ws, "x", b"a file\n").await;
+    f.rec.begin_turn(start("file to tree")).await.unwrap();
+    f.rec.remove_file(&p("x")).await.unwrap();
+    write(&f.rec, "x/y/z", b"z").await;
+    f.rec.finish_turn().await.unwrap().unwrap();
+    write(&f.ws, "x/y/mine", b"mine").await;
+    let forced = f.store.undo(&f.ws, FORCE).await.unwrap();
+    let skipped: Vec<&str> = (forced.paths.iter())
+        .filter(|path| path.action == Action::Skipped)
+        .map(|path| path.path.as_str())
+        .collect();
+    assert_eq!(skipped, ["x"]);
+    let undone = mem_tree(&f.ws);
+    assert!(!undone.contains_key("x/y/z") && undone.contains_key("x/y/mine"));
+    for _ in 0..2 {
+        f.store.redo(&f.ws, UndoOptions::default()).await.unwrap();
+        let redone = mem_tree(&f.ws);
+        assert_eq!(read(&redone, "x/y/z"), b"z");
+        assert_eq!(read(&redone, "x/y/mine"), b"mine");
+        f.store.undo(&f.ws, UndoOptions::default()).await.unwrap();
+        assert_eq!(mem_tree(&f.ws), undone);
+    }
+}
+
 #[tokio::test]
 async fn a_second_opener_waits_then_fails_naming_the_lock() {
     let dir = fast_tempdir();
