@@ -10,6 +10,7 @@
 use crate::support;
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::OpenOptionsExt as _;
 
 use support::{Ws, overlay_refused};
 
@@ -220,6 +221,77 @@ fn ctrl_c_stops_the_command_and_commits_what_it_did() {
     }
     ws.ok(&["undo"]);
     assert!(!ws.exists("early.txt"));
+}
+
+/// A file you change while a command runs, and that the command changes or removes too, is
+/// kept as you left it: the command's change to it is not applied, and the result says so.
+/// Its other changes are applied and undone as ever. The test edits once the command has
+/// opened a FIFO (its open for writing waits for that), and lets the
+/// command go on through the FIFO: no timing is involved.
+#[test]
+fn a_file_you_change_while_the_command_runs_is_kept() {
+    if overlay_refused().is_some() {
+        return;
+    }
+    let ws = Ws::new();
+    ws.write("mine.txt", "one\n");
+    ws.write("gone.txt", "gone\n");
+    ws.write("theirs.txt", "two\n");
+    // Outside the workspace: through the overlay, a FIFO is one of its own.
+    let sync = tempfile::tempdir().unwrap();
+    let fifo = sync.path().join("sync.fifo");
+    rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )
+    .unwrap();
+    let script = format!(
+        "read go < '{}'; echo agent > mine.txt; echo agent > theirs.txt; rm gone.txt; \
+         echo new > new.txt",
+        fifo.display()
+    );
+    let args = serde_json::json!({ "command": script }).to_string();
+    let child = ws
+        .command(&["tool", "bash", "--args", &args])
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Opened for writing once the command has opened it for reading.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut pipe = loop {
+        let opened = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(&fifo);
+        match opened {
+            Ok(pipe) => break pipe,
+            Err(err) if err.raw_os_error() == Some(rustix::io::Errno::NXIO.raw_os_error()) => {}
+            Err(err) => panic!("{err}"),
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never began"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    ws.write("mine.txt", "yours\n");
+    ws.write("gone.txt", "yours too\n");
+    std::io::Write::write_all(&mut pipe, b"go\n").unwrap();
+    drop(pipe);
+    let run = ws.finish(child);
+    assert_eq!(run.code, 0, "{}", run.show());
+    insta::assert_snapshot!("changed_while_it_ran", run.show());
+    assert_eq!(ws.read("mine.txt"), "yours\n");
+    assert_eq!(ws.read("gone.txt"), "yours too\n");
+    assert_eq!(ws.read("theirs.txt"), "agent\n");
+    assert_eq!(ws.read("new.txt"), "new\n");
+    // The turn holds what the command changed, not your files.
+    ws.ok(&["undo"]);
+    assert_eq!(ws.read("mine.txt"), "yours\n");
+    assert_eq!(ws.read("gone.txt"), "yours too\n");
+    assert_eq!(ws.read("theirs.txt"), "two\n");
+    assert!(!ws.exists("new.txt"));
 }
 
 /// Asserts that no process runs `sleep MARKER`: with the overlay, the command's whole PID

@@ -21,6 +21,7 @@ mod background;
 mod detect;
 mod layer;
 mod overlay;
+mod plan;
 mod ready;
 mod recovery;
 mod repository;

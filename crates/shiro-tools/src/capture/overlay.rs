@@ -32,7 +32,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::process::Command;
 
-use super::layer::{Layer, commit_layer};
+use super::layer::Layer;
+use super::plan::commit_layer;
 use super::ready::{Ahead, HELPER_READY};
 use super::sandbox::{Sandbox, SandboxMode};
 use super::{BashRunner, CaptureError, CaptureMode, Captured, CommandCapture, Ended, Started};

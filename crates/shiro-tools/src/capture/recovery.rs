@@ -5,7 +5,8 @@ use std::ffi::OsStr;
 use std::fs;
 use std::path::Path;
 
-use super::layer::{Layer, Mark, Plan, Step, TRASH_PREFIX, is_layer_name, remove_later};
+use super::layer::{Layer, Mark, TRASH_PREFIX, is_layer_name, remove_later};
+use super::plan::{Plan, Step};
 use super::repository;
 use crate::mutator::{Mutator, MutatorError};
 use crate::path::WorkspacePath;
@@ -96,7 +97,8 @@ pub async fn recover_layers(
             layer.discard();
             done.push(LayerRecovery::DiscardedAfterRestart);
         } else if mark == Mark::ThisBoot {
-            let plan = Plan::of(&layer.upper(), mutator).await?;
+            // What changed since the command began is judged against the saved pre-images.
+            let plan = Plan::of(&layer.upper(), mutator, None).await?;
             // Every step is judged on the workspace as the crash left it, before any runs (a
             // file the commit replaces with a directory is the file before both steps); a
             // step below a kept path is kept with it.
