@@ -9,6 +9,22 @@ pub enum PathError {
     /// The path was empty, or named the workspace root itself.
     #[error("empty path: name a file inside the workspace")]
     Empty,
+    /// A file's path named the workspace root (`.`, or the root's absolute path); see
+    /// [`WorkspacePath::resolve_file`].
+    #[error("path {0:?} names the workspace root, which is a directory; name a file inside it")]
+    Root(String),
+    /// A file's path ended with `/` (or `/.`), which names a directory; see
+    /// [`WorkspacePath::resolve_file`].
+    #[error(
+        "path {0:?} ends with `{ending}`, so it names a directory; name a file",
+        ending = if .0.ends_with('/') { "/" } else { "/." }
+    )]
+    TrailingSlash(String),
+    /// The path started with `~`: the shell's home directory, which shiro does not expand.
+    #[error(
+        "path {0:?} starts with `~`, but shiro does not expand `~` to a home directory: paths are relative to the workspace root; give a path inside the workspace"
+    )]
+    Tilde(String),
     /// The path contained a NUL byte.
     #[error("path {0:?} contains a NUL byte")]
     Nul(String),
@@ -87,8 +103,47 @@ impl WorkspacePath {
     /// assert_eq!(WorkspacePath::resolve(root, "/work/repo/a.txt").unwrap().as_str(), "a.txt");
     /// assert!(WorkspacePath::resolve(root, "../escape").is_err());
     /// assert!(WorkspacePath::resolve(root, "/etc/passwd").is_err());
+    /// assert!(WorkspacePath::resolve(root, "~/notes").is_err());
     /// ```
+    ///
+    /// A path that starts with `~` is refused ([`PathError::Tilde`]): a model that writes
+    /// `~/notes` means its home directory, which a shell would expand and shiro does not, so
+    /// taking it literally would make a directory named `~`. A name that really starts with
+    /// `~` is reached as `./~name`. The workspace root itself (`.`) is [`PathError::Empty`].
     pub fn resolve(root: &Path, input: &str) -> Result<Self, PathError> {
+        if input.starts_with('~') {
+            return Err(PathError::Tilde(input.to_owned()));
+        }
+        Self::lexical(root, input)
+    }
+
+    /// Like [`WorkspacePath::resolve`], for a path that must name a file: the workspace root
+    /// is refused as [`PathError::Root`], and a path that ends with `/` or `/.`, which names
+    /// a directory, as [`PathError::TrailingSlash`].
+    ///
+    /// ```
+    /// use std::path::Path;
+    /// use shiro_tools::{PathError, WorkspacePath};
+    ///
+    /// let root = Path::new("/work/repo");
+    /// assert_eq!(WorkspacePath::resolve_file(root, "src/lib.rs").unwrap().as_str(), "src/lib.rs");
+    /// assert!(matches!(WorkspacePath::resolve_file(root, "src/"), Err(PathError::TrailingSlash(_))));
+    /// assert!(matches!(WorkspacePath::resolve_file(root, "."), Err(PathError::Root(_))));
+    /// ```
+    pub fn resolve_file(root: &Path, input: &str) -> Result<Self, PathError> {
+        let path = Self::resolve(root, input).map_err(|err| match err {
+            PathError::Empty if !input.is_empty() => PathError::Root(input.to_owned()),
+            other => other,
+        })?;
+        if input.ends_with('/') || input.ends_with("/.") {
+            return Err(PathError::TrailingSlash(input.to_owned()));
+        }
+        Ok(path)
+    }
+
+    /// [`WorkspacePath::resolve`] without the check for `~`, which is about what a model
+    /// means and not about where a path leads.
+    fn lexical(root: &Path, input: &str) -> Result<Self, PathError> {
         if input.contains('\0') {
             return Err(PathError::Nul(input.to_owned()));
         }
@@ -124,12 +179,13 @@ impl WorkspacePath {
     }
 
     /// Builds a workspace path from a path already relative to the root (such as one read
-    /// back from the undo log). The same rules as [`WorkspacePath::resolve`] apply.
+    /// back from the undo log). The same rules as [`WorkspacePath::resolve`] apply, except
+    /// that a first component named `~` is a name like any other: a command may have made it.
     pub fn from_relative(rel: &str) -> Result<Self, PathError> {
         if Path::new(rel).is_absolute() {
             return Err(PathError::Outside(rel.to_owned()));
         }
-        Self::resolve(Path::new(""), rel)
+        Self::lexical(Path::new(""), rel)
     }
 
     /// The path relative to the root, `/`-separated.
@@ -272,6 +328,59 @@ mod tests {
         assert!(matches!(resolve("/etc/passwd"), Err(PathError::Outside(_))));
         assert!(matches!(resolve("/wsx/a"), Err(PathError::Outside(_))));
         assert!(matches!(resolve("a\0b"), Err(PathError::Nul(_))));
+    }
+
+    #[test]
+    fn refuses_a_leading_tilde_from_a_model_only() {
+        assert_eq!(resolve("~/notes"), Err(PathError::Tilde("~/notes".into())));
+        assert_eq!(resolve("~"), Err(PathError::Tilde("~".into())));
+        assert_eq!(resolve("~user/x"), Err(PathError::Tilde("~user/x".into())));
+        // A name that really starts with `~`, reached the way a shell reaches it.
+        assert_eq!(resolve("./~notes").unwrap(), "~notes");
+        assert_eq!(resolve("a/~b").unwrap(), "a/~b");
+        // What the undo log holds came from the disk, where a command may have made `~`.
+        assert_eq!(WorkspacePath::from_relative("~/x").unwrap().as_str(), "~/x");
+        assert_eq!(
+            WorkspacePath::from_relative("~")
+                .unwrap()
+                .join("y")
+                .unwrap()
+                .as_str(),
+            "~/y"
+        );
+    }
+
+    #[test]
+    fn a_file_path_names_no_directory() {
+        let file = |input: &str| {
+            WorkspacePath::resolve_file(Path::new("/ws"), input).map(|p| p.as_str().to_owned())
+        };
+        assert_eq!(file("a/b.txt").unwrap(), "a/b.txt");
+        assert_eq!(file("/ws/a").unwrap(), "a");
+        assert_eq!(file(""), Err(PathError::Empty));
+        for root in [".", "./", "/ws", "/ws/", "/ws/."] {
+            assert_eq!(file(root), Err(PathError::Root(root.into())), "{root}");
+        }
+        for dir in ["a/", "a/b/", "a/.", "/ws/a/"] {
+            assert_eq!(
+                file(dir),
+                Err(PathError::TrailingSlash(dir.into())),
+                "{dir}"
+            );
+        }
+        assert!(matches!(file("~/a"), Err(PathError::Tilde(_))));
+        assert!(matches!(file("../a/"), Err(PathError::ParentDir(_))));
+        // Each reads as a sentence that says what to do.
+        let messages: Vec<String> = ["a/", "a/.", ".", "~/a"]
+            .iter()
+            .map(|input| file(input).unwrap_err().to_string())
+            .collect();
+        insta::assert_snapshot!(messages.join("\n"), @r#"
+        path "a/" ends with `/`, so it names a directory; name a file
+        path "a/." ends with `/.`, so it names a directory; name a file
+        path "." names the workspace root, which is a directory; name a file inside it
+        path "~/a" starts with `~`, but shiro does not expand `~` to a home directory: paths are relative to the workspace root; give a path inside the workspace
+        "#);
     }
 
     #[test]

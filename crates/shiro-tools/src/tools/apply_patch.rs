@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::common::resolve;
-use crate::mutator::{Mutator, MutatorError, Stat};
+use crate::mutator::{DEFAULT_FILE_MODE, Mutator, MutatorError, Stat};
 use crate::patch::{self, Operation};
 use crate::path::{PathError, WorkspacePath};
 use crate::text::TextFile;
@@ -102,20 +102,41 @@ impl Tool for ApplyPatch {
     ) -> Result<ToolOutput, ToolError> {
         let args: ApplyPatchArgs = parse_args(NAME, args)?;
         let patch = parse_patch(&args.patch)?;
-        let steps = plan(mutator, &patch).await?;
+        let Plan { steps, unchanged } = plan(mutator, &patch).await?;
         commit(mutator, &steps).await?;
         let changes: Vec<Change> = steps.iter().map(Step::change).collect();
-        let text = changes
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("\n");
+        let mut lines: Vec<String> = changes.iter().map(ToString::to_string).collect();
+        lines.extend(unchanged_note(&unchanged, changes.is_empty()));
+        let text = lines.join("\n");
         Ok(ToolOutput {
             text,
             changes,
             ..ToolOutput::default()
         })
     }
+}
+
+/// What the output says of the files the patch leaves as they are, which were not written:
+/// the whole answer when nothing else changed, else a note after the changes.
+fn unchanged_note(unchanged: &[WorkspacePath], alone: bool) -> Option<String> {
+    let (last, rest) = unchanged.split_last()?;
+    let names = match rest {
+        [] => last.to_string(),
+        _ => {
+            let rest: Vec<String> = rest.iter().map(ToString::to_string).collect();
+            format!("{} and {last}", rest.join(", "))
+        }
+    };
+    let (pronoun, verb) = if rest.is_empty() {
+        ("it is", "it was")
+    } else {
+        ("they are", "they were")
+    };
+    Some(if alone {
+        format!("the patch leaves {names} as {pronoun}; nothing was changed")
+    } else {
+        format!("(the patch leaves {names} as {pronoun}, so {verb} not written)")
+    })
 }
 
 fn parse_patch(text: &str) -> Result<patch::Patch, ToolError> {
@@ -225,12 +246,14 @@ fn in_workdir(workdir: Option<&Workdir<'_>>, path: &str) -> Result<String, ToolE
     match workdir {
         Some(Workdir { written, dir }) if !std::path::Path::new(path).is_absolute() => {
             // Checked alone first, so that an error names the path as the patch wrote it.
-            let path = WorkspacePath::from_relative(path).map_err(|err| {
+            let joined = WorkspacePath::resolve(std::path::Path::new(""), path).map_err(|err| {
                 ToolError::refused(format!(
                     "after the patch's `cd {written}`, {err}; nothing was changed"
                 ))
             })?;
-            Ok(format!("{dir}/{path}"))
+            // A trailing `/` still says the path names a directory (see `resolve`).
+            let slash = if path.ends_with('/') { "/" } else { "" };
+            Ok(format!("{dir}/{joined}{slash}"))
         }
         _ => Ok(path.to_owned()),
     }
@@ -283,21 +306,49 @@ impl Step {
     }
 }
 
+/// A patch, checked: what to write, and the files it names that it leaves as they are.
+#[derive(Debug)]
+struct Plan {
+    /// The operations that change something, in patch order.
+    steps: Vec<Step>,
+    /// The files the patch would only rewrite with the bytes and mode they have: an update
+    /// whose hunks put back what they take out, or a file deleted and added again the same.
+    /// Writing them would give them a new inode and time for nothing (a hard link to one
+    /// would be split), so they are left alone.
+    unchanged: Vec<WorkspacePath>,
+}
+
 /// Checks every operation and computes every new file content, writing nothing.
-async fn plan(mutator: &dyn Mutator, patch: &patch::Patch) -> Result<Vec<Step>, ToolError> {
+async fn plan(mutator: &dyn Mutator, patch: &patch::Patch) -> Result<Plan, ToolError> {
     let named = named_paths(mutator, patch).await?;
     check_distinct(&named)?;
     let mut named = named.into_iter().map(|named| named.path);
     let mut steps = Vec::with_capacity(patch.operations.len());
+    let mut unchanged = Vec::new();
     for operation in &patch.operations {
         let line = operation.line();
         let Some(path) = named.next() else { break };
         let step = match operation {
             Operation::Add { contents, .. } => {
                 // `*** Delete File: p` then `*** Add File: p` replaces p (see `check_distinct`).
-                let replaces = steps.iter().any(
+                let deleted = steps.iter().position(
                     |step| matches!(step, Step::Delete { path: deleted, .. } if *deleted == path),
                 );
+                let replaces = deleted.is_some();
+                // A new file gets the default mode: with that and the same bytes, the file
+                // would come back as it is.
+                if let Some(index) = deleted
+                    && let Some(Step::Delete {
+                        prior: Prior::File { bytes, mode },
+                        ..
+                    }) = steps.get(index)
+                    && *bytes == contents.as_bytes()
+                    && *mode == DEFAULT_FILE_MODE
+                {
+                    steps.remove(index);
+                    unchanged.push(path);
+                    continue;
+                }
                 if !replaces
                     && let stat @ (Stat::File { .. } | Stat::Dir { .. } | Stat::Symlink { .. }) =
                         mutator.stat(&path).await?
@@ -355,6 +406,10 @@ async fn plan(mutator: &dyn Mutator, patch: &patch::Patch) -> Result<Vec<Step>, 
                     edited.encode()
                 };
                 match move_to {
+                    None if new == old => {
+                        unchanged.push(path);
+                        continue;
+                    }
                     None => Step::Update {
                         path,
                         old,
@@ -388,7 +443,7 @@ async fn plan(mutator: &dyn Mutator, patch: &patch::Patch) -> Result<Vec<Step>, 
         };
         steps.push(step);
     }
-    Ok(steps)
+    Ok(Plan { steps, unchanged })
 }
 
 /// Refuses a patch that names a path twice, or a path inside another path it names: the

@@ -1,7 +1,8 @@
-//! Steps the file tools share: resolving a path, loading a text file for editing, and
-//! writing a file without leaving directories behind when the write fails.
+//! Steps the file tools share: resolving a path, loading a text file for editing, writing a
+//! file without leaving directories behind when the write fails, and saying what is wrong
+//! with a symbolic link that leads nowhere.
 
-use crate::mutator::{Mutator, MutatorError, Stat};
+use crate::mutator::{MAX_LINKS, Mutator, MutatorError, Stat, link_destination};
 use crate::path::{PathError, WorkspacePath};
 use crate::text::TextFile;
 use crate::tool::ToolError;
@@ -9,12 +10,13 @@ use crate::tool::ToolError;
 /// Resolves a path the model gave for a file tool to change: relative to the workspace root,
 /// then to its real path (links on its parent directories resolved, see
 /// [`Mutator::real_path`]), which is what is changed, recorded and restored. A path that is
-/// protected, under any spelling, is refused.
+/// protected, under any spelling, is refused, and so is one that names a directory (see
+/// [`WorkspacePath::resolve_file`]).
 pub(crate) async fn resolve(
     mutator: &dyn Mutator,
     input: &str,
 ) -> Result<WorkspacePath, ToolError> {
-    let given = WorkspacePath::resolve(mutator.root(), input)?;
+    let given = WorkspacePath::resolve_file(mutator.root(), input)?;
     let real = mutator.real_path(&given).await?;
     if given.is_protected() || real == given && real.is_protected() {
         return Err(PathError::Protected(input.to_owned()).into());
@@ -99,6 +101,105 @@ pub(crate) async fn write_creating_parents(
         }
     }
     result
+}
+
+/// `err`, unless `input` names a path that is, or goes through, a symbolic link that loops or
+/// whose target does not exist: then an error that says which link, and what is wrong with it.
+/// For a reading tool whose read or walk failed; it looks only when there was an error.
+pub(crate) async fn or_broken_link(
+    mutator: &dyn Mutator,
+    input: &str,
+    err: ToolError,
+) -> ToolError {
+    let Ok(path) = WorkspacePath::resolve(mutator.root(), input) else {
+        return err;
+    };
+    // The outermost broken link is the one to mend first.
+    for at in path.ancestors().into_iter().chain([path.clone()]) {
+        if let Some(broken) = broken_link(mutator, &at).await {
+            return ToolError::refused(if at == path {
+                format!("{at} is {broken}")
+            } else {
+                format!("{path} goes through {at}, {broken}")
+            });
+        }
+    }
+    err
+}
+
+/// A symbolic link that leads to no file or directory, with the links followed from it: the
+/// link's path, then each link's target as stored.
+enum BrokenLink {
+    /// The links come back round to one already followed.
+    Loop(Vec<String>),
+    /// The last link's target does not exist.
+    Dangling(Vec<String>),
+}
+
+impl std::fmt::Display for BrokenLink {
+    /// The link described after "… is": `a symbolic link that loops (a -> b -> a)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BrokenLink::Loop(chain) => {
+                write!(f, "a symbolic link that loops ({})", arrows(chain))
+            }
+            BrokenLink::Dangling(chain) => match chain.as_slice() {
+                [_, target] => write!(f, "a symbolic link to {target}, which does not exist"),
+                _ => write!(
+                    f,
+                    "a symbolic link whose target does not exist ({})",
+                    arrows(chain)
+                ),
+            },
+        }
+    }
+}
+
+/// `a -> b -> c`, the middle left out of a long chain.
+fn arrows(chain: &[String]) -> String {
+    const SHOWN: usize = 6;
+    if chain.len() <= SHOWN {
+        return chain.join(" -> ");
+    }
+    let (head, tail) = (&chain[..SHOWN / 2], &chain[chain.len() - 2..]);
+    format!("{} -> … -> {}", head.join(" -> "), tail.join(" -> "))
+}
+
+/// What is wrong with `link`, when it is a symbolic link that loops or leads to nothing;
+/// `None` when it is no link, leads to something, leads outside the workspace (the jail's
+/// own error says so) or cannot be looked at.
+async fn broken_link(mutator: &dyn Mutator, link: &WorkspacePath) -> Option<BrokenLink> {
+    let mut at = mutator.real_path(link).await.ok()?;
+    let Stat::Symlink { mut target } = mutator.stat(&at).await.ok()? else {
+        return None;
+    };
+    let mut chain = vec![link.to_string()];
+    let mut followed: Vec<WorkspacePath> = Vec::new();
+    loop {
+        if followed.contains(&at) || followed.len() >= MAX_LINKS {
+            return Some(BrokenLink::Loop(chain));
+        }
+        chain.push(target.clone());
+        let dir = at.parent().map(|dir| dir.to_string()).unwrap_or_default();
+        let next = link_destination(&dir, &target, mutator.root())?;
+        // An empty destination is the workspace root: a directory.
+        let next = WorkspacePath::from_relative(&next.join("/")).ok()?;
+        followed.push(at);
+        at = match mutator.real_path(&next).await {
+            Ok(real) => real,
+            Err(MutatorError::Path(PathError::SymlinkLoop { .. })) => {
+                return Some(BrokenLink::Loop(chain));
+            }
+            Err(_) => return None,
+        };
+        match mutator.stat(&at).await {
+            Ok(Stat::Absent) | Err(MutatorError::NotFound(_)) => {
+                return Some(BrokenLink::Dangling(chain));
+            }
+            Ok(Stat::Symlink { target: further }) => target = further,
+            Ok(Stat::File { .. } | Stat::Dir { .. }) | Err(_) => return None,
+        }
+    }
 }
 
 /// `1 occurrence`, `3 occurrences`.

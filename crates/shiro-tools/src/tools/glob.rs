@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::common::or_broken_link;
 use crate::mutator::Mutator;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
 use crate::tools::walk::{self, Hidden, Kind, PathGlob};
@@ -80,7 +81,8 @@ impl Tool for Glob {
         let glob = PathGlob::new(&args.pattern)?;
         let root = mutator.root().to_path_buf();
         let hidden = self.hidden.clone();
-        let text = walk::blocking(move |cancel| {
+        let given = args.path.clone();
+        let walked = walk::blocking(move |cancel| {
             let start = walk::open(NAME, &root, args.path.as_deref())?.hiding(hidden.as_ref());
             if !start.is_dir {
                 return Err(ToolError::refused(format!(
@@ -108,7 +110,14 @@ impl Tool for Glob {
             walk::first_in_order(&mut paths, GLOB_MAX_PATHS);
             Ok(start.noting_hidden(render(&args.pattern, &start.describe(), &paths, matched)))
         })
-        .await?;
+        .await;
+        let text = match walked {
+            Ok(text) => text,
+            Err(err) => {
+                let given = given.as_deref().unwrap_or_default();
+                return Err(or_broken_link(mutator, given, err).await);
+            }
+        };
         Ok(ToolOutput {
             text,
             changes: Vec::new(),

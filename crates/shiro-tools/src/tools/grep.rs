@@ -12,6 +12,7 @@ use regex::RegexBuilder;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::common::or_broken_link;
 use crate::mutator::Mutator;
 use crate::path::WorkspacePath;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
@@ -123,7 +124,8 @@ impl Tool for Grep {
         let glob = args.glob.as_deref().map(PathGlob::new).transpose()?;
         let root = mutator.root().to_path_buf();
         let hidden = self.hidden.clone();
-        let text = walk::blocking(move |cancel| {
+        let given = args.path.clone();
+        let walked = walk::blocking(move |cancel| {
             let start = walk::open(NAME, &root, args.path.as_deref())?.hiding(hidden.as_ref());
             let report = if start.is_dir {
                 let found = Mutex::new(Report::default());
@@ -163,7 +165,14 @@ impl Tool for Grep {
             };
             Ok(start.noting_hidden(report.render(&args.pattern, &start.describe())))
         })
-        .await?;
+        .await;
+        let text = match walked {
+            Ok(text) => text,
+            Err(err) => {
+                let given = given.as_deref().unwrap_or_default();
+                return Err(or_broken_link(mutator, given, err).await);
+            }
+        };
         Ok(ToolOutput {
             text,
             changes: Vec::new(),

@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::common::or_broken_link;
 use crate::mutator::Mutator;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
 use crate::tools::walk::{self, Hidden, Kind};
@@ -73,7 +74,8 @@ impl Tool for ListDir {
         let args: ListDirArgs = parse_args(NAME, args)?;
         let root = mutator.root().to_path_buf();
         let hidden = self.hidden.clone();
-        let text = walk::blocking(move |cancel| {
+        let given = args.path.clone();
+        let walked = walk::blocking(move |cancel| {
             let start = walk::open(NAME, &root, args.path.as_deref())?.hiding(hidden.as_ref());
             if !start.is_dir {
                 return Err(ToolError::refused(format!(
@@ -112,7 +114,14 @@ impl Tool for ListDir {
             let ignored = listing.len().saturating_sub(shown + hidden);
             Ok(start.noting_hidden(render(&start.describe(), &lines, shown, ignored)))
         })
-        .await?;
+        .await;
+        let text = match walked {
+            Ok(text) => text,
+            Err(err) => {
+                let given = given.as_deref().unwrap_or_default();
+                return Err(or_broken_link(mutator, given, err).await);
+            }
+        };
         Ok(ToolOutput {
             text,
             changes: Vec::new(),

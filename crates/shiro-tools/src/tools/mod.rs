@@ -9,6 +9,8 @@ mod glob;
 mod grep;
 mod list_dir;
 mod read_file;
+#[cfg(test)]
+mod tests;
 mod walk;
 mod write_file;
 

@@ -6,8 +6,9 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
+use super::common::or_broken_link;
 use crate::mutator::{Mutator, MutatorError};
-use crate::path::WorkspacePath;
+use crate::path::{PathError, WorkspacePath};
 use crate::text::{TextError, TextFile};
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
 
@@ -70,12 +71,21 @@ impl Tool for ReadFile {
         args: serde_json::Value,
     ) -> Result<ToolOutput, ToolError> {
         let args: ReadFileArgs = parse_args(NAME, args)?;
-        let path = WorkspacePath::resolve(mutator.root(), &args.path)
-            .map_err(|err| ToolError::refused(err.to_string()))?;
-        let bytes = mutator
-            .read(&path)
-            .await
-            .map_err(|err| read_error(&path, err))?;
+        let path = WorkspacePath::resolve_file(mutator.root(), &args.path).map_err(|err| {
+            ToolError::refused(match err {
+                PathError::Root(_) | PathError::TrailingSlash(_) => {
+                    format!("{err} (use list_dir to see what is in a directory)")
+                }
+                other => other.to_string(),
+            })
+        })?;
+        let bytes = match mutator.read(&path).await {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                let err = read_error(&path, err);
+                return Err(or_broken_link(mutator, &args.path, err).await);
+            }
+        };
         let file = TextFile::decode(&bytes).map_err(|err| match err {
             TextError::Binary => ToolError::refused(format!(
                 "{path} is a binary file (it contains NUL bytes); read_file shows text only"

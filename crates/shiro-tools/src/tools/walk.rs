@@ -163,6 +163,10 @@ pub(crate) fn open(tool: &str, root: &Path, input: Option<&str>) -> Result<Start
             "{rel} does not exist; call list_dir on its parent directory or glob to find the \
              right path"
         )),
+        // The walking tools name the looping link when they can (see `or_broken_link`).
+        _ if err.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            ToolError::refused(format!("{rel} goes through a symbolic link that loops"))
+        }
         _ => ToolError::refused(format!("cannot open {rel}: {err}")),
     })?;
     if !resolved.starts_with(&canonical) {
