@@ -13,7 +13,7 @@ use shiro_agent::headless::{self, Context, FailedAfterChanges, Noticed, Report, 
 use shiro_agent::render::Color;
 use shiro_agent::signals::{Handling, INTERRUPTED, Signals};
 use shiro_agent::workspace;
-use shiro_cli::cli::{Cli, Command, UndoArgs};
+use shiro_cli::cli::{Cli, Command, CommandsCommand, UndoArgs};
 use shiro_cli::places;
 use shiro_tools::{capture, tools};
 use shiro_undo::StateDir;
@@ -135,9 +135,12 @@ fn handling(cli: &Cli) -> Handling {
             Handling::Finish
         }
         Command::Undo(_) | Command::Redo(_) | Command::Log { .. } => Handling::Stop,
+        // They only read, as `log` does, and never yield: a signal handed to them would wait
+        // for the command's end, and then be forgotten.
+        Command::Commands(CommandsCommand::List { .. } | CommandsCommand::Check) => Handling::Stop,
         // Dropped rather than stopped: the demo's temporary copy is removed on drop, and
         // `commands expand` kills the shell substitutions it runs.
-        Command::Commands(_) | Command::Demo => Handling::Cancel,
+        Command::Commands(CommandsCommand::Expand { .. }) | Command::Demo => Handling::Cancel,
         // The server stops taking calls, stops a running bash command, and finishes and
         // records the turns under way before it exits.
         Command::Mcp(_) => Handling::Cancel,

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use shiro_agent::headless::{self, Context, Report, RestoreArgs};
+use shiro_agent::headless::{self, Context, Report, RestoreArgs, UsageError};
 use shiro_agent::render::Color;
 use shiro_agent::signals::INTERRUPTED;
-use shiro_mcp::server::{self, Outcome, Restore, Serve, Way, Workspace, with_lines};
+use shiro_mcp::server::{self, Outcome, Restore, Serve, Way, Workspace, listen, with_lines};
 use shiro_tools::capture::Background;
 use shiro_tools::{FsMutator, Tool, ToolError, ToolOutput};
 use shiro_undo::{Recording, UndoStore};
@@ -27,6 +27,11 @@ pub async fn serve(
     http_token: Option<&str>,
     notify: &dyn Fn(&str),
 ) -> Result<Report> {
+    // An address the server refuses is a mistake in the command line (exit 2), found before
+    // the token is asked for: the message is then about the address, whatever the token.
+    if let Some(why) = args.http.as_ref().and_then(listen::refuse_address) {
+        return Err(UsageError(why).into());
+    }
     let workspace = HeadlessWorkspace(Context {
         root: ctx.root.clone(),
         state: ctx.state.clone(),

@@ -12,6 +12,7 @@ mod agent_repl;
 mod agent_sessions;
 mod agent_skills;
 mod agent_workspace;
+mod headless_refusals;
 mod headless_scripts;
 mod mcp;
 mod mcp_client;

@@ -665,7 +665,8 @@ async fn over_http_clients_share_one_log_and_need_the_token() {
 }
 
 /// `--http` without a token, with a short one, or on an address other machines reach: a
-/// clear error, and nothing listens.
+/// clear error, and nothing listens. The address is refused as a usage error (exit 2),
+/// before the token is looked at.
 #[tokio::test]
 async fn over_http_a_token_and_a_loopback_address_are_required() {
     let world = World::new();
@@ -680,9 +681,18 @@ async fn over_http_a_token_and_a_loopback_address_are_required() {
     let mut errors = Vec::new();
     for (addr, env) in cases {
         let run = world.run(&["mcp", "--http", addr], "", env).await;
-        assert_eq!(run.code, Some(1), "{run:?}");
+        // A token is not the command line's; the address is, and a refused one is a usage
+        // error, whatever the token.
+        let usage = addr.starts_with("0.0.0.0");
+        assert_eq!(run.code, Some(if usage { 2 } else { 1 }), "{run:?}");
         errors.push(run.stderr.trim_end().to_owned());
     }
+    let run = world.run(&["mcp", "--http", "0.0.0.0:0"], "", &[]).await;
+    assert_eq!(run.code, Some(2), "{run:?}");
+    assert_eq!(
+        Some(run.stderr.trim_end()),
+        errors.last().map(String::as_str)
+    );
     insta::assert_snapshot!(errors.join("\n"));
 }
 

@@ -234,7 +234,8 @@ pub struct UndoOutcome {
     /// Whether this is only a plan: nothing was changed.
     pub dry_run: bool,
     /// Changes made after the turn that a forced restore overwrote (or, in a dry run,
-    /// that stand in the way).
+    /// that stand in the way, git's locks that would stop the restore last, as
+    /// [`ConflictKind::GitLocked`]).
     pub conflicts: Vec<Conflict>,
     /// Every path the turn touched, sorted.
     pub paths: Vec<PathOutcome>,
@@ -274,7 +275,9 @@ impl fmt::Display for UndoOutcome {
         if let Some(git) = &self.git {
             writeln!(f, "  git: {git}")?;
         }
-        if !self.conflicts.is_empty() {
+        let (locks, changed): (Vec<&Conflict>, Vec<&Conflict>) =
+            (self.conflicts.iter()).partition(|conflict| conflict.kind == ConflictKind::GitLocked);
+        if !changed.is_empty() {
             let since = match self.direction {
                 Direction::Undo => "since the turn",
                 Direction::Redo => "since the turn was undone",
@@ -285,8 +288,18 @@ impl fmt::Display for UndoOutcome {
             } else {
                 writeln!(f, "forced over changes made {since}:")?;
             }
-            for conflict in &self.conflicts {
+            for conflict in changed {
                 writeln!(f, "  {conflict}")?;
+            }
+        }
+        if !locks.is_empty() {
+            let verb = self.direction.verb();
+            writeln!(
+                f,
+                "git's lock files on what it moves ({verb} stops on these, even forced):"
+            )?;
+            for lock in locks {
+                writeln!(f, "  {lock}")?;
             }
         }
         let turns = || std::iter::once(&self.turn).chain(&self.also);

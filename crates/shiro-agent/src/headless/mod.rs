@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::{Context as _, Result, anyhow, bail};
+use anyhow::{Context as _, Result};
 use shiro_tools::capture::{
     Auto, Background, BashRunner, CaptureMode, Detect, Direct, Launch, Overlay, Sandbox,
     SandboxMode,
@@ -343,9 +343,10 @@ fn noticed(notices: Vec<String>, error: anyhow::Error) -> anyhow::Error {
     }
 }
 
-/// The command was asked for something that is not there (a tool with no such name): a
-/// mistake in the command line, like those clap reports, so it exits [`USAGE`], having done
-/// nothing. The message says what there is.
+/// The command was asked for something that is not there (a tool with no such name), or
+/// given an argument it cannot read (`--args` that are no JSON object, a `--http` address
+/// other machines reach): a mistake in the command line, like those clap reports, so it
+/// exits [`USAGE`], having done nothing. The message says what there is, or what to give.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct UsageError(pub String);
@@ -389,14 +390,20 @@ pub async fn tool(ctx: &Context, name: &str, args: &str) -> Result<Report> {
     } else {
         args.to_owned()
     };
-    let args: serde_json::Value = serde_json::from_str(&json)
-        .map_err(|err| anyhow!("--args is not valid JSON ({err}); nothing was changed"))?;
+    // Arguments that are no JSON object are a mistake in the command line, as an unknown
+    // tool is: exit 2, not the 1 of a call that failed.
+    let args: serde_json::Value = serde_json::from_str(&json).map_err(|err| {
+        UsageError(format!(
+            "--args is not valid JSON ({err}): give the tool's arguments as one JSON object, such as {{\"path\": \"a.txt\"}}, or @FILE to read them from a file; nothing was changed"
+        ))
+    })?;
     if !args.is_object() {
-        bail!(
+        return Err(UsageError(format!(
             "--args must be a JSON object of the tool's arguments, such as {{\"path\": \"a.txt\"}}, \
              not {}; nothing was changed",
             json_kind(&args)
-        );
+        ))
+        .into());
     }
     // The log names the turn by its call: `shiro tool edit_file notes.txt`.
     let summary = format!("shiro tool {name} {}", crate::protocol::brief(&args));
@@ -776,7 +783,7 @@ mod tests {
         assert_eq!(exit_code(&unknown()), USAGE);
         let noticed = noticed(vec!["recovered a turn".into()], unknown());
         assert_eq!(exit_code(&noticed), USAGE);
-        assert_eq!(exit_code(&anyhow!("unknown tool")), 1);
+        assert_eq!(exit_code(&anyhow::anyhow!("unknown tool")), 1);
     }
 
     #[test]

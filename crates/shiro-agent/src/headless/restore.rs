@@ -7,8 +7,8 @@ use std::sync::atomic::Ordering;
 use anyhow::{Context as _, Result, anyhow, bail};
 use shiro_tools::{FsMutator, Mutator};
 use shiro_undo::{
-    Image, PREVIEW_MAX_BYTES, RevertOutcome, TurnId, TurnStart, UndoError, UndoOptions,
-    UndoOutcome, UndoStore,
+    Conflict, ConflictKind, Image, PREVIEW_MAX_BYTES, RevertOutcome, TurnId, TurnStart, UndoError,
+    UndoOptions, UndoOutcome, UndoStore,
 };
 
 use super::{
@@ -89,6 +89,7 @@ async fn restore_in(
     };
     let outcome = match result {
         Ok(outcome) => outcome,
+        Err(UndoError::NoSuchTurn { id }) => return Err(no_turn_to_rewind(store, id)),
         // Rolled back: every file is as it was, which the error says; exit 1 is the truth.
         Err(err @ UndoError::RolledBack { .. }) => return Err(err.into()),
         // Neither finished nor rolled back: files were changed, and the error says how to
@@ -117,9 +118,13 @@ async fn restore_in(
     let mut exit = 0;
     if args.dry_run {
         stdout.push_str(&dry_run_diff(store, &workspace, &outcome, ctx.color).await?);
-        if !args.force && !outcome.conflicts.is_empty() {
-            // The restore it previews would be refused: scripts read that from the code.
-            let count = outcome.conflicts.len();
+        // The restore it previews would be refused, or would stop: scripts read that from
+        // the code, the one the restore would exit with. A change since the turn refuses it
+        // first (exit 3, unless forced); a lock of git's stops it even when forced (exit 1).
+        let (locks, changed): (Vec<&Conflict>, Vec<&Conflict>) = (outcome.conflicts.iter())
+            .partition(|conflict| conflict.kind == ConflictKind::GitLocked);
+        if !args.force && !changed.is_empty() {
+            let count = changed.len();
             let since = match way {
                 Way::Undo => "the turn",
                 Way::Redo => "the turn was undone",
@@ -129,6 +134,15 @@ async fn restore_in(
                 if count == 1 { "path" } else { "paths" }
             ));
             exit = 3;
+        } else if !locks.is_empty() {
+            let names: Vec<&str> = locks.iter().map(|lock| lock.path.as_str()).collect();
+            notices.push(format!(
+                "{verb} would stop on git's {} {} (a git is running, or one that stopped left {}); exit 1, as `shiro {verb}` would, even with --force",
+                if locks.len() == 1 { "lock file" } else { "lock files" },
+                names.join(", "),
+                if locks.len() == 1 { "it" } else { "them" },
+            ));
+            exit = 1;
         }
     }
     Ok(Report {
@@ -153,7 +167,23 @@ async fn revert(
     dry_run: bool,
 ) -> Result<Report> {
     if dry_run {
-        let outcome = store.revert_dry_run(&workspace, id).await?;
+        let outcome = match store.revert_dry_run(&workspace, id).await {
+            Ok(outcome) => outcome,
+            // As a dry run of undo does: what stands in the way on stdout, and the code of
+            // the revert it previews.
+            Err(UndoError::RevertConflict(conflicts)) => {
+                return Ok(Report {
+                    stdout: with_newline(conflicts.as_dry_run().to_string()),
+                    notices: vec![format!(
+                        "revert would be refused; exit 3, as `shiro undo --turn {}` would (`--force` does not apply)",
+                        id.0
+                    )],
+                    exit: 3,
+                    ..Report::default()
+                });
+            }
+            Err(err) => return Err(err.into()),
+        };
         let mut stdout = outcome.to_string();
         stdout.push_str(&revert_diff(&outcome, ctx.color));
         return Ok(Report {
@@ -186,6 +216,21 @@ async fn revert(
         reverted_by: Some("shiro undo"),
         ..Report::default()
     })
+}
+
+/// Why there is no turn `id` to rewind to. A turn undone already says so, and how to bring
+/// it back: the store's own error cannot tell it from a turn that never was.
+fn no_turn_to_rewind(store: &UndoStore, id: TurnId) -> anyhow::Error {
+    let undone = store.redo_log().unwrap_or_default();
+    match undone.iter().position(|turn| turn.id == id) {
+        Some(0) => anyhow!(
+            "turn {id} is undone already, so there is nothing to rewind; `shiro redo` brings it back"
+        ),
+        Some(_) => anyhow!(
+            "turn {id} is undone already, so there is nothing to rewind; `shiro redo` brings it back once it has brought back what was undone after it (`shiro redo --dry-run` shows what the next one brings back)"
+        ),
+        None => UndoError::NoSuchTurn { id }.into(),
+    }
 }
 
 /// The summary of the turn that reverts turn `id`: `revert #7: fix the parser`.

@@ -263,16 +263,44 @@ fn write_hunk(
     Ok(())
 }
 
+impl RevertConflicts {
+    /// The report as a dry run gives it: the revert it previews would be refused.
+    pub fn as_dry_run(&self) -> impl fmt::Display + '_ {
+        Refusal {
+            conflicts: self,
+            refused: "would be refused",
+        }
+    }
+}
+
 impl fmt::Display for RevertConflicts {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let count = self.conflicts.len();
+        Refusal {
+            conflicts: self,
+            refused: "refused",
+        }
+        .fmt(f)
+    }
+}
+
+/// [`RevertConflicts`] as a person reads it, saying that the revert was `refused`, or that
+/// it would be.
+struct Refusal<'a> {
+    conflicts: &'a RevertConflicts,
+    refused: &'static str,
+}
+
+impl fmt::Display for Refusal<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Refusal { conflicts, refused } = self;
+        let count = conflicts.conflicts.len();
         let paths = if count == 1 { "path" } else { "paths" };
         writeln!(
             f,
-            "revert of turn {} {:?} refused: {count} {paths} changed since the turn in ways it cannot be taken out of; nothing was changed",
-            self.turn, self.summary
+            "revert of turn {} {:?} {refused}: {count} {paths} changed since the turn in ways it cannot be taken out of; nothing was changed",
+            conflicts.turn, conflicts.summary
         )?;
-        for conflict in &self.conflicts {
+        for conflict in &conflicts.conflicts {
             // Indent every line of the conflict's text.
             for line in conflict.to_string().lines() {
                 writeln!(f, "  {line}")?;
@@ -310,6 +338,28 @@ mod tests {
                 .collect(),
         }
         .to_string()
+    }
+
+    /// A dry run lists what a revert would be refused on as the revert does, saying that it
+    /// would be.
+    #[test]
+    fn a_dry_run_says_the_revert_would_be_refused() {
+        let conflicts = RevertConflicts {
+            turn: TurnId(7),
+            summary: "fix the parser".to_owned(),
+            conflicts: vec![RevertConflict {
+                path: WorkspacePath::from_relative("a.txt").unwrap(),
+                kind: RevertConflictKind::Overlapping {
+                    hunks: hunks("1\n2\n", "1\nTWO!\n", "1\nTWO\n"),
+                },
+            }],
+        };
+        let dry = conflicts.as_dry_run().to_string();
+        assert_eq!(
+            dry.replacen("would be refused", "refused", 1),
+            conflicts.to_string()
+        );
+        insta::assert_snapshot!(dry.lines().next().unwrap(), @r#"revert of turn #7 "fix the parser" would be refused: 1 path changed since the turn in ways it cannot be taken out of; nothing was changed"#);
     }
 
     /// Conflicting regions as a person reads them: numbered in the current file, CRLF lines

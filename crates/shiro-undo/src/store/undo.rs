@@ -211,7 +211,13 @@ impl UndoStore {
             git: git.clone(),
         };
         if options.dry_run {
-            return Ok(outcome(&BTreeMap::new(), true));
+            // The locks the restore would stop on stand in its way too, as `check` says.
+            let mut planned = outcome(&BTreeMap::new(), true);
+            (planned.conflicts).extend(locked.into_iter().map(|path| Conflict {
+                path,
+                kind: ConflictKind::GitLocked,
+            }));
+            return Ok(planned);
         }
 
         // Keep the state being replaced, so the opposite operation can bring it back exactly
