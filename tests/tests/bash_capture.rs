@@ -316,7 +316,11 @@ fn assert_gone(marker: &str) {
 #[test]
 fn detect_only_names_every_path_it_cannot_restore() {
     let ws = seeded();
-    ws.write(".shiro/config.toml", "[bash]\ncapture = \"detect\"\n");
+    std::fs::write(
+        ws.config.path().join("config.toml"),
+        "[bash]\ncapture = \"detect\"\n",
+    )
+    .unwrap();
     // Ignored paths are listed last, though `a_out` sorts first.
     ws.write(".gitignore", "a_out/\n");
     let run = bash(

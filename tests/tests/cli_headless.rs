@@ -199,7 +199,11 @@ fn apply_patch_from_a_file_and_from_stdin() {
 #[test]
 fn bash_without_capture_says_undo_cannot_cover_it() {
     let ws = Ws::new();
-    ws.write(".shiro/config.toml", "[bash]\ncapture = \"off\"\n");
+    std::fs::write(
+        ws.config.path().join("config.toml"),
+        "[bash]\ncapture = \"off\"\n",
+    )
+    .unwrap();
     let run = ws.run(&[
         "tool",
         "bash",
@@ -351,7 +355,7 @@ fn user_commands_in_a_hostile_workspace() {
 #[test]
 fn config_depth_limits_the_log() {
     let ws = Ws::new();
-    ws.write(".shiro/config.toml", "[undo]\ndepth = 2\n");
+    std::fs::write(ws.config.path().join("config.toml"), "[undo]\ndepth = 2\n").unwrap();
     for i in 0..3 {
         ws.ok(&[
             "tool",
@@ -508,7 +512,11 @@ fn ctrl_c_stops_bash_and_leaves_the_log_consistent() {
     use std::time::{Duration, Instant};
 
     let ws = Ws::new();
-    ws.write(".shiro/config.toml", "[bash]\ncapture = \"off\"\n");
+    std::fs::write(
+        ws.config.path().join("config.toml"),
+        "[bash]\ncapture = \"off\"\n",
+    )
+    .unwrap();
     ws.ok(&[
         "tool",
         "write_file",
@@ -582,7 +590,8 @@ fn tool_arguments_must_be_an_object() {
     let mut said = Vec::new();
     for args in ["[]", "\"a.txt\"", "null"] {
         let run = ws.run(&["tool", "write_file", "--args", args]);
-        assert_eq!(run.code, 1, "{}", run.show());
+        // A usage error, as a NAME that is no tool is.
+        assert_eq!(run.code, 2, "{}", run.show());
         said.push(run.stderr);
     }
     insta::assert_snapshot!(said.concat(), @r#"

@@ -135,7 +135,11 @@ fn bash_stops_at_the_first_signal_and_its_processes_are_killed() {
     let ws = Ws::new();
     // Without capture, so the pid file is written straight into the workspace (with the
     // overlay, `bash_capture.rs` checks the same through the command's PID namespace).
-    ws.write(".shiro/config.toml", "[bash]\ncapture = \"off\"\n");
+    std::fs::write(
+        ws.config.path().join("config.toml"),
+        "[bash]\ncapture = \"off\"\n",
+    )
+    .unwrap();
     // `exec` makes the shell itself the sleeping process, with the pid it wrote.
     let args = serde_json::json!({"command": "echo $$ > pid.txt; exec sleep 600"}).to_string();
     let mut child = ws

@@ -27,3 +27,4 @@ mod jail_race;
 mod store_ground;
 mod store_reach;
 mod undo_crash;
+mod workspace_config;

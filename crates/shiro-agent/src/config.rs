@@ -219,6 +219,23 @@ pub enum BashCapture {
     Off,
 }
 
+impl BashCapture {
+    /// The name a config file gives it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Overlay => "overlay",
+            Self::Detect => "detect",
+            Self::Off => "off",
+        }
+    }
+}
+
+impl std::fmt::Display for BashCapture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// `[undo]`: depth and store size.
 #[derive(Debug, Default, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -301,13 +318,14 @@ pub fn context_window(model: &str) -> Option<u64> {
 /// The merged configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// Turns kept in the undo log.
+    /// Turns kept in the undo log: the workspace's config may only raise the user's.
     pub undo_depth: usize,
-    /// The undo store's size cap in bytes.
+    /// The undo store's size cap in bytes: the workspace's config may only raise the user's.
     pub max_store_bytes: u64,
     /// `[model]` as merged.
     pub model: ModelConfig,
-    /// `[bash] capture` as merged.
+    /// `[bash] capture` as merged: the workspace's config may only capture more than the
+    /// user's.
     pub bash_capture: BashCapture,
     /// `[bash] sandbox`, `writable` and `network` as merged: the workspace's config may
     /// only narrow the user's.
@@ -341,7 +359,10 @@ pub const DEFAULT_DEPTH: usize = 20;
 pub const DEFAULT_MAX_STORE_BYTES: u64 = 1 << 30;
 
 impl Config {
-    /// Reads the user's and the workspace's config files; the workspace wins field by field.
+    /// Reads the user's and the workspace's config files; the workspace wins field by field,
+    /// except that it may only make undo and the sandbox stricter: that file comes with the
+    /// repository, and the agent's own bash commands can write it. A laxer setting there is
+    /// an error that names it.
     pub fn load(workspace: &Path, user_dir: Option<PathBuf>) -> Result<Self> {
         let mut permissions = Rules::default();
         let mut mcp_servers: BTreeMap<String, ServerSpec> = BTreeMap::new();
@@ -383,7 +404,13 @@ impl Config {
             );
         }
         check_key_settings(&user.model, &project.model, workspace, user_dir.as_deref())?;
-        let bash_sandbox = BashSandbox::merge(&user.bash, &project.bash, &project_path)?;
+        let user_config = user_dir.as_deref().map_or_else(
+            || "your user config".to_owned(),
+            |dir| format!("your user config ({})", dir.join("config.toml").display()),
+        );
+        check_undo_settings(&user, &project, &project_path, &user_config)?;
+        let bash_sandbox =
+            BashSandbox::merge(&user.bash, &project.bash, &project_path, &user_config)?;
         let base_url_from_workspace = project.model.base_url.is_some();
         Ok(Self {
             undo_depth: depth,
@@ -477,8 +504,14 @@ impl Default for BashSandbox {
 impl BashSandbox {
     /// The user's settings, narrowed by the workspace's. A workspace's config comes with the
     /// repository, so it may make the sandbox stricter but never laxer: a laxer mode, a
-    /// writable path or the network turned on there is refused, naming the file.
-    fn merge(user: &BashConfig, project: &BashConfig, project_path: &Path) -> Result<Self> {
+    /// writable path or the network turned on there is refused, naming the file and, for the
+    /// mode, where it may be set instead (`user_config`).
+    fn merge(
+        user: &BashConfig,
+        project: &BashConfig,
+        project_path: &Path,
+        user_config: &str,
+    ) -> Result<Self> {
         let strictness = |mode: SandboxMode| match mode {
             SandboxMode::Off => 0,
             SandboxMode::WorkspaceWrite => 1,
@@ -488,7 +521,7 @@ impl BashSandbox {
         let user_mode = user.sandbox.unwrap_or(base.mode);
         let mode = match project.sandbox {
             Some(mode) if strictness(mode) < strictness(user_mode) => anyhow::bail!(
-                "{}: [bash] sandbox = \"{mode}\" would make the sandbox laxer than \"{user_mode}\"; a workspace's config comes with the repository and may only make it stricter. Set it in your user config if you mean it",
+                "{}: [bash] sandbox = \"{mode}\" would make the sandbox laxer than \"{user_mode}\"; a workspace's config comes with the repository and may only make it stricter. Set it in {user_config} if you mean it",
                 project_path.display()
             ),
             Some(mode) => mode,
@@ -525,6 +558,63 @@ impl BashSandbox {
             network: project.network.unwrap_or(user_network) && user_network,
         })
     }
+}
+
+/// Refuses the settings of the workspace's config that would make undo cover less than the
+/// user's config (or the defaults) does: a laxer `[bash] capture` (`overlay`, then `detect`,
+/// then `off`), a smaller `[undo] depth` or `max_store_bytes`. That file comes with the
+/// repository, and the agent's own bash commands can write it: were they read, one command
+/// could run the next ones uncaptured and unsandboxed, or make the next turn drop every turn
+/// before it. Each is named, one a line, with where to set it instead (`user_config`).
+fn check_undo_settings(
+    user: &ConfigFile,
+    project: &ConfigFile,
+    project_path: &Path,
+    user_config: &str,
+) -> Result<()> {
+    let coverage = |capture: BashCapture| match capture {
+        BashCapture::Off => 0,
+        BashCapture::Detect => 1,
+        BashCapture::Overlay => 2,
+    };
+    let mut refused = Vec::new();
+    let user_capture = user.bash.capture.unwrap_or_default();
+    if let Some(capture) = project.bash.capture
+        && coverage(capture) < coverage(user_capture)
+    {
+        refused.push(format!(
+            "[bash] capture = \"{capture}\" would capture less than \"{user_capture}\""
+        ));
+    }
+    let user_depth = user.undo.depth.unwrap_or(DEFAULT_DEPTH);
+    if let Some(depth) = project.undo.depth
+        && depth < user_depth
+    {
+        refused.push(format!(
+            "[undo] depth = {depth} would keep fewer turns than {user_depth}"
+        ));
+    }
+    let user_bytes = user.undo.max_store_bytes.unwrap_or(DEFAULT_MAX_STORE_BYTES);
+    if let Some(bytes) = project.undo.max_store_bytes
+        && bytes < user_bytes
+    {
+        refused.push(format!(
+            "[undo] max_store_bytes = {bytes} would keep less history than {user_bytes} bytes"
+        ));
+    }
+    if refused.is_empty() {
+        return Ok(());
+    }
+    let lines: Vec<String> = refused
+        .iter()
+        .map(|setting| {
+            format!(
+                "{}: {setting}; a workspace's config comes with the repository, and the agent's commands can write it, so it may only make undo cover more. Set it in {user_config} if you mean it",
+                project_path.display()
+            )
+        })
+        .collect();
+    anyhow::bail!("{}", lines.join("\n"))
 }
 
 /// Refuses a key written into any config file, and key sources in a workspace's config: that
@@ -927,8 +1017,8 @@ mod tests {
         ];
         let text: Vec<String> = refusals.into_iter().map(|r| r.unwrap_err()).collect();
         insta::assert_snapshot!(text.join("\n"), @r#"
-        [WS]/.shiro/config.toml: [bash] sandbox = "off" would make the sandbox laxer than "workspace-write"; a workspace's config comes with the repository and may only make it stricter. Set it in your user config if you mean it
-        [WS]/.shiro/config.toml: [bash] sandbox = "workspace-write" would make the sandbox laxer than "read-only"; a workspace's config comes with the repository and may only make it stricter. Set it in your user config if you mean it
+        [WS]/.shiro/config.toml: [bash] sandbox = "off" would make the sandbox laxer than "workspace-write"; a workspace's config comes with the repository and may only make it stricter. Set it in your user config ([USER]/config.toml) if you mean it
+        [WS]/.shiro/config.toml: [bash] sandbox = "workspace-write" would make the sandbox laxer than "read-only"; a workspace's config comes with the repository and may only make it stricter. Set it in your user config ([USER]/config.toml) if you mean it
         [WS]/.shiro/config.toml: [bash] writable is read only from your user config, since a workspace's config comes with the repository and could open your files to its commands; move it there
         [WS]/.shiro/config.toml: [bash] network = true would turn on the network your user config turns off; a workspace's config may only turn it off
         [bash] writable: "cache" is neither absolute nor under ~/; write the whole path
@@ -938,6 +1028,73 @@ mod tests {
           |           ^^^^^^^^^^^
         unknown variant `sometimes`, expected one of `workspace-write`, `read-only`, `off`
         "#);
+    }
+
+    /// A workspace's config comes with the repository, and the agent's own bash commands can
+    /// write it: it may capture more and keep more history than the user's config, never less.
+    #[test]
+    fn the_workspace_config_may_make_undo_keep_more_but_never_less() {
+        let user = tempfile::tempdir().unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir(ws.path().join(".shiro")).unwrap();
+        let load = |user_text: &str, ws_text: &str| {
+            std::fs::write(user.path().join("config.toml"), user_text).unwrap();
+            std::fs::write(ws.path().join(".shiro/config.toml"), ws_text).unwrap();
+            Config::load(ws.path(), Some(user.path().to_owned()))
+                .map(|config| {
+                    (
+                        config.bash_capture,
+                        config.undo_depth,
+                        config.max_store_bytes,
+                    )
+                })
+                .map_err(|err| {
+                    format!("{err:#}")
+                        .replace(&ws.path().display().to_string(), "[WS]")
+                        .replace(&user.path().display().to_string(), "[USER]")
+                })
+        };
+        let lax = "[bash]\ncapture = \"off\"\n[undo]\ndepth = 1\nmax_store_bytes = 100\n";
+        // The user's own config may lower them all.
+        assert_eq!(load(lax, ""), Ok((BashCapture::Off, 1, 100)));
+        // The workspace may raise them, or repeat them.
+        assert_eq!(
+            load(lax, "[bash]\ncapture = \"detect\"\n[undo]\ndepth = 64\n"),
+            Ok((BashCapture::Detect, 64, 100))
+        );
+        assert_eq!(
+            load(
+                "[bash]\ncapture = \"detect\"\n",
+                "[bash]\ncapture = \"overlay\"\n[undo]\ndepth = 20\nmax_store_bytes = 1073741824\n"
+            ),
+            Ok((BashCapture::Overlay, DEFAULT_DEPTH, DEFAULT_MAX_STORE_BYTES))
+        );
+        assert_eq!(load(lax, lax), Ok((BashCapture::Off, 1, 100)));
+        let refusals = [
+            load("", lax),
+            load("", "[bash]\ncapture = \"detect\"\n"),
+            load(
+                "[bash]\ncapture = \"detect\"\n",
+                "[bash]\ncapture = \"off\"\n",
+            ),
+            load("[undo]\ndepth = 50\n", "[undo]\ndepth = 20\n"),
+        ];
+        let text: Vec<String> = refusals.into_iter().map(|r| r.unwrap_err()).collect();
+        insta::assert_snapshot!(text.join("\n"), @r#"
+        [WS]/.shiro/config.toml: [bash] capture = "off" would capture less than "overlay"; a workspace's config comes with the repository, and the agent's commands can write it, so it may only make undo cover more. Set it in your user config ([USER]/config.toml) if you mean it
+        [WS]/.shiro/config.toml: [undo] depth = 1 would keep fewer turns than 20; a workspace's config comes with the repository, and the agent's commands can write it, so it may only make undo cover more. Set it in your user config ([USER]/config.toml) if you mean it
+        [WS]/.shiro/config.toml: [undo] max_store_bytes = 100 would keep less history than 1073741824 bytes; a workspace's config comes with the repository, and the agent's commands can write it, so it may only make undo cover more. Set it in your user config ([USER]/config.toml) if you mean it
+        [WS]/.shiro/config.toml: [bash] capture = "detect" would capture less than "overlay"; a workspace's config comes with the repository, and the agent's commands can write it, so it may only make undo cover more. Set it in your user config ([USER]/config.toml) if you mean it
+        [WS]/.shiro/config.toml: [bash] capture = "off" would capture less than "detect"; a workspace's config comes with the repository, and the agent's commands can write it, so it may only make undo cover more. Set it in your user config ([USER]/config.toml) if you mean it
+        [WS]/.shiro/config.toml: [undo] depth = 20 would keep fewer turns than 50; a workspace's config comes with the repository, and the agent's commands can write it, so it may only make undo cover more. Set it in your user config ([USER]/config.toml) if you mean it
+        "#);
+        // Without a user config directory, the defaults are the floor.
+        let ws_only = |text: &str| {
+            std::fs::write(ws.path().join(".shiro/config.toml"), text).unwrap();
+            let err = Config::load(ws.path(), None).unwrap_err();
+            format!("{err:#}").replace(&ws.path().display().to_string(), "[WS]")
+        };
+        insta::assert_snapshot!(ws_only("[undo]\nmax_store_bytes = 1000\n"), @"[WS]/.shiro/config.toml: [undo] max_store_bytes = 1000 would keep less history than 1073741824 bytes; a workspace's config comes with the repository, and the agent's commands can write it, so it may only make undo cover more. Set it in your user config if you mean it");
     }
 
     #[test]

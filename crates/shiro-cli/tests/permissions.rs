@@ -25,17 +25,22 @@ fn lines(run: &Run, starts: &[&str]) -> String {
         .join("\n")
 }
 
-/// bash without capture: these tests are about who may run what, not about undo.
+/// bash without capture: these tests are about who may run what, not about undo. It goes in
+/// the user's config: a workspace's config may not lower the capture.
 const NO_CAPTURE: &str = "[bash]\ncapture = \"off\"\n";
+
+/// Writes [`NO_CAPTURE`] as the user's config.
+fn without_capture(world: &World) {
+    std::fs::write(world.cfg.path().join("config.toml"), NO_CAPTURE).unwrap();
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deny_beats_yes_and_the_model_is_told_which_rule() {
     let world = World::new();
+    without_capture(&world);
     world.write(
         ".shiro/config.toml",
-        &format!(
-            "{NO_CAPTURE}[permissions]\ndeny = [\"bash(rm -rf:*)\", \"write_file(.env)\"]\nallow = [\"Bash\"]\n"
-        ),
+        "[permissions]\ndeny = [\"bash(rm -rf:*)\", \"write_file(.env)\"]\nallow = [\"Bash\"]\n",
     );
     world.write("build/out.o", "object\n");
     let model = world.replay(&script(&[
@@ -61,9 +66,10 @@ async fn deny_beats_yes_and_the_model_is_told_which_rule() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bash_prefix_rule_runs_git_status_unasked_and_asks_for_git_push() {
     let world = World::new();
+    without_capture(&world);
     world.write(
         ".shiro/config.toml",
-        &format!("{NO_CAPTURE}[permissions]\nallow = [\"bash(git status:*)\"]\n"),
+        "[permissions]\nallow = [\"bash(git status:*)\"]\n",
     );
     world.write("x", "keep\n");
     let model = world.replay(&script(&[
@@ -92,9 +98,10 @@ async fn a_bash_prefix_rule_runs_git_status_unasked_and_asks_for_git_push() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn read_only_mode_refuses_changes_and_bash_even_when_allowed_and_reads_run() {
     let world = World::new();
+    without_capture(&world);
     world.write(
         ".shiro/config.toml",
-        &format!("{NO_CAPTURE}[permissions]\nallow = [\"Bash\", \"Edit\"]\n"),
+        "[permissions]\nallow = [\"Bash\", \"Edit\"]\n",
     );
     world.write("a.txt", "hello\n");
     let model = world.replay(&script(&[
@@ -176,7 +183,7 @@ async fn read_only_mode_runs_bash_in_a_read_only_sandbox() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn allowed_and_disallowed_tools_flags_add_rules_for_the_run() {
     let world = World::new();
-    world.write(".shiro/config.toml", NO_CAPTURE);
+    without_capture(&world);
     world.write("src/a.rs", "fn a() {}\n");
     world.write("notes.txt", "notes\n");
     let model = world.replay(&script(&[
@@ -210,7 +217,7 @@ async fn allowed_and_disallowed_tools_flags_add_rules_for_the_run() {
     assert!(world.tool_results()[2].contains("hi"));
 
     let world = World::new();
-    world.write(".shiro/config.toml", NO_CAPTURE);
+    without_capture(&world);
     world.write("notes.txt", "notes\n");
     let model = world.replay(&script(&[
         ("bash", json!({"command": "rm notes.txt"})),
@@ -265,9 +272,10 @@ async fn an_invalid_rule_in_a_config_file_stops_shiro_with_the_file_and_the_rule
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn always_saves_the_narrowest_rule_and_the_session_shows_and_changes_modes() {
     let world = World::new();
+    without_capture(&world);
     world.write(
         ".shiro/config.toml",
-        &format!("# my settings\n{NO_CAPTURE}\n[permissions]\n# never this\ndeny = [\"bash(rm -rf:*)\"]\n"),
+        "# my settings\n\n[permissions]\n# never this\ndeny = [\"bash(rm -rf:*)\"]\n",
     );
     let model = world.replay(&json!({"responses": [
         {"text": "", "tool_calls": [{"name": "bash", "arguments": {"command": "echo hi  -n"}}]},
@@ -324,10 +332,9 @@ async fn always_saves_the_narrowest_rule_and_the_session_shows_and_changes_modes
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn user_rules_are_saved_and_an_ask_rule_asks_even_with_yes() {
     let world = World::new();
-    world.write(".shiro/config.toml", NO_CAPTURE);
     std::fs::write(
         world.cfg.path().join("config.toml"),
-        "[permissions]\nask = [\"bash(echo:*)\"]\n",
+        format!("{NO_CAPTURE}[permissions]\nask = [\"bash(echo:*)\"]\n"),
     )
     .unwrap();
     let model = world.replay(&json!({"responses": [
@@ -340,6 +347,8 @@ async fn user_rules_are_saved_and_an_ask_rule_asks_even_with_yes() {
     assert_eq!(world.read("notes/a.md").as_deref(), Some("2\n"));
     let user = std::fs::read_to_string(world.cfg.path().join("config.toml")).unwrap();
     insta::assert_snapshot!(user, @r#"
+    [bash]
+    capture = "off"
     [permissions]
     ask = ["bash(echo:*)"]
     allow = ["write_file(notes/a.md)"]
@@ -399,7 +408,7 @@ async fn a_search_of_the_whole_workspace_leaves_out_what_deny_rules_hide() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn always_on_a_script_keeps_the_exact_line_and_on_git_the_subcommand() {
     let world = World::new();
-    world.write(".shiro/config.toml", NO_CAPTURE);
+    without_capture(&world);
     world.write("victim", "keep\n");
     let bash = |command: &str| json!({"text": "", "tool_calls": [{"name": "bash", "arguments": {"command": command}}]});
     let model = world.replay(&json!({"responses": [
@@ -476,9 +485,10 @@ async fn yes_with_read_only_names_read_only_mode_as_the_cause() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ask_rule_under_p_with_yes_is_named_as_the_cause() {
     let world = World::new();
+    without_capture(&world);
     world.write(
         ".shiro/config.toml",
-        &format!("{NO_CAPTURE}[permissions]\nask = [\"bash(git push:*)\"]\n"),
+        "[permissions]\nask = [\"bash(git push:*)\"]\n",
     );
     let model = world.replay(&script(&[("bash", json!({"command": "git push"}))]));
     let run = world

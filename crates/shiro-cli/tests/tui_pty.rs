@@ -322,7 +322,11 @@ fn esc_during_a_bash_call_stops_it_and_undo_restores_what_the_capture_guarantees
 #[test]
 fn esc_during_a_bash_call_with_detect_capture_then_undo_restores_the_edit_and_names_the_rest() {
     let world = World::new();
-    world.write(".shiro/config.toml", "[bash]\ncapture = \"detect\"\n");
+    std::fs::write(
+        world.cfg.path().join("config.toml"),
+        "[bash]\ncapture = \"detect\"\n",
+    )
+    .unwrap();
     let Some((mut pty, _, capture)) = esc_during_bash(&world) else {
         return;
     };
