@@ -265,6 +265,126 @@ async fn a_stop_that_lands_while_the_command_starts_stops_it() {
     );
 }
 
+/// A runner that runs commands directly, after doing what `readying` does where a capture is
+/// readied (the overlay's layer, the git repository's state); it counts the captures it
+/// finished.
+mod readying {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use async_trait::async_trait;
+    use shiro_tools::Mutator;
+    use shiro_tools::capture::{
+        BashRunner, CaptureError, CaptureMode, Captured, CommandCapture, Ended,
+    };
+
+    pub struct Readying {
+        pub readying: Box<dyn Fn() + Send + Sync>,
+        pub finished: Arc<AtomicUsize>,
+    }
+
+    impl std::fmt::Debug for Readying {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Readying")
+        }
+    }
+
+    struct Direct(PathBuf, Arc<AtomicUsize>);
+
+    #[async_trait]
+    impl BashRunner for Readying {
+        fn mode(&self) -> CaptureMode {
+            CaptureMode::Off
+        }
+        async fn begin(
+            &self,
+            mutator: &dyn Mutator,
+        ) -> Result<Box<dyn CommandCapture>, CaptureError> {
+            (self.readying)();
+            Ok(Box::new(Direct(
+                mutator.root().to_path_buf(),
+                Arc::clone(&self.finished),
+            )))
+        }
+    }
+
+    #[async_trait]
+    impl CommandCapture for Direct {
+        fn command(&self, program: &str, script: &str) -> tokio::process::Command {
+            let mut command = tokio::process::Command::new(program);
+            command.arg("-c").arg(script).current_dir(&self.0);
+            command
+        }
+        async fn finish(
+            self: Box<Self>,
+            _mutator: &dyn Mutator,
+            _ended: Ended,
+        ) -> Result<Captured, CaptureError> {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            Ok(Captured::default())
+        }
+    }
+}
+
+/// A stop that lands after the call began, while its capture is readied (before the command
+/// starts), is not forgotten, though its sender is gone since (the MCP server's stop of one
+/// call ends with its cancellation): the command never starts, the call is refused as one
+/// that ran nothing, and the capture readied is put away.
+#[tokio::test]
+async fn a_stop_that_lands_while_the_capture_is_readied_runs_nothing() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use tokio::sync::watch;
+
+    let dir = tempfile::tempdir().unwrap();
+    let (stop, stopped) = watch::channel(0u64);
+    let stop = Mutex::new(Some(stop));
+    let finished = Arc::new(AtomicUsize::new(0));
+    let runner = readying::Readying {
+        readying: Box::new(move || {
+            if let Some(stop) = stop.lock().unwrap().take() {
+                stop.send_modify(|n| *n += 1);
+            }
+        }),
+        finished: Arc::clone(&finished),
+    };
+    let bash = tools::Bash::new(Arc::new(runner)).with_stop(stopped);
+    let m = FsMutator::new(dir.path()).unwrap();
+    let err = bash
+        .call(&m, json!({"command": "touch ran"}))
+        .await
+        .unwrap_err();
+    insta::assert_snapshot!(err.to_string(), @"stopped before the command started; nothing was run");
+    assert!(!dir.path().join("ran").exists());
+    assert_eq!(finished.load(Ordering::SeqCst), 1);
+}
+
+/// A stop from before the call (a Ctrl-C that ended an earlier turn) does not count: the
+/// command runs.
+#[tokio::test]
+async fn a_stop_from_before_the_call_does_not_count() {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicUsize;
+    use tokio::sync::watch;
+
+    let dir = tempfile::tempdir().unwrap();
+    let stop = watch::Sender::new(0u64);
+    let runner = readying::Readying {
+        readying: Box::new(|| {}),
+        finished: Arc::new(AtomicUsize::new(0)),
+    };
+    let bash = tools::Bash::new(Arc::new(runner)).with_stop(stop.subscribe());
+    stop.send_modify(|n| *n += 1);
+    let m = FsMutator::new(dir.path()).unwrap();
+    let output = bash
+        .call(&m, json!({"command": "touch ran"}))
+        .await
+        .unwrap();
+    assert!(output.text.ends_with("[exit code 0]"), "{}", output.text);
+    assert!(dir.path().join("ran").exists());
+}
+
 /// A runner that cannot set its overlay up falls back to detection once, says why in the
 /// first result, and runs the command exactly once.
 #[tokio::test]

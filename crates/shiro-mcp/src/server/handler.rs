@@ -234,7 +234,10 @@ impl<W: Workspace> ServerHandler for ShiroServer<W> {
             let token = token.clone();
             Cancelled::by(move || token.is_cancelled())
         };
-        let (stop, forward) = self.turns.call_stop(async move { token.cancelled().await });
+        let began = cancelled.began();
+        let (stop, forward) = self
+            .turns
+            .call_stop(began, async move { token.cancelled().await });
         async move {
             // The calls received before this one run first (see `super::order`). A call
             // cancelled meanwhile (or whose client went away) never starts.

@@ -19,6 +19,7 @@
 mod annotations;
 mod cancel;
 mod handler;
+mod lines;
 pub mod listen;
 mod order;
 #[cfg(test)]
@@ -32,13 +33,13 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use rmcp::ServiceExt as _;
-use rmcp::transport::async_rw::AsyncRwTransport;
 use shiro_tools::capture::Background;
 use shiro_tools::{FsMutator, Tool, ToolError, ToolOutput};
 use shiro_undo::{Recording, UndoStore};
 use tokio::sync::watch;
 
 pub use handler::ShiroServer;
+use lines::Lines;
 use order::InOrder;
 pub use turns::{BeginTurnArgs, NoArgs, Restore, RestoreToolArgs, Turns, UndoToolArgs, with_lines};
 
@@ -79,8 +80,9 @@ pub trait Workspace: Send + Sync + 'static {
     /// shiro's tools, `bash` as configured, in the order a model is shown them.
     fn tools(&self) -> Vec<Box<dyn Tool>>;
 
-    /// The tool called `name`, if there is one. With `stop`, a running `bash` command is
-    /// killed when it changes (what it changed is still recorded). With `background`,
+    /// The tool called `name`, if there is one. With `stop`, a `bash` call is stopped when it
+    /// changes after the call began (see `Bash::with_stop`): a running command is killed
+    /// (what it changed is still recorded), and one not started yet never starts. With `background`,
     /// `bash`, `bash_output` and `bash_kill` start, read and stop the background commands of
     /// that registry rather than the workspace's own.
     fn tool(
@@ -184,12 +186,8 @@ pub async fn serve<W: Workspace>(
         listener.serve(server, token, stopped).await;
         true
     } else {
-        // Each call takes its place in the order as the transport reads it.
         let (read, write) = rmcp::transport::stdio_pipes();
-        let transport = InOrder::new(
-            AsyncRwTransport::new_server(read, write),
-            Arc::clone(server.arrivals()),
-        );
+        let transport = stdio(&server, read, write);
         let service = tokio::select! {
             started = server.serve(transport) => started
                 .map_err(|err| anyhow!("no MCP session was started: {err}"))?,
@@ -216,4 +214,15 @@ pub async fn serve<W: Workspace>(
     }
     let notices = turns.shutdown().await;
     Ok(Served { signalled, notices })
+}
+
+/// The transport of `server` over standard input and output (`read` and `write`): a message
+/// per line (see `lines.rs`), each call taking its place in the order as it is read.
+fn stdio<W, R, O>(server: &ShiroServer<W>, read: R, write: O) -> InOrder<Lines<R, O>>
+where
+    W: Workspace,
+    R: tokio::io::AsyncRead + Unpin,
+    O: tokio::io::AsyncWrite + Unpin,
+{
+    InOrder::new(Lines::new(read, write), Arc::clone(server.arrivals()))
 }

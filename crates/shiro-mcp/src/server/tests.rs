@@ -10,16 +10,17 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::ServiceExt as _;
-use rmcp::transport::async_rw::AsyncRwTransport;
 use serde_json::{Value, json};
-use shiro_tools::capture::{Background, Launch};
-use shiro_tools::{FsMutator, Tool, ToolError, ToolOutput};
+use shiro_tools::capture::{
+    Background, BashRunner, CaptureError, CaptureMode, CommandCapture, Direct, Launch,
+};
+use shiro_tools::tools::Bash;
+use shiro_tools::{FsMutator, Mutator, Tool, ToolError, ToolOutput};
 use shiro_undo::{Recording, StateDir, StoreOptions, UndoStore};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader, DuplexStream};
 use tokio::io::{Lines, ReadHalf, WriteHalf};
 use tokio::sync::{oneshot, watch};
 
-use super::order::InOrder;
 use super::{Outcome, Restore, ShiroServer, Turns, Way, Workspace};
 
 /// Where the workspace can keep a call waiting.
@@ -29,6 +30,10 @@ enum Place {
     RunAsTurn,
     /// Before a group's turn begins, at its first changing call.
     OpenStore,
+    /// While `bash` readies its command's capture (in the real workspace: the overlay's
+    /// layer, the git repository's state). A call held here is let go once its stop has
+    /// changed too: whatever the test sent meanwhile has then reached the call.
+    ReadyCapture,
 }
 
 /// A call held at a [`Place`]: it says when it gets there, and waits to be let go.
@@ -80,8 +85,8 @@ impl Fake {
         (on_reached, let_go)
     }
 
-    /// Waits there if the call is to be held at `at`.
-    async fn held_at(&self, at: Place) {
+    /// Waits there if the call is to be held at `at`; says whether it was.
+    async fn held_at(&self, at: Place) -> bool {
         let hold = {
             let mut slot = self.hold.lock().unwrap();
             match slot.take() {
@@ -92,10 +97,12 @@ impl Fake {
                 }
             }
         };
-        if let Some(hold) = hold {
-            hold.reached.send(()).unwrap();
-            hold.release.await.unwrap();
-        }
+        let Some(hold) = hold else {
+            return false;
+        };
+        hold.reached.send(()).unwrap();
+        hold.release.await.unwrap();
+        true
     }
 
     fn turns(&self) -> Vec<String> {
@@ -105,6 +112,37 @@ impl Fake {
 
 /// The server's workspace: the tests keep the [`Fake`] to look at it.
 struct Shared(Arc<Fake>);
+
+/// The runner of the fake's `bash`: it runs commands directly (capturing nothing), and may be
+/// held while it readies a command's capture ([`Place::ReadyCapture`]).
+#[derive(Debug)]
+struct Runner {
+    fake: Arc<Fake>,
+    /// The call's stop.
+    stop: Option<watch::Receiver<u64>>,
+}
+
+impl std::fmt::Debug for Fake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Fake")
+    }
+}
+
+#[async_trait::async_trait]
+impl BashRunner for Runner {
+    fn mode(&self) -> CaptureMode {
+        CaptureMode::Off
+    }
+
+    async fn begin(&self, mutator: &dyn Mutator) -> Result<Box<dyn CommandCapture>, CaptureError> {
+        if self.fake.held_at(Place::ReadyCapture).await
+            && let Some(mut stop) = self.stop.clone()
+        {
+            stop.changed().await.unwrap();
+        }
+        Direct.begin(mutator).await
+    }
+}
 
 impl Workspace for Shared {
     fn tools(&self) -> Vec<Box<dyn Tool>> {
@@ -119,7 +157,11 @@ impl Workspace for Shared {
         background: Option<&Arc<Background>>,
     ) -> Option<Box<dyn Tool>> {
         let background = background.unwrap_or(&self.0.background);
-        let mut bash = shiro_tools::tools::bash().with_background(Arc::clone(background));
+        let runner = Runner {
+            fake: Arc::clone(&self.0),
+            stop: stop.clone(),
+        };
+        let mut bash = Bash::new(Arc::new(runner)).with_background(Arc::clone(background));
         if let Some(stop) = stop {
             bash = bash.with_stop(stop);
         }
@@ -207,10 +249,7 @@ impl Client {
         let (ours, theirs) = tokio::io::duplex(1 << 16);
         let server = server(fake);
         let (read, write) = tokio::io::split(theirs);
-        let transport = InOrder::new(
-            AsyncRwTransport::new_server(read, write),
-            Arc::clone(server.arrivals()),
-        );
+        let transport = super::stdio(&server, read, write);
         tokio::spawn(async move {
             let running = server.serve(transport).await.unwrap();
             let _ = running.waiting().await;
@@ -250,6 +289,25 @@ impl Client {
             answers.insert(id, answer);
         }
         answers
+    }
+
+    /// Writes `text` as it is, a line the client may have botched.
+    async fn send_raw(&mut self, text: &str) {
+        self.write.write_all(text.as_bytes()).await.unwrap();
+    }
+
+    /// Reads lines until the answer to `id` has come; returns every line read, in order.
+    async fn lines_until(&mut self, id: u64) -> Vec<Value> {
+        let mut lines = Vec::new();
+        loop {
+            let line = self.read.next_line().await.unwrap().unwrap();
+            let answer: Value = serde_json::from_str(&line).unwrap();
+            let done = answer["id"] == json!(id);
+            lines.push(answer);
+            if done {
+                return lines;
+            }
+        }
     }
 
     /// Cancels call `id`, and returns once the server has read the cancellation: the server
@@ -362,6 +420,25 @@ async fn a_bash_call_cancelled_before_its_command_starts_never_starts_it() {
     assert_eq!(fake.turns(), ["mcp: test: bash touch after"]);
 }
 
+/// A bash call cancelled while `bash` readies its command's capture (after the call began,
+/// before the command starts) never starts its command, and nothing of it is recorded.
+#[tokio::test]
+async fn a_bash_call_cancelled_while_its_capture_is_readied_never_starts_it() {
+    let fake = Fake::new();
+    let mut client = Client::connect(&fake).await;
+    let (reached, release) = fake.hold(Place::ReadyCapture);
+    client.send(&[touch(1, "cancelled")]).await;
+    reached.await.unwrap();
+    client.cancel(1, 2).await;
+    release.send(()).unwrap();
+    client.send(&[touch(3, "after")]).await;
+    let answers = client.answers(&[3]).await;
+    succeeded(&answers, 3);
+    assert!(!fake.root().join("cancelled").exists());
+    assert!(fake.root().join("after").exists());
+    assert_eq!(fake.turns(), ["mcp: test: bash touch after"]);
+}
+
 /// In a group, a bash call cancelled while the group's turn begins (at its first changing
 /// call) never starts its command, and the group closes with nothing recorded.
 #[tokio::test]
@@ -411,4 +488,21 @@ async fn malformed_params_are_invalid_params_and_an_unknown_method_says_so() {
     {"code":-32601,"message":"unknown method foo/bar; shiro serves tools: tools/list, tools/call"}
     "#);
     assert!(answers[&4]["result"]["tools"].is_array(), "{}", answers[&4]);
+}
+
+/// A line that is not JSON is answered with JSON-RPC's parse error (-32700, id null), before
+/// the server reads the next line, and the server goes on serving.
+#[tokio::test]
+async fn a_line_that_is_not_json_is_a_parse_error_and_the_server_goes_on() {
+    let fake = Fake::new();
+    let mut client = Client::connect(&fake).await;
+    client
+        .send_raw("not json\n{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"tools/list\"}\n")
+        .await;
+    let lines = client.lines_until(1).await;
+    let [error, listed] = lines.as_slice() else {
+        panic!("{} answers", lines.len())
+    };
+    insta::assert_snapshot!(error.to_string(), @r#"{"error":{"code":-32700,"message":"parse error: the line is not JSON (expected ident at line 1 column 2); a message is one line of JSON"},"id":null,"jsonrpc":"2.0"}"#);
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
 }

@@ -174,10 +174,13 @@ impl<W: Workspace> Turns<W> {
         self.workspace.tool(name, Some(stop), background)
     }
 
-    /// A stop for one call: it changes when `cancelled` resolves (the client's cancellation)
-    /// or a signal asks to stop. Drop the handle's task (abort it) once the call is over.
+    /// A stop for one call: once `began` has resolved (the tool's call began), it changes
+    /// when `cancelled` resolves (the client's cancellation) or a signal asks to stop, or
+    /// has done so since the stop was made. Drop the handle's task (abort it) once the call
+    /// is over.
     pub fn call_stop(
         &self,
+        began: impl Future<Output = ()> + Send + 'static,
         cancelled: impl Future<Output = ()> + Send + 'static,
     ) -> (
         tokio::sync::watch::Receiver<u64>,
@@ -186,6 +189,9 @@ impl<W: Workspace> Turns<W> {
         let (stop, receiver) = tokio::sync::watch::channel(0u64);
         let mut signals = self.workspace.stops();
         let forward = tokio::spawn(async move {
+            // `bash` counts a change of its stop only from its call's start: one before it
+            // would be forgotten (see `super::cancel`).
+            began.await;
             tokio::pin!(cancelled);
             loop {
                 tokio::select! {

@@ -100,9 +100,13 @@ impl Bash {
         self.background.as_ref()
     }
 
-    /// Stops a running command, as a timeout does, each time `stop`'s value changes; what it
-    /// changed so far is captured and the call returns (an interrupt that should keep the
-    /// record of a command, where dropping the call would lose it).
+    /// Stops a call each time `stop`'s value changes after the call began: a running command
+    /// is stopped as a timeout stops it (what it changed so far is captured, and the call
+    /// returns: an interrupt that should keep the record of a command, where dropping the
+    /// call would lose it), and a command not started yet never starts (the call is refused,
+    /// having run nothing). A change before the call (a stop that ended an earlier one) does
+    /// not count. The call begins when it is first polled: it takes note of `stop` before it
+    /// awaits anything.
     pub fn with_stop(mut self, stop: watch::Receiver<u64>) -> Self {
         self.stop = Some(stop);
         self
@@ -272,8 +276,17 @@ impl Tool for Bash {
         mutator: &dyn Mutator,
         args: serde_json::Value,
     ) -> Result<ToolOutput, ToolError> {
+        // Only a stop from now on counts, however long the command takes to start (see
+        // `Bash::with_stop`): taken note of before anything is awaited.
+        let stop = self.stop.clone().map(|mut stop| {
+            stop.mark_unchanged();
+            stop
+        });
         let args: BashArgs = parse_args(NAME, args)?;
         if args.run_in_background == Some(true) {
+            if stopped_already(stop.as_ref()) {
+                return Err(ToolError::refused(STOPPED_BEFORE_START));
+            }
             return self.start_background(mutator, &args).await;
         }
         let secs = args.timeout_secs.unwrap_or(BASH_DEFAULT_TIMEOUT_SECS);
@@ -301,9 +314,19 @@ impl Tool for Bash {
         // A capture that could not be set up ran nothing: the runner may then try another
         // way (an `Auto` runner falls back to detection), once.
         for attempt in 0..2 {
+            if stopped_already(stop.as_ref()) {
+                return Err(ToolError::refused(STOPPED_BEFORE_START));
+            }
             let capture = self.runner.begin(mutator).await.map_err(|err| {
                 ToolError::refused(format!("cannot run the command: {err}; nothing was run"))
             })?;
+            // A stop that came while the capture was readied (an overlay's layer, the git
+            // repository's state) is not forgotten: the command never starts. Finishing the
+            // capture of nothing puts away what it readied.
+            if stopped_already(stop.as_ref()) {
+                let _ = capture.finish(mutator, Ended::Killed).await;
+                return Err(ToolError::refused(STOPPED_BEFORE_START));
+            }
             let to_background = self
                 .to_background
                 .clone()
@@ -312,7 +335,7 @@ impl Tool for Bash {
                 &*capture,
                 &args.command,
                 timeout,
-                [self.stop.clone(), to_background],
+                [stop.clone(), to_background],
                 self.live.as_ref(),
             )
             .await
@@ -535,10 +558,20 @@ enum Ending {
     Lost(io::Error),
 }
 
+/// What a call stopped before its command started says.
+const STOPPED_BEFORE_START: &str = "stopped before the command started; nothing was run";
+
+/// Whether `stop` changed since the call took note of it (its sender may be gone since: the
+/// change still counts).
+fn stopped_already(stop: Option<&watch::Receiver<u64>>) -> bool {
+    stop.is_some_and(|stop| stop.borrow().has_changed())
+}
+
 /// Runs the command `capture` readies, and returns the text the model reads, how it ended,
-/// and whether it was stopped to go to the background. `stops` are what stop it, and what
-/// stops it to go to the background. When this returns, every process of the command's
-/// group is gone.
+/// and whether it was stopped to go to the background. `stops` are what stop it (a change
+/// its receiver has not seen counts, one that comes while the command starts too), and what
+/// stops it to go to the background (from now on). When this returns, every process of the
+/// command's group is gone.
 async fn run(
     capture: &dyn CommandCapture,
     command: &str,
@@ -547,14 +580,12 @@ async fn run(
     live: Option<&Live>,
 ) -> io::Result<(String, Ended, bool)> {
     let [mut stop, mut to_background] = stops;
-    // Only a stop that comes from now on counts. Marked before the command starts: a stop
-    // that lands while it starts (it may already run and write before this task goes on)
-    // must still stop it, not be forgotten.
-    for stop in [stop.as_mut(), to_background.as_mut()]
-        .into_iter()
-        .flatten()
-    {
-        stop.mark_unchanged();
+    // Only a move to the background asked from now on counts. Marked before the command
+    // starts: one that lands while it starts (it may already run and write before this task
+    // goes on) must still move it, not be forgotten. A stop that lands then is seen, as the
+    // call took note of it before.
+    if let Some(to_background) = to_background.as_mut() {
+        to_background.mark_unchanged();
     }
     let (mut child, mut reader) = match capture.start_ready("bash", command).await {
         Some(Started { child, output }) => (child, output),
