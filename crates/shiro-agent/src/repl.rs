@@ -20,6 +20,28 @@ use crate::headless::{self, BUILTINS};
 use crate::permissions::Mode;
 use crate::trust;
 
+/// The built-ins that take no arguments: typed with some, they say so and do nothing,
+/// rather than drop words the user meant for them.
+const NO_ARGUMENTS: [&str; 11] = [
+    "clear",
+    "commands",
+    "cost",
+    "exit",
+    "help",
+    "init",
+    "log",
+    "permissions",
+    "sessions",
+    "status",
+    "trust",
+];
+
+/// What a built-in typed with `args` says instead of running, when it takes none.
+fn refuse_arguments(name: &str, args: &str) -> Option<String> {
+    (NO_ARGUMENTS.contains(&name) && !args.trim().is_empty())
+        .then(|| format!("/{name} takes no arguments, so nothing was done; type /{name} alone"))
+}
+
 /// The prompt shown for the next message.
 pub const PROMPT: &str = "> ";
 
@@ -76,10 +98,13 @@ async fn run_loop(agent: &mut Agent<'_>, registry: &Registry) -> Result<()> {
         match registry.resolve(line) {
             Resolved::NotACommand => send(agent, line).await?,
             Resolved::Builtin { name, args } => {
-                if name == "exit" {
+                if let Some(refusal) = refuse_arguments(&name, &args) {
+                    agent.printer.info(&refusal);
+                } else if name == "exit" {
                     return Ok(());
+                } else {
+                    builtin(agent, registry, &name, &args).await?;
                 }
-                builtin(agent, registry, &name, &args).await?;
             }
             Resolved::User { command, args } => {
                 if let Err(err) = super::run_user_command(agent, &command, &args, "").await {
@@ -497,7 +522,8 @@ async fn resume(agent: &mut Agent<'_>, args: &str) -> String {
 }
 
 /// The numbered list `/resume` and `/sessions` show: time (UTC), turns, first prompt; each
-/// fork under its parent, indented, with the turn it was forked before.
+/// fork under its parent, indented, with the turn it was forked before; a session another
+/// shiro process has open (which `/resume` would refuse) marked as in use.
 pub fn sessions_text(sessions: &[(SessionSummary, usize)], current: &str) -> String {
     if sessions.is_empty() {
         return "no saved session with a prompt in this workspace".to_owned();
@@ -515,8 +541,11 @@ pub fn sessions_text(sessions: &[(SessionSummary, usize)], current: &str) -> Str
             session.turns,
             if session.turns == 1 { "turn" } else { "turns" }
         );
+        // The session this process is in holds its lock too.
         let this = if session.id == current {
             "  (this session)"
+        } else if session.in_use {
+            "  (in use by another shiro process)"
         } else {
             ""
         };
@@ -795,6 +824,164 @@ mod tests {
             .find(|line| line.starts_with("your commands:"))
             .expect("a line of the user's commands");
         insta::assert_snapshot!(users, @"your commands: /deploy (/commands lists them)");
+    }
+
+    /// `/sessions` and `/resume` mark a session another shiro process has open, which
+    /// resuming would refuse; the session this one is in is marked as this session, though
+    /// it holds its lock too.
+    #[test]
+    fn the_list_of_sessions_marks_those_open_in_another_process() {
+        let at = |secs: u64| std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+        let summary = |id: &str, prompt: &str, in_use: bool| SessionSummary {
+            id: id.to_owned(),
+            modified: at(1_796_000_000),
+            first_prompt: prompt.to_owned(),
+            turns: 1,
+            forked_from: None,
+            in_use,
+        };
+        let sessions = [
+            (summary("a", "fix the parser", true), 0),
+            (summary("b", "add tests", false), 0),
+            (summary("c", "this one", true), 0),
+        ];
+        insta::assert_snapshot!(sessions_text(&sessions, "c"), @r"
+        saved sessions, newest first, forks under their parent (/resume N switches to one):
+           1  2026-11-30 00:53:20 UTC     1 turn  fix the parser  (in use by another shiro process)
+           2  2026-11-30 00:53:20 UTC     1 turn  add tests
+           3  2026-11-30 00:53:20 UTC     1 turn  this one  (this session)
+        ");
+    }
+
+    /// `/sessions` in a session, with another session of the workspace held open as
+    /// another shiro process would hold it: that one is marked, a closed one is not.
+    #[tokio::test]
+    async fn sessions_marks_a_session_held_open_with_a_real_lock() {
+        use crate::turn::tests::{agent, context, workspace};
+        let (_dir, root) = workspace();
+        let ctx = context(
+            root.clone(),
+            crate::config::Config::load(&root, None).expect("a config"),
+        );
+        let prompt = |text: &str| session::Line::Message {
+            message: shiro_providers::Message::user(text),
+            time: None,
+        };
+        let mut held = Session::create(&ctx.state).expect("a session");
+        held.append(&prompt("held elsewhere")).expect("appended");
+        let mut closed = Session::create(&ctx.state).expect("a session");
+        closed.append(&prompt("closed")).expect("appended");
+        drop(closed);
+        let session = Session::create(&ctx.state).expect("a session");
+        let script = r#"{"responses": [{"text": "never asked"}]}"#;
+        let mut agent = agent(&ctx, script, session, Mode::Ask, 5);
+        let text = resume(&mut agent, "").await;
+        let line = |prompt: &str| {
+            text.lines()
+                .find(|line| line.contains(prompt))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert!(
+            line("held elsewhere").ends_with("held elsewhere  (in use by another shiro process)"),
+            "{text}"
+        );
+        assert!(line("closed").ends_with("closed"), "{text}");
+        drop(held);
+        let text = resume(&mut agent, "").await;
+        assert!(!text.contains("in use"), "{text}");
+    }
+
+    /// Every built-in either takes arguments or refuses them: a new one must be put in one
+    /// of the two lists, so that no built-in silently drops words the user typed.
+    #[test]
+    fn every_built_in_either_takes_arguments_or_refuses_them() {
+        const TAKES_ARGUMENTS: [&str; 10] = [
+            "bashes", "compact", "fork", "mcp", "mode", "model", "redo", "resume", "rewind", "undo",
+        ];
+        let mut classified: Vec<&str> = NO_ARGUMENTS
+            .iter()
+            .chain(&TAKES_ARGUMENTS)
+            .copied()
+            .collect();
+        classified.sort_unstable();
+        let mut builtins: Vec<&str> = BUILTINS.iter().map(|(name, _)| *name).collect();
+        builtins.sort_unstable();
+        assert_eq!(classified, builtins);
+        for name in TAKES_ARGUMENTS {
+            assert_eq!(refuse_arguments(name, "1"), None, "{name}");
+        }
+        for name in NO_ARGUMENTS {
+            assert_eq!(refuse_arguments(name, ""), None, "{name}");
+            assert!(refuse_arguments(name, "x").is_some(), "{name}");
+        }
+    }
+
+    /// A built-in that takes no arguments, typed with some, says so and does nothing: `/clear
+    /// extra` keeps the conversation and its session, `/status extra` shows no status, and
+    /// `/exit now` does not end the session; typed alone, they run.
+    #[tokio::test]
+    async fn a_built_in_typed_with_words_it_does_not_take_says_so_and_does_nothing() {
+        use crate::turn::tests::{agent, context, workspace};
+        let (_dir, root) = workspace();
+        let ctx = context(
+            root.clone(),
+            crate::config::Config::load(&root, None).expect("a config"),
+        );
+        let session = Session::create(&ctx.state).expect("a session");
+        let id = session.id().to_owned();
+        let script = r#"{"responses": [{"text": "never asked"}]}"#;
+        let mut agent = agent(&ctx, script, session, Mode::Ask, 5);
+        let printed = Printed::default();
+        agent.printer = crate::events::Printer::new(
+            Box::new(printed.clone()),
+            Box::new(printed.clone()),
+            crate::events::Mode::Interactive,
+            crate::render::Color::Never,
+        );
+        agent.input = Box::new(crate::input::Lines::new(Box::new(std::io::Cursor::new(
+            "/clear extra\n/status now\n/exit now\n/help me\n/cost\n",
+        ))));
+        let registry = headless::registry(&ctx);
+        run(&mut agent, &registry).await.expect("the loop ends");
+        assert_eq!(agent.session.id(), id, "/clear extra made a new session");
+        insta::assert_snapshot!(printed.text(), @r"
+        > /clear extra
+        /clear takes no arguments, so nothing was done; type /clear alone
+        > /status now
+        /status takes no arguments, so nothing was done; type /status alone
+        > /exit now
+        /exit takes no arguments, so nothing was done; type /exit alone
+        > /help me
+        /help takes no arguments, so nothing was done; type /help alone
+        > /cost
+        no tokens used yet: no request was sent to the model in this session
+        ");
+    }
+
+    /// What a printer wrote, shared with the test.
+    #[derive(Clone, Default)]
+    struct Printed(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Printed {
+        fn text(&self) -> String {
+            let bytes = self.0.lock().expect("not poisoned").clone();
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+    }
+
+    impl std::io::Write for Printed {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .expect("not poisoned")
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
     }
 
     #[test]

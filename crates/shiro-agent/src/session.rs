@@ -149,6 +149,9 @@ pub struct SessionSummary {
     /// The session it was forked from, and before which of that session's prompts (1 for
     /// the first).
     pub forked_from: Option<(String, usize)>,
+    /// Whether another open session holds its lock (another shiro process has it open, or
+    /// this one does, for the session it is in): resuming it is refused until that ends.
+    pub in_use: bool,
 }
 
 /// How many characters of a session's first prompt a [`SessionSummary`] keeps.
@@ -244,7 +247,7 @@ impl Session {
             .append(true)
             .open(&path)
             .with_context(|| format!("cannot open the session file {}", path.display()))?;
-        if !lock::try_lock(&file)
+        if !lock::try_lock_patiently(&file)
             .with_context(|| format!("cannot lock the session file {}", path.display()))?
         {
             let asked = match id {
@@ -623,9 +626,10 @@ fn read_all(mut file: &File) -> std::io::Result<Vec<u8>> {
 /// The saved sessions of the workspace whose state is `state`, newest first, for a picker.
 /// A session without a prompt (every start of shiro makes one) is left out, unless `/redo`
 /// can bring prompts back (its every turn was undone), and so is a file that cannot be read
-/// or does not replay; nothing is created. An error only when the state or sessions
-/// directory is there but is not a real directory (a link is never followed) or cannot be
-/// listed. `--continue` takes the first of them (see [`Session::reopen`]).
+/// or does not replay; nothing is created. Each is marked [`SessionSummary::in_use`] when an
+/// open session holds its lock. An error only when the state or sessions directory is there
+/// but is not a real directory (a link is never followed) or cannot be listed. `--continue`
+/// takes the first of them (see [`Session::reopen`]).
 pub fn list(state: &StateDir) -> Result<Vec<SessionSummary>> {
     for dir in [state.dir().to_path_buf(), state.sessions_dir()] {
         match std::fs::symlink_metadata(&dir) {
@@ -748,8 +752,11 @@ fn examine(path: &Path) -> Examined {
         return Examined::Skipped;
     }
     let modified = meta.modified().unwrap_or(UNIX_EPOCH);
-    let replayed = match read_no_follow(path) {
-        Ok(bytes) => replay_bytes(&bytes).map_err(|err| format!("{err:#}")),
+    // Opened once: read, and then looked at for its lock.
+    let file = shiro_undo::no_follow_options().read(true).open(path);
+    let replayed = match file.as_ref().map(read_all) {
+        Ok(Ok(bytes)) => replay_bytes(&bytes).map_err(|err| format!("{err:#}")),
+        Ok(Err(err)) => Err(format!("cannot read it: {err}")),
         Err(err) => Err(format!("cannot read it: {err}")),
     };
     let replayed = match replayed {
@@ -765,12 +772,16 @@ fn examine(path: &Path) -> Examined {
             None => return Examined::Skipped,
         },
     };
+    // Only a session with a prompt is looked at: a file just made is empty until its
+    // maker holds its lock, so a look never gets in the way of that lock.
+    let in_use = file.is_ok_and(|file| lock::held_elsewhere(&file).unwrap_or(false));
     Examined::Listed(SessionSummary {
         id,
         modified,
         first_prompt: first_line(&first.content, SUMMARY_CHARS),
         turns,
         forked_from: replayed.forked_from,
+        in_use,
     })
 }
 

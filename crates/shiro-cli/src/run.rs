@@ -36,6 +36,47 @@ const KEY_PATIENCE: Duration = Duration::from_secs(1);
 
 /// Runs the agent: interactive, or one headless turn with `-p`.
 pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
+    let headless = args.prompt.is_some();
+    let tui = !headless && !args.no_tui && tui_fits(|name| ctx.env.var(name));
+    let mode = match (headless, args.json) {
+        (false, _) => Mode::Interactive,
+        (true, false) => Mode::Headless,
+        (true, true) => Mode::Json,
+    };
+    let approvals = approvals(ctx, args)?;
+    let registry = headless::registry(ctx);
+    // A `-p` prompt naming a command that several match is a usage error, as in a session
+    // it is refused: sent as text, the model would get a command name it cannot run.
+    if let Some(prompt) = &args.prompt
+        && let Resolved::Unknown { name, candidates } = registry.resolve(prompt)
+        && !candidates.is_empty()
+    {
+        return Err(headless::UsageError(format!(
+            "/{name} is ambiguous: {}; name the one to run; nothing was sent",
+            headless::slash_names(&candidates)
+        ))
+        .into());
+    }
+    // `--resume` without an id on a terminal: a new session, then a picker of the others.
+    let pick = tui && args.resume.as_deref() == Some("");
+    let (session, history, notices) = if pick {
+        let new = SessionArgs {
+            resume: None,
+            ..args.clone()
+        };
+        open_session(&ctx.state, &new)?
+    } else {
+        open_session(&ctx.state, args)?
+    };
+    let cwd = std::env::current_dir().ok();
+    let instructions = instructions::load(&instructions::Places {
+        root: &ctx.root,
+        cwd: cwd.as_deref(),
+        user_dir: ctx.config.user_dir.as_deref(),
+        home: ctx.config.home_dir.as_deref(),
+    });
+    // Last of what may refuse the run, before the terminal UI: a refused `--resume`, rule or
+    // command has asked no password manager for a key it never uses.
     let provider = {
         let env = |name: &str| ctx.env.var(name);
         let made = provider(ctx, args.model.as_deref(), &env);
@@ -57,45 +98,6 @@ pub async fn main(ctx: &Context, args: &SessionArgs) -> Result<ExitCode> {
             }
         }
     };
-    let headless = args.prompt.is_some();
-    let tui = !headless && !args.no_tui && tui_fits(|name| ctx.env.var(name));
-    // `--resume` without an id on a terminal: a new session, then a picker of the others.
-    let pick = tui && args.resume.as_deref() == Some("");
-    let (session, history, notices) = if pick {
-        let new = SessionArgs {
-            resume: None,
-            ..args.clone()
-        };
-        open_session(&ctx.state, &new)?
-    } else {
-        open_session(&ctx.state, args)?
-    };
-    let mode = match (headless, args.json) {
-        (false, _) => Mode::Interactive,
-        (true, false) => Mode::Headless,
-        (true, true) => Mode::Json,
-    };
-    let approvals = approvals(ctx, args)?;
-    let registry = headless::registry(ctx);
-    // A `-p` prompt naming a command that several match is a usage error, as in a session
-    // it is refused: sent as text, the model would get a command name it cannot run.
-    if let Some(prompt) = &args.prompt
-        && let Resolved::Unknown { name, candidates } = registry.resolve(prompt)
-        && !candidates.is_empty()
-    {
-        return Err(headless::UsageError(format!(
-            "/{name} is ambiguous: {}; name the one to run; nothing was sent",
-            headless::slash_names(&candidates)
-        ))
-        .into());
-    }
-    let cwd = std::env::current_dir().ok();
-    let instructions = instructions::load(&instructions::Places {
-        root: &ctx.root,
-        cwd: cwd.as_deref(),
-        user_dir: ctx.config.user_dir.as_deref(),
-        home: ctx.config.home_dir.as_deref(),
-    });
     let ui = if tui {
         match Ui::start(
             registry.clone(),
@@ -465,5 +467,108 @@ pub fn open_session(
                 Ok((Session::unsaved(why), Conversation::default(), vec![notice]))
             }
         },
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use clap::Parser as _;
+    use shiro_agent::config::Config;
+    use shiro_agent::environment::Environment;
+    use shiro_agent::signals::Signals;
+
+    use super::*;
+    use crate::cli::Cli;
+
+    /// A workspace in `dir` whose user config names an OpenAI model and gets its key from
+    /// `[model] api_key_cmd`, which leaves the marker file it returns when it runs. No
+    /// variable holds a key, so nothing else could stand in for the command.
+    fn context(dir: &Path) -> (Context, PathBuf) {
+        let root = dir.join("ws");
+        let user = dir.join("config");
+        std::fs::create_dir_all(root.join(".shiro")).unwrap();
+        std::fs::create_dir_all(&user).unwrap();
+        let marker = dir.join("the-key-command-ran");
+        std::fs::write(
+            user.join("config.toml"),
+            format!(
+                "[model]\nname = \"gpt-4o-mini\"\napi_key_cmd = \"touch '{}'; echo sk-test\"\n",
+                marker.display()
+            ),
+        )
+        .unwrap();
+        // Two commands that `/commit` could mean: `-p /commit` is a usage error.
+        std::fs::write(
+            root.join(".shiro/commands.md"),
+            "## git:commit\nCommit.\n\n## hg:commit\nCommit.\n",
+        )
+        .unwrap();
+        let config = Config::load(&root, Some(user)).unwrap();
+        let ctx = Context {
+            state: StateDir::of_workspace(&dir.join("state"), &root),
+            root,
+            config,
+            color: Color::Never,
+            signals: Signals::default(),
+            bash: shiro_tools::tools::bash(),
+            env: Environment::default(),
+        };
+        (ctx, marker)
+    }
+
+    fn args(argv: &[&str]) -> SessionArgs {
+        Cli::try_parse_from(argv).unwrap().session
+    }
+
+    /// A run refused before it begins (a session that is unknown or open in another
+    /// process, an invalid rule, an ambiguous command) runs no `api_key_cmd`: a password
+    /// manager is not asked for a key the run never uses. The command does run for a model
+    /// that is used, so the test would see it.
+    #[tokio::test]
+    async fn a_refused_run_never_runs_the_key_command() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ctx, marker) = context(dir.path());
+        let mut held = Session::create(&ctx.state).unwrap();
+        held.append(&session::Line::Message {
+            message: shiro_providers::Message::user("held"),
+            time: None,
+        })
+        .unwrap();
+        let held_id = held.id().to_owned();
+        let refused = [
+            vec!["shiro", "--resume", "20260101-000000-dead"],
+            vec!["shiro", "--resume", &held_id],
+            vec!["shiro", "--continue"],
+            vec!["shiro", "--allowed-tools", "bash(", "-p", "hello"],
+            vec!["shiro", "-p", "/commit"],
+        ];
+        let mut errors = Vec::new();
+        for argv in refused {
+            let err = main(&ctx, &args(&argv)).await.unwrap_err();
+            assert!(!marker.exists(), "{argv:?} ran the key command: {err:#}");
+            errors.push(format!("{err:#}").replace(&held_id, "[ID]"));
+        }
+        let errors = errors.join("\n").replace(
+            &ctx.state.sessions_dir().display().to_string(),
+            "[SESSIONS]",
+        );
+        insta::assert_snapshot!(errors, @r#"
+        no session 20260101-000000-dead in this workspace's sessions ([SESSIONS]); /resume, or `shiro --resume` on a terminal, lists them
+        session [ID] is open in another shiro process, which may still append to it; wait until that process ends, go on in a copy of it (`shiro --resume [ID] --fork-session`), or start a new session
+        the newest session, [ID], is open in another shiro process, which may still append to it (--continue takes no older session in its place); wait until that process ends, go on in a copy of it (`shiro --continue --fork-session`), or start a new session
+        invalid allow rule "bash(" in --allowed-tools: `bash(` opens `(` and never closes it
+        /commit is ambiguous: /git:commit or /hg:commit; name the one to run; nothing was sent
+        "#);
+        drop(held);
+
+        let env = |_: &str| Err(std::env::VarError::NotPresent);
+        assert!(provider(&ctx, None, &env).await.is_ok());
+        assert!(
+            marker.exists(),
+            "the key command did not run for a model in use"
+        );
     }
 }

@@ -110,6 +110,63 @@ pub struct ExpandContext<'a> {
 /// The note that replaces a project command's shell substitution in an untrusted workspace.
 pub const NOT_TRUSTED_NOTE: &str = "[!shell not run: workspace not trusted]";
 
+/// What a front end that shows an expanded prompt (`shiro commands expand`) says beside it,
+/// because that prompt is not what typing the command in a session would send: see
+/// [`expand_notes`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ExpandNote {
+    /// A project skill of a workspace the user has not trusted (its name): typed, it runs
+    /// nothing, and the model is not offered it (see [`crate::Registry::held_back`]).
+    SkillNotTrusted(String),
+    /// A skill for the model alone, `user-invocable: false` (its name): typed, it runs
+    /// nothing.
+    ModelOnly(String),
+    /// A project command's shell substitutions were not run: the workspace is not trusted.
+    ShellNotRun,
+}
+
+impl std::fmt::Display for ExpandNote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExpandNote::SkillNotTrusted(name) => write!(
+                f,
+                "/{name} is a skill of this workspace, which you have not trusted: typed in a session it runs nothing, and the model is not offered it, until you trust the workspace (`/trust` in a session, or `--trust` here)"
+            ),
+            ExpandNote::ModelOnly(name) => write!(
+                f,
+                "/{name} is a skill for the model alone (its SKILL.md says `user-invocable: false`): typed in a session it runs nothing, and the model loads it when a task calls for it"
+            ),
+            ExpandNote::ShellNotRun => f.write_str(
+                "its shell substitutions were not run: this workspace is not trusted (`/trust` in a session, or `--trust` here)",
+            ),
+        }
+    }
+}
+
+/// The notes for `command` expanded where the workspace is trusted or not
+/// (`workspace_trusted`, as [`ExpandContext::workspace_trusted`] was): a skill that typing
+/// would not run says so, as a command whose shell substitutions were not run does.
+pub fn expand_notes(command: &Command, workspace_trusted: bool) -> Vec<ExpandNote> {
+    let mut notes = Vec::new();
+    if let Some(skill) = &command.skill {
+        if command.origin == Origin::Project && !workspace_trusted {
+            notes.push(ExpandNote::SkillNotTrusted(command.name.clone()));
+        }
+        if !skill.user_invocable {
+            notes.push(ExpandNote::ModelOnly(command.name.clone()));
+        }
+    }
+    let syntax = command.template_rules().syntax();
+    let (pieces, _) = template::pieces(&command.body, syntax);
+    let has_shell = pieces
+        .iter()
+        .any(|piece| matches!(piece, Piece::Shell { .. }));
+    if has_shell && !workspace_trusted && command.origin == Origin::Project {
+        notes.push(ExpandNote::ShellNotRun);
+    }
+    notes
+}
+
 /// The arguments of one use of a command.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Args {

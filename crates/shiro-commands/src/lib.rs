@@ -99,8 +99,9 @@ pub use allowed::{
     mcp_tool_name, some_command, split_mcp_name, tool, tools_for,
 };
 pub use expand::{
-    Args, ExpandContext, FileOutcome, FileReader, NOT_TRUSTED_NOTE, ShellCall, ShellOutcome,
-    ShellRunner, expand, file_references, looks_like_a_path, split_args,
+    Args, ExpandContext, ExpandNote, FileOutcome, FileReader, NOT_TRUSTED_NOTE, ShellCall,
+    ShellOutcome, ShellRunner, expand, expand_notes, file_references, looks_like_a_path,
+    split_args,
 };
 pub use fs_reader::FsReader;
 pub use load::load_source;
@@ -110,8 +111,8 @@ pub use parse::{
     parse_command_file, parse_commands_md, parse_gemini_file, parse_skill_file,
 };
 pub use registry::{
-    Ecosystems, Location, LocationKind, MenuEntry, Registry, Resolved, Shadowed, Sources,
-    source_label,
+    CheckSummary, Ecosystems, Location, LocationKind, MenuEntry, Registry, Resolved, Shadowed,
+    Sources, source_label,
 };
 pub use sh::ShRunner;
 pub use skill_files::{

@@ -209,6 +209,59 @@ impl fmt::Display for Shadowed {
     }
 }
 
+/// What [`Registry::check`] found, counted: the line a front end prints after the
+/// diagnostics ([`Registry::summarize`]). Its text counts what can be run, and says how many
+/// definitions the notes report as shadowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckSummary {
+    /// The user-defined commands in effect, skills apart.
+    pub commands: usize,
+    /// The skills in effect.
+    pub skills: usize,
+    /// The errors; `check` fails on them.
+    pub errors: usize,
+    /// The warnings.
+    pub warnings: usize,
+    /// The definitions hidden by stronger ones (the notes), counted in neither `commands`
+    /// nor `skills`.
+    pub shadowed: usize,
+}
+
+impl fmt::Display for CheckSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = |count: usize, one: &str, many: &str| {
+            format!("{count} {}", if count == 1 { one } else { many })
+        };
+        let both = |first: Option<String>, second: Option<String>| match (first, second) {
+            (Some(first), Some(second)) => Some(format!("{first} and {second}")),
+            (first, second) => first.or(second),
+        };
+        let some = |count: usize, one: &str, many: &str| (count > 0).then(|| n(count, one, many));
+        let defined = both(
+            some(self.commands, "command", "commands"),
+            some(self.skills, "skill", "skills"),
+        )
+        .unwrap_or_else(|| "no commands".to_owned());
+        let problems = both(
+            some(self.errors, "error", "errors"),
+            some(self.warnings, "warning", "warnings"),
+        );
+        match problems {
+            None => write!(f, "{defined}, no problems")?,
+            Some(problems) => write!(f, "{problems} in the command files; {defined} in effect")?,
+        }
+        if self.shadowed > 0 {
+            let verb = if self.shadowed == 1 { "is" } else { "are" };
+            write!(
+                f,
+                "; {} {verb} not counted (see the notes)",
+                n(self.shadowed, "shadowed definition", "shadowed definitions")
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// One line of the `/` menu ([`Registry::menu`]) or of the full listing
 /// ([`Registry::list`]).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -501,6 +554,29 @@ impl Registry {
             ))
         });
         all
+    }
+
+    /// Counts `diagnostics` (what [`Registry::check`] returned) by severity, and the
+    /// commands and skills in effect: the line that sums a check up.
+    pub fn summarize(&self, diagnostics: &[Diagnostic]) -> CheckSummary {
+        let count = |severity| {
+            diagnostics
+                .iter()
+                .filter(|d| d.severity == severity)
+                .count()
+        };
+        let snapshot = self.current();
+        let skills = (snapshot.commands.iter())
+            .filter(|c| c.kind() == Kind::Skill)
+            .count();
+        CheckSummary {
+            commands: snapshot.commands.len() - skills,
+            skills,
+            errors: count(Severity::Error),
+            warnings: count(Severity::Warning),
+            // The notes are the shadowed definitions.
+            shadowed: count(Severity::Note),
+        }
     }
 
     /// Resolves a typed line such as `/review src/main.rs`.

@@ -93,6 +93,60 @@ fn listing_and_shadowing() {
     ");
 }
 
+/// The line `check` ends with counts what can be run, never a hidden definition, and says
+/// how many definitions its notes report as shadowed; words agree with their numbers.
+#[test]
+fn check_counts_what_can_run_and_how_many_definitions_are_shadowed() {
+    let (dir, sources) = fixture();
+    let registry = Registry::load(sources.clone());
+    // The fixture's three shadowed definitions are no commands: /git:commit, /review and
+    // /standup are.
+    assert_eq!(registry.commands().len(), 3);
+    assert_eq!(registry.shadowed().len(), 3);
+    let mut out = String::new();
+    let mut summarize = |registry: &Registry| {
+        writeln!(out, "{}", registry.summarize(&registry.check())).unwrap();
+    };
+    summarize(&registry);
+    // Mended, with a skill and a warning, then with nothing hidden, then nothing at all.
+    std::fs::remove_file(
+        sources
+            .user_config_dir
+            .as_ref()
+            .unwrap()
+            .join("commands/bad name.md"),
+    )
+    .unwrap();
+    write(
+        &sources.workspace_root.join(".claude/skills/tidy/SKILL.md"),
+        "---\nname: tidy\ndescription: Tidy\n---\nTidy.\n",
+    );
+    write(
+        &sources.workspace_root.join(".claude/commands/empty.md"),
+        "",
+    );
+    registry.reload();
+    summarize(&registry);
+    std::fs::remove_file(sources.workspace_root.join(".claude/commands/empty.md")).unwrap();
+    registry.reload();
+    summarize(&registry);
+    std::fs::remove_dir_all(sources.user_config_dir.as_ref().unwrap()).unwrap();
+    std::fs::remove_file(sources.workspace_root.join(".shiro/commands.md")).unwrap();
+    registry.reload();
+    summarize(&registry);
+    std::fs::remove_dir_all(&sources.workspace_root).unwrap();
+    registry.reload();
+    summarize(&registry);
+    drop(dir);
+    insta::assert_snapshot!(out, @r"
+    1 error in the command files; 3 commands in effect; 3 shadowed definitions are not counted (see the notes)
+    1 warning in the command files; 4 commands and 1 skill in effect; 3 shadowed definitions are not counted (see the notes)
+    3 commands and 1 skill, no problems; 3 shadowed definitions are not counted (see the notes)
+    1 command and 1 skill, no problems
+    no commands, no problems
+    ");
+}
+
 #[test]
 fn resolving_typed_lines() {
     let (_dir, sources) = fixture();

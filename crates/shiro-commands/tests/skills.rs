@@ -260,6 +260,64 @@ fn project_skills_wait_for_trust_and_user_skills_do_not() {
     assert_eq!((command.kind(), args.as_str()), (Kind::Skill, "the args"));
 }
 
+/// `shiro commands expand` shows a prompt; its notes say where typing the command in a
+/// session would not send that prompt. A project skill of a workspace not trusted runs
+/// nothing when typed, as a project command's shell substitutions do not run, and says so
+/// as the command does; trusted (or with `--trust`), neither says anything. A skill for the
+/// model alone runs nothing typed, trusted or not; the user's own skill always runs.
+#[test]
+fn expanding_a_skill_says_what_trust_holds_back_as_for_a_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("ws");
+    let user = dir.path().join("config");
+    write(
+        &root.join(".shiro/commands.md"),
+        "## cmd\nBranch: !`git branch --show-current`\n\n## plain\nNo shell.\n",
+    );
+    write(
+        &root.join(".claude/skills/deploy/SKILL.md"),
+        &skill("deploy", "Deploy", "Deploy now."),
+    );
+    write(
+        &root.join(".claude/skills/release/SKILL.md"),
+        &skill("release", "Release", "Tag: !`git describe`"),
+    );
+    write(
+        &root.join(".claude/skills/background/SKILL.md"),
+        "---\nname: background\ndescription: Context\nuser-invocable: false\n---\nKnow this.\n",
+    );
+    write(
+        &user.join("skills/mine/SKILL.md"),
+        &skill("mine", "Mine", "Mine: !`date`"),
+    );
+    let registry = Registry::load(Sources {
+        workspace_root: root,
+        user_config_dir: Some(user),
+        ..Sources::default()
+    });
+    let mut out = String::new();
+    for trusted in [false, true] {
+        writeln!(out, "trusted: {trusted}").unwrap();
+        for name in ["cmd", "plain", "deploy", "release", "background", "mine"] {
+            let command = registry.get(name).unwrap();
+            for note in shiro_commands::expand_notes(&command, trusted) {
+                writeln!(out, "  /{name}: {note}").unwrap();
+            }
+        }
+    }
+    insta::assert_snapshot!(out, @r"
+    trusted: false
+      /cmd: its shell substitutions were not run: this workspace is not trusted (`/trust` in a session, or `--trust` here)
+      /deploy: /deploy is a skill of this workspace, which you have not trusted: typed in a session it runs nothing, and the model is not offered it, until you trust the workspace (`/trust` in a session, or `--trust` here)
+      /release: /release is a skill of this workspace, which you have not trusted: typed in a session it runs nothing, and the model is not offered it, until you trust the workspace (`/trust` in a session, or `--trust` here)
+      /release: its shell substitutions were not run: this workspace is not trusted (`/trust` in a session, or `--trust` here)
+      /background: /background is a skill of this workspace, which you have not trusted: typed in a session it runs nothing, and the model is not offered it, until you trust the workspace (`/trust` in a session, or `--trust` here)
+      /background: /background is a skill for the model alone (its SKILL.md says `user-invocable: false`): typed in a session it runs nothing, and the model loads it when a task calls for it
+    trusted: true
+      /background: /background is a skill for the model alone (its SKILL.md says `user-invocable: false`): typed in a session it runs nothing, and the model loads it when a task calls for it
+    ");
+}
+
 #[test]
 fn a_skill_that_disables_model_invocation_is_typed_only() {
     let dir = tempfile::tempdir().unwrap();

@@ -5,8 +5,7 @@ use std::fmt::Write as _;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use shiro_commands::{
-    AllowedTools, Args, ExpandContext, FsReader, Kind, MenuEntry, NOT_TRUSTED_NOTE, Registry,
-    Severity, ShRunner, Sources,
+    AllowedTools, Args, ExpandContext, FsReader, Kind, MenuEntry, Registry, ShRunner, Sources,
 };
 
 use super::{BUILTINS, CommandsCommand, Context, Report, with_newline};
@@ -69,11 +68,11 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
             };
             let text = shiro_commands::expand(&command, &Args::from_argv(args), &expand_ctx).await;
             let mut notices = turn_notes(&command);
-            if text.contains(NOT_TRUSTED_NOTE) {
-                notices.push(
-                    "its shell substitutions were not run: this workspace is not trusted (`/trust` in a session, or `--trust` here)".to_owned(),
-                );
-            }
+            notices.extend(
+                shiro_commands::expand_notes(&command, trusted)
+                    .iter()
+                    .map(ToString::to_string),
+            );
             Ok(Report {
                 stdout: with_newline(text),
                 notices,
@@ -86,25 +85,11 @@ pub async fn commands(ctx: &Context, command: &CommandsCommand) -> Result<Report
             for diagnostic in &diagnostics {
                 writeln!(out, "{diagnostic}")?;
             }
-            let count = |severity| {
-                diagnostics
-                    .iter()
-                    .filter(|d| d.severity == severity)
-                    .count()
-            };
-            let (errors, warnings) = (count(Severity::Error), count(Severity::Warning));
-            let summary = if errors + warnings == 0 {
-                format!("{} commands, no problems", registry.commands().len())
-            } else {
-                format!(
-                    "{errors} error(s) and {warnings} warning(s) in the command files ({} commands)",
-                    registry.commands().len()
-                )
-            };
+            let summary = registry.summarize(&diagnostics);
             Ok(Report {
                 stdout: out,
-                notices: vec![summary],
-                exit: u8::from(errors > 0),
+                notices: vec![summary.to_string()],
+                exit: u8::from(summary.errors > 0),
                 ..Report::default()
             })
         }

@@ -4,9 +4,13 @@
 //! resume it is refused with [`InUse`], rather than both appending and the file replaying
 //! into a mix of two conversations. The lock belongs to the open file, so dropping the
 //! session, the end of the process and a crash all release it, and a lock is never left
-//! behind. Reading a session (listing it, forking a copy of it) takes no lock.
+//! behind. Reading a session (listing it, forking a copy of it) takes no lock a holder would
+//! notice: a listing looks whether a session is in use with a shared lock that it lets go
+//! at once ([`held_elsewhere`]), and a resume that comes in that instant waits it out
+//! ([`try_lock_patiently`]).
 
 use std::fs::File;
+use std::time::{Duration, Instant};
 
 use rustix::fs::FlockOperation;
 use rustix::io::Errno;
@@ -18,6 +22,42 @@ pub(super) fn try_lock(file: &File) -> std::io::Result<bool> {
     match rustix::fs::flock(file, FlockOperation::NonBlockingLockExclusive) {
         Ok(()) => Ok(true),
         Err(Errno::WOULDBLOCK) => Ok(false),
+        Err(errno) => Err(errno.into()),
+    }
+}
+
+/// Takes the exclusive lock as [`try_lock`] does, but waits out a listing that is looking
+/// at the lock that instant ([`held_elsewhere`] holds a shared lock for as long as it
+/// looks): `Ok(false)` only when the lock is still held after [`PATIENCE`], as a session
+/// open elsewhere keeps it.
+pub(super) fn try_lock_patiently(file: &File) -> std::io::Result<bool> {
+    let start = Instant::now();
+    loop {
+        if try_lock(file)? {
+            return Ok(true);
+        }
+        if start.elapsed() >= PATIENCE {
+            return Ok(false);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// How long [`try_lock_patiently`] waits for a lock: far longer than a listing looks, and
+/// short enough that a refusal still comes at once to a person.
+const PATIENCE: Duration = Duration::from_millis(200);
+
+/// Whether another open file holds the exclusive lock on the session file `file`: another
+/// shiro process has the session open (or this one does, through another file). It looks
+/// by taking a shared lock without waiting and letting it go at once, which a holder never
+/// notices; a resume that comes in that instant waits it out ([`try_lock_patiently`]).
+pub(super) fn held_elsewhere(file: &File) -> std::io::Result<bool> {
+    match rustix::fs::flock(file, FlockOperation::NonBlockingLockShared) {
+        Ok(()) => {
+            rustix::fs::flock(file, FlockOperation::Unlock)?;
+            Ok(false)
+        }
+        Err(Errno::WOULDBLOCK) => Ok(true),
         Err(errno) => Err(errno.into()),
     }
 }
@@ -136,6 +176,35 @@ mod tests {
         assert_eq!(
             again.history.transcript(),
             [Message::user("one"), Message::user("two")]
+        );
+    }
+
+    /// A listing marks a session whose lock another open file holds (as another shiro
+    /// process's would) as in use, and stops marking it once that file is closed.
+    #[test]
+    fn a_listing_marks_a_session_another_open_file_holds_as_in_use() {
+        let (_dir, root) = state();
+        let held = session_with(&root, &["held"], 2);
+        let free = session_with(&root, &["free"], 1);
+        let free_id = free.id().to_owned();
+        drop(free);
+        let in_use = |root: &StateDir| -> Vec<(String, bool)> {
+            (list(root).unwrap().into_iter())
+                .map(|summary| (summary.first_prompt, summary.in_use))
+                .collect()
+        };
+        assert_eq!(
+            in_use(&root),
+            [("held".to_owned(), true), ("free".to_owned(), false)]
+        );
+        // Looking takes no lock a holder would notice: the free session still opens, and the
+        // held one is still refused.
+        drop(Session::reopen(&root, Some(&free_id)).unwrap());
+        refusal(&root, Some(held.id()), held.id());
+        drop(held);
+        assert_eq!(
+            in_use(&root),
+            [("held".to_owned(), false), ("free".to_owned(), false)]
         );
     }
 

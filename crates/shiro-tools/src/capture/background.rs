@@ -22,7 +22,7 @@
 //! The sandbox applies as to any command, with the workspace read-only and the writable
 //! directories added to its writable paths.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
@@ -41,13 +41,12 @@ use super::overlay::{HELPER_BACKGROUND, SETUP_FAILED};
 use super::sandbox::{Sandbox, SandboxMode};
 use super::writable::{self, Writable};
 use crate::path::WorkspacePath;
+use read::Buffer;
+
+mod read;
 
 /// How many background commands may run at once unless configured otherwise.
 pub const BACKGROUND_DEFAULT_LIMIT: usize = 4;
-/// How much of a command's output is kept from its start.
-const KEEP_HEAD: usize = 64 * 1024;
-/// How much of a command's output is kept from its end.
-const KEEP_TAIL: usize = 1024 * 1024;
 /// How long output is still read after the command has ended.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
@@ -477,27 +476,11 @@ impl Job {
     pub async fn read(&self, filter: Option<&regex::Regex>) -> Read {
         self.caught_up().await;
         let mut state = lock(&self.state);
-        let (bytes, dropped) = state.output.unread();
+        let unread = state.output.unread();
         let status = state.status.clone();
         drop(state);
-        let mut kept = crate::output::BoundedOutput::default();
-        if dropped > 0 {
-            kept.push(
-                format!("[… {dropped} bytes of output were not kept between reads …]\n").as_bytes(),
-            );
-        }
-        match filter {
-            None => kept.push(&bytes),
-            Some(filter) => {
-                for line in String::from_utf8_lossy(&bytes).split_inclusive('\n') {
-                    if filter.is_match(line.trim_end_matches('\n')) {
-                        kept.push(line.as_bytes());
-                    }
-                }
-            }
-        }
         Read {
-            text: kept.render(),
+            text: read::render(&unread, filter),
             status,
         }
     }
@@ -505,22 +488,7 @@ impl Job {
     /// The end of its output, at most `max` bytes from a line start, without marking
     /// anything read (what a person looks at does not take it from the model).
     pub fn tail(&self, max: usize) -> String {
-        let state = lock(&self.state);
-        let output = &state.output;
-        let mut bytes: Vec<u8> = if output.tail.is_empty() {
-            output.head.clone()
-        } else {
-            let start = output.tail.len().saturating_sub(max);
-            output.tail.range(start..).copied().collect()
-        };
-        if bytes.len() > max {
-            bytes.drain(..bytes.len() - max);
-        }
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        match text.find('\n') {
-            Some(at) if bytes.len() == max => text[at + 1..].to_owned(),
-            _ => text,
-        }
+        lock(&self.state).output.end(max)
     }
 
     /// Waits until the bytes that were in the output pipe when it was called have been
@@ -533,7 +501,7 @@ impl Job {
         if pending == 0 {
             return;
         }
-        let target = lock(&self.state).output.total + pending;
+        let target = lock(&self.state).output.total() + pending;
         let (mut taken, mut ended) = (self.taken.subscribe(), self.ended.subscribe());
         let caught_up = async {
             tokio::select! {
@@ -596,7 +564,7 @@ impl Job {
         let total = {
             let mut state = lock(&self.state);
             state.output.push(bytes);
-            state.output.total
+            state.output.total()
         };
         self.taken.send_replace(total);
     }
@@ -770,64 +738,6 @@ fn listing(root: &Path, writable: &[WorkspacePath]) -> Listing {
     out
 }
 
-/// A command's output: the first [`KEEP_HEAD`] bytes and the last [`KEEP_TAIL`], and how far
-/// it has been read.
-#[derive(Debug, Default)]
-struct Buffer {
-    head: Vec<u8>,
-    tail: VecDeque<u8>,
-    total: u64,
-    read: u64,
-}
-
-impl Buffer {
-    fn push(&mut self, mut bytes: &[u8]) {
-        self.total += bytes.len() as u64;
-        if self.head.len() < KEEP_HEAD {
-            let take = bytes.len().min(KEEP_HEAD - self.head.len());
-            self.head.extend_from_slice(&bytes[..take]);
-            bytes = &bytes[take..];
-        }
-        self.tail.extend(bytes);
-        let over = self.tail.len().saturating_sub(KEEP_TAIL);
-        self.tail.drain(..over);
-    }
-
-    /// The bytes not read yet, and how many of them were not kept; marks them read.
-    fn unread(&mut self) -> (Vec<u8>, u64) {
-        let mut from = self.read;
-        let mut bytes = Vec::new();
-        let head = self.head.len() as u64;
-        if from < head {
-            bytes.extend_from_slice(&self.head[from as usize..]);
-            from = head;
-        }
-        let tail_start = self.total - self.tail.len() as u64;
-        let dropped = tail_start.saturating_sub(from);
-        from = from.max(tail_start);
-        let skip = usize::try_from(from - tail_start).unwrap_or(usize::MAX);
-        bytes.extend(self.tail.iter().skip(skip));
-        self.read = self.total;
-        (bytes, dropped)
-    }
-
-    /// The last line with something on it.
-    fn last_line(&self) -> Option<String> {
-        let end: Vec<u8> = if self.tail.is_empty() {
-            self.head.clone()
-        } else {
-            let start = self.tail.len().saturating_sub(4096);
-            self.tail.range(start..).copied().collect()
-        };
-        String::from_utf8_lossy(&end)
-            .lines()
-            .rev()
-            .map(str::trim)
-            .find(|line| !line.is_empty())
-            .map(str::to_owned)
-    }
-}
-
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A poisoned lock only means a panic elsewhere; the state itself is intact.
     mutex
@@ -858,22 +768,5 @@ mod tests {
         1 background command is running, the most allowed at once ([bash] background_limit); stop one with bash_kill first
         4 background commands are running, the most allowed at once ([bash] background_limit); stop one with bash_kill first
         ");
-    }
-
-    #[test]
-    fn reads_return_what_came_since_the_last_and_say_what_was_not_kept() {
-        let mut buffer = Buffer::default();
-        buffer.push(b"one\n");
-        assert_eq!(buffer.unread(), (b"one\n".to_vec(), 0));
-        assert_eq!(buffer.unread(), (Vec::new(), 0));
-        buffer.push(b"two\n");
-        assert_eq!(buffer.unread(), (b"two\n".to_vec(), 0));
-        // More than both ends hold between two reads: the middle is counted, not kept.
-        let big = vec![b'x'; KEEP_HEAD + KEEP_TAIL + 10];
-        buffer.push(&big);
-        let (bytes, dropped) = buffer.unread();
-        assert_eq!(bytes.len() as u64 + dropped, big.len() as u64);
-        assert_eq!(dropped, 18);
-        assert_eq!(buffer.last_line().map(|line| line.len()), Some(4096));
     }
 }
