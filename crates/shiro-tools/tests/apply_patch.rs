@@ -825,7 +825,8 @@ proptest! {
     }
 
     /// Patch-shaped text applied to any file never panics; every refusal says something and
-    /// leaves the file as it was.
+    /// leaves the file as it was, and a success that lists no change (an update that keeps
+    /// every line) changed nothing.
     #[test]
     fn applying_patch_shaped_text_never_panics(
         lines in prop::collection::vec(prop_oneof![
@@ -852,7 +853,12 @@ proptest! {
             let mem = workspace(&[("f.txt", file.as_bytes())]).await;
             let before = mem.snapshot();
             match tools::apply_patch().call(&mem, json!({ "patch": text })).await {
-                Ok(out) => prop_assert!(!out.changes.is_empty()),
+                Ok(out) => {
+                    prop_assert!(!out.text.trim().is_empty());
+                    if out.changes.is_empty() {
+                        prop_assert_eq!(mem.snapshot(), before);
+                    }
+                }
                 Err(err) => {
                     prop_assert!(!err.to_string().trim().is_empty());
                     prop_assert_eq!(mem.snapshot(), before);
