@@ -41,7 +41,7 @@ pub mod tools;
 
 pub use mutator::{
     AfterHook, DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DirEntry, FsMutator, Hook, Hooked, Incoming,
-    Looked, MemMutator, Mutation, Mutator, MutatorError, PARTIAL_WRITE_SUFFIX, Stat,
+    Looked, MemMutator, Mutation, Mutator, MutatorError, PARTIAL_WRITE_SUFFIX, Stamp, Stat,
     create_parent_dirs, is_partial_write_of, sync_data_all,
 };
 pub use path::{PathError, WorkspacePath};

@@ -246,6 +246,7 @@ async fn a_swap_killed_part_way_is_finished_by_recovery() {
             [shiro_tools::capture::LayerRecovery::Finished {
                 steps,
                 applied: steps,
+                changed: (steps > 0).then(|| path("big.bin")).into_iter().collect(),
                 kept: Vec::new()
             }],
             "killed after the exchange: {killed_after_exchange}"
@@ -301,6 +302,7 @@ async fn recovery_keeps_a_file_changed_since_the_commit_began() {
             steps,
             applied,
             kept,
+            ..
         },
     ] = done.as_slice()
     else {

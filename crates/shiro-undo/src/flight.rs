@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write;
 
-use shiro_tools::{Mutator, WorkspacePath};
+use shiro_tools::{Mutator, Stamp, WorkspacePath};
 
 use crate::codec::encode;
 use crate::deferred::Deferred;
@@ -38,6 +38,17 @@ pub(crate) struct Flight {
     pub held: BTreeMap<ContentHash, Vec<u8>>,
     /// What its `bash` calls moved in the git repository.
     pub git: GitRecord,
+    /// What the turn's last change of each path left there, by path: `None` where the
+    /// workspace cannot tell. A path the turn captured but never stamped, or whose entry no
+    /// longer has its stamp, was changed by someone else (see [`Flight::finish`]).
+    pub done: BTreeMap<WorkspacePath, Option<Stamp>>,
+    /// The paths of the change under way, from its `doing` record until its `done` one: a
+    /// crash in between leaves them as the change made them, unstamped (see
+    /// [`InflightLine::Doing`]).
+    pub doing: Vec<WorkspacePath>,
+    /// Whether a `bash` call ran without capture: what it changed cannot be told from
+    /// anyone else's change, so paths not stamped since are taken as they are.
+    pub untold: bool,
     /// The hashes of new versions read before they were moved in (a big file's, hashed with
     /// its pre-image), by path, with the stamp of the file read; not in the in-flight file.
     pub known_after: BTreeMap<WorkspacePath, KnownHash>,
@@ -190,6 +201,9 @@ impl Flight {
             held: BTreeMap::new(),
             git: GitRecord::default(),
             known_after: BTreeMap::new(),
+            done: BTreeMap::new(),
+            doing: Vec::new(),
+            untold: false,
         }
     }
 
@@ -230,7 +244,11 @@ impl Flight {
                 ..
             } => {
                 self.ran_bash = true;
-                self.bash_uncaptured |= capture == BashCapture::Off;
+                if capture == BashCapture::Off {
+                    self.bash_uncaptured = true;
+                    self.untold = true;
+                    self.done.clear();
+                }
                 for path in unrestorable {
                     // A path captured before the call is restored with the turn: its
                     // pre-image is older than what the call did to it.
@@ -247,6 +265,19 @@ impl Flight {
                 }
             }
             InflightLine::Git { git, .. } => self.git.then(&git),
+            InflightLine::Doing { paths, .. } => {
+                self.doing = (paths.iter())
+                    .filter_map(|path| WorkspacePath::from_relative(path).ok())
+                    .collect();
+            }
+            InflightLine::Done { stamps, .. } => {
+                self.doing.clear();
+                for (path, stamp) in stamps {
+                    if let Ok(path) = WorkspacePath::from_relative(&path) {
+                        self.done.insert(path, stamp);
+                    }
+                }
+            }
         }
     }
 
@@ -268,10 +299,23 @@ impl Flight {
         let mut afters = BTreeMap::new();
         let mut small_afters = BTreeMap::new();
         let mut small_bytes = 0u64;
-        for (path, before) in self.before {
+        let mut changed_since = Vec::new();
+        let before_all = std::mem::take(&mut self.before);
+        for (path, before) in before_all {
             let known = self.known_after.get(&path);
             let (after, bytes) =
                 bounded_image(workspace, &path, keep.stream, spares, known).await?;
+            let left = match self.done.get(&path) {
+                _ if self.doing.iter().any(|doing| path.starts_with(doing)) => true,
+                Some(stamp) => stamp.is_none_or(|stamp| is_left(&stamp, &after)),
+                None => self.untold,
+            };
+            if after != before && !left {
+                // Someone else's: kept as it is, and out of the turn's reach.
+                spares.give(bytes);
+                changed_since.push(path.to_string());
+                continue;
+            }
             match (&before, &after, bytes) {
                 (Image::File { len, .. }, Image::File { hash, .. }, Some(bytes))
                     if *len >= keep.big && after != before =>
@@ -300,9 +344,25 @@ impl Flight {
                 });
             }
         }
+        // A file or link whose stamp is not what the turn left was changed since by someone
+        // else. Looked at after the after-images were read: a change made in between shows
+        // here, and the turn does not take it.
+        let moved = self.moved_since(workspace, &paths).await;
+        if !moved.is_empty() {
+            paths.retain(|record| !moved.contains(record.path.as_str()));
+            changed_since.extend(moved);
+            changed_since.sort();
+            let left: BTreeSet<ContentHash> = paths
+                .iter()
+                .filter_map(|record| record.after.hash())
+                .collect();
+            afters.retain(|hash, _| left.contains(hash));
+            small_afters.retain(|hash, _| left.contains(hash));
+        }
         // A `bash` call that ran without capture may have changed anything: its turn is kept,
         // so that the log and undo say so, even when nothing else is known.
         if paths.is_empty()
+            && changed_since.is_empty()
             && self.bash_unrestorable.is_empty()
             && self.git.is_empty()
             && !self.bash_uncaptured
@@ -325,6 +385,7 @@ impl Flight {
             ran_bash: self.ran_bash,
             bash_uncaptured: self.bash_uncaptured,
             bash_unrestorable: self.bash_unrestorable.into_iter().collect(),
+            changed_since,
             recovered,
             paths: Deferred::new(paths),
             packs: Vec::new(),
@@ -339,6 +400,49 @@ impl Flight {
             afters,
             small_afters,
         }))
+    }
+}
+
+impl Flight {
+    /// Those of `changed` whose file or link is no longer the one the turn's last change of
+    /// them left, by their stamps: changed since by someone else.
+    async fn moved_since(
+        &self,
+        workspace: &dyn Mutator,
+        changed: &[PathRecord],
+    ) -> BTreeSet<String> {
+        let (paths, stamps): (Vec<WorkspacePath>, Vec<Stamp>) = (changed.iter())
+            .filter_map(|record| {
+                let path = WorkspacePath::from_relative(&record.path).ok()?;
+                if self.doing.iter().any(|doing| path.starts_with(doing)) {
+                    return None;
+                }
+                match self.done.get(&path) {
+                    Some(Some(stamp @ Stamp::Entry { .. })) => Some((path, *stamp)),
+                    _ => None,
+                }
+            })
+            .unzip();
+        if paths.is_empty() {
+            return BTreeSet::new();
+        }
+        let now = workspace.stamps(&paths).await;
+        (paths.into_iter().zip(stamps).zip(now))
+            .filter(|((_, then), now)| now.is_some_and(|now| now != *then))
+            .map(|((path, _), _)| path.to_string())
+            .collect()
+    }
+}
+
+/// Whether `after`, what a path holds now, can be what the turn's last change of it left,
+/// stamped `stamp`: absent, a directory of the same mode, or a file or link (whose stamp
+/// [`Flight::moved_since`] compares).
+fn is_left(stamp: &Stamp, after: &Image) -> bool {
+    match (stamp, after) {
+        (Stamp::Absent, Image::Absent) => true,
+        (Stamp::Dir { mode }, Image::Dir { mode: now }) => mode == now,
+        (Stamp::Entry { .. }, Image::File { .. } | Image::Symlink { .. }) => true,
+        _ => false,
     }
 }
 
@@ -363,6 +467,21 @@ pub(crate) fn append_line(
         return Err(err);
     }
     Ok(len + text.len() as u64)
+}
+
+/// Appends records to the in-flight file with one write, unflushed; on a failure none of them
+/// is left.
+pub(crate) fn append_lines(file: &mut fs::File, lines: &[&InflightLine]) -> std::io::Result<()> {
+    let mut text = String::new();
+    for line in lines {
+        text.push_str(&encode(line)?);
+    }
+    let len = file.metadata()?.len();
+    if let Err(err) = file.write_all(text.as_bytes()) {
+        let _ = file.set_len(len);
+        return Err(err);
+    }
+    Ok(())
 }
 
 /// Appends a batch of records to the in-flight file (opened to append) through a buffer, each
@@ -506,6 +625,86 @@ mod tests {
 
         let none = flight(vec![path("a")]);
         assert!(!none.ran_bash && !none.bash_uncaptured);
+    }
+
+    fn done(paths: &[&str]) -> InflightLine {
+        InflightLine::Done {
+            turn: Some(TurnId(1)),
+            stamps: (paths.iter())
+                .map(|p| ((*p).to_owned(), Some(Stamp::Absent)))
+                .collect(),
+        }
+    }
+
+    fn doing(paths: &[&str]) -> InflightLine {
+        InflightLine::Doing {
+            turn: Some(TurnId(1)),
+            paths: paths.iter().map(|p| (*p).to_owned()).collect(),
+        }
+    }
+
+    /// A change whose end is not recorded (a crash cut it short) leaves its paths to the turn
+    /// until its `done` record comes; a call without capture makes every stamp before it
+    /// count for nothing.
+    #[test]
+    fn a_flight_follows_what_its_changes_began_and_left() {
+        let cut_short = flight(vec![path("a"), doing(&["a"]), done(&["a"]), doing(&["d"])]);
+        assert_eq!(
+            cut_short.doing,
+            [WorkspacePath::from_relative("d").unwrap()]
+        );
+        assert_eq!(cut_short.done.len(), 1);
+        let ended = flight(vec![doing(&["a"]), done(&["a"])]);
+        assert!(ended.doing.is_empty());
+        let uncaptured = flight(vec![done(&["a", "b"]), bash(BashCapture::Off, &[])]);
+        assert!(uncaptured.done.is_empty() && uncaptured.untold);
+        let after = flight(vec![bash(BashCapture::Off, &[]), done(&["c"])]);
+        assert_eq!(after.done.len(), 1);
+    }
+
+    /// A path that no longer holds what the turn's change left there (a file where it left
+    /// nothing) is someone else's: left out and named. One whose change was cut short, or
+    /// whose stamp could not be told, is the turn's.
+    #[tokio::test]
+    async fn what_is_no_longer_as_the_turn_left_it_is_left_out_and_named() {
+        let workspace = shiro_tools::MemMutator::new();
+        let spares = Spares::none();
+        let keep = Keep {
+            big: u64::MAX,
+            small: 0,
+            stream: u64::MAX,
+        };
+        let a = WorkspacePath::from_relative("a").unwrap();
+        let b = WorkspacePath::from_relative("b").unwrap();
+        // The turn removed a (stamped absent), and you wrote it again.
+        workspace.write(&a, b"yours", None).await.unwrap();
+        workspace.write(&b, b"the turn's", None).await.unwrap();
+        let stamped = |cut_short: bool| {
+            let mut lines = vec![path("a"), path("b"), done(&["a"])];
+            if cut_short {
+                lines.push(doing(&["a"]));
+            }
+            let mut flight = flight(lines);
+            // What b holds could not be told: the turn's.
+            flight.done.insert(b.clone(), None);
+            flight
+        };
+        let finished = (stamped(false)
+            .finish(&workspace, false, keep, &spares)
+            .await)
+            .unwrap()
+            .unwrap();
+        let paths: Vec<&str> = (finished.record.paths().unwrap().iter())
+            .map(|p| p.path.as_str())
+            .collect();
+        assert_eq!(paths, ["b"]);
+        assert_eq!(finished.record.changed_since, ["a"]);
+        assert!(finished.record.validate().is_ok());
+        let cut = (stamped(true).finish(&workspace, true, keep, &spares).await)
+            .unwrap()
+            .unwrap();
+        assert_eq!(cut.record.paths().unwrap().len(), 2);
+        assert!(cut.record.changed_since.is_empty());
     }
 
     /// A file of 1,200,000 bytes, none of whose 4-byte runs repeats, in a temporary

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use shiro_tools::git::Move;
-use shiro_tools::{Change, WorkspacePath};
+use shiro_tools::{Change, Stamp, WorkspacePath};
 
 use crate::deferred::{Checked, Deferred};
 use crate::error::UndoError;
@@ -13,7 +13,7 @@ use crate::image::{ContentHash, Image};
 use crate::report::{Direction, TurnId, TurnSummary};
 
 /// The format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 11;
+pub const FORMAT_VERSION: u32 = 12;
 /// The `format` field of the log's header line.
 pub(crate) const LOG_FORMAT: &str = "shiro-undo-log";
 
@@ -133,6 +133,11 @@ pub(crate) struct TurnRecord {
     /// sorted, each once. Format 6.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bash_unrestorable: Vec<String>,
+    /// The paths the turn changed that someone else (the user, another program) changed
+    /// after the turn's last change to them, or while its process was stopped: kept as they
+    /// are, so neither undo nor redo touches them. Sorted, each once. Format 12.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_since: Vec<String>,
     pub recovered: bool,
     /// Sorted by path, each path once. Decoded when asked for (see [`Deferred`]): use
     /// [`TurnRecord::paths`].
@@ -240,6 +245,7 @@ impl TurnRecord {
             ran_bash: false,
             bash_uncaptured: false,
             bash_unrestorable: Vec::new(),
+            changed_since: Vec::new(),
             recovered: false,
             paths: Deferred::new(Vec::new()),
             packs: Vec::new(),
@@ -262,17 +268,21 @@ impl TurnRecord {
             git.validate()
                 .map_err(|err| format!("{err} in turn {}", self.meta.id))?;
         }
-        for (i, path) in self.bash_unrestorable.iter().enumerate() {
-            WorkspacePath::from_relative(path)
-                .map_err(|err| format!("invalid path in turn {}: {err}", self.meta.id))?;
-            if i > 0 && self.bash_unrestorable[i - 1] >= *path {
-                return Err(format!(
-                    "paths bash changed in turn {} are not sorted, each once",
-                    self.meta.id
-                ));
+        let sorted = |paths: &[String], what: &str| {
+            for (i, path) in paths.iter().enumerate() {
+                WorkspacePath::from_relative(path)
+                    .map_err(|err| format!("invalid path in turn {}: {err}", self.meta.id))?;
+                if i > 0 && paths[i - 1] >= *path {
+                    return Err(format!(
+                        "{what} in turn {} are not sorted, each once",
+                        self.meta.id
+                    ));
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        };
+        sorted(&self.bash_unrestorable, "paths bash changed")?;
+        sorted(&self.changed_since, "paths changed since")
     }
 
     /// Reads a record of format `version` as the current format: before format 6, bash was
@@ -355,6 +365,9 @@ impl TurnRecord {
             bash_unrestorable: self
                 .bash_unrestorable
                 .iter()
+                .filter_map(|path| WorkspacePath::from_relative(path).ok())
+                .collect(),
+            changed_since: (self.changed_since.iter())
                 .filter_map(|path| WorkspacePath::from_relative(path).ok())
                 .collect(),
             recovered: self.recovered,
@@ -586,6 +599,21 @@ pub(crate) enum InflightLine {
         turn: Option<TurnId>,
         git: GitRecord,
     },
+    /// A change of the turn begins on these paths (a directory moved in or removed whole
+    /// stands for everything under it): until the `done` record after it, what is there
+    /// may be the change's, half made. Format 12.
+    Doing {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn: Option<TurnId>,
+        paths: Vec<String>,
+    },
+    /// What a change of the turn left at each of its paths (see
+    /// [`shiro_tools::Mutator::stamps`]); a path not stamped cannot be told. Format 12.
+    Done {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn: Option<TurnId>,
+        stamps: Vec<(String, Option<Stamp>)>,
+    },
 }
 
 fn capture_off() -> BashCapture {
@@ -605,7 +633,9 @@ impl InflightLine {
             | InflightLine::Tool { turn, .. }
             | InflightLine::Bash { turn, .. }
             | InflightLine::Blob { turn, .. }
-            | InflightLine::Git { turn, .. } => *turn,
+            | InflightLine::Git { turn, .. }
+            | InflightLine::Doing { turn, .. }
+            | InflightLine::Done { turn, .. } => *turn,
         }
     }
 }

@@ -13,7 +13,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_trait::async_trait;
 use shiro_tools::{
-    Change, DirEntry, Incoming, Looked, Mutator, MutatorError, Stat, WorkspacePath, on_threads,
+    Change, DirEntry, Incoming, Looked, Mutator, MutatorError, Stamp, Stat, WorkspacePath,
+    on_threads,
 };
 use tokio::sync::Mutex;
 
@@ -21,7 +22,7 @@ use crate::blob::RawWriter;
 use crate::codec::{empty_file, open_emptied};
 use crate::error::UndoError;
 use crate::file_hash::hash_pair;
-use crate::flight::{Batch, Finished, Flight, Keep, Pending, append_line};
+use crate::flight::{Batch, Finished, Flight, Keep, Pending, append_line, append_lines};
 use crate::format::{
     BashCapture, ChangeRecord, FORMAT_VERSION, GitRecord, INFLIGHT_FILE, IndexRecord, InflightLine,
     TurnMeta,
@@ -131,6 +132,9 @@ struct InFlight {
     /// The blobs this turn stored as it captured files too big to hold: a turn that ends up
     /// changing nothing removes them, since no turn refers to them.
     streamed: Vec<ContentHash>,
+    /// The `done` record of the last change, written with the next change's `doing` record
+    /// (one write for both): until then, that change's `doing` record stands for it.
+    ended: Option<InflightLine>,
 }
 
 impl<M> std::fmt::Debug for Recording<M> {
@@ -201,6 +205,7 @@ impl<M: Mutator> Recording<M> {
             file,
             flight: Flight::new(meta),
             streamed: Vec::new(),
+            ended: None,
         });
         Ok(id)
     }
@@ -240,6 +245,13 @@ impl<M: Mutator> Recording<M> {
             let sync = capture == BashCapture::Off || !unrestorable.is_empty();
             let _ = append_line(&mut turn.file, &line, None, sync);
             turn.flight.apply(line, None);
+            // What the call changed at paths captured before it is the turn's.
+            let captured: Vec<&WorkspacePath> = (unrestorable.iter())
+                .filter(|path| turn.flight.before.contains_key(*path))
+                .collect();
+            if !captured.is_empty() {
+                self.stamp(&mut slot, &captured, false, false).await;
+            }
         }
     }
 
@@ -306,6 +318,7 @@ impl<M: Mutator> Recording<M> {
             file,
             flight,
             streamed,
+            ..
         }) = self.turn.lock().await.take()
         else {
             return Ok(None);
@@ -349,6 +362,65 @@ impl<M: Mutator> Recording<M> {
     /// recorded. Outside a turn it does nothing; a path captured already is skipped.
     pub async fn capture_ahead(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {
         self.prepare(paths, &[]).await
+    }
+
+    /// Notes that a change of `paths` begins (see [`InflightLine::Doing`]), unflushed, as
+    /// [`Recording::stamp`] notes its end: a kill in between leaves them to the turn.
+    fn doing(&self, slot: &mut Option<InFlight>, paths: &[&WorkspacePath]) {
+        let Some(turn) = slot.as_mut() else {
+            return;
+        };
+        let line = InflightLine::Doing {
+            turn: Some(turn.flight.meta.id),
+            paths: paths.iter().map(ToString::to_string).collect(),
+        };
+        let lines: Vec<&InflightLine> = turn.ended.iter().chain([&line]).collect();
+        // Should the write fail, a crash before the change's end takes what it made for
+        // someone else's, and keeps it.
+        let _ = append_lines(&mut turn.file, &lines);
+        turn.ended = None;
+    }
+
+    /// Notes what a change of the turn just left at `paths` (see [`InflightLine::Done`]):
+    /// their stamps, or with `gone` absence, without looking. So the end of the turn, or
+    /// the recovery after a crash, can tell a later change by someone else from the turn's
+    /// own. Not flushed: the page cache keeps it through a kill, and where a power cut loses
+    /// it, the path is taken as someone else's and kept as it is (never the other way). The
+    /// end of a change whose start was noted (`after_doing`) is written with the next one's
+    /// start; another is written now.
+    async fn stamp(
+        &self,
+        slot: &mut Option<InFlight>,
+        paths: &[&WorkspacePath],
+        gone: bool,
+        after_doing: bool,
+    ) {
+        let Some(turn) = slot.as_mut() else {
+            return;
+        };
+        let stamps = if gone {
+            vec![Some(Stamp::Absent); paths.len()]
+        } else {
+            let owned: Vec<WorkspacePath> = paths.iter().map(|path| (*path).clone()).collect();
+            self.inner.stamps(&owned).await
+        };
+        let line = InflightLine::Done {
+            turn: Some(turn.flight.meta.id),
+            stamps: (paths.iter().zip(&stamps))
+                .map(|(path, stamp)| (path.to_string(), *stamp))
+                .collect(),
+        };
+        if after_doing {
+            turn.ended = Some(line);
+        } else {
+            // Should the write fail, only a crash loses the stamps: the turn still holds them.
+            let lines: Vec<&InflightLine> = turn.ended.iter().chain([&line]).collect();
+            let _ = append_lines(&mut turn.file, &lines);
+            turn.ended = None;
+        }
+        for (path, stamp) in paths.iter().zip(stamps) {
+            turn.flight.done.insert((*path).clone(), stamp);
+        }
     }
 
     /// Keeps the file at `path`, too big to hold, as a blob without copying it: gives it a
@@ -672,7 +744,10 @@ impl<M: Mutator> Mutator for Recording<M> {
     ) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
         self.capture(&mut slot, &[path], &[]).await?;
-        self.inner.write(path, bytes, mode).await
+        self.doing(&mut slot, &[path]);
+        let result = self.inner.write(path, bytes, mode).await;
+        self.stamp(&mut slot, &[path], false, true).await;
+        result
     }
 
     async fn adopt(
@@ -698,7 +773,10 @@ impl<M: Mutator> Mutator for Recording<M> {
                 source,
             })?;
         }
-        self.inner.adopt(source, path, mode).await
+        self.doing(&mut slot, &[path]);
+        let result = self.inner.adopt(source, path, mode).await;
+        self.stamp(&mut slot, &[path], false, true).await;
+        result
     }
 
     async fn real_stat(&self, path: &WorkspacePath) -> Result<Stat, MutatorError> {
@@ -758,7 +836,10 @@ impl<M: Mutator> Mutator for Recording<M> {
     ) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
         self.capture(&mut slot, &[path], &[]).await?;
-        self.inner.overwrite(path, bytes, mode).await
+        self.doing(&mut slot, &[path]);
+        let result = self.inner.overwrite(path, bytes, mode).await;
+        self.stamp(&mut slot, &[path], false, true).await;
+        result
     }
 
     async fn overwrite_from(
@@ -770,37 +851,55 @@ impl<M: Mutator> Mutator for Recording<M> {
     ) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
         self.capture(&mut slot, &[path], &[]).await?;
-        self.inner.overwrite_from(path, source, len, mode).await
+        self.doing(&mut slot, &[path]);
+        let result = self.inner.overwrite_from(path, source, len, mode).await;
+        self.stamp(&mut slot, &[path], false, true).await;
+        result
     }
 
     async fn set_mode(&self, path: &WorkspacePath, mode: u32) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
         self.capture(&mut slot, &[path], &[]).await?;
-        self.inner.set_mode(path, mode).await
+        self.doing(&mut slot, &[path]);
+        let result = self.inner.set_mode(path, mode).await;
+        self.stamp(&mut slot, &[path], false, true).await;
+        result
     }
 
     async fn create_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
         self.capture(&mut slot, &[path], &[]).await?;
-        self.inner.create_dir(path).await
+        self.doing(&mut slot, &[path]);
+        let result = self.inner.create_dir(path).await;
+        self.stamp(&mut slot, &[path], false, true).await;
+        result
     }
 
     async fn symlink(&self, target: &str, path: &WorkspacePath) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
         self.capture(&mut slot, &[path], &[]).await?;
-        self.inner.symlink(target, path).await
+        self.doing(&mut slot, &[path]);
+        let result = self.inner.symlink(target, path).await;
+        self.stamp(&mut slot, &[path], false, true).await;
+        result
     }
 
     async fn remove_file(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
         self.capture(&mut slot, &[path], &[]).await?;
-        self.inner.remove_file(path).await
+        self.doing(&mut slot, &[path]);
+        let result = self.inner.remove_file(path).await;
+        self.stamp(&mut slot, &[path], false, true).await;
+        result
     }
 
     async fn remove_dir(&self, path: &WorkspacePath) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
         self.capture(&mut slot, &[path], &[]).await?;
-        self.inner.remove_dir(path).await
+        self.doing(&mut slot, &[path]);
+        let result = self.inner.remove_dir(path).await;
+        self.stamp(&mut slot, &[path], false, true).await;
+        result
     }
 
     /// Captures the directory and every path listed under it, each absent before the call (in
@@ -814,7 +913,10 @@ impl<M: Mutator> Mutator for Recording<M> {
         let mut slot = self.turn.lock().await;
         let paths: Vec<&WorkspacePath> = std::iter::once(path).chain(listed).collect();
         self.capture(&mut slot, &paths, &[]).await?;
-        self.inner.move_tree_in(source, path, listed).await
+        self.doing(&mut slot, &[path]);
+        let result = self.inner.move_tree_in(source, path, listed).await;
+        self.stamp(&mut slot, &paths, false, true).await;
+        result
     }
 
     /// Captures the directory and everything listed under it (in one batch, unless the
@@ -830,7 +932,11 @@ impl<M: Mutator> Mutator for Recording<M> {
             .chain(listed.iter().map(|entry| &entry.path))
             .collect();
         self.capture(&mut slot, &paths, &[]).await?;
-        self.inner.remove_tree(path, listed, aside).await?;
+        self.doing(&mut slot, &[path]);
+        let result = self.inner.remove_tree(path, listed, aside).await;
+        // Removed, the tree is gone whole: no need to look.
+        self.stamp(&mut slot, &paths, result.is_ok(), true).await;
+        result?;
         // Moved out whole, the tree still names the big files kept from it, until its removal
         // in the background; those names go now, so that the blobs are left theirs alone
         // rather than copied as the turn is stored.
@@ -860,7 +966,10 @@ impl<M: Mutator> Mutator for Recording<M> {
     async fn rename(&self, from: &WorkspacePath, to: &WorkspacePath) -> Result<(), MutatorError> {
         let mut slot = self.turn.lock().await;
         self.capture(&mut slot, &[from, to], &[]).await?;
-        self.inner.rename(from, to).await
+        self.doing(&mut slot, &[from, to]);
+        let result = self.inner.rename(from, to).await;
+        self.stamp(&mut slot, &[from, to], false, true).await;
+        result
     }
 
     async fn sync(&self, paths: &[WorkspacePath]) -> Result<(), MutatorError> {

@@ -75,6 +75,10 @@ pub struct TurnSummary {
     /// sorted.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub bash_unrestorable: Vec<WorkspacePath>,
+    /// The paths it changed that someone else changed after it (or while its process was
+    /// stopped): kept as they are; undo and redo leave them alone. Sorted.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changed_since: Vec<WorkspacePath>,
     /// Whether it was recovered after its process stopped mid-turn.
     pub recovered: bool,
     /// Why its last restore could not be made (a damaged stored copy, a restore rolled back
@@ -136,6 +140,14 @@ impl fmt::Display for TurnSummary {
             )?;
         } else if self.ran_bash && !self.bash_uncaptured {
             f.write_str(" (ran bash)")?;
+        }
+        if !self.changed_since.is_empty() {
+            write!(
+                f,
+                " (kept {} as changed after it: {})",
+                files(self.changed_since.len()),
+                named(&self.changed_since, MAX_NAMED_IN_LINE)
+            )?;
         }
         if let Some(damage) = &self.damage {
             write!(f, " [damaged: {damage}]")?;
@@ -329,18 +341,36 @@ impl fmt::Display for UndoOutcome {
             .collect();
         unrestorable.sort();
         unrestorable.dedup();
-        let unrestorable = &unrestorable;
         if !unrestorable.is_empty() {
             let count = files(unrestorable.len());
-            write!(f, "note: bash changed {count} that cannot be restored:")?;
-            if unrestorable.len() <= MAX_INLINE_IN_NOTE {
-                writeln!(f, " {}", named(unrestorable, MAX_INLINE_IN_NOTE))?;
-            } else {
-                writeln!(f)?;
-                for path in unrestorable {
-                    writeln!(f, "  {path}")?;
-                }
-            }
+            let head = format!("note: bash changed {count} that cannot be restored:");
+            note_paths(f, &head, &unrestorable)?;
+        }
+        let mut since: Vec<WorkspacePath> = turns()
+            .flat_map(|turn| turn.changed_since.iter().cloned())
+            .collect();
+        since.sort();
+        since.dedup();
+        if !since.is_empty() {
+            let (count, verb) = (files(since.len()), self.direction.verb());
+            let head = format!(
+                "note: {verb} does not touch {count} changed (by you or another program) after {this} changed them:"
+            );
+            note_paths(f, &head, &since)?;
+        }
+        Ok(())
+    }
+}
+
+/// A note's line, `head` then `paths`: on the line when they are few, else one per line.
+fn note_paths(f: &mut fmt::Formatter<'_>, head: &str, paths: &[WorkspacePath]) -> fmt::Result {
+    f.write_str(head)?;
+    if paths.len() <= MAX_INLINE_IN_NOTE {
+        writeln!(f, " {}", named(paths, MAX_INLINE_IN_NOTE))
+    } else {
+        writeln!(f)?;
+        for path in paths {
+            writeln!(f, "  {path}")?;
         }
         Ok(())
     }
@@ -559,6 +589,10 @@ pub enum Notice {
         /// hand edit of the in-flight file): the turn cannot be undone, and the log marks it.
         #[serde(skip_serializing_if = "Vec::is_empty")]
         lost: Vec<WorkspacePath>,
+        /// The paths it changed that are no longer what it left (changed after the crash, or
+        /// its last change of them was cut short): kept as they are, out of the turn. Sorted.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        changed_since: Vec<WorkspacePath>,
     },
     /// A turn interrupted before it changed anything was discarded.
     DiscardedEmptyTurn {
@@ -679,6 +713,7 @@ impl fmt::Display for Notice {
                 paths,
                 unrestorable,
                 lost,
+                changed_since,
             } => {
                 write!(
                     f,
@@ -700,6 +735,13 @@ impl fmt::Display for Notice {
                         "; bash changed {} that cannot be restored: {}",
                         files(unrestorable.len()),
                         named(unrestorable, MAX_NAMED_IN_LINE)
+                    )?;
+                }
+                if !changed_since.is_empty() {
+                    write!(
+                        f,
+                        "; kept as they are, out of the turn, since they are not what it left (changed after it stopped, or its change was cut short): {}",
+                        named(changed_since, MAX_NAMED_IN_LINE)
                     )?;
                 }
                 Ok(())

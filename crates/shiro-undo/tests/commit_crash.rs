@@ -59,8 +59,11 @@ async fn recovery_keeps_what_you_changed_after_the_crash_and_the_turn_leaves_it_
                 ("c.txt", "c.txt after\n"),
             ],
         );
-        // The commit moved a.txt's new version in, and the process died.
-        fs::rename(up.join("a.txt"), root.join("a.txt")).unwrap();
+        // The commit moved a.txt's new version in (through the recorder, which notes what
+        // the move left), and the process died.
+        rec.adopt(&up.join("a.txt"), &p("a.txt"), 0o644)
+            .await
+            .unwrap();
     }
     // You edit b.txt before any shiro runs again.
     fs::write(root.join("b.txt"), "b.txt, yours\n").unwrap();

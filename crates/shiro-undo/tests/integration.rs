@@ -5,6 +5,7 @@
 mod common;
 
 mod ahead;
+mod changed_since;
 mod commit_crash;
 mod corruption;
 mod format6;

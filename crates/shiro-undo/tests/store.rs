@@ -1132,7 +1132,7 @@ async fn a_pre_image_changed_in_the_in_flight_file_fails_the_finish() {
     drop(f.rec);
     let (store, notices) = reopen(f.dir.path(), &f.ws).await;
     insta::assert_snapshot!(notices.join("\n"), @r#"
-    ignored a damaged record in the undo store (inflight.jsonl, line 3: stored bytes do not match their hash)
+    ignored a damaged record in the undo store (inflight.jsonl, line 4: stored bytes do not match their hash)
     recovered turn #1 "rewrite", interrupted before it finished; it changed 3 paths, but cannot be undone: what f1 held before it is lost, its copy damaged before it could be stored (the log marks the turn)
     "#);
     let log = store.log().unwrap();

@@ -21,6 +21,9 @@ pub enum LayerRecovery {
         steps: usize,
         /// How many of them were applied.
         applied: usize,
+        /// The paths of the steps applied: each is the turn's doing now, and a directory
+        /// moved in or removed whole stands for everything under it.
+        changed: Vec<WorkspacePath>,
         /// The paths left as they are, unapplied: changed since the commit began (by you,
         /// after the crash), or with no record of what they held before it.
         kept: Vec<WorkspacePath>,
@@ -114,6 +117,7 @@ pub async fn recover_layers(
                 }
             }
             let applied = run.len();
+            let changed = run.iter().map(|step| step.path().clone()).collect();
             for step in run {
                 step.apply(mutator, &layer).await?;
             }
@@ -123,6 +127,7 @@ pub async fn recover_layers(
             done.push(LayerRecovery::Finished {
                 steps: plan.steps.len(),
                 applied,
+                changed,
                 kept,
             });
         } else {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{DirEntry, Incoming, Looked, Mutator, MutatorError, Stat};
+use super::{DirEntry, Incoming, Looked, Mutator, MutatorError, Stamp, Stat};
 use crate::path::WorkspacePath;
 
 /// One mutation about to happen, as a hook sees it.
@@ -220,6 +220,10 @@ impl<M: Mutator> Mutator for Hooked<M> {
 
     async fn real_path(&self, path: &WorkspacePath) -> Result<WorkspacePath, MutatorError> {
         self.inner.real_path(path).await
+    }
+
+    async fn stamps(&self, paths: &[WorkspacePath]) -> Vec<Option<Stamp>> {
+        self.inner.stamps(paths).await
     }
 
     async fn remove_partial_writes(&self, paths: &[WorkspacePath]) -> Result<usize, MutatorError> {

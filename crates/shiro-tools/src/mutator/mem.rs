@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 
 use super::{
-    DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DirEntry, Found, Mutator, MutatorError, Stat,
+    DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, DirEntry, Found, Mutator, MutatorError, Stamp, Stat,
     link_destination, resolve_links,
 };
 use crate::path::{PathError, WorkspacePath};
@@ -16,7 +16,7 @@ use crate::path::{PathError, WorkspacePath};
 const MEM_ROOT: &str = "/workspace";
 use super::MAX_LINKS;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Node {
     File { bytes: Vec<u8>, mode: u32 },
     Dir { mode: u32 },
@@ -246,6 +246,37 @@ impl Mutator for MemMutator {
             Resolved::At(key) => Ok(tree.get(&key).map_or(Stat::Absent, Node::stat)),
             Resolved::Missing(_) => Ok(Stat::Absent),
         }
+    }
+
+    /// In memory an entry has no inode or times: a file or a link is known by what it holds
+    /// (a change back to the same bytes goes unseen).
+    async fn stamps(&self, paths: &[WorkspacePath]) -> Vec<Option<Stamp>> {
+        use std::hash::{Hash as _, Hasher as _};
+        let tree = self.lock();
+        let stamp = |path: &WorkspacePath| {
+            let real = (path.ancestors().iter())
+                .all(|ancestor| matches!(tree.get(ancestor.as_str()), Some(Node::Dir { .. })));
+            match tree.get(path.as_str()).filter(|_| real) {
+                None => Stamp::Absent,
+                Some(Node::Dir { mode }) => Stamp::Dir { mode: *mode },
+                Some(node) => {
+                    let mut hasher = std::hash::DefaultHasher::new();
+                    node.hash(&mut hasher);
+                    let (len, mode) = match node {
+                        Node::File { bytes, mode } => (bytes.len() as u64, *mode),
+                        _ => (0, 0o777),
+                    };
+                    Stamp::Entry {
+                        dev: 0,
+                        ino: hasher.finish(),
+                        len,
+                        mode,
+                        modified: (0, 0),
+                    }
+                }
+            }
+        };
+        paths.iter().map(|path| Some(stamp(path))).collect()
     }
 
     async fn real_path(&self, path: &WorkspacePath) -> Result<WorkspacePath, MutatorError> {

@@ -65,6 +65,39 @@ impl Stat {
     }
 }
 
+/// Which entry is at a path, and whether it changed since it was stamped (see
+/// [`Mutator::stamps`]): two stamps of a path are equal while nobody changed what is there.
+///
+/// A file's or a link's stamp holds its inode, length, mode and modification time, which
+/// every write moves; a directory's holds only its mode, since what it holds are other
+/// paths' entries. Not the status-change time (`ctime`): a new name or a removed one moves
+/// it too, and an undo store that keeps a file under a second name adds and removes such
+/// names while the file stays what it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stamp {
+    /// Nothing is there.
+    Absent,
+    /// A directory, with its permission bits.
+    Dir {
+        /// Unix permission bits.
+        mode: u32,
+    },
+    /// A regular file or a link.
+    Entry {
+        /// The device and inode.
+        dev: u64,
+        /// The inode on the device.
+        ino: u64,
+        /// Its length.
+        len: u64,
+        /// Its permission bits.
+        mode: u32,
+        /// Its modification time: seconds and nanoseconds.
+        modified: (i64, i64),
+    },
+}
+
 /// An entry of a directory listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
@@ -331,6 +364,14 @@ pub trait Mutator: Send + Sync {
             looked.push(look_at(self, path, read_below).await);
         }
         looked
+    }
+
+    /// The [`Stamp`] of what is at each of `paths` itself (reached through real directories
+    /// only, as [`Mutator::real_stat`] does), in their order; `None` where it cannot be told.
+    /// An undo recorder stamps what each of its turn's changes left, so that it can tell a
+    /// later change by someone else from the turn's own. The default tells none.
+    async fn stamps(&self, paths: &[WorkspacePath]) -> Vec<Option<Stamp>> {
+        vec![None; paths.len()]
     }
 
     /// Makes `path` a regular file holding `bytes` with permission bits `mode`, for a caller

@@ -115,6 +115,16 @@ impl fmt::Display for RevertOutcome {
                 paths.join(", ")
             )?;
         }
+        if !reverted.changed_since.is_empty() {
+            let paths: Vec<&str> = (reverted.changed_since.iter())
+                .map(WorkspacePath::as_str)
+                .collect();
+            writeln!(
+                f,
+                "note: turn {id} left these as they are, since they changed after it changed them (by you or another program): {}",
+                paths.join(", ")
+            )?;
+        }
         Ok(())
     }
 }

@@ -261,7 +261,7 @@ impl UndoStore {
             Read::Flight(flight, _) => Some(&flight.before),
             _ => None,
         };
-        let kept = self.recover_layers(workspace, before).await?;
+        let (kept, changed) = self.recover_layers(workspace, before).await?;
         let committed = match read {
             Read::Nothing => return Ok(()),
             Read::Unusable => false,
@@ -272,6 +272,18 @@ impl UndoStore {
                 for path in &kept {
                     flight.before.retain(|at, _| !at.starts_with(path));
                 }
+                // What finishing the commit just changed is the turn's, whatever the stamps
+                // of earlier changes say.
+                let changed: BTreeSet<&WorkspacePath> = changed.iter().collect();
+                let theirs: Vec<WorkspacePath> = (flight.before.keys())
+                    .filter(|at| {
+                        changed.contains(at) || at.ancestors().iter().any(|a| changed.contains(a))
+                    })
+                    .cloned()
+                    .collect();
+                for at in theirs {
+                    flight.done.insert(at, None);
+                }
                 self.finish_flight(workspace, state, *flight, damaged)
                     .await?
             }
@@ -281,12 +293,12 @@ impl UndoStore {
 
     /// Finishes or discards the layers of bash commands that a crash left (see
     /// [`shiro_tools::capture::recover_layers`]), and returns the paths a finished commit
-    /// left unapplied because they changed since it began.
+    /// left unapplied because they changed since it began, and those it changed.
     async fn recover_layers(
         &self,
         workspace: &dyn Mutator,
         before: Option<&BTreeMap<WorkspacePath, Image>>,
-    ) -> Result<Vec<WorkspacePath>, UndoError> {
+    ) -> Result<(Vec<WorkspacePath>, Vec<WorkspacePath>), UndoError> {
         let state_dir = &self.inner.state;
         let saved = Saved(before);
         let mut recovered_layers = Vec::new();
@@ -298,14 +310,17 @@ impl UndoStore {
             );
         }
         let mut all_kept = Vec::new();
+        let mut all_changed = Vec::new();
         for recovered in recovered_layers {
             self.notify(match recovered {
                 LayerRecovery::Finished {
                     steps,
                     applied,
+                    changed,
                     kept,
                 } => {
                     all_kept.extend(kept.iter().cloned());
+                    all_changed.extend(changed);
                     Notice::FinishedBashCommit {
                         steps,
                         applied,
@@ -316,7 +331,7 @@ impl UndoStore {
                 LayerRecovery::DiscardedAfterRestart => Notice::DiscardedBashCommit,
             });
         }
-        Ok(all_kept)
+        Ok((all_kept, all_changed))
     }
 
     /// Reads the in-flight file at `path`: the turn a crash cut short, if it holds one that
@@ -463,7 +478,9 @@ impl UndoStore {
         match flight.finish(workspace, true, keep, &spares).await? {
             Some(finished) => {
                 let paths = finished.record.paths()?.len();
-                let unrestorable = finished.record.summary().bash_unrestorable;
+                let summary_of = finished.record.summary();
+                let (unrestorable, changed_since) =
+                    (summary_of.bash_unrestorable, summary_of.changed_since);
                 // A blob an earlier attempt to finish this turn left damaged (a disk
                 // error) must not count as stored.
                 let blobs = &self.inner.blobs;
@@ -485,6 +502,7 @@ impl UndoStore {
                     paths,
                     unrestorable,
                     lost,
+                    changed_since,
                 });
                 Ok(true)
             }

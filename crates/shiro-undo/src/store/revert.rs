@@ -166,6 +166,7 @@ impl UndoStore {
             ran_bash: false,
             bash_uncaptured: false,
             bash_unrestorable: Vec::new(),
+            changed_since: Vec::new(),
             recovered: false,
             paths: Deferred::new(
                 (steps.iter())

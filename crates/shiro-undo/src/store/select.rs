@@ -2,7 +2,7 @@
 //! session's turns from one of them on (a rewind), joined into one record so that they are
 //! checked, applied and recovered as one restore.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use shiro_tools::WorkspacePath;
@@ -119,6 +119,7 @@ impl Selection {
             ran_bash: members.iter().any(|m| m.ran_bash),
             bash_uncaptured: members.iter().any(|m| m.bash_uncaptured),
             bash_unrestorable: Vec::new(),
+            changed_since: Vec::new(),
             recovered: members.iter().any(|m| m.recovered),
             paths: Deferred::new(paths.into_values().map(|(record, _)| record).collect()),
             packs: Vec::new(),
@@ -136,6 +137,8 @@ impl Selection {
             changes.extend(member.changes()?.iter().cloned());
             turn.bash_unrestorable
                 .extend(member.bash_unrestorable.iter().cloned());
+            turn.changed_since
+                .extend(member.changed_since.iter().cloned());
             for pack in &member.packs {
                 if !turn.packs.contains(pack) {
                     turn.packs.push(pack.clone());
@@ -145,6 +148,13 @@ impl Selection {
         turn.changes = Deferred::new(changes);
         turn.bash_unrestorable.sort();
         turn.bash_unrestorable.dedup();
+        // A path another member changed is reverted with that member.
+        let merged: BTreeSet<&str> = (turn.paths()?.iter()).map(|p| p.path.as_str()).collect();
+        let kept: BTreeSet<String> = (turn.changed_since.iter())
+            .filter(|path| !merged.contains(path.as_str()))
+            .cloned()
+            .collect();
+        turn.changed_since = kept.into_iter().collect();
         between.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(Self {
             direction,

@@ -25,6 +25,7 @@ use crate::split::on_threads;
 mod aside;
 mod overwrite;
 mod read;
+mod stamp;
 mod swap;
 
 use overwrite::{Source, overwrite};
@@ -782,6 +783,10 @@ impl Mutator for FsMutator {
         let (source, path) = (source.to_path_buf(), path.clone());
         self.blocking(move |roots| move_tree_in(roots, &source, &path))
             .await
+    }
+
+    async fn stamps(&self, paths: &[WorkspacePath]) -> Vec<Option<super::Stamp>> {
+        stamp::stamps(self, paths).await
     }
 
     async fn link_out(&self, path: &WorkspacePath, to: &Path) -> Result<bool, MutatorError> {
