@@ -57,11 +57,15 @@ pub enum UndoError {
         /// Whether it is on the redo stack (it was undone).
         undone: bool,
     },
-    /// A revert that would change nothing: every path of the turn is as it was before it.
-    #[error("nothing to revert: the changes of turn {id} are undone already; nothing was changed")]
+    /// A revert that would change nothing: every path of the turn is as it was before it,
+    /// or was changed since into what the revert would make of it.
+    #[error("{}", nothing_to_revert(*id, *undone))]
     NothingToRevert {
         /// The turn asked for.
         id: TurnId,
+        /// Whether every path of the turn is as it was before it (else changes made since
+        /// hold what the revert would make of some).
+        undone: bool,
     },
     /// Another process held the store's lock for longer than the wait allowed.
     #[error(
@@ -244,6 +248,18 @@ fn no_turn_to_revert(id: TurnId, undone: bool) -> String {
     } else {
         format!(
             "no turn {id} to revert: it is not among the turns that can be undone (`shiro log` lists them)"
+        )
+    }
+}
+
+fn nothing_to_revert(id: TurnId, undone: bool) -> String {
+    if undone {
+        format!(
+            "nothing to revert: the changes of turn {id} are undone already; nothing was changed"
+        )
+    } else {
+        format!(
+            "nothing to revert: the files turn {id} changed were changed since, and already hold what its revert would make of them; nothing was changed"
         )
     }
 }

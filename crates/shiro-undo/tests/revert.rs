@@ -707,6 +707,29 @@ fn a_hand_edit_right_after_the_turn_is_merged_with_what_the_turn_stored() {
     });
 }
 
+/// A file edited since the turn, by hand, back to what the turn found, with more besides:
+/// the revert would leave it as it is, so there is nothing to revert, and the message says
+/// why (the turn is not undone: its file was changed since).
+#[test]
+fn an_edit_that_already_holds_the_revert_is_nothing_to_revert() {
+    common::runtime().block_on(async {
+        let f = fixture(StoreOptions::default()).await;
+        write(&f.ws, "notes.txt", b"a\nb\nc\n").await;
+        begin(&f, "edit b").await;
+        write(&f.rec, "notes.txt", b"a\nB\nc\n").await;
+        let k = finish(&f).await;
+        write(&f.ws, "notes.txt", b"a\nb\nc\nd\n").await;
+        let edited = f.ws.snapshot();
+        let err = f.store.revert(&f.ws, k, start("revert")).await.unwrap_err();
+        assert!(
+            matches!(err, UndoError::NothingToRevert { undone: false, .. }),
+            "{err}"
+        );
+        assert_eq!(f.ws.snapshot(), edited, "nothing was changed");
+        insta::assert_snapshot!(err, @"nothing to revert: the files turn #1 changed were changed since, and already hold what its revert would make of them; nothing was changed");
+    });
+}
+
 /// Every kind of change a turn makes is reverted exactly when nothing changed it since, and
 /// a later turn's changes stay; the revert is undone and redone exactly.
 #[test]

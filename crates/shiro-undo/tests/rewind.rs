@@ -228,13 +228,14 @@ impl Model {
     }
 
     /// What a revert of `undo[at]` makes of each path it changes, or `None` when one path
-    /// conflicts. A path as the turn found it stays; one as the turn left it goes back; one
-    /// changed since conflicts, as every file here is a single line (a merge of two changes
-    /// to one line is a conflict).
+    /// conflicts. A path as the turn found it stays, as does one the turn left as it found
+    /// it (a forced undo keeps what it found as the turn's `after`); one as the turn left it
+    /// goes back; one changed since conflicts, as every file here is a single line (a merge
+    /// of two changes to one line is a conflict).
     fn reverted(&self, at: usize) -> Option<Sides> {
         let mut changes = Sides::new();
         for (path, (before, after)) in &self.undo[at].paths {
-            if self.is(path, before) {
+            if before == after || self.is(path, before) {
                 continue;
             }
             if !self.is(path, after) {

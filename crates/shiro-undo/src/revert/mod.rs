@@ -3,6 +3,8 @@
 //!
 //! Per path, with the turn's images `before` and `after` and what is there `now`:
 //! - `now` is `before`: the change is undone already; nothing to do.
+//! - `before` is `after`: the turn left the path as it found it (a forced undo can make it
+//!   so, keeping what it wrote over as the turn's after-image); nothing to do.
 //! - `now` is `after` (nothing changed it since): it goes back to `before`, whatever kind of
 //!   change the turn made (content, mode, link, creation, deletion, kind).
 //! - otherwise, a text file whose content alone the turn changed is merged three ways
@@ -61,6 +63,8 @@ pub(crate) struct Plan {
     pub steps: Vec<Step>,
     /// Sorted by path.
     pub conflicts: Vec<RevertConflict>,
+    /// Whether every path of the turn is as it was before it.
+    pub undone: bool,
 }
 
 /// Where the plan finds the stored bytes it merges.
@@ -82,6 +86,7 @@ pub(crate) async fn plan(
     let paths = turn.workspace_paths()?;
     let mut steps = Vec::with_capacity(paths.len());
     let mut conflicts = Vec::new();
+    let mut undone = true;
     for (path, record) in paths {
         let (before, after) = (&record.before, &record.after);
         let now = hashed_image(workspace, &path).await?;
@@ -92,7 +97,8 @@ pub(crate) async fn plan(
             merged: None,
             now_bytes: None,
         };
-        if now == *before {
+        undone &= now == *before;
+        if now == *before || before == after {
             steps.push(step(now.clone(), now));
         } else if now == *after {
             steps.push(step(now, before.clone()));
@@ -112,7 +118,11 @@ pub(crate) async fn plan(
     conflicts.extend(structure(workspace, &steps).await?);
     conflicts.sort_by(|a, b| a.path.cmp(&b.path));
     steps.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(Plan { steps, conflicts })
+    Ok(Plan {
+        steps,
+        conflicts,
+        undone,
+    })
 }
 
 /// Whether a path changed since the turn may be merged: a file before, after and now, whose

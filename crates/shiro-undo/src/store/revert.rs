@@ -104,7 +104,8 @@ impl UndoStore {
             }));
         }
         if !plan.steps.iter().any(Step::changes) {
-            return Err(UndoError::NothingToRevert { id });
+            let undone = plan.undone;
+            return Err(UndoError::NothingToRevert { id, undone });
         }
         // Every stored copy it writes is read back whole before anything changes.
         let copied = (plan.steps.iter())
