@@ -1,4 +1,4 @@
-//! Ctrl-C and SIGTERM through the `shiro` binary (issue 13, item 7): the signals are caught
+//! Ctrl-C, SIGTERM and SIGHUP through the `shiro` binary (issue 13, item 7): the signals are caught
 //! from startup; a file-changing command finishes its change (or, interrupted before it
 //! began one, changes nothing), says which, and exits 130; a second signal stops it at once;
 //! `bash` is stopped at the first signal, with its process group.
@@ -42,23 +42,25 @@ fn caught(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// Waits until `child` catches SIGINT and SIGTERM: from then on a signal reaches shiro's
-/// handler, never the default one that kills the process part-way. Shiro registers both
-/// before it does any work, so the wait is short; the bound only turns a hang into a failure.
+/// Waits until `child` catches SIGINT, SIGTERM and SIGHUP: from then on a signal reaches
+/// shiro's handler, never the default one that kills the process part-way. Shiro registers
+/// them before it does any work, so the wait is short; the bound only turns a hang into a
+/// failure.
 fn wait_until_caught(child: &mut Child) {
-    const BOTH: u64 = 1 << (2 - 1) | 1 << (15 - 1);
+    // Bit N-1 for signal N: SIGHUP 1, SIGINT 2, SIGTERM 15.
+    const ALL: u64 = 1 | 1 << 1 | 1 << 14;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let mask = caught(child.id());
-        if mask & BOTH == BOTH {
+        if mask & ALL == ALL {
             return;
         }
         if let Some(status) = child.try_wait().unwrap() {
-            panic!("shiro ended ({status}) before it caught SIGINT and SIGTERM");
+            panic!("shiro ended ({status}) before it caught SIGINT, SIGTERM and SIGHUP");
         }
         assert!(
             Instant::now() < deadline,
-            "shiro never caught SIGINT and SIGTERM (SigCgt {mask:x}): a signal would kill it part-way"
+            "shiro never caught SIGINT, SIGTERM and SIGHUP (SigCgt {mask:x}): a signal would kill it part-way"
         );
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -86,27 +88,49 @@ fn wait_for_exit(ws: &Ws, mut child: Child) -> Run {
 
 const PATCH: &str = "*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+ONE\n*** Add File: new.txt\n+new\n*** End Patch\n";
 
+/// A hang-up (the terminal closed, the SSH connection dropped) is taken for SIGTERM, and
+/// SIGTERM does what SIGINT does here.
 #[test]
 fn a_signal_while_apply_patch_reads_its_patch_stops_it_before_any_change() {
+    for sent in [Signal::SIGINT, Signal::SIGHUP] {
+        let ws = Ws::new();
+        ws.write("a.txt", "one\ntwo\n");
+        let before = ws.tree();
+        let mut child = ws.command(&["apply-patch"]).spawn().unwrap();
+        // It now waits for the patch on its standard input; the signal lands before the change.
+        wait_until_caught(&mut child);
+        signal(&child, sent);
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(PATCH.as_bytes()).unwrap();
+        drop(stdin);
+        let run = ws.finish(child);
+        insta::allow_duplicates! {
+            insta::assert_snapshot!(run.show(), @r"
+            exit 130
+            --- stderr
+            shiro: interrupted; finishing the current change so the workspace and the undo log stay consistent (interrupt again to stop at once)
+            shiro: interrupted before the change began; nothing was changed
+            ");
+        }
+        assert_eq!(ws.tree(), before, "{sent}");
+        assert_eq!(ws.ok(&["log"]).stdout, "no turns to undo\n");
+    }
+}
+
+/// Between turns a hang-up ends the session, as SIGTERM does (SIGINT does not).
+#[test]
+fn a_hangup_ends_the_session() {
     let ws = Ws::new();
-    ws.write("a.txt", "one\ntwo\n");
-    let before = ws.tree();
-    let mut child = ws.command(&["apply-patch"]).spawn().unwrap();
-    // It now waits for the patch on its standard input; the signal lands before the change.
+    let mut child = ws.command(&[]).spawn().unwrap();
     wait_until_caught(&mut child);
-    signal(&child, Signal::SIGINT);
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(PATCH.as_bytes()).unwrap();
-    drop(stdin);
-    let run = ws.finish(child);
-    insta::assert_snapshot!(run.show(), @r"
-    exit 130
-    --- stderr
-    shiro: interrupted; finishing the current change so the workspace and the undo log stay consistent (interrupt again to stop at once)
-    shiro: interrupted before the change began; nothing was changed
-    ");
-    assert_eq!(ws.tree(), before);
-    assert_eq!(ws.ok(&["log"]).stdout, "no turns to undo\n");
+    signal(&child, Signal::SIGHUP);
+    let run = wait_for_exit(&ws, child);
+    assert_eq!(run.code, 130, "{}", run.show());
+    assert!(
+        run.stderr.ends_with("shiro: interrupted\n"),
+        "{}",
+        run.show()
+    );
 }
 
 #[test]

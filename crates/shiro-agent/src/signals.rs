@@ -1,6 +1,7 @@
-//! What SIGINT and SIGTERM do to the running work: the [`Handling`] a command or a turn
-//! sets, and what it is told ([`Signals::cancelled`], [`Signals::interrupted`],
-//! [`Signals::stops`]). The decisions are in `docs/cli.md`, "Signals".
+//! What SIGINT and SIGTERM (SIGHUP counts as SIGTERM) do to the running work: the
+//! [`Handling`] a command or a turn sets, and what it is told ([`Signals::cancelled`],
+//! [`Signals::interrupted`], [`Signals::stops`]). The decisions are in `docs/cli.md`,
+//! "Signals".
 //!
 //! The signals themselves are caught by the binary (`shiro-cli`'s `signals.rs`), which
 //! delivers each one here ([`Signals::deliver`]) and is handed back what the process must do

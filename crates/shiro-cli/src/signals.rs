@@ -1,6 +1,9 @@
-//! SIGINT and SIGTERM, caught from the start of the process.
+//! SIGINT, SIGTERM and SIGHUP, caught from the start of the process. SIGHUP (the terminal
+//! closed, or the SSH connection dropped) is taken for SIGTERM: the work under way is
+//! finished or stopped and recorded as for SIGTERM, where the default handler would kill
+//! the process part-way through a change.
 //!
-//! Both are registered before [`install`] returns, so no signal reaches a default handler
+//! All three are registered before [`install`] returns, so no signal reaches a default handler
 //! (which would kill the process part-way through a change) however long the command then
 //! runs without yielding: undo, redo and apply-patch do their file operations inline on a
 //! current-thread runtime, so a handler that registered when a future was first polled could
@@ -17,10 +20,13 @@
 use std::sync::Arc;
 
 use shiro_agent::signals::{Handling, INTERRUPTED, Signal, Signals, Verdict};
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
-/// Catches SIGINT and SIGTERM from now on, handled as `handling` says until changed.
-/// Returns once both are registered.
+/// The signals caught.
+const CAUGHT: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+
+/// Catches SIGINT, SIGTERM and SIGHUP from now on, handled as `handling` says until
+/// changed. Returns once all are registered.
 pub fn install(handling: Handling) -> std::io::Result<Signals> {
     let signals = Signals::with_hook(handling, Arc::new(act));
     // The thread first: should the system refuse one, nothing is registered yet, and a signal
@@ -37,9 +43,9 @@ pub fn install(handling: Handling) -> std::io::Result<Signals> {
             };
             deliver(&delivered, &mut caught);
         })?;
-    let caught = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+    let caught = signal_hook::iterator::Signals::new(CAUGHT)?;
     // After the iterator's: a signal before these would be caught, yet never delivered.
-    for signal in [SIGINT, SIGTERM] {
+    for signal in CAUGHT {
         signal_hook::flag::register(signal, signals.received_flag())?;
     }
     hand_over.send(caught).map_err(|_| {
@@ -52,7 +58,7 @@ pub fn install(handling: Handling) -> std::io::Result<Signals> {
 /// (nothing closes the iterator).
 fn deliver(signals: &Signals, caught: &mut signal_hook::iterator::Signals) {
     for signal in caught.forever() {
-        let signal = if signal == SIGTERM {
+        let signal = if signal == SIGTERM || signal == SIGHUP {
             Signal::Terminate
         } else {
             Signal::Interrupt
@@ -65,12 +71,19 @@ fn deliver(signals: &Signals, caught: &mut signal_hook::iterator::Signals) {
 fn act(verdict: Verdict) {
     match verdict {
         Verdict::Nothing => {}
-        Verdict::Notice(message) => eprintln!("{message}"),
+        Verdict::Notice(message) => say(message),
         Verdict::StopNow(message) => {
             // The terminal's modes first, so the message reads as a line.
             shiro_tui::term::restore();
-            eprintln!("{message}");
+            say(message);
             std::process::exit(i32::from(INTERRUPTED));
         }
     }
+}
+
+/// Writes `message` to standard error, as a line. After SIGHUP the terminal may be gone:
+/// a failed write is let go (where `eprintln!` would panic).
+fn say(message: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{message}");
 }
