@@ -131,6 +131,63 @@ fn a_hard_reset_is_undone() {
     undone_and_redone(&ws, "git reset -q --hard HEAD~1");
 }
 
+/// `git fsck`'s verdict on every object the repository's refs and reflogs reach.
+fn fsck(root: &Path) -> (bool, String) {
+    let out = Command::new("git")
+        .args(["fsck", "--full", "--no-progress"])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), said)
+}
+
+/// History the command destroys for good (the reflog expired, the dropped commit's objects
+/// pruned) comes back with the undo: the command removed objects only from its own view.
+#[test]
+fn a_pruned_commit_is_back_after_undo() {
+    let Some(ws) = repo() else {
+        return;
+    };
+    undone_and_redone(
+        &ws,
+        "git reset -q --hard HEAD~1 && git reflog expire --expire=now --all && git gc -q --prune=now",
+    );
+    let (ok, said) = fsck(ws.path());
+    assert!(ok, "{said}");
+}
+
+/// `rm -rf .git` by the agent: the objects stay, and the undo puts HEAD, the refs and the
+/// index back, so the repository reads as before.
+#[test]
+fn rm_rf_dot_git_is_undone() {
+    let Some(ws) = repo() else {
+        return;
+    };
+    let before = (view(ws.path()), ws.worktree());
+    bash(&ws, "rm -rf .git; true");
+    assert_ne!(git_out(ws.path(), &["rev-parse", "HEAD"]), before.0.head);
+    ws.ok(&["undo"]);
+    assert_eq!((view(ws.path()), ws.worktree()), before);
+    let (ok, said) = fsck(ws.path());
+    assert!(ok, "{said}");
+}
+
+/// A commit's objects, written in the command's own view, are carried into the repository
+/// as the command ends: git outside finds them.
+#[test]
+fn a_commit_made_by_the_command_is_whole_outside_it() {
+    let Some(ws) = repo() else {
+        return;
+    };
+    ws.write("b.txt", "b\nb2\n");
+    bash(&ws, "git commit -qam third");
+    assert_eq!(git_out(ws.path(), &["log", "-1", "--format=%s"]), "third\n");
+    let (ok, said) = fsck(ws.path());
+    assert!(ok, "{said}");
+}
+
 #[test]
 fn a_stash_is_undone() {
     let Some(ws) = repo() else {

@@ -323,3 +323,31 @@ async fn recovery_keeps_a_file_changed_since_the_commit_began() {
     );
     assert!(!ws.path().join("unsaved.txt").exists());
 }
+
+/// A command cut short (no commit mark) may have moved a ref in `.git` already, to a commit
+/// whose objects are in its layer: recovery carries them into the repository before it
+/// discards the rest, as it does for a commit cut short. After a restart, when the layer may
+/// hold torn files, it does not.
+#[tokio::test]
+async fn recovery_carries_the_git_objects_a_command_wrote() {
+    for (mark, carried) in [(None, true), (Some("an earlier boot"), false)] {
+        let ws = tempfile::tempdir().unwrap();
+        let objects = ws.path().join(".git/objects");
+        std::fs::create_dir_all(objects.join("ab")).unwrap();
+        std::fs::write(objects.join("ab/old"), "old").unwrap();
+        let layers = ws.path().join(".shiro/layers");
+        let layer = layers.join("00000000000000aa");
+        std::fs::create_dir_all(layer.join("up/.git/objects/cd")).unwrap();
+        std::fs::write(layer.join("up/.git/objects/cd/new"), "new").unwrap();
+        if let Some(boot) = mark {
+            std::fs::write(layer.join("commit"), boot).unwrap();
+        }
+
+        let m = FsMutator::new(ws.path()).unwrap();
+        shiro_tools::capture::recover_layers(&m, &layers, &Before(Vec::new()))
+            .await
+            .unwrap();
+        assert_eq!(objects.join("cd/new").exists(), carried, "{mark:?}");
+        assert_eq!(std::fs::read(objects.join("ab/old")).unwrap(), b"old");
+    }
+}

@@ -20,6 +20,7 @@ mod auto;
 mod background;
 mod detect;
 mod layer;
+mod objects;
 mod overlay;
 mod plan;
 mod ready;

@@ -11,9 +11,10 @@
 //! 2. mounts an overlayfs over the workspace root (`lowerdir` = the root, `upperdir` and
 //!    `workdir` in a layer of the runner's layers directory, which lies outside the
 //!    workspace), then binds the real `.git` over its merged view so that writes there go
-//!    straight through, uncaptured, and covers each hidden directory (the layers', the undo
-//!    store's) with an empty read-only file system, so the command can neither see nor
-//!    change shiro's own state;
+//!    straight through, uncaptured (but for `.git/objects`, whose view in the overlay is
+//!    bound back over it, so that no object is ever removed: `objects.rs`), and covers each hidden
+//!    directory (the layers', the undo store's) with an empty read-only file system, so the
+//!    command can neither see nor change shiro's own state;
 //! 3. forks: the child is PID 1 of the new PID namespace (the init), runs the command and
 //!    waits for it. When it ends, the kernel kills every process left in the namespace,
 //!    including ones that left the process group (`setsid`), so nothing writes into the
@@ -33,6 +34,7 @@ use async_trait::async_trait;
 use tokio::process::Command;
 
 use super::layer::Layer;
+use super::objects;
 use super::plan::commit_layer;
 use super::ready::{Ahead, HELPER_READY};
 use super::sandbox::{Sandbox, SandboxMode};
@@ -311,7 +313,11 @@ impl CommandCapture for OverlayCapture {
         ended: Ended,
     ) -> Result<Captured, CaptureError> {
         let OverlayCapture {
-            layer, git, ahead, ..
+            layer,
+            git,
+            ahead,
+            root,
+            ..
         } = *self;
         if let Ended::Exited(status) = ended
             && status.code() == Some(SETUP_FAILED)
@@ -320,9 +326,12 @@ impl CommandCapture for OverlayCapture {
             layer.discard();
             return Err(CaptureError::NotStarted(why));
         }
+        // First: the refs the command moved are in `.git` already, and name these.
+        let objects = objects::keep_notes(&layer, &root).await;
         // Read before the commit, which removes the layer and the index kept in it.
         let moved = git.since().await;
         let mut captured = commit_layer(mutator, layer).await?;
+        captured.notes.extend(objects);
         // The next command's helper starts while this one's result is read.
         if let Some(ahead) = ahead {
             ahead.refill();
@@ -393,6 +402,7 @@ mod linux {
 
     use super::{HELPER_BACKGROUND, HELPER_INIT, HELPER_OVERLAY, HelperExit, SETUP_FAILED};
     use crate::capture::layer::{INIT_PID_FILE, SETUP_ERROR_FILE, UPPER_DIR, WORK_DIR};
+    use crate::capture::objects::{self, OBJECTS_UNKEPT_FILE};
     use crate::capture::ready::{HELPER_READY, take_request};
     use crate::capture::sandbox::{Sandbox, SandboxMode, linux as sandbox};
 
@@ -866,10 +876,26 @@ mod linux {
                 .map_err(|err| format!("cannot mount an overlay over the workspace: {err}"))
         };
         mount(format!("{data},volatile")).or_else(|_| mount(data))?;
+        // The objects stay the overlay's (see `objects.rs`): their view, opened now, is bound
+        // back over the real `.git` once it is bound through.
+        let objects_view = if through.is_empty() {
+            Ok(None)
+        } else {
+            objects::linux::open_view(root)
+        };
         for (name, fd) in &through {
             let source = format!("/proc/self/fd/{}", fd.as_raw_fd());
             rustix::mount::mount_bind(source.as_str(), root.join(name))
                 .map_err(|err| format!("cannot pass {name} through the overlay: {err}"))?;
+        }
+        let objects_kept = objects_view.and_then(|view| match view {
+            Some(view) => objects::linux::bind_view(root, &view),
+            None => Ok(()),
+        });
+        if let Err(why) = objects_kept {
+            // The command runs all the same, with the real objects, as it did before they
+            // were kept; its result says so.
+            let _ = std::fs::write(layer.join(OBJECTS_UNKEPT_FILE), why);
         }
         if sandbox.is_on() {
             sandbox::protect(root)?;

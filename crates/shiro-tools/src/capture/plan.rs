@@ -421,6 +421,11 @@ impl Plan {
                 continue;
             };
             kept.insert(path.file_name().to_owned());
+            if path.as_str() == ".git" && !repository::is_made_here(&path, mutator.root()) {
+                // The root repository's objects the command wrote (the rest of it is bound
+                // through): carried into it before this commit (see `objects.rs`).
+                continue;
+            }
             if repository::is_made_here(&path, mutator.root()) {
                 // A `.git` where the workspace has none (an existing one at the root is bound
                 // through and never shows here): a repository the command made.

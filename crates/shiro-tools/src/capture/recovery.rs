@@ -6,6 +6,7 @@ use std::fs;
 use std::path::Path;
 
 use super::layer::{Layer, Mark, TRASH_PREFIX, is_layer_name, remove_later};
+use super::objects;
 use super::plan::{Plan, Step};
 use super::repository;
 use crate::mutator::{Mutator, MutatorError};
@@ -96,6 +97,13 @@ pub async fn recover_layers(
             continue;
         };
         let mark = layer.commit_mark();
+        if mark != Mark::EarlierBoot {
+            // Whatever else becomes of the layer: the refs its command moved are in `.git`
+            // already, and name these (see `objects.rs`). Nobody is told what failed: the
+            // command's result was never given.
+            let written = objects::written(&layer.upper());
+            objects::carry(&written, &mutator.root().join(".git").join("objects"));
+        }
         if mark == Mark::EarlierBoot {
             layer.discard();
             done.push(LayerRecovery::DiscardedAfterRestart);
