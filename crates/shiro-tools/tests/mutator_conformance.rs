@@ -549,6 +549,27 @@ async fn hostile_paths_are_refused_by_both_mutators() {
     assert!(WorkspacePath::resolve(Path::new("/ws"), "/ws").is_err());
 }
 
+/// Links that lead round a loop are reported as a loop, in both mutators, whether they are
+/// the path's last component (a read follows it) or a directory on the way; never as an
+/// escape from the workspace.
+#[tokio::test]
+async fn a_link_loop_is_reported_as_a_loop() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = FsMutator::new(dir.path()).unwrap();
+    let mem = MemMutator::new();
+    for (name, m) in [("fs", &fs as &dyn Mutator), ("mem", &mem)] {
+        m.symlink("loop2", &p("loop1")).await.unwrap();
+        m.symlink("loop1", &p("loop2")).await.unwrap();
+        for path in ["loop1", "loop1/x"] {
+            let err = m.read(&p(path)).await.unwrap_err();
+            assert!(
+                matches!(err, MutatorError::Path(PathError::SymlinkLoop { .. })),
+                "{name}: read of {path} gave {err:?}"
+            );
+        }
+    }
+}
+
 /// A write goes through a temporary file with an unpredictable name created with `O_EXCL`:
 /// a link or a file planted under the old fixed name is never written through or destroyed,
 /// and what a killed write left is recognised by its name and removed by recovery.

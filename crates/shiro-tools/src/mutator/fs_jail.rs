@@ -276,7 +276,8 @@ impl Jail {
             }
             at = self.real_path(&WorkspacePath::from_relative(&next.join("/"))?)?;
         }
-        Err(PathError::SymlinkEscape {
+        // Still a link after as many as the kernel follows: they go round a loop.
+        Err(PathError::SymlinkLoop {
             path: path.to_string(),
             link: at.to_string(),
         }

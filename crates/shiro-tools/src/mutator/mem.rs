@@ -108,7 +108,11 @@ fn resolve(tree: &BTreeMap<String, Node>, path: &WorkspacePath) -> Result<Resolv
                     link: candidate.clone(),
                 };
                 if links > MAX_LINKS {
-                    return Err(escape().into());
+                    return Err(PathError::SymlinkLoop {
+                        path: path.to_string(),
+                        link: candidate,
+                    }
+                    .into());
                 }
                 let Some(parts) = link_destination(&real, target, Path::new(MEM_ROOT)) else {
                     return Err(escape().into());
@@ -205,7 +209,7 @@ impl MemMutator {
                 None => return Ok(None),
             }
         }
-        Err(PathError::SymlinkEscape {
+        Err(PathError::SymlinkLoop {
             path: path.to_string(),
             link: key,
         }
