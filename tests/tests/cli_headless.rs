@@ -788,3 +788,28 @@ fn dry_runs_show_a_big_file_by_its_lengths() {
     );
     insta::assert_snapshot!(t);
 }
+
+/// An empty `.shiro` of yours stays: only one an earlier version of shiro left, holding
+/// nothing but its emptied `.shiro/bash`, is tidied away.
+#[test]
+fn an_empty_dot_shiro_of_yours_is_left_where_it_is() {
+    let ws = Ws::new();
+    // A store to open: every command that opens it tidies what an earlier version left.
+    ws.ok(&[
+        "tool",
+        "write_file",
+        "--args",
+        r#"{"path":"a.txt","content":"a\n"}"#,
+    ]);
+    std::fs::create_dir(ws.path().join(".shiro")).unwrap();
+    ws.ok(&["log"]);
+    assert!(ws.path().join(".shiro").is_dir(), "yours, kept");
+
+    std::fs::create_dir(ws.path().join(".shiro/bash")).unwrap();
+    std::fs::write(ws.path().join(".shiro/bash/.gitignore"), "*\n").unwrap();
+    ws.ok(&["log"]);
+    assert!(
+        !ws.path().join(".shiro").exists(),
+        "an earlier version's, emptied and removed"
+    );
+}

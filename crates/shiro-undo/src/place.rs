@@ -296,27 +296,28 @@ pub(crate) fn migrate(
 
 /// Removes the directories an earlier version left in the tree once they hold nothing of
 /// the user's: `.shiro/bash` (its layers were recovered) and then `.shiro` itself, when
-/// empty. Best effort: what stays is harmless.
+/// that leaves it empty. An empty `.shiro` that held no `.shiro/bash` is left: it may be
+/// the user's. Best effort: what stays is harmless.
 pub(crate) fn tidy_legacy(state: &StateDir) {
     let layers = state.legacy_layers_dir();
-    if !is_own_dir(&state.workspace.join(LEGACY_DIR)) {
+    if !is_own_dir(&state.workspace.join(LEGACY_DIR)) || !is_own_dir(&layers) {
         return;
     }
-    if is_own_dir(&layers) {
-        // What recovery left: the `.gitignore`, and layers it discarded, renamed `trash-…`
-        // and still being deleted in the background.
-        let leftovers = fs::read_dir(&layers).is_ok_and(|entries| {
-            entries.flatten().all(|entry| {
-                let name = entry.file_name();
-                name == ".gitignore" || name.to_string_lossy().starts_with("trash-")
-            })
-        });
-        if leftovers {
-            let _ = fs::remove_file(layers.join(".gitignore"));
-            let _ = remove_tree(&layers);
-        }
+    // What recovery left: the `.gitignore`, and layers it discarded, renamed `trash-…` and
+    // still being deleted in the background.
+    let leftovers = fs::read_dir(&layers).is_ok_and(|entries| {
+        entries.flatten().all(|entry| {
+            let name = entry.file_name();
+            name == ".gitignore" || name.to_string_lossy().starts_with("trash-")
+        })
+    });
+    if !leftovers {
+        return;
     }
-    if let Some(shiro) = layers.parent() {
+    let _ = fs::remove_file(layers.join(".gitignore"));
+    if remove_tree(&layers).is_ok()
+        && let Some(shiro) = layers.parent()
+    {
         // Fails, as it should, when anything is left in it.
         let _ = fs::remove_dir(shiro);
     }
