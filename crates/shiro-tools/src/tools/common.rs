@@ -1,11 +1,11 @@
 //! Steps the file tools share: resolving a path, loading a text file for editing, writing a
 //! file without leaving directories behind when the write fails, and saying what is wrong
-//! with a symbolic link that leads nowhere.
+//! with a symbolic link that leads nowhere, and the output of a walk.
 
 use crate::mutator::{MAX_LINKS, Mutator, MutatorError, Stat, link_destination};
 use crate::path::{PathError, WorkspacePath};
 use crate::text::TextFile;
-use crate::tool::ToolError;
+use crate::tool::{ToolError, ToolOutput};
 
 /// Resolves a path the model gave for a file tool to change: relative to the workspace root,
 /// then to its real path (links on its parent directories resolved, see
@@ -125,6 +125,24 @@ pub(crate) async fn or_broken_link(
         }
     }
     err
+}
+
+/// The output of a walking tool (glob, grep, list_dir) from what its walk `walked` from the
+/// path `given` (the root when none) came to; a failed walk says which link broke it, if
+/// one did ([`or_broken_link`]).
+pub(crate) async fn walked_output(
+    mutator: &dyn Mutator,
+    given: Option<&str>,
+    walked: Result<String, ToolError>,
+) -> Result<ToolOutput, ToolError> {
+    match walked {
+        Ok(text) => Ok(ToolOutput {
+            text,
+            changes: Vec::new(),
+            ..ToolOutput::default()
+        }),
+        Err(err) => Err(or_broken_link(mutator, given.unwrap_or_default(), err).await),
+    }
 }
 
 /// A symbolic link that leads to no file or directory, with the links followed from it: the

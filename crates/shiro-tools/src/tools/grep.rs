@@ -12,7 +12,7 @@ use regex::RegexBuilder;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::common::or_broken_link;
+use super::common::walked_output;
 use crate::mutator::Mutator;
 use crate::path::WorkspacePath;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
@@ -166,18 +166,7 @@ impl Tool for Grep {
             Ok(start.noting_hidden(report.render(&args.pattern, &start.describe())))
         })
         .await;
-        let text = match walked {
-            Ok(text) => text,
-            Err(err) => {
-                let given = given.as_deref().unwrap_or_default();
-                return Err(or_broken_link(mutator, given, err).await);
-            }
-        };
-        Ok(ToolOutput {
-            text,
-            changes: Vec::new(),
-            ..ToolOutput::default()
-        })
+        walked_output(mutator, given.as_deref(), walked).await
     }
 }
 

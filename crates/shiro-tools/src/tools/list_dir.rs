@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::common::or_broken_link;
+use super::common::walked_output;
 use crate::mutator::Mutator;
 use crate::tool::{Tool, ToolError, ToolOutput, parse_args, schema_of};
 use crate::tools::walk::{self, Hidden, Kind};
@@ -115,18 +115,7 @@ impl Tool for ListDir {
             Ok(start.noting_hidden(render(&start.describe(), &lines, shown, ignored)))
         })
         .await;
-        let text = match walked {
-            Ok(text) => text,
-            Err(err) => {
-                let given = given.as_deref().unwrap_or_default();
-                return Err(or_broken_link(mutator, given, err).await);
-            }
-        };
-        Ok(ToolOutput {
-            text,
-            changes: Vec::new(),
-            ..ToolOutput::default()
-        })
+        walked_output(mutator, given.as_deref(), walked).await
     }
 }
 

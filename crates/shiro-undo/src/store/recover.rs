@@ -275,13 +275,13 @@ impl UndoStore {
                 // What finishing the commit just changed is the turn's, whatever the stamps
                 // of earlier changes say.
                 let changed: BTreeSet<&WorkspacePath> = changed.iter().collect();
-                let theirs: Vec<WorkspacePath> = (flight.before.keys())
+                let applied: Vec<WorkspacePath> = (flight.before.keys())
                     .filter(|at| {
                         changed.contains(at) || at.ancestors().iter().any(|a| changed.contains(a))
                     })
                     .cloned()
                     .collect();
-                for at in theirs {
+                for at in applied {
                     flight.done.insert(at, None);
                 }
                 self.finish_flight(workspace, state, *flight, damaged)
