@@ -117,22 +117,6 @@ fn a_signal_while_apply_patch_reads_its_patch_stops_it_before_any_change() {
     }
 }
 
-/// Between turns a hang-up ends the session, as SIGTERM does (SIGINT does not).
-#[test]
-fn a_hangup_ends_the_session() {
-    let ws = Ws::new();
-    let mut child = ws.command(&[]).spawn().unwrap();
-    wait_until_caught(&mut child);
-    signal(&child, Signal::SIGHUP);
-    let run = wait_for_exit(&ws, child);
-    assert_eq!(run.code, 130, "{}", run.show());
-    assert!(
-        run.stderr.ends_with("shiro: interrupted\n"),
-        "{}",
-        run.show()
-    );
-}
-
 #[test]
 fn sigterm_then_sigint_stops_at_once() {
     let ws = Ws::new();
@@ -456,7 +440,8 @@ fn interrupting_undo_redo_and_apply_patch_of_20000_files_leaves_before_or_after(
 }
 
 #[test]
-fn the_session_catches_signals_from_its_start_ignores_sigint_between_turns_and_ends_at_sigterm() {
+fn the_session_catches_signals_from_its_start_ignores_sigint_between_turns_and_ends_at_sigterm_or_sighup()
+ {
     let ws = Ws::new();
     // Between turns, SIGINT finds shiro's handler (at a terminal the line editor reads
     // Ctrl-C as a key), never the default one; the session goes on.
@@ -468,15 +453,18 @@ fn the_session_catches_signals_from_its_start_ignores_sigint_between_turns_and_e
     drop(stdin);
     let run = wait_for_exit(&ws, child);
     assert_eq!(run.code, 0, "{}", run.show());
-    // SIGTERM ends it.
-    let mut child = ws.command(&[]).spawn().unwrap();
-    wait_until_caught(&mut child);
-    signal(&child, Signal::SIGTERM);
-    let run = wait_for_exit(&ws, child);
-    assert_eq!(run.code, 130, "{}", run.show());
-    assert!(
-        run.stderr.ends_with("shiro: interrupted\n"),
-        "{}",
-        run.show()
-    );
+    // SIGTERM ends it, and so does a hang-up (the terminal closed, the SSH connection
+    // dropped).
+    for sent in [Signal::SIGTERM, Signal::SIGHUP] {
+        let mut child = ws.command(&[]).spawn().unwrap();
+        wait_until_caught(&mut child);
+        signal(&child, sent);
+        let run = wait_for_exit(&ws, child);
+        assert_eq!(run.code, 130, "{sent}: {}", run.show());
+        assert!(
+            run.stderr.ends_with("shiro: interrupted\n"),
+            "{sent}: {}",
+            run.show()
+        );
+    }
 }

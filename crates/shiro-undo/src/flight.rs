@@ -669,11 +669,7 @@ mod tests {
     async fn what_is_no_longer_as_the_turn_left_it_is_left_out_and_named() {
         let workspace = shiro_tools::MemMutator::new();
         let spares = Spares::none();
-        let keep = Keep {
-            big: u64::MAX,
-            small: 0,
-            stream: u64::MAX,
-        };
+        let keep = no_small_copies();
         let a = WorkspacePath::from_relative("a").unwrap();
         let b = WorkspacePath::from_relative("b").unwrap();
         // The turn removed a (stamped absent), and you wrote it again.
@@ -770,11 +766,7 @@ mod tests {
     async fn a_turn_whose_only_change_bash_cannot_restore_or_ran_uncaptured_is_kept() {
         let workspace = shiro_tools::MemMutator::new();
         let spares = Spares::none();
-        let keep = Keep {
-            big: u64::MAX,
-            small: 0,
-            stream: u64::MAX,
-        };
+        let keep = no_small_copies();
         let finish = |lines| flight(lines).finish(&workspace, false, keep, &spares);
         let finished = finish(vec![bash(BashCapture::Detect, &["b", "a"])])
             .await
@@ -794,5 +786,15 @@ mod tests {
         // A turn that changed nothing, bash captured, is still not kept.
         let quiet = finish(vec![bash(BashCapture::Overlay, &[])]).await.unwrap();
         assert!(quiet.is_none());
+    }
+
+    /// Keeps the bytes of no after-image: no file counts as big, none is streamed, and no
+    /// room is left for small ones.
+    fn no_small_copies() -> Keep {
+        Keep {
+            big: u64::MAX,
+            small: 0,
+            stream: u64::MAX,
+        }
     }
 }
